@@ -1,0 +1,40 @@
+# lmaudit: `make run` runs the default QQ audit on the embedded model; `make test` runs the suite.
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install install-server run test test-fast lint typecheck bench clean
+
+# torch is pinned to the CPU build that lies on this machine's disk; an open range would
+# pull a multi-GB CUDA build.
+install:
+	$(PIP) install --quiet --disable-pip-version-check torch==2.13.0
+	$(PIP) install --quiet --disable-pip-version-check -e '.[hf,dev]'
+
+# llama-cpp-python[server] for the OpenAI-compatible backend's slow test (compiled once, cached).
+install-server:
+	bash scripts/install_llama_server.sh
+
+run: install
+	$(PYTHON) run.py
+
+lint:
+	ruff check src tests benchmarks run.py
+	ruff format --check src tests benchmarks run.py
+
+typecheck:
+	mypy
+
+test: install install-server lint typecheck
+	$(PYTHON) -m pytest -q
+
+test-fast: lint typecheck
+	$(PYTHON) -m pytest -q -m "not slow"
+
+bench: install
+	$(PYTHON) benchmarks/bench_qq_measure.py
+
+clean:
+	rm -rf results/.sweeps .pytest_cache .mypy_cache .ruff_cache

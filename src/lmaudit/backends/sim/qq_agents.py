@@ -1,0 +1,212 @@
+"""Ground-truth QQ agents with known answers (seed 000, section 3 and appendix A).
+
+Qubit agents (per item: a state and the "y" axes of questions A and B, as Bloch-sphere
+angles ``[theta, phi]``; overridable through ``items``):
+
+* :class:`ProjectiveAgent` (``projective``): Born rule + Lüders collapse onto the outcome
+  eigenvector; ``q = 0`` exactly (Theorem 2) and ``a = b = c = d`` at every item.
+* :class:`LudersSymmetricAgent` (``luders_symmetric``): unsharp Lüders instruments with one
+  sharpness ``eta`` for both outcomes and both questions. ``q = 0`` exactly: the disagreement
+  operator is ``(1 - eta^2 a.b) / 2 * I`` in both orders (the same holds with a different
+  sharpness per question, as long as each question treats its two outcomes alike).
+* :class:`LudersAsymmetricAgent` (``luders_asymmetric``): a sharpness per question and
+  outcome (``eta_Ay, eta_An, eta_By, eta_Bn``); outcome asymmetry violates QQ generically.
+
+Repetition agents (per item: ``u = p_A(y)``, ``v = p_B(y)``; overridable through ``items``):
+
+* :class:`RepetitionAgent` (``repetition``): Proposition 4, one retention rate ``r``.
+* :class:`MixtureRepetitionAgent` (``mixture_repetition``): Proposition 5,
+  ``K_AB(b|a) = r_AB[a] 1[b=a] + (1 - r_AB[a]) p_B(b)`` and symmetrically for BA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lmaudit.backends.sim.qq_core import SequentialKernel, SimQQAgent, check_float
+from lmaudit.backends.sim.qq_qubit import LuedersInstrument, bloch_vector, sequential_kernel
+
+# --------------------------------------------------------------------------- qubit agents
+
+
+class _QubitAgent(SimQQAgent):
+    item_keys: ClassVar[tuple[str, ...]] = ("state", "axis_A", "axis_B")
+
+    def __init__(self, *, purity: float = 1.0, **common: Any) -> None:
+        super().__init__(**common)
+        self.purity = check_float(self.name, "purity", purity, 0.0, 1.0)
+
+    def sharpness(self) -> tuple[float, float, float, float]:
+        """``(eta_Ay, eta_An, eta_By, eta_Bn)``."""
+        raise NotImplementedError
+
+    def agent_params(self) -> dict[str, Any]:
+        return {"purity": self.purity}
+
+    def _check_override(self, field: str, value: Any) -> Any:
+        if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != 2:
+            raise ValueError(f"sim agent {self.name!r}: field {field!r} must be [theta, phi], got {value!r}")
+        return [check_float(self.name, f"{field}[{i}]", x, -1e6, 1e6) for i, x in enumerate(value)]
+
+    def _draw_item_params(self, rng: np.random.Generator) -> dict[str, Any]:
+        x = rng.random(6)
+        return {
+            key: [float(np.arccos(1.0 - 2.0 * x[2 * j])), float(2.0 * np.pi * x[2 * j + 1])]
+            for j, key in enumerate(self.item_keys)
+        }
+
+    def _build_kernel(self, params: Mapping[str, Any]) -> SequentialKernel:
+        eta_ay, eta_an, eta_by, eta_bn = self.sharpness()
+        s = bloch_vector(*params["state"])
+        r = (self.purity * s[0], self.purity * s[1], self.purity * s[2])
+        inst_a = LuedersInstrument(bloch_vector(*params["axis_A"]), eta_ay, eta_an)
+        inst_b = LuedersInstrument(bloch_vector(*params["axis_B"]), eta_by, eta_bn)
+        return sequential_kernel(r, inst_a, inst_b)
+
+
+class ProjectiveAgent(_QubitAgent):
+    """Projective qubit measurements (sharpness 1): QQ holds exactly (Theorem 2)."""
+
+    name: ClassVar[str] = "projective"
+
+    def sharpness(self) -> tuple[float, float, float, float]:
+        return (1.0, 1.0, 1.0, 1.0)
+
+
+class LudersSymmetricAgent(_QubitAgent):
+    """Unsharp Lüders instruments, one sharpness ``eta`` for every question and outcome."""
+
+    name: ClassVar[str] = "luders_symmetric"
+
+    def __init__(self, *, eta: float = 0.7, **common: Any) -> None:
+        super().__init__(**common)
+        self.eta = check_float(self.name, "eta", eta, 0.0, 1.0)
+
+    def sharpness(self) -> tuple[float, float, float, float]:
+        return (self.eta,) * 4
+
+    def agent_params(self) -> dict[str, Any]:
+        return {"eta": self.eta, **super().agent_params()}
+
+
+class LudersAsymmetricAgent(_QubitAgent):
+    """Unsharp Lüders instruments with a sharpness per question and outcome."""
+
+    name: ClassVar[str] = "luders_asymmetric"
+
+    def __init__(
+        self,
+        *,
+        eta_Ay: float = 0.9,
+        eta_An: float = 0.5,
+        eta_By: float = 0.9,
+        eta_Bn: float = 0.5,
+        **common: Any,
+    ) -> None:
+        super().__init__(**common)
+        self.etas = tuple(
+            check_float(self.name, key, val, 0.0, 1.0)
+            for key, val in (("eta_Ay", eta_Ay), ("eta_An", eta_An), ("eta_By", eta_By), ("eta_Bn", eta_Bn))
+        )
+
+    def sharpness(self) -> tuple[float, float, float, float]:
+        ay, an, by, bn = self.etas
+        return (ay, an, by, bn)
+
+    def agent_params(self) -> dict[str, Any]:
+        ay, an, by, bn = self.etas
+        return {"eta_Ay": ay, "eta_An": an, "eta_By": by, "eta_Bn": bn, **super().agent_params()}
+
+
+# --------------------------------------------------------------------------- repetition agents
+
+
+class _RetentionAgent(SimQQAgent):
+    item_keys: ClassVar[tuple[str, ...]] = ("u", "v")
+
+    def retention(self) -> tuple[float, float, float, float]:
+        """``(r_AB[y], r_AB[n], r_BA[y], r_BA[n])``."""
+        raise NotImplementedError
+
+    def _check_override(self, field: str, value: Any) -> Any:
+        return check_float(self.name, field, value, 0.0, 1.0)
+
+    def _draw_item_params(self, rng: np.random.Generator) -> dict[str, Any]:
+        lo, hi = self.marginal_range
+        x = rng.random(2)
+        return {"u": float(lo + (hi - lo) * x[0]), "v": float(lo + (hi - lo) * x[1])}
+
+    def _build_kernel(self, params: Mapping[str, Any]) -> SequentialKernel:
+        r_ab_y, r_ab_n, r_ba_y, r_ba_n = self.retention()
+        u, v = float(params["u"]), float(params["v"])
+        return SequentialKernel(
+            u=u,
+            v=v,
+            k_ab_y=r_ab_y + (1.0 - r_ab_y) * v,
+            k_ab_n=(1.0 - r_ab_n) * v,
+            k_ba_y=r_ba_y + (1.0 - r_ba_y) * u,
+            k_ba_n=(1.0 - r_ba_n) * u,
+        )
+
+
+class RepetitionAgent(_RetentionAgent):
+    """Proposition 4: symmetric repetition with one retention rate ``r``; QQ holds identically
+    and ``OE_B = r (u - v)``."""
+
+    name: ClassVar[str] = "repetition"
+
+    def __init__(self, *, r: float = 0.5, **common: Any) -> None:
+        super().__init__(**common)
+        self.r = check_float(self.name, "r", r, 0.0, 1.0)
+
+    def retention(self) -> tuple[float, float, float, float]:
+        return (self.r,) * 4
+
+    def agent_params(self) -> dict[str, Any]:
+        return {"r": self.r}
+
+
+def _check_rates(agent: str, field: str, value: Any) -> dict[str, float]:
+    if not isinstance(value, Mapping) or set(value) != {"y", "n"}:
+        raise ValueError(f"sim agent {agent!r}: field {field!r} must be {{'y': r, 'n': r}}, got {value!r}")
+    return {k: check_float(agent, f"{field}.{k}", value[k], 0.0, 1.0) for k in ("y", "n")}
+
+
+class MixtureRepetitionAgent(_RetentionAgent):
+    """Proposition 5: polarity- and position-dependent retention ``r_AB[.]``, ``r_BA[.]``;
+    ``q = u(1-v)(r_BA[n] - r_AB[y]) + (1-u)v(r_BA[y] - r_AB[n])`` (seed eq. 3)."""
+
+    name: ClassVar[str] = "mixture_repetition"
+
+    def __init__(
+        self,
+        *,
+        r_AB: Mapping[str, float] | None = None,
+        r_BA: Mapping[str, float] | None = None,
+        **common: Any,
+    ) -> None:
+        super().__init__(**common)
+        default = {"y": 0.6, "n": 0.2}
+        self.r_AB = _check_rates(self.name, "r_AB", default if r_AB is None else r_AB)
+        self.r_BA = _check_rates(self.name, "r_BA", default if r_BA is None else r_BA)
+
+    def retention(self) -> tuple[float, float, float, float]:
+        return (self.r_AB["y"], self.r_AB["n"], self.r_BA["y"], self.r_BA["n"])
+
+    def agent_params(self) -> dict[str, Any]:
+        return {"r_AB": dict(self.r_AB), "r_BA": dict(self.r_BA)}
+
+
+QQ_AGENTS: dict[str, type[SimQQAgent]] = {
+    cls.name: cls
+    for cls in (
+        ProjectiveAgent,
+        RepetitionAgent,
+        MixtureRepetitionAgent,
+        LudersSymmetricAgent,
+        LudersAsymmetricAgent,
+    )
+}

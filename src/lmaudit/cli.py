@@ -1,0 +1,229 @@
+"""The one pipeline every study follows: plan -> measure -> analyze -> report (+ MLflow record).
+
+``run.py`` composes the Hydra config and calls :func:`run`. Each stage reads what the
+previous one wrote in the run directory, so stages can be run one at a time
+(``stage=plan|measure|analyze|report``) or all together (``stage=all``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from lmaudit import __version__
+from lmaudit.provenance.digest import file_sha256, json_digest
+from lmaudit.provenance.io import InputError, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json
+
+STAGES = ("plan", "measure", "analyze", "report", "all")
+
+
+class PlanMismatchError(InputError):
+    """The run directory's plan.json was made from a different config or inputs."""
+
+
+def _study(name: str) -> Any:
+    if name == "qq":
+        from lmaudit.studies.qq import study
+
+        return study
+    raise InputError(f"study: field 'name' = {name!r} is not a known study (qq)")
+
+
+def default_run_name(cfg: DictConfig) -> str:
+    return f"{cfg.model.name}-{cfg.framing.name}-{cfg.mapping.name}-{cfg.estimand.kind}"
+
+
+def run_dir(cfg: DictConfig) -> Path:
+    if cfg.out_dir:
+        return Path(cfg.out_dir)
+    return Path(cfg.paths.results) / str(cfg.study.name) / (cfg.run_name or default_run_name(cfg))
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in sorted(set(a) | set(b)):
+            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+class _Audit:
+    """The run's audit record, updated section by section and rewritten atomically."""
+
+    def __init__(self, path: Path, plan_digest: str | None):
+        self.path = path
+        self.data: dict[str, Any] = {}
+        if path.exists():
+            old = read_json(path)
+            if isinstance(old, dict) and (plan_digest is None or old.get("plan_digest") == plan_digest):
+                self.data = old
+        self.data.setdefault("schema", 1)
+        self.data.setdefault("lmaudit_version", __version__)
+        if plan_digest:
+            self.data["plan_digest"] = plan_digest
+
+    def update(self, section: str, value: dict[str, Any]) -> None:
+        self.data[section] = value
+        atomic_write_json(self.path, self.data)
+
+
+def _write_plan(cfg: DictConfig, study: Any, out: Path, *, require_same: bool) -> dict[str, Any]:
+    plan = study.plan(cfg)
+    path = out / "plan.json"
+    if path.exists():
+        old = read_json(path)
+        if old.get("plan_digest") != plan["plan_digest"]:
+            diffs = _diff_keys(old.get("config", {}), plan["config"])
+            if old.get("inputs") != plan["inputs"]:
+                diffs.append("inputs (item bank or other input files changed)")
+            if require_same:
+                raise PlanMismatchError(
+                    f"{path}: the run directory holds a plan made from a different config or inputs "
+                    f"(differs in: {', '.join(diffs) or 'rendered prompts'}). Use another out_dir/run_name, or "
+                    f"re-plan with stage=plan to start this run afresh."
+                )
+    atomic_write_json(path, plan)
+    return plan
+
+
+def _measure(cfg: DictConfig, study: Any, out: Path, plan: dict[str, Any], audit: _Audit) -> Path:
+    from lmaudit.backends.cached import CachedBackend
+    from lmaudit.backends.factory import build_backend
+    from lmaudit.provenance.cache import ResponseCache
+
+    t0 = time.perf_counter()
+    backend = build_backend(cfg.model)
+    t_load = time.perf_counter() - t0
+    cache = ResponseCache(Path(cfg.paths.cache))
+    batch = int(cfg.model.get("batch_size", 16))
+    cached = CachedBackend(backend, cache, batch_size=batch, progress=bool(cfg.progress))
+    rows = study.measure(cfg, cached, backend)
+    path = atomic_write_jsonl(out / "measurements.jsonl", rows)
+    describe = backend.describe() if hasattr(backend, "describe") else {}
+    audit.update("measure", {
+        "finished_utc": _now(),
+        "backend_identity": backend.identity,
+        "backend_digest": cached.digest,
+        "backend": describe,
+        "cache": {"dir": str(cache.root), **cache.stats.as_dict()},
+        "seconds": {"load": round(t_load, 3), "total": round(time.perf_counter() - t0, 3)},
+        "measurements": {"path": str(path), "sha256": file_sha256(path), "rows": len(rows)},
+    })
+    return path
+
+
+def run(cfg: DictConfig) -> float | None:
+    """Run the configured stage(s); returns the headline metric (share of items VIOLATED)."""
+    stage = str(cfg.stage)
+    if stage not in STAGES:
+        raise InputError(f"stage={stage!r} is not one of {', '.join(STAGES)}")
+    study = _study(str(cfg.study.name))
+    out = run_dir(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"lmaudit {study.NAME}: stage={stage} run dir {out}")
+
+    plan: dict[str, Any] | None = None
+    if stage in ("plan", "measure", "all"):
+        plan = _write_plan(cfg, study, out, require_same=(stage == "measure"))
+    elif (out / "plan.json").exists():
+        plan = read_json(out / "plan.json")
+    audit = _Audit(out / "audit_record.json", plan["plan_digest"] if plan else None)
+    if plan is not None and stage in ("plan", "measure", "all"):
+        audit.update("plan", {"written_utc": _now(), "plan_digest": plan["plan_digest"],
+                              "inputs": plan["inputs"], "n_requests": plan["n_requests"],
+                              "git_commit": _git_commit(), "python": sys.version.split()[0],
+                              "platform": platform.platform()})
+    if stage == "plan":
+        return None
+
+    if stage in ("measure", "all"):
+        assert plan is not None
+        _measure(cfg, study, out, plan, audit)
+        if stage == "measure":
+            return None
+
+    results_path = out / "results.json"
+    if stage in ("analyze", "all"):
+        mpath = Path(cfg.measurements) if cfg.measurements else out / "measurements.jsonl"
+        if not mpath.exists():
+            raise InputError(f"{mpath}: no measurement file; run stage=measure first or pass measurements=<path>")
+        rows = [obj for _, obj in iter_jsonl(mpath)]
+        results = study.analyze_rows(cfg, rows, str(mpath))
+        results["source"] = {"measurements_sha256": file_sha256(mpath),
+                             "plan_digest": plan["plan_digest"] if plan else None}
+        atomic_write_json(results_path, results)
+        audit.update("analyze", {"finished_utc": _now(), "measurements": str(mpath),
+                                 "measurements_sha256": file_sha256(mpath),
+                                 "results_sha256": file_sha256(results_path)})
+    elif not results_path.exists():
+        raise InputError(f"{results_path}: no results; run stage=analyze first")
+    results = read_json(results_path)
+
+    from lmaudit.studies.qq.report import write_report
+
+    report_path = write_report(out / "report.html", results=results, plan=plan, audit=audit.data)
+    audit.update("report", {"written_utc": _now(), "report_sha256": file_sha256(report_path)})
+
+    headline = study.headline(results)
+    if cfg.mlflow.enabled:
+        from lmaudit.tracking.mlflow_log import log_job
+
+        run_id = log_job(
+            mlruns=cfg.paths.mlruns,
+            experiment=cfg.mlflow.experiment or f"lmaudit-{study.NAME}",
+            run_name=cfg.run_name or default_run_name(cfg),
+            params={k: OmegaConf.to_container(cfg[k], resolve=True) for k in study.PLAN_KEYS},
+            metrics=study.metrics(results),
+            tags={**study.tags(results), "plan_digest": str(audit.data.get("plan_digest")),
+                  "run_dir": str(out)},
+            artifacts=[out / n for n in ("plan.json", "results.json", "audit_record.json", "report.html",
+                                         "measurements.jsonl")],
+        )
+        audit.data["mlflow_run_id"] = run_id
+        atomic_write_json(audit.path, audit.data)
+        print(f"MLflow run {run_id} (tracking URI sqlite:///{Path(cfg.paths.mlruns).resolve()}/mlflow.db)")
+    print(study.summary(results))
+    print(f"wrote {out}/{{plan.json, measurements.jsonl, results.json, audit_record.json, report.html}}")
+    return headline
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``lmaudit`` console entry: utilities around the Hydra entry point ``run.py``."""
+    parser = argparse.ArgumentParser(prog="lmaudit", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("prepare-model", help="convert the embedded Gemma 3 270M GGUF once and cache it")
+    d = sub.add_parser("digest", help="print the SHA-256 of files (as recorded in plans and audit records)")
+    d.add_argument("paths", nargs="+")
+    args = parser.parse_args(argv)
+    if args.cmd == "prepare-model":
+        from lmaudit.backends.embedded import ensure_embedded_model
+
+        print(ensure_embedded_model())
+    elif args.cmd == "digest":
+        for p in args.paths:
+            print(f"{file_sha256(p)}  {p}")
+    return 0
+
+
+__all__ = ["json_digest", "main", "run"]

@@ -1,0 +1,184 @@
+"""One schema per config group, registered in Hydra's ConfigStore.
+
+YAML files under ``conf/`` only override these dataclasses (each starts with
+``defaults: [<schema>, _self_]``), so every default lives here and only here, and a
+typo'd or mistyped key fails at composition time, before any model is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+# --- model -------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelConfig:
+    backend: str = MISSING  # "hf" | "openai" | "sim"
+    name: str = MISSING  # display name used in run names and MLflow
+
+
+@dataclass
+class HFModelConfig(ModelConfig):
+    backend: str = "hf"
+    model: str = MISSING  # "embedded:gemma3-270m" or a hub id / local path
+    revision: str | None = None
+    dtype: str = "float32"
+    chat_template: str | None = None  # overrides the tokenizer's template
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = 16
+    base_model: bool = False  # a base checkpoint (no instruction tuning)
+
+
+@dataclass
+class OpenAIModelConfig(ModelConfig):
+    backend: str = "openai"
+    base_url: str = MISSING
+    model: str = MISSING
+    endpoint: str = "chat"  # "chat" | "completions"
+    chat_template: str | None = None  # required for endpoint=completions
+    api_key_env: str = "OPENAI_API_KEY"
+    revision: str | None = None
+    top_logprobs: int = 20
+    timeout_s: float = 60.0
+    max_retries: int = 5
+    max_concurrency: int = 1
+    batch_size: int = 8
+    base_model: bool = False
+
+
+@dataclass
+class SimModelConfig(ModelConfig):
+    backend: str = "sim"
+    agent: str = MISSING  # projective | repetition | mixture_repetition | luders_symmetric | luders_asymmetric
+    seed: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = 256
+    base_model: bool = False
+
+
+# --- study-level groups --------------------------------------------------------------------
+
+
+@dataclass
+class EstimandConfig:
+    kind: str = MISSING  # "logprob" | "sampled"
+    n: int = 200  # sampled: draws per position (forced branch)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class FewShotExample:
+    question: str = MISSING
+    options: list[str] = field(default_factory=list)  # semantic options; [] for Yes/No
+    answer: int = 0  # index of the semantic option answered
+
+
+@dataclass
+class FramingConfig:
+    name: str = MISSING
+    track: str = MISSING  # "M" | "P"
+    # system prompt for A/B-labelled items; {reference_year} is substituted where present
+    system_ab: str = MISSING
+    system_yesno: str | None = None  # system prompt for Yes/No items (None: item skipped)
+    historical_headers: bool = True  # Track M shows an item's header once; Track P replaces it
+    track_p_only: bool = False  # restrict to items flagged for Track P (year-fixed)
+    few_shot: list[FewShotExample] = field(default_factory=list)  # answer-format exemplar turns
+
+
+@dataclass
+class MappingConfig:
+    name: str = MISSING
+    mappings: list[str] = field(default_factory=lambda: ["map1", "map2"])  # subset of map1, map2
+    labels: list[str] = field(default_factory=lambda: ["A", "B"])
+    yesno_labels: list[str] = field(default_factory=lambda: ["Yes", "No"])
+
+
+@dataclass
+class ItemsConfig:
+    name: str = MISSING
+    path: str = MISSING
+    ids: list[str] | None = None  # None: every item of the bank
+    matched_pairs: bool = True  # memorization alert over S2 items' matched_to
+
+
+@dataclass
+class G3Config:
+    enabled: bool = True
+    items: list[str] = field(default_factory=lambda: ["s1-01", "s3-01"])
+    n: int = 200  # accepted joint samples per item-order
+    retry_n: int = 400  # one retry at this size
+    alpha: float = 0.01  # per item-order, Bonferroni over the four joint cells
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 20260701
+    max_attempts_factor: int = 20  # give up after n * factor draws at one position
+
+
+@dataclass
+class GatesConfig:
+    g2_max_other: float = 0.01
+    g3: G3Config = field(default_factory=G3Config)
+
+
+@dataclass
+class QQStudyConfig:
+    name: str = "qq"
+    epsilon: float = 0.02
+    float_tol: float = 1e-9
+    gamma_tol: float = 0.0
+    saturation_threshold: float = 0.99
+    saturation_sensitivity: list[float] = field(default_factory=lambda: [0.95, 0.975, 0.99])
+    memorization_threshold: float = 0.3
+    memorization_min_pairs: int = 2
+    top_k: int = 10
+    gates: GatesConfig = field(default_factory=GatesConfig)
+
+
+@dataclass
+class PathsConfig:
+    results: str = "results"
+    cache: str = "cache"
+    mlruns: str = "mlruns"
+
+
+@dataclass
+class MLflowConfig:
+    enabled: bool = True
+    experiment: str | None = None  # default: "lmaudit-<study>"
+
+
+@dataclass
+class RootConfig:
+    study: Any = MISSING
+    model: Any = MISSING
+    estimand: EstimandConfig = MISSING
+    framing: FramingConfig = MISSING
+    mapping: MappingConfig = MISSING
+    items: ItemsConfig = MISSING
+    stage: str = "all"  # plan | measure | analyze | report | all
+    out_dir: str | None = None  # default: <paths.results>/<study>/<run_name>
+    run_name: str | None = None  # default: <model>-<framing>-<mapping>-<estimand>
+    measurements: str | None = None  # analyze: a measurement file to (re-)analyse
+    progress: bool = True
+    paths: PathsConfig = field(default_factory=PathsConfig)
+    mlflow: MLflowConfig = field(default_factory=MLflowConfig)
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=RootConfig)
+    cs.store(group="model", name="_hf", node=HFModelConfig)
+    cs.store(group="model", name="_openai", node=OpenAIModelConfig)
+    cs.store(group="model", name="_sim", node=SimModelConfig)
+    cs.store(group="study", name="_qq", node=QQStudyConfig)
+    cs.store(group="estimand", name="_estimand", node=EstimandConfig)
+    cs.store(group="framing", name="_framing", node=FramingConfig)
+    cs.store(group="mapping", name="_mapping", node=MappingConfig)
+    cs.store(group="items", name="_items", node=ItemsConfig)

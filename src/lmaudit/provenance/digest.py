@@ -1,0 +1,25 @@
+"""Digests of files, configs and plans (SHA-256 everywhere)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from lmaudit.backends.base import canonical_json, sha256_text
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def json_digest(obj: Any) -> str:
+    """Digest of a JSON-able object in canonical form (key order and whitespace do not matter)."""
+    return sha256_text(canonical_json(obj))
+
+
+__all__ = ["canonical_json", "file_sha256", "json_digest", "sha256_text"]

@@ -1,0 +1,253 @@
+"""QQ analysis: measurement records in, :class:`QQResult` out. Pure: no model, no I/O.
+
+1. Validate the records and group them into cells (item, mapping, order) of three positions.
+2. Per mapping: the binary-conditioned estimate ``P(y | y or n) = p_y / (p_y + p_n)`` at the
+   six positions, ``q``, ``OE_A``, ``OE_B`` and their exact envelope over other mass
+   ``o = 1 - p_y - p_n`` (see :mod:`lmaudit.studies.qq.envelope`).
+3. Per item: equal-weight pooling over whichever mappings are present (records are already
+   semantic through ``label_of``). The pooled envelope is the mean of the per-mapping
+   envelopes, exactly, since mappings have disjoint allocation variables.
+4. Decisions on the pooled envelope (QQ verdict, certified Γ class), saturation, label effect.
+5. Study level: counts, saturation sensitivity, other-mass gate G2, memorization alert,
+   Prop. 5 discriminant fits, sampled-estimand intervals (:mod:`.diagnostics`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from lmaudit.studies.qq import envelope as env
+from lmaudit.studies.qq.diagnostics import (
+    FitResult,
+    discriminant_fits,
+    is_saturated,
+    memorization_alert,
+    n_saturated_positions,
+    sampled_counts,
+    sampled_intervals,
+)
+from lmaudit.studies.qq.records import ORDERS, Measurement
+from lmaudit.studies.qq.result import (
+    Interval,
+    ItemResult,
+    MappingResult,
+    PositionEstimate,
+    QQParams,
+    QQResult,
+)
+
+__all__ = ["Interval", "ItemResult", "MappingResult", "PositionEstimate", "QQParams", "QQResult", "analyze"]
+
+_QUESTION = {("AB", 1): "A", ("AB", 2): "B", ("BA", 1): "B", ("BA", 2): "A"}
+
+# ---------------------------------------------------------------- validation
+
+
+def _where(m: Measurement) -> str:
+    return (
+        f"item {m.item!r}, mapping {m.mapping!r}, order {m.order!r}, "
+        f"position {m.position} (first answer {m.first_answer!r})"
+    )
+
+
+def _masses(m: Measurement, sum_tol: float) -> tuple[float, float, float]:
+    """Validated raw ``(p_y, p_n, o)`` of one record (from counts for sampled records)."""
+    where = _where(m)
+    if m.estimand == "sampled" and m.counts is not None:
+        k_y, k_n, k_o = sampled_counts(m)
+        total = k_y + k_n + k_o
+        if k_y + k_n == 0:
+            raise ValueError(f"{where}: no draw answered y or n, P(y | y or n) is undefined")
+        return k_y / total, k_n / total, k_o / total
+    try:
+        p_y, p_n = float(m.probs[m.label_of["y"]]), float(m.probs[m.label_of["n"]])
+    except KeyError as exc:
+        raise ValueError(f"{where}: no probability for semantic option/label {exc}") from None
+    if m.label_of["y"] == m.label_of["n"]:
+        raise ValueError(f"{where}: y and n share the label {m.label_of['y']!r}")
+    for name, val in (("p_y", p_y), ("p_n", p_n), ("other", float(m.other))):
+        if not (np.isfinite(val) and -sum_tol <= val <= 1.0 + sum_tol):
+            raise ValueError(f"{where}: {name} = {val!r} is not a probability in [0, 1]")
+    if not (0.0 <= p_y <= 1.0 and 0.0 <= p_n <= 1.0):
+        raise ValueError(f"{where}: label probabilities must lie in [0, 1], got p_y={p_y}, p_n={p_n}")
+    if p_y + p_n <= 0.0:
+        raise ValueError(f"{where}: p_y + p_n = 0, P(y | y or n) is undefined")
+    if p_y + p_n > 1.0 + sum_tol:
+        raise ValueError(f"{where}: p_y + p_n = {p_y + p_n!r} exceeds 1")
+    return p_y, p_n, max(0.0, 1.0 - p_y - p_n)
+
+
+Cells = dict[str, dict[str, dict[str, dict[tuple[int, str | None], Measurement]]]]
+
+
+def _group(ms: Iterable[Measurement]) -> tuple[Cells, dict[str, str]]:
+    cells: Cells = {}
+    strata: dict[str, str] = {}
+    for m in ms:
+        where = _where(m)
+        if m.order not in ORDERS:
+            raise ValueError(f"{where}: order must be one of {ORDERS}")
+        if m.position not in (1, 2):
+            raise ValueError(f"{where}: position must be 1 or 2")
+        if m.position == 1 and m.first_answer is not None:
+            raise ValueError(f"{where}: position 1 has no first answer")
+        if m.position == 2 and m.first_answer not in ("y", "n"):
+            raise ValueError(f"{where}: position 2 needs first answer 'y' or 'n'")
+        if m.question != _QUESTION[(m.order, m.position)]:
+            raise ValueError(
+                f"{where}: question {m.question!r}, expected {_QUESTION[(m.order, m.position)]!r}"
+            )
+        if strata.setdefault(m.item, m.stratum) != m.stratum:
+            raise ValueError(f"{where}: stratum {m.stratum!r} differs from {strata[m.item]!r}")
+        cell = cells.setdefault(m.item, {}).setdefault(m.mapping, {}).setdefault(m.order, {})
+        if (m.position, m.first_answer) in cell:
+            raise ValueError(f"{where}: duplicate record")
+        cell[(m.position, m.first_answer)] = m
+    return cells, strata
+
+
+# ---------------------------------------------------------------- analysis
+
+
+def _positions(
+    item: str, mapping: str, orders: dict[str, dict[tuple[int, str | None], Measurement]]
+) -> list[Measurement]:
+    out = []
+    for order, position, first in env.POSITIONS:
+        m = orders.get(order, {}).get((position, first))
+        if m is None:
+            raise ValueError(
+                f"item {item!r}, mapping {mapping!r}, order {order!r}: missing position {position}"
+                + (f" (first answer {first!r})" if first else "")
+            )
+        out.append(m)
+    return out
+
+
+def _iv(lo: ArrayLike, hi: ArrayLike) -> Interval:
+    return Interval(float(np.asarray(lo)), float(np.asarray(hi)))
+
+
+def analyze(measurements: Iterable[Measurement], params: QQParams | None = None) -> QQResult:
+    """Analyse QQ measurement records (those of ``params.estimand``) into a :class:`QQResult`.
+
+    Raises ``ValueError`` naming item, mapping, order and position for malformed input.
+    """
+    params = QQParams() if params is None else params
+    records = list(measurements)
+    main = [m for m in records if m.estimand == params.estimand]
+    if not main:
+        raise ValueError(f"no measurements with estimand {params.estimand!r}")
+    cells, strata = _group(main)
+
+    # Flatten every (item, mapping) into a row of six positions and compute in one batch.
+    rows: list[tuple[str, str, list[Measurement]]] = []
+    for item, by_mapping in cells.items():
+        for mapping in sorted(by_mapping):
+            rows.append((item, mapping, _positions(item, mapping, by_mapping[mapping])))
+    masses = np.array([[_masses(m, params.sum_tol) for m in ms] for _, _, ms in rows])  # (R, 6, 3)
+    p_y, p_n, other = masses[..., 0], masses[..., 1], masses[..., 2]
+    p = env.binary_conditioned(p_y, p_n)
+    q, oe_a, oe_b = env.qq_statistics(p)
+    box = env.envelope(p_y, p_n, other)
+    g_lo, g_hi = env.gamma_bounds(box)
+
+    def decide(e: env.StatEnvelope, lo: float, hi: float) -> tuple[str, str]:
+        return (
+            env.qq_decision(float(e.q_lo), float(e.q_hi), params.epsilon, params.float_tol),
+            env.gamma_class(lo, hi, params.gamma_tol),
+        )
+
+    mapping_results: dict[str, list[MappingResult]] = {}
+    for r, (item, mapping, ms) in enumerate(rows):
+        verdict, gclass = decide(box.take(r), float(g_lo[r]), float(g_hi[r]))
+        positions = tuple(
+            PositionEstimate(
+                m.order,
+                m.position,
+                m.question,
+                m.first_answer,
+                p_y=float(p_y[r, i]),
+                p_n=float(p_n[r, i]),
+                other=float(other[r, i]),
+                p=float(p[r, i]),
+            )
+            for i, m in enumerate(ms)
+        )
+        mapping_results.setdefault(item, []).append(
+            MappingResult(
+                mapping=mapping,
+                positions=positions,
+                q=float(q[r]),
+                oe_a=float(oe_a[r]),
+                oe_b=float(oe_b[r]),
+                q_env=_iv(box.q_lo[r], box.q_hi[r]),
+                oe_a_env=_iv(box.oe_a_lo[r], box.oe_a_hi[r]),
+                oe_b_env=_iv(box.oe_b_lo[r], box.oe_b_hi[r]),
+                gamma_bounds=_iv(g_lo[r], g_hi[r]),
+                verdict=verdict,
+                gamma_class=gclass,
+            )
+        )
+
+    items: list[ItemResult] = []
+    start = 0
+    for item, mrs in mapping_results.items():
+        sl = slice(start, start + len(mrs))
+        start += len(mrs)
+        pooled = box.take(sl).mean()
+        lo, hi = env.gamma_bounds(pooled)
+        verdict, gclass = decide(pooled, float(lo), float(hi))
+        p_all = p[sl].ravel()
+        items.append(
+            ItemResult(
+                item=item,
+                stratum=strata[item],
+                mappings=tuple(mrs),
+                q=float(np.mean(q[sl])),
+                oe_a=float(np.mean(oe_a[sl])),
+                oe_b=float(np.mean(oe_b[sl])),
+                u=float(np.mean(p[sl, 0])),
+                v=float(np.mean(p[sl, 3])),
+                q_env=_iv(pooled.q_lo, pooled.q_hi),
+                oe_a_env=_iv(pooled.oe_a_lo, pooled.oe_a_hi),
+                oe_b_env=_iv(pooled.oe_b_lo, pooled.oe_b_hi),
+                gamma_bounds=_iv(lo, hi),
+                verdict=verdict,
+                gamma_class=gclass,
+                n_positions=int(p_all.size),
+                n_saturated_positions=n_saturated_positions(p_all, params.saturation_threshold),
+                saturated=is_saturated(p_all, params.saturation_threshold),
+            )
+        )
+
+    fits: list[FitResult] = []
+    for stratum in sorted(set(strata.values())):
+        rs = [r for r in items if r.stratum == stratum]
+        fits.extend(
+            discriminant_fits(
+                [r.q for r in rs],
+                [r.u for r in rs],
+                [r.v for r in rs],
+                epsilon=params.epsilon,
+                stratum=stratum,
+            )
+        )
+    memo = None
+    if params.memorization_pairs:
+        memo = memorization_alert(
+            {r.item: r.oss for r in items},
+            params.memorization_pairs,
+            params.memorization_threshold,
+            params.memorization_min_pairs,
+        )
+    return QQResult(
+        params=params,
+        items=tuple(items),
+        memorization=memo,
+        fits=tuple(fits),
+        sampled=tuple(sampled_intervals(records, params.interval_alpha)),
+    )

@@ -1,0 +1,193 @@
+"""QQ measurement: backend requests for every cell, gates G1 and G3, the sampled estimand.
+
+Everything returned is a plain JSON row for ``measurements.jsonl``:
+
+* ``kind: "position"`` - one measured position (see :mod:`.records`);
+* ``kind: "g1"`` - gate G1: each label's token pieces in one rendered context;
+* ``kind: "g3"`` - gate G3: trajectory samples of one item-order (joint counts, attempts).
+
+The analysis needs nothing else, so any measurement file can be re-analysed without a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from lmaudit.backends.base import LabelRequest, SampleRequest
+from lmaudit.backends.cached import CachedBackend
+from lmaudit.config.schema import EstimandConfig, G3Config
+from lmaudit.studies.qq.protocol import Cell
+from lmaudit.studies.qq.records import SEMANTIC, Measurement
+
+
+class GateG1Error(RuntimeError):
+    """A canonical label is not a single token in the rendered context."""
+
+
+def position_seed(base: int, meta: dict[str, Any], salt: str = "") -> int:
+    """A distinct seed per measured position, so no two positions share random draws."""
+    key = f"{base}|{salt}|{meta['item']}|{meta['mapping']}|{meta['order']}|{meta['position']}|{meta['first_answer']}"
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") & ((1 << 63) - 1)
+
+
+def _stratum(cell: Cell) -> str:
+    return cell.item.stratum
+
+
+def _position_row(cell: Cell, req: LabelRequest, probs: dict[str, float], other: float,
+                  top_k: list[list[Any]], estimand: str, n_draws: int | None = None,
+                  counts: dict[str, int] | None = None) -> dict[str, Any]:
+    meta = req.meta
+    m = Measurement(
+        item=cell.item.id, stratum=_stratum(cell), mapping=cell.mapping, order=cell.order,
+        position=int(meta["position"]), question=str(meta["question"]), first_answer=meta["first_answer"],
+        label_of=dict(cell.label_of), probs=probs, other=max(0.0, other), top_k=top_k, estimand=estimand,
+        n_draws=n_draws, counts=counts,
+    )
+    return {"kind": "position", **m.to_json()}
+
+
+# --- gate G1 -------------------------------------------------------------------------------
+
+
+def run_g1(cells: list[Cell], backend: Any) -> list[dict[str, Any]]:
+    """Check every distinct rendered context; raise with the tokenization shown if any fails."""
+    rows: list[dict[str, Any]] = []
+    failures: list[str] = []
+    if not hasattr(backend, "check_single_token"):
+        return rows
+    for cell in cells:
+        for req in cell.requests:
+            pieces = backend.check_single_token(req)
+            rows.append({"kind": "g1", "item": cell.item.id, "mapping": cell.mapping, "order": cell.order,
+                         "position": req.meta["position"], "first_answer": req.meta["first_answer"],
+                         "pieces": {k: list(v) for k, v in pieces.items()}})
+            for label, toks in pieces.items():
+                if len(toks) != 1:
+                    failures.append(f"item '{cell.item.id}' ({cell.mapping}, {cell.order}, position "
+                                    f"{req.meta['position']}): label {label!r} renders as {toks!r}")
+    if failures:
+        shown = "\n  ".join(failures[:10])
+        more = f"\n  ... and {len(failures) - 10} more" if len(failures) > 10 else ""
+        raise GateG1Error(
+            "gate G1 failed: canonical labels must be single tokens in the rendered context.\n  "
+            + shown + more + "\nChoose other labels (mapping.labels / mapping.yesno_labels) or another chat template."
+        )
+    return rows
+
+
+# --- log-prob estimand ---------------------------------------------------------------------
+
+
+def measure_logprob(cells: list[Cell], cached: CachedBackend, top_k: int) -> list[dict[str, Any]]:
+    requests = [r for c in cells for r in c.requests]
+    results = cached.label_logprobs(requests, top_k=top_k, desc="QQ log-probs")
+    rows = []
+    for i, cell in enumerate(cells):
+        for j, req in enumerate(cell.requests):
+            res = results[3 * i + j]
+            rows.append(_position_row(cell, req, dict(res.probs), res.other,
+                                      [[t, p] for t, p in res.top_k], "logprob"))
+    return rows
+
+
+# --- sampled estimand ----------------------------------------------------------------------
+
+
+def _sample_request(req: LabelRequest, n: int, temperature: float, top_p: float, seed: int) -> SampleRequest:
+    return SampleRequest(messages=req.messages, n=n, temperature=temperature, top_p=top_p, max_tokens=1,
+                         seed=seed, meta=req.meta)
+
+
+def normalise_answer(text: str, labels: tuple[str, ...]) -> str | None:
+    """The canonical label a sampled answer is, or None (rejected): exact match after stripping."""
+    t = text.strip()
+    return t if t in labels else None
+
+
+def measure_sampled(cells: list[Cell], cached: CachedBackend, est: EstimandConfig) -> list[dict[str, Any]]:
+    """n draws at every forced-branch position; frequencies take the place of probabilities."""
+    reqs = [(cell, r) for cell in cells for r in cell.requests]
+    sreqs = [_sample_request(r, est.n, est.temperature, est.top_p, position_seed(est.seed, r.meta, "estimand"))
+             for _, r in reqs]
+    results = cached.sample(sreqs, desc="QQ samples")
+    rows = []
+    for (cell, req), res in zip(reqs, results, strict=True):
+        counts = {lab: 0 for lab in cell.labels}
+        counts["other"] = 0
+        for text in res.texts:
+            lab = normalise_answer(text, cell.labels)
+            counts[lab if lab is not None else "other"] += 1
+        n = len(res.texts)
+        probs = {lab: counts[lab] / n for lab in cell.labels}
+        rows.append(_position_row(cell, req, probs, counts["other"] / n, [], "sampled", n_draws=n, counts=counts))
+    return rows
+
+
+# --- gate G3 -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Drawn:
+    accepted: list[str]  # semantic answers, in draw order
+    attempts: int
+
+
+def _draw_accepted(cached: CachedBackend, req: LabelRequest, label_of: dict[str, str], need: int,
+                   g3: G3Config, seed: int) -> _Drawn:
+    """Rejection sampling at one position until ``need`` canonical answers are accepted."""
+    sem_of = {lab: s for s, lab in label_of.items()}
+    accepted: list[str] = []
+    attempts = 0
+    cap = max(need, 1) * g3.max_attempts_factor
+    rnd = 0
+    while len(accepted) < need and attempts < cap:
+        rate = len(accepted) / attempts if attempts else 1.0
+        chunk = min(cap - attempts, max(8, int((need - len(accepted)) / max(rate, 0.05) * 1.1) + 1))
+        res = cached.sample([_sample_request(req, chunk, g3.temperature, g3.top_p,
+                                             position_seed(seed, req.meta, f"g3-round{rnd}"))], progress=False)[0]
+        for text in res.texts:
+            attempts += 1
+            lab = normalise_answer(text, tuple(label_of.values()))
+            if lab is not None:
+                accepted.append(sem_of[lab])
+                if len(accepted) == need:
+                    break
+        rnd += 1
+    return _Drawn(accepted=accepted, attempts=attempts)
+
+
+def g3_trajectories(cell: Cell, cached: CachedBackend, g3: G3Config, n: int, attempt: int) -> dict[str, Any]:
+    """``n`` accepted joint trajectories: first answer sampled, committed, second answer sampled."""
+    seed = g3.seed + 7919 * (attempt - 1)
+    p1, p2y, p2n = cell.requests
+    first = _draw_accepted(cached, p1, cell.label_of, n, g3, seed)
+    counts = {f"{a}{b}": 0 for a in SEMANTIC for b in SEMANTIC}
+    attempts = {"position1": first.attempts}
+    for a, req in zip(SEMANTIC, (p2y, p2n), strict=True):
+        need = first.accepted.count(a)
+        if need == 0:
+            attempts[f"position2_{a}"] = 0
+            continue
+        second = _draw_accepted(cached, req, cell.label_of, need, g3, seed)
+        attempts[f"position2_{a}"] = second.attempts
+        for b in second.accepted:
+            counts[f"{a}{b}"] += 1
+    accepted = sum(counts.values())
+    return {"kind": "g3", "item": cell.item.id, "mapping": cell.mapping, "order": cell.order, "attempt": attempt,
+            "n": n, "seed": seed, "temperature": g3.temperature, "top_p": g3.top_p, "joint_counts": counts,
+            "accepted": accepted, "attempts": attempts, "complete": accepted == n}
+
+
+def g3_cells(cells: list[Cell], g3: G3Config) -> list[Cell]:
+    """The spot-check cells: the configured items, both orders, under their first mapping."""
+    chosen: list[Cell] = []
+    for item_id in g3.items:
+        mine = [c for c in cells if c.item.id == item_id]
+        if not mine:
+            continue
+        first_mapping = mine[0].mapping
+        chosen += [c for c in mine if c.mapping == first_mapping]
+    return chosen

@@ -1,0 +1,84 @@
+"""MLflow logging: one run per job in a SQLite store under ``mlruns/``.
+
+MLflow 3 refuses the old ``./mlruns`` file store, so the backend store is
+``sqlite:///<mlruns>/mlflow.db`` and artifacts live under ``<mlruns>/artifacts``; the
+tracking URI is always set explicitly (never taken from the environment by accident).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def tracking_uri(mlruns: str | Path) -> str:
+    db = Path(mlruns).resolve() / "mlflow.db"
+    return f"sqlite:///{db}"
+
+
+def _mlflow(mlruns: str | Path) -> Any:
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    import mlflow
+
+    Path(mlruns).mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(tracking_uri(mlruns))
+    return mlflow
+
+
+def ensure_experiment(mlruns: str | Path, name: str) -> str:
+    mlflow = _mlflow(mlruns)
+    exp = mlflow.get_experiment_by_name(name)
+    if exp is not None:
+        return str(exp.experiment_id)
+    artifacts = (Path(mlruns).resolve() / "artifacts").as_uri()
+    try:
+        return str(mlflow.create_experiment(name, artifact_location=artifacts))
+    except Exception:  # created concurrently by another job
+        exp = mlflow.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return str(exp.experiment_id)
+
+
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def log_job(
+    *,
+    mlruns: str | Path,
+    experiment: str,
+    run_name: str,
+    params: Mapping[str, Any],
+    metrics: Mapping[str, float],
+    tags: Mapping[str, str],
+    artifacts: list[Path],
+    parent_run_id: str | None = None,
+) -> str:
+    """Log one job; returns the MLflow run id."""
+    mlflow = _mlflow(mlruns)
+    exp_id = ensure_experiment(mlruns, experiment)
+    all_tags = dict(tags)
+    if parent_run_id:
+        all_tags["mlflow.parentRunId"] = parent_run_id
+    with mlflow.start_run(experiment_id=exp_id, run_name=run_name, tags=all_tags) as run:
+        flat = {k: ("" if v is None else str(v))[:6000] for k, v in flatten(params).items()}
+        if flat:
+            mlflow.log_params(flat)
+        finite = {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
+        if finite:
+            mlflow.log_metrics(finite)
+        for path in artifacts:
+            if Path(path).exists():
+                mlflow.log_artifact(str(path))
+        return str(run.info.run_id)
