@@ -170,8 +170,7 @@ def run(cfg: DictConfig) -> float | None:
             raise InputError(f"{mpath}: no measurement file; run stage=measure first or pass measurements=<path>")
         rows = [obj for _, obj in iter_jsonl(mpath)]
         results = study.analyze_rows(cfg, rows, str(mpath))
-        results["source"] = {"measurements_sha256": file_sha256(mpath),
-                             "plan_digest": plan["plan_digest"] if plan else None}
+        results["source"] = {"measurements_sha256": file_sha256(mpath)}
         atomic_write_json(results_path, results)
         audit.update("analyze", {"finished_utc": _now(), "measurements": str(mpath),
                                  "measurements_sha256": file_sha256(mpath),

@@ -33,9 +33,7 @@ LABEL_OF = {
 MSG = ({"role": "user", "content": "q"},)
 # (order, position, question, first_answer) for the six positions of one (item, mapping)
 POSITIONS = [
-    (order, pos, order[pos - 1], fa)
-    for order in ("AB", "BA")
-    for pos, fa in ((1, None), (2, "y"), (2, "n"))
+    (order, pos, order[pos - 1], fa) for order in ("AB", "BA") for pos, fa in ((1, None), (2, "y"), (2, "n"))
 ]
 
 
@@ -121,7 +119,7 @@ def test_projective_is_the_same_under_every_label_mapping() -> None:
 angle = st.floats(0.0, 2 * math.pi)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(angle, min_size=6, max_size=6),
     st.floats(0.05, 1.0),
@@ -145,7 +143,7 @@ def test_qq_holds_for_every_projective_and_symmetric_luders_agent(
 @pytest.mark.parametrize("r", [0.0, 0.3, 0.85, 1.0])
 def test_repetition_satisfies_qq_with_order_effects_r_times_u_minus_v(r: float) -> None:
     agent = build_sim_agent({"agent": "repetition", "r": r, "seed": 11})
-    out = audit(behaviour(agent, ITEMS, "map2"))
+    out = audit(behaviour(agent, ITEMS[:300], "map2"))
     assert np.max(np.abs(out["q"])) < 1e-12
     np.testing.assert_allclose(out["oe_b"], r * (out["u"] - out["v"]), atol=1e-12)
     np.testing.assert_allclose(out["oe_a"], r * (out["v"] - out["u"]), atol=1e-12)
@@ -166,7 +164,7 @@ def test_mixture_repetition_matches_closed_form_eq3() -> None:
             "r_AB": {"y": ab_y, "n": ab_n},
             "r_BA": {"y": ba_y, "n": ba_n},
         }
-        out = audit(behaviour(build_sim_agent(cfg), ITEMS[:100], "yesno"))
+        out = audit(behaviour(build_sim_agent(cfg), ITEMS[:50], "yesno"))
         u, v = out["u"], out["v"]
         closed = u * (1 - v) * (ba_n - ab_y) + (1 - u) * v * (ba_y - ab_n)
         np.testing.assert_allclose(out["q"], closed, atol=1e-12)
@@ -174,6 +172,18 @@ def test_mixture_repetition_matches_closed_form_eq3() -> None:
             assert np.max(np.abs(out["q"])) < 1e-12
         else:
             assert np.max(np.abs(out["q"])) > 1e-3
+
+
+def test_mixture_accepts_flat_and_nested_rates_with_one_identity() -> None:
+    flat = build_sim_agent({"agent": "mixture_repetition", "r_ab_y": 0.8, "r_ab_n": 0.2, "r_ba_y": 0.8})
+    nested = build_sim_agent(
+        {"agent": "mixture_repetition", "r_AB": {"y": 0.8, "n": 0.2}, "r_BA": {"y": 0.8}}
+    )
+    assert flat.identity == nested.identity
+    out = audit(behaviour(flat, ITEMS[:50]))
+    np.testing.assert_allclose(
+        out["q"], (0.2 - 0.8) * (out["u"] - out["v"]), atol=1e-12
+    )  # polarity-dependent
 
 
 def test_repetition_item_overrides() -> None:
@@ -214,10 +224,10 @@ def reference_behaviour(agent: Any, item: str, etas: tuple[float, ...], purity: 
 def test_luders_symmetric_preserves_qq_over_many_random_configs() -> None:
     rng = np.random.default_rng(5)
     worst = 0.0
-    for trial in range(60):
+    for trial in range(40):
         eta, purity = float(rng.random()), float(rng.uniform(0.05, 1.0))
         agent = build_sim_agent({"agent": "luders_symmetric", "seed": trial, "eta": eta, "purity": purity})
-        items = ITEMS[:40]
+        items = ITEMS[:25]
         out = audit(behaviour(agent, items))
         worst = max(worst, float(np.max(np.abs(out["q"]))))
         # closed form: M_AB = M_BA = (1 - eta^2 a.b)/2, whatever the state
@@ -237,25 +247,25 @@ def test_luders_symmetric_at_eta_one_is_projective() -> None:
 def test_luders_asymmetric_violates_qq_in_some_configs_and_matches_reference() -> None:
     rng = np.random.default_rng(17)
     violating = 0
-    for trial in range(30):
+    for trial in range(20):
         etas = tuple(float(x) for x in rng.random(4))
         purity = float(rng.uniform(0.5, 1.0))
-        cfg = dict(zip(("eta_Ay", "eta_An", "eta_By", "eta_Bn"), etas, strict=True))
+        cfg = dict(zip(("eta_a_y", "eta_a_n", "eta_b_y", "eta_b_n"), etas, strict=True))
         agent = build_sim_agent({"agent": "luders_asymmetric", "seed": trial, "purity": purity, **cfg})
-        items = ITEMS[:20]
+        items = ITEMS[:10]
         b = behaviour(agent, items)
         ref = np.array([reference_behaviour(agent, i, etas, purity) for i in items])
         np.testing.assert_allclose(b, ref, atol=1e-10)
         if np.max(np.abs(audit(b)["q"])) > 1e-3:
             violating += 1
-    assert violating >= 10  # observed: every random config violates at some item
+    assert violating >= 7  # observed: every random config violates at some item
 
 
 def test_luders_asymmetric_default_violates_and_per_question_only_asymmetry_does_not() -> None:
     default = audit(behaviour(build_sim_agent({"agent": "luders_asymmetric"}), ITEMS[:200]))
     assert np.max(np.abs(default["q"])) > 1e-2
     per_question = build_sim_agent(
-        {"agent": "luders_asymmetric", "eta_Ay": 0.9, "eta_An": 0.9, "eta_By": 0.3, "eta_Bn": 0.3}
+        {"agent": "luders_asymmetric", "eta_a_y": 0.9, "eta_a_n": 0.9, "eta_b_y": 0.3, "eta_b_n": 0.3}
     )
     assert np.max(np.abs(audit(behaviour(per_question, ITEMS[:200]))["q"])) < 1e-12
 
@@ -284,8 +294,12 @@ def test_label_bias_shifts_mass_toward_label_a_only_for_ab_labels() -> None:
         for r0, r1 in zip(p0, p1, strict=True):
             pa = r0.probs["A"]
             assert r1.probs["A"] == pytest.approx(pa * math.e / (pa * math.e + 1 - pa), abs=1e-12)
-    assert np.max(np.abs(behaviour(biased, ITEMS[:20], "map1") - behaviour(biased, ITEMS[:20], "map2"))) > 0.05
-    np.testing.assert_array_equal(behaviour(plain, ITEMS[:20], "yesno"), behaviour(biased, ITEMS[:20], "yesno"))
+    assert (
+        np.max(np.abs(behaviour(biased, ITEMS[:20], "map1") - behaviour(biased, ITEMS[:20], "map2"))) > 0.05
+    )
+    np.testing.assert_array_equal(
+        behaviour(plain, ITEMS[:20], "yesno"), behaviour(biased, ITEMS[:20], "yesno")
+    )
 
 
 def test_both_contracts_are_satisfied() -> None:
@@ -366,7 +380,9 @@ def test_greedy_and_nucleus_sampling() -> None:
 def test_draw_i_does_not_depend_on_n_and_is_reproducible() -> None:
     agent = build_sim_agent({"agent": "projective", "seed": 2, "other_mass": 0.1})
     m = meta("it-1", "map1", "BA", 2, "A", "n")
-    [r10, r100] = agent.sample([SampleRequest(MSG, n=10, seed=5, meta=m), SampleRequest(MSG, n=100, seed=5, meta=m)])
+    [r10, r100] = agent.sample(
+        [SampleRequest(MSG, n=10, seed=5, meta=m), SampleRequest(MSG, n=100, seed=5, meta=m)]
+    )
     assert r100.texts[:10] == r10.texts
     again = build_sim_agent({"agent": "projective", "seed": 2, "other_mass": 0.1})
     assert again.sample([SampleRequest(MSG, n=100, seed=5, meta=m)])[0].texts == r100.texts
@@ -380,9 +396,9 @@ def test_draw_i_does_not_depend_on_n_and_is_reproducible() -> None:
 BASE = {
     "projective": {"purity": 0.5},
     "luders_symmetric": {"eta": 0.2},
-    "luders_asymmetric": {"eta_Bn": 0.1},
+    "luders_asymmetric": {"eta_b_n": 0.1},
     "repetition": {"r": 0.9},
-    "mixture_repetition": {"r_BA": {"y": 0.1, "n": 0.9}},
+    "mixture_repetition": {"r_ba_y": 0.1},
 }
 
 
@@ -430,10 +446,11 @@ def test_item_parameters_are_deterministic_per_seed_and_item() -> None:
         ({"agent": "projective", "items": {"x": {"state": [0.1]}}}, "items\\['x'\\].state"),
         ({"agent": "repetition", "r": 1.2}, "'r'"),
         ({"agent": "repetition", "items": {"x": {"u": 2}}}, "items\\['x'\\].u"),
-        ({"agent": "mixture_repetition", "r_AB": {"y": 0.5}}, "r_AB"),
-        ({"agent": "mixture_repetition", "r_BA": {"y": 0.5, "n": "x"}}, "r_BA.n"),
+        ({"agent": "mixture_repetition", "r_AB": {"x": 0.5}}, "r_AB"),
+        ({"agent": "mixture_repetition", "r_AB": {"y": 0.5}, "r_ab_y": 0.5}, "twice"),
+        ({"agent": "mixture_repetition", "r_BA": {"y": 0.5, "n": "x"}}, "r_ba_n"),
         ({"agent": "luders_symmetric", "eta": float("nan")}, "eta"),
-        ({"agent": "luders_asymmetric", "eta_An": -0.1}, "eta_An"),
+        ({"agent": "luders_asymmetric", "eta_a_n": -0.1}, "eta_a_n"),
         ({"agent": "projective", "backend": "hf"}, "backend"),
     ],
 )

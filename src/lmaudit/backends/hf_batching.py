@@ -276,11 +276,11 @@ def draw_token(logits: torch.Tensor, temperature: float, top_p: float, generator
 
 
 @torch.inference_mode()
-def prefill(model: Any, ids: Sequence[int]) -> tuple[torch.Tensor, Any]:
-    """Run one prompt unpadded; return (next-token logits [V], cache)."""
+def prefill(model: Any, ids: Sequence[int], use_cache: bool = True) -> tuple[torch.Tensor, Any]:
+    """Run one prompt unpadded; return (next-token logits [V], cache or None)."""
     device = next(model.parameters()).device
-    out = model(input_ids=torch.tensor([list(ids)], device=device), use_cache=True, logits_to_keep=1)
-    return out.logits[0, -1, :], out.past_key_values
+    out = model(input_ids=torch.tensor([list(ids)], device=device), use_cache=use_cache, logits_to_keep=1)
+    return out.logits[0, -1, :], (out.past_key_values if use_cache else None)
 
 
 @torch.inference_mode()

@@ -65,7 +65,7 @@ class ResponseCache:
         entry = {"key": key, "value": value}
         if payload is not None:
             entry["request"] = payload
-        atomic_write_text(self._path(key), canonical_json(entry))
+        atomic_write_text(self._path(key), canonical_json(entry), fsync=False)
         self.stats.writes += 1
 
     def __contains__(self, key: str) -> bool:

@@ -26,7 +26,8 @@ from lmaudit.backends.sim.qq_agents import (
     ProjectiveAgent,
     RepetitionAgent,
 )
-from lmaudit.backends.sim.qq_core import OTHER_TOKEN, SIM_QQ_VERSION, SequentialKernel, SimQQAgent
+from lmaudit.backends.sim.qq_core import SimQQAgent
+from lmaudit.backends.sim.qq_readout import OTHER_TOKEN, SIM_QQ_VERSION, SequentialKernel
 
 SIM_AGENTS: dict[str, type[SimQQAgent]] = dict(QQ_AGENTS)
 
@@ -84,7 +85,10 @@ def build_sim_agent(cfg: Mapping[str, Any]) -> SimQQAgent:
     name = fields.pop("agent")
     cls = SIM_AGENTS.get(name) if isinstance(name, str) else None
     if cls is None:
-        raise ValueError(f"sim agent config: field 'agent' = {name!r} is unknown (one of {sorted(SIM_AGENTS)})")
+        raise ValueError(
+            f"sim agent config: field 'agent' = {name!r} is unknown (one of {sorted(SIM_AGENTS)})"
+        )
+    fields = cls.normalise_fields(fields)
     allowed = accepted_fields(cls)
     unknown = sorted(set(fields) - set(allowed))
     if unknown:

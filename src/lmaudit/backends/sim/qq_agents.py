@@ -10,13 +10,27 @@ angles ``[theta, phi]``; overridable through ``items``):
   operator is ``(1 - eta^2 a.b) / 2 * I`` in both orders (the same holds with a different
   sharpness per question, as long as each question treats its two outcomes alike).
 * :class:`LudersAsymmetricAgent` (``luders_asymmetric``): a sharpness per question and
-  outcome (``eta_Ay, eta_An, eta_By, eta_Bn``); outcome asymmetry violates QQ generically.
+  outcome (``eta_a_y, eta_a_n, eta_b_y, eta_b_n``); outcome asymmetry violates QQ generically.
 
 Repetition agents (per item: ``u = p_A(y)``, ``v = p_B(y)``; overridable through ``items``):
 
 * :class:`RepetitionAgent` (``repetition``): Proposition 4, one retention rate ``r``.
 * :class:`MixtureRepetitionAgent` (``mixture_repetition``): Proposition 5,
   ``K_AB(b|a) = r_AB[a] 1[b=a] + (1 - r_AB[a]) p_B(b)`` and symmetrically for BA.
+
+Agent fields and defaults (plus the common ones of :class:`SimQQAgent`):
+
+=====================  ==============================================================
+projective             purity=1.0 (Bloch length of the state)
+luders_symmetric       eta=0.7, purity=1.0
+luders_asymmetric      eta_a_y=0.9, eta_a_n=0.5, eta_b_y=0.9, eta_b_n=0.5, purity=1.0
+repetition             r=0.5
+mixture_repetition     r_ab_y=0.6, r_ab_n=0.2, r_ba_y=0.6, r_ba_n=0.2
+=====================  ==============================================================
+
+Per-item overrides (``items: {item_id: {...}}``): qubit agents take ``state``, ``axis_A``,
+``axis_B`` as ``[theta, phi]``; repetition agents take ``u``, ``v``. Fields not overridden are
+drawn; overrides that fix every field are taken as given (no ``marginal_range`` check).
 """
 
 from __future__ import annotations
@@ -26,8 +40,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lmaudit.backends.sim.qq_core import SequentialKernel, SimQQAgent, check_float
+from lmaudit.backends.sim.qq_core import SimQQAgent
 from lmaudit.backends.sim.qq_qubit import LuedersInstrument, bloch_vector, sequential_kernel
+from lmaudit.backends.sim.qq_readout import SequentialKernel, check_float
 
 # --------------------------------------------------------------------------- qubit agents
 
@@ -93,32 +108,30 @@ class LudersSymmetricAgent(_QubitAgent):
 
 
 class LudersAsymmetricAgent(_QubitAgent):
-    """Unsharp Lüders instruments with a sharpness per question and outcome."""
+    """Unsharp Lüders instruments with a sharpness per question and outcome
+    (``eta_a_y``: question A, outcome y; ...)."""
 
     name: ClassVar[str] = "luders_asymmetric"
 
     def __init__(
         self,
         *,
-        eta_Ay: float = 0.9,
-        eta_An: float = 0.5,
-        eta_By: float = 0.9,
-        eta_Bn: float = 0.5,
+        eta_a_y: float = 0.9,
+        eta_a_n: float = 0.5,
+        eta_b_y: float = 0.9,
+        eta_b_n: float = 0.5,
         **common: Any,
     ) -> None:
         super().__init__(**common)
-        self.etas = tuple(
-            check_float(self.name, key, val, 0.0, 1.0)
-            for key, val in (("eta_Ay", eta_Ay), ("eta_An", eta_An), ("eta_By", eta_By), ("eta_Bn", eta_Bn))
-        )
+        given = {"eta_a_y": eta_a_y, "eta_a_n": eta_a_n, "eta_b_y": eta_b_y, "eta_b_n": eta_b_n}
+        self.etas = {key: check_float(self.name, key, val, 0.0, 1.0) for key, val in given.items()}
 
     def sharpness(self) -> tuple[float, float, float, float]:
-        ay, an, by, bn = self.etas
-        return (ay, an, by, bn)
+        e = self.etas
+        return (e["eta_a_y"], e["eta_a_n"], e["eta_b_y"], e["eta_b_n"])
 
     def agent_params(self) -> dict[str, Any]:
-        ay, an, by, bn = self.etas
-        return {"eta_Ay": ay, "eta_An": an, "eta_By": by, "eta_Bn": bn, **super().agent_params()}
+        return {**self.etas, **super().agent_params()}
 
 
 # --------------------------------------------------------------------------- repetition agents
@@ -169,14 +182,10 @@ class RepetitionAgent(_RetentionAgent):
         return {"r": self.r}
 
 
-def _check_rates(agent: str, field: str, value: Any) -> dict[str, float]:
-    if not isinstance(value, Mapping) or set(value) != {"y", "n"}:
-        raise ValueError(f"sim agent {agent!r}: field {field!r} must be {{'y': r, 'n': r}}, got {value!r}")
-    return {k: check_float(agent, f"{field}.{k}", value[k], 0.0, 1.0) for k in ("y", "n")}
-
-
 class MixtureRepetitionAgent(_RetentionAgent):
-    """Proposition 5: polarity- and position-dependent retention ``r_AB[.]``, ``r_BA[.]``;
+    """Proposition 5: polarity- and position-dependent retention ``r_AB[.]``, ``r_BA[.]``
+    (fields ``r_ab_y, r_ab_n, r_ba_y, r_ba_n``; the factory also accepts nested
+    ``r_AB: {y, n}`` / ``r_BA: {y, n}``);
     ``q = u(1-v)(r_BA[n] - r_AB[y]) + (1-u)v(r_BA[y] - r_AB[n])`` (seed eq. 3)."""
 
     name: ClassVar[str] = "mixture_repetition"
@@ -184,20 +193,41 @@ class MixtureRepetitionAgent(_RetentionAgent):
     def __init__(
         self,
         *,
-        r_AB: Mapping[str, float] | None = None,
-        r_BA: Mapping[str, float] | None = None,
+        r_ab_y: float = 0.6,
+        r_ab_n: float = 0.2,
+        r_ba_y: float = 0.6,
+        r_ba_n: float = 0.2,
         **common: Any,
     ) -> None:
         super().__init__(**common)
-        default = {"y": 0.6, "n": 0.2}
-        self.r_AB = _check_rates(self.name, "r_AB", default if r_AB is None else r_AB)
-        self.r_BA = _check_rates(self.name, "r_BA", default if r_BA is None else r_BA)
+        given = {"r_ab_y": r_ab_y, "r_ab_n": r_ab_n, "r_ba_y": r_ba_y, "r_ba_n": r_ba_n}
+        self.rates = {key: check_float(self.name, key, val, 0.0, 1.0) for key, val in given.items()}
+
+    @classmethod
+    def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(fields)
+        for nested, prefix in (("r_AB", "r_ab"), ("r_BA", "r_ba")):
+            if nested not in out:
+                continue
+            value = out.pop(nested)
+            if not isinstance(value, Mapping) or not set(value) <= {"y", "n"}:
+                raise ValueError(
+                    f"sim agent {cls.name!r}: field {nested!r} must be {{'y': r, 'n': r}}, got {value!r}"
+                )
+            for k, x in value.items():
+                if f"{prefix}_{k}" in out:
+                    raise ValueError(
+                        f"sim agent {cls.name!r}: field {nested}.{k} given twice (also {prefix}_{k})"
+                    )
+                out[f"{prefix}_{k}"] = x
+        return out
 
     def retention(self) -> tuple[float, float, float, float]:
-        return (self.r_AB["y"], self.r_AB["n"], self.r_BA["y"], self.r_BA["n"])
+        r = self.rates
+        return (r["r_ab_y"], r["r_ab_n"], r["r_ba_y"], r["r_ba_n"])
 
     def agent_params(self) -> dict[str, Any]:
-        return {"r_AB": dict(self.r_AB), "r_BA": dict(self.r_BA)}
+        return dict(self.rates)
 
 
 QQ_AGENTS: dict[str, type[SimQQAgent]] = {

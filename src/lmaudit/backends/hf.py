@@ -1,0 +1,405 @@
+"""``hf``: a transformers backend honouring both contracts (label log-probabilities and sampling).
+
+Prompts are rendered with the chat template (``add_generation_prompt=True``) and tokenized
+*without* adding special tokens: the template is the one source of BOS and turn markers (Gemma's
+template writes ``<bos>`` itself; a tokenizer that also added one would double it). A doubled
+leading BOS is collapsed all the same.
+
+A label is scored by the single token it adds to the rendered prompt:
+``ids(prompt + label) == ids(prompt) + [t]`` (gate G1). Scoring runs the batched, prefix-sharing,
+``logits_to_keep=1`` forward of :mod:`lmaudit.backends.hf_batching`; sampling prefills each
+prompt alone (so a draw never depends on which other prompts were in the batch) and draws
+``i`` with a generator seeded by ``derive_seed(seed, i)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lmaudit.backends.base import (
+    BackendError,
+    LabelRequest,
+    LabelResult,
+    Message,
+    SampleRequest,
+    SampleResult,
+    derive_seed,
+    sha256_text,
+)
+from lmaudit.backends.embedded import EMBEDDED_MODEL_NAME, GEMMA3_CHAT_TEMPLATE, ensure_embedded_model, gguf_sha256
+from lmaudit.backends.hf_batching import (
+    DEFAULT_MIN_SHARED_TOKENS,
+    ForwardStats,
+    decode_block,
+    draw_token,
+    next_token_logits,
+    prefill,
+)
+
+#: Bump whenever a change alters what the backend returns for the same model and request.
+BACKEND_VERSION = 1
+
+_DTYPES = ("float32", "bfloat16", "float16")
+_CONFIG_KEYS = frozenset(
+    {
+        "model",
+        "revision",
+        "dtype",
+        "chat_template",
+        "chat_template_kwargs",
+        "batch_size",
+        "device",
+        "top_k",
+        "progress",
+        "model_dir",
+        "min_shared_tokens",
+        "sample_block",
+        "attn_implementation",
+    }
+)
+_IGNORED_KEYS = frozenset({"_target_", "backend", "kind", "name"})
+# End-of-turn markers of common chat formats; those present in a tokenizer's added tokens stop sampling.
+_END_OF_TURN = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<|return|>")
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+class HFBackend:
+    """transformers backend. See the module docstring; construct with keywords or :meth:`from_config`.
+
+    ``model``: ``"embedded:gemma3-270m"`` (the bundled Gemma 3 270M, converted once, see
+    :mod:`lmaudit.backends.embedded`), a hub id or a local directory.
+    """
+
+    reads_meta = False
+
+    def __init__(
+        self,
+        model: str = EMBEDDED_MODEL_NAME,
+        *,
+        revision: str | None = None,
+        dtype: str | None = None,
+        chat_template: str | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        batch_size: int = 16,
+        device: str = "cpu",
+        top_k: int = 10,
+        progress: bool = True,
+        model_dir: str | Path | None = None,
+        min_shared_tokens: int = DEFAULT_MIN_SHARED_TOKENS,
+        sample_block: int = 8,
+        attn_implementation: str | None = None,
+    ) -> None:
+        if dtype is None:
+            dtype = "float32" if device == "cpu" else "bfloat16"
+        if dtype not in _DTYPES:
+            raise BackendError(f"hf backend: dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        if batch_size < 1 or sample_block < 1 or top_k < 0:
+            raise BackendError("hf backend: batch_size and sample_block must be >= 1 and top_k >= 0")
+        self.model_name = model
+        self.revision = revision
+        self.dtype = dtype
+        self.device = device
+        self.batch_size = int(batch_size)
+        self.top_k = int(top_k)
+        self.progress = bool(progress)
+        self.min_shared_tokens = int(min_shared_tokens)
+        self.sample_block = int(sample_block)
+        self.attn_implementation = attn_implementation
+        self.chat_template_kwargs: dict[str, Any] = dict(chat_template_kwargs or {})
+        self.stats = ForwardStats()
+        self._model: Any = None
+
+        embedded = model.startswith("embedded:")
+        if embedded:
+            if model != EMBEDDED_MODEL_NAME:
+                raise BackendError(f"hf backend: unknown embedded model {model!r} (known: {EMBEDDED_MODEL_NAME})")
+            self.model_path: str = str(ensure_embedded_model(Path(model_dir) if model_dir else None))
+            self.model_id = f"{EMBEDDED_MODEL_NAME}@{gguf_sha256()}"
+            self._load_revision: str | None = None
+        else:
+            self.model_path = model
+            self.model_id = model
+            self._load_revision = revision
+        self.tokenizer = self._load_tokenizer(embedded)
+
+        template = chat_template if chat_template is not None else self.tokenizer.chat_template
+        if isinstance(template, dict):
+            template = template.get("default")
+        if template is None and embedded:
+            template = GEMMA3_CHAT_TEMPLATE
+        if not template:
+            raise BackendError(
+                f"hf backend: model {model!r} has no chat template; set `chat_template` in its model config"
+            )
+        self.chat_template: str = template
+        self.chat_template_sha256 = sha256_text(template)
+        self.stop_token_ids = self._stop_token_ids()
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.tokenizer.eos_token_id
+        self.pad_token_id = int(pad) if pad is not None else 0
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> HFBackend:
+        """Build from a model config mapping (Hydra node or dict); unknown keys are an error."""
+        cfg = dict(config)
+        unknown = sorted(set(cfg) - _CONFIG_KEYS - _IGNORED_KEYS)
+        if unknown:
+            raise BackendError(
+                f"hf backend config: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_CONFIG_KEYS))}"
+            )
+        kwargs = {k: v for k, v in cfg.items() if k in _CONFIG_KEYS}
+        if kwargs.get("chat_template_kwargs") is not None:
+            kwargs["chat_template_kwargs"] = dict(kwargs["chat_template_kwargs"])
+        return cls(**kwargs)
+
+    # ------------------------------------------------------------------ loading
+
+    def _load_tokenizer(self, embedded: bool) -> Any:
+        from transformers import AutoTokenizer
+
+        extra: dict[str, Any] = {"fix_mistral_regex": False} if embedded else {}
+        try:
+            return AutoTokenizer.from_pretrained(self.model_path, revision=self._load_revision, **extra)
+        except (OSError, ValueError) as exc:
+            raise self._load_error(exc) from exc
+
+    def _load_error(self, exc: Exception) -> BackendError:
+        if _offline() and not Path(self.model_path).exists():
+            return BackendError(
+                f"hf backend: model {self.model_path!r} is not available offline; HF_HUB_OFFLINE is set and it "
+                "is not in the local Hugging Face cache. Download it where the hub is reachable, or point "
+                f"`model` at a local directory. ({type(exc).__name__}: {exc})"
+            )
+        return BackendError(f"hf backend: could not load model {self.model_path!r}: {exc}")
+
+    @property
+    def model(self) -> Any:
+        """The causal LM, loaded on first use (identity and G1 need only the tokenizer)."""
+        if self._model is None:
+            import torch
+            from transformers import AutoModelForCausalLM
+
+            kwargs: dict[str, Any] = {"revision": self._load_revision, "dtype": getattr(torch, self.dtype)}
+            if self.attn_implementation:
+                kwargs["attn_implementation"] = self.attn_implementation
+            try:
+                model = AutoModelForCausalLM.from_pretrained(self.model_path, **kwargs)
+            except (OSError, ValueError) as exc:
+                raise self._load_error(exc) from exc
+            self._model = model.to(self.device).eval()
+        return self._model
+
+    def _stop_token_ids(self) -> frozenset[int]:
+        ids: set[int] = set()
+        eos = self.tokenizer.eos_token_id
+        if eos is not None:
+            ids.add(int(eos))
+        added = self.tokenizer.get_added_vocab()
+        ids.update(int(added[t]) for t in _END_OF_TURN if t in added)
+        return frozenset(ids)
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        import transformers
+
+        return {
+            "backend": "hf",
+            "backend_version": BACKEND_VERSION,
+            "model": self.model_id,
+            "revision": self.revision,
+            "dtype": self.dtype,
+            "chat_template_sha256": self.chat_template_sha256,
+            "chat_template_kwargs": self.chat_template_kwargs,
+            "transformers": transformers.__version__,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """Identity plus what an audit record should show about how prompts were scored."""
+        import torch
+
+        probe = self.encode([{"role": "user", "content": "x"}])
+        bos = self.tokenizer.bos_token_id
+        out = dict(self.identity)
+        out.update(
+            {
+                "model_path": self.model_path,
+                "device": self.device,
+                "torch": torch.__version__,
+                "batch_size": self.batch_size,
+                "top_k": self.top_k,
+                "bos": {
+                    "token": self.tokenizer.bos_token,
+                    "rendered_prompt_starts_with_bos": bos is not None and probe[:1] == [bos],
+                    "policy": "the chat template emits special tokens; none are added when tokenizing",
+                },
+                "stop_tokens": sorted(self.tokenizer.convert_ids_to_tokens(sorted(self.stop_token_ids))),
+                "stats": self.stats.as_dict(),
+            }
+        )
+        if self._model is not None:
+            out["n_parameters"] = sum(p.numel() for p in self._model.parameters())
+        return out
+
+    # ------------------------------------------------------------------ rendering
+
+    def render(self, messages: Sequence[Message]) -> str:
+        """The prompt text: messages through the chat template, with the generation prompt."""
+        try:
+            text = self.tokenizer.apply_chat_template(
+                [dict(m) for m in messages],
+                chat_template=self.chat_template,
+                tokenize=False,
+                add_generation_prompt=True,
+                **self.chat_template_kwargs,
+            )
+        except Exception as exc:
+            roles = [m.get("role") for m in messages]
+            raise BackendError(f"hf backend: chat template failed on messages with roles {roles}: {exc}") from exc
+        return str(text)
+
+    def _encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
+        out = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        bos = self.tokenizer.bos_token_id
+        return [ids[1:] if bos is not None and ids[:2] == [bos, bos] else list(ids) for ids in out]
+
+    def encode(self, messages: Sequence[Message]) -> list[int]:
+        return self._encode_texts([self.render(messages)])[0]
+
+    def _label_tails(self, text: str, ids: list[int], labels: Sequence[str]) -> dict[str, tuple[bool, list[int]]]:
+        """For each label: (prompt ids are a prefix of ids(prompt + label), ids after the common prefix)."""
+        with_labels = self._encode_texts([text + label for label in labels])
+        out: dict[str, tuple[bool, list[int]]] = {}
+        for label, full in zip(labels, with_labels, strict=True):
+            common = 0
+            while common < min(len(ids), len(full)) and ids[common] == full[common]:
+                common += 1
+            out[label] = (common == len(ids), full[common:])
+        return out
+
+    def _pieces(self, ok: bool, tail: list[int]) -> list[str]:
+        pieces = [str(p) for p in self.tokenizer.convert_ids_to_tokens(tail)]
+        return pieces if ok else ["<merges-with-prompt>", *pieces]
+
+    def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
+        """Gate G1: each label's token pieces after the rendered prompt (passes when exactly one).
+
+        A label whose text merges with the prompt's last token (so the prompt's own tokens change)
+        is reported with a leading ``"<merges-with-prompt>"`` marker and never passes.
+        """
+        text = self.render(request.messages)
+        ids = self._encode_texts([text])[0]
+        tails = self._label_tails(text, ids, request.labels)
+        return {label: self._pieces(ok, tail) for label, (ok, tail) in tails.items()}
+
+    def _label_ids(self, request: LabelRequest, text: str, ids: list[int]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for label, (ok, tail) in self._label_tails(text, ids, request.labels).items():
+            if not ok or len(tail) != 1:
+                raise BackendError(
+                    f"hf backend: label {label!r} is not a single token after the rendered prompt (gate G1): "
+                    f"it tokenizes to {self._pieces(ok, tail)} after a prompt ending {text[-40:]!r} "
+                    f"(model {self.model_id})"
+                )
+            out[label] = tail[0]
+        if len(set(out.values())) != len(out):
+            raise BackendError(f"hf backend: labels {list(out)} share token ids {out} (model {self.model_id})")
+        return out
+
+    # ------------------------------------------------------------------ contracts
+
+    def _progress(self, total: int, desc: str) -> Any:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=desc, unit="prompt", disable=not self.progress or total <= 8)
+
+    def label_logprobs(self, requests: list[LabelRequest], top_k: int | None = None) -> list[LabelResult]:
+        """Next-token probabilities of each request's labels, the remaining mass and the top-k tokens."""
+        import torch
+
+        k = self.top_k if top_k is None else int(top_k)
+        if not requests:
+            return []
+        texts = [self.render(r.messages) for r in requests]
+        ids = self._encode_texts(texts)
+        label_ids = [self._label_ids(r, t, i) for r, t, i in zip(requests, texts, ids, strict=True)]
+        results: list[LabelResult | None] = [None] * len(requests)
+        with self._progress(len(requests), "hf label_logprobs") as bar:
+            for i, logits in next_token_logits(
+                self.model,
+                ids,
+                batch_size=self.batch_size,
+                pad_id=self.pad_token_id,
+                stats=self.stats,
+                min_shared=self.min_shared_tokens,
+                on_chunk=bar.update,
+            ):
+                probs = torch.softmax(logits.double(), dim=-1)
+                p = {label: float(probs[t]) for label, t in label_ids[i].items()}
+                top: list[tuple[str, float]] = []
+                if k:
+                    vals, idx = torch.topk(probs, min(k, probs.numel()))
+                    top = [
+                        (self.tokenizer.decode([int(t)]), float(v))
+                        for v, t in zip(vals.tolist(), idx.tolist(), strict=True)
+                    ]
+                results[i] = LabelResult(
+                    probs=p, other=1.0 - sum(p.values()), top_k=top, label_token_ids=dict(label_ids[i])
+                )
+        return [r for r in results if r is not None]
+
+    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
+        """``n`` completions per request; draw ``i`` uses the seed ``derive_seed(request.seed, i)``."""
+        import torch
+
+        out: list[SampleResult] = []
+        with self._progress(len(requests), "hf sample") as bar:
+            for req in requests:
+                if req.n < 0 or req.max_tokens < 1:
+                    raise BackendError(f"hf backend: sample needs n >= 0 and max_tokens >= 1, got {req}")
+                ids = self.encode(req.messages)
+                multi = req.max_tokens > 1
+                logits, cache = prefill(self.model, ids, use_cache=multi)
+                self.stats.forward_calls += 1
+                self.stats.tokens_real += len(ids)
+                self.stats.tokens_padded += len(ids)
+                self.stats.requests += 1
+                if not multi:
+                    gens = [torch.Generator().manual_seed(derive_seed(req.seed, i)) for i in range(req.n)]
+                    toks = [draw_token(logits, req.temperature, req.top_p, g) for g in gens]
+                    seqs = [[] if t in self.stop_token_ids else [t] for t in toks]
+                else:
+                    seqs = []
+                    block = self.sample_block
+                    for start in range(0, req.n, block):
+                        # Always `block` rows (extra draws are computed and dropped), so each
+                        # draw's arithmetic does not depend on n.
+                        block_gens = [
+                            torch.Generator().manual_seed(derive_seed(req.seed, i))
+                            for i in range(start, start + block)
+                        ]
+                        done = decode_block(
+                            self.model,
+                            logits,
+                            copy.deepcopy(cache),
+                            len(ids),
+                            block_gens,
+                            temperature=req.temperature,
+                            top_p=req.top_p,
+                            max_tokens=req.max_tokens,
+                            stop_ids=set(self.stop_token_ids),
+                        )
+                        seqs.extend(done[: req.n - start])
+                texts = [self.tokenizer.decode(s, skip_special_tokens=True) for s in seqs]
+                out.append(SampleResult(texts=texts))
+                bar.update(1)
+        return out

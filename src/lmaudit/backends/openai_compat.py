@@ -1,0 +1,548 @@
+"""``openai``: both backend contracts over any OpenAI-compatible HTTP server.
+
+Works with vLLM, the llama.cpp server, the llama-cpp-python server, Ollama and hosted APIs,
+through plain ``requests`` (no SDK). Config keys (a Mapping; defaults in brackets):
+
+* ``base_url`` (required), e.g. ``http://127.0.0.1:8000/v1``; ``model`` (required), the served name.
+* ``endpoint`` [``"chat"``]: ``"chat"`` posts messages to ``/chat/completions`` (the server
+  applies its chat template); ``"completions"`` renders the messages locally with
+  ``chat_template`` (required in that mode; jinja2, rendered as transformers does with
+  ``messages``, ``add_generation_prompt=True`` and ``bos_token``) and posts the text to
+  ``/completions``.
+* ``bos_token`` [``""``]: passed to the template. Servers add BOS themselves when they tokenize
+  a raw prompt (llama.cpp, llama-cpp-python, vLLM), so rendering it too would double it.
+* ``api_key_env`` [``"OPENAI_API_KEY"``]: name of the environment variable holding the key.
+  The key is optional (local servers), read at request time, sent only in the
+  ``Authorization`` header and never stored on the backend, so it cannot reach ``repr``,
+  ``identity``, logs or exceptions (any server message echoing it is redacted as well).
+* ``timeout_s`` [60], ``max_retries`` [5], ``backoff_base_s`` [0.5], ``backoff_cap_s`` [30]:
+  429, 5xx, connection errors and timeouts are retried with exponential backoff and full
+  jitter (``Retry-After`` is honoured when sent); any other 4xx fails at once with the
+  server's message.
+* ``revision`` [None]: a user-declared string naming the served weights (see ``identity``).
+* ``top_logprobs`` [20]: how many alternatives the server is asked for (hosted OpenAI allows
+  at most 20 for chat and 5 for legacy completions).
+* ``label_space_variants`` [False]: also read ``" A"`` as label ``"A"`` (see below).
+* ``max_concurrency`` [1]: parallel HTTP requests.
+* ``tokenizer`` [``"auto"``]: which tokenize endpoint gate G1 uses: ``"llama-cpp-python"``
+  (``POST /extras/tokenize``), ``"llama.cpp"`` / ``"vllm"`` (``POST /tokenize``), ``"none"``, or
+  ``"auto"`` (probe in that order). ``server_root`` [``base_url`` minus a trailing ``/v1``] is
+  where those live.
+
+**Label read-out.** ``probs[label] = exp(logprob)`` of the top-logprob entry whose text equals
+the label exactly, at the first generated position. A label absent from the top-k gets 0.0
+and its true mass lands in ``other``: the conservative choice (it never invents mass), which
+the QQ robustness envelope covers by treating ``other`` as unassigned. With
+``label_space_variants`` the ``" A"`` entry counts for ``"A"`` too (the two are added) and the
+result records which variants matched (``matched_variants``).
+
+**Gate G1** tokenizes the rendered prompt and prompt+label through the server's tokenize
+endpoint and reports the pieces after their common prefix. When no endpoint answers (or in
+chat mode no template is known), each label gets ``UNVERIFIED_PIECES`` — two pieces, so the
+gate FAILS rather than passes silently; the pieces say why.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import json
+import logging
+import math
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+
+from lmaudit.backends.base import (
+    BackendError,
+    LabelRequest,
+    LabelResult,
+    Message,
+    SampleRequest,
+    SampleResult,
+    derive_seed,
+    sha256_text,
+)
+
+log = logging.getLogger(__name__)
+
+BACKEND_VERSION = 1
+ENDPOINTS = ("chat", "completions")
+TOKENIZERS = ("auto", "llama-cpp-python", "llama.cpp", "vllm", "none")
+UNVERIFIED = "<unverified>"
+UNVERIFIED_PIECES = [UNVERIFIED, "<no tokenize endpoint answered>"]
+_KNOWN = {
+    "base_url",
+    "model",
+    "endpoint",
+    "chat_template",
+    "bos_token",
+    "api_key_env",
+    "timeout_s",
+    "max_retries",
+    "backoff_base_s",
+    "backoff_cap_s",
+    "revision",
+    "top_logprobs",
+    "label_space_variants",
+    "max_concurrency",
+    "tokenizer",
+    "server_root",
+    # model-group keys read elsewhere
+    "backend",
+    "name",
+    "batch_size",
+    "base_model",
+}
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+@dataclass(frozen=True)
+class LabelResultWithVariants(LabelResult):
+    """A :class:`LabelResult` that also records which token texts were read for each label."""
+
+    matched_variants: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "matched_variants": self.matched_variants}
+
+
+def _raise_exception(message: str) -> None:
+    from jinja2 import TemplateError
+
+    raise TemplateError(message)
+
+
+def _tojson(
+    x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+) -> str:
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+@functools.lru_cache(maxsize=16)
+def _compile_template(template: str) -> Any:
+    """The Jinja environment transformers uses for chat templates (sandboxed, trim/lstrip blocks,
+    loop controls, ``tojson``, ``raise_exception``, ``strftime_now``)."""
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env.from_string(template)
+
+
+def render_chat_template(template: str, messages: Sequence[Message], bos_token: str = "") -> str:
+    """Render ``messages`` with a HF-style Jinja chat template, as transformers does."""
+    return str(
+        _compile_template(template).render(
+            messages=[dict(m) for m in messages], add_generation_prompt=True, bos_token=bos_token
+        )
+    )
+
+
+class OpenAIBackend:
+    """Label log-probabilities and sampling from an OpenAI-compatible server."""
+
+    reads_meta = False
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        cfg = dict(config)
+        unknown = sorted(k for k in cfg if k not in _KNOWN and not str(k).startswith("_"))
+        if unknown:
+            log.warning("openai backend config: ignoring unknown keys %s", unknown)
+        for key in ("base_url", "model"):
+            if not cfg.get(key):
+                raise BackendError(f"openai backend config: field '{key}' is required")
+        self.base_url = str(cfg["base_url"]).rstrip("/")
+        self.model = str(cfg["model"])
+        self.endpoint = str(cfg.get("endpoint") or "chat")
+        if self.endpoint not in ENDPOINTS:
+            raise BackendError(
+                f"openai backend config: field 'endpoint' = {self.endpoint!r} is not one of {ENDPOINTS}"
+            )
+        self.chat_template: str | None = cfg.get("chat_template") or None
+        if self.endpoint == "completions" and not self.chat_template:
+            raise BackendError(
+                "openai backend config: field 'chat_template' is required when endpoint='completions'"
+            )
+        self.bos_token = str(cfg.get("bos_token") or "")
+        self.api_key_env = str(cfg.get("api_key_env") or "OPENAI_API_KEY")
+        self.timeout_s = float(cfg.get("timeout_s", 60.0))
+        self.max_retries = int(cfg.get("max_retries", 5))
+        self.backoff_base_s = float(cfg.get("backoff_base_s", 0.5))
+        self.backoff_cap_s = float(cfg.get("backoff_cap_s", 30.0))
+        rev = cfg.get("revision")
+        self.revision: str | None = None if rev is None else str(rev)
+        self.top_logprobs = int(cfg.get("top_logprobs", 20))
+        self.label_space_variants = bool(cfg.get("label_space_variants", False))
+        self.max_concurrency = max(1, int(cfg.get("max_concurrency", 1)))
+        self.tokenizer = str(cfg.get("tokenizer") or "auto")
+        if self.tokenizer not in TOKENIZERS:
+            raise BackendError(
+                f"openai backend config: field 'tokenizer' = {self.tokenizer!r} is not one of {TOKENIZERS}"
+            )
+        root = cfg.get("server_root") or (
+            self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
+        )
+        self.server_root = str(root).rstrip("/")
+        if self.max_retries < 0 or self.top_logprobs < 1 or self.timeout_s <= 0:
+            raise BackendError(
+                "openai backend config: need max_retries >= 0, top_logprobs >= 1, timeout_s > 0"
+            )
+        self._sleep = sleep
+        self._rng = rng or random.Random()  # backoff jitter only: never touches outputs
+        self._local = threading.local()
+        self._tok_dialect: str | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> OpenAIBackend:
+        return cls(cfg)
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIBackend(base_url={_strip_userinfo(self.base_url)!r}, model={self.model!r}, "
+            f"endpoint={self.endpoint!r}, revision={self.revision!r})"
+        )
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """Everything that changes outputs. Not the base_url nor the key: the same served model
+        answers alike wherever it is hosted (localhost, a cluster, a tunnel), so caches stay
+        shareable; ``revision`` is the user's declaration that tells served weights apart."""
+        ident: dict[str, Any] = {
+            "backend": "openai",
+            "backend_version": BACKEND_VERSION,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "revision": self.revision,
+            "top_logprobs": self.top_logprobs,
+            "label_space_variants": self.label_space_variants,
+        }
+        if self.endpoint == "completions":
+            assert self.chat_template is not None
+            ident["chat_template_sha256"] = sha256_text(self.chat_template)
+            ident["bos_token"] = self.bos_token
+        return ident
+
+    # --- HTTP ------------------------------------------------------------------------------
+
+    def _session(self) -> requests.Session:
+        s = getattr(self._local, "session", None)
+        if s is None:
+            s = self._local.session = requests.Session()
+        return s
+
+    def _key(self) -> str:
+        return os.environ.get(self.api_key_env, "")
+
+    def _redact(self, text: str) -> str:
+        key = self._key()
+        if key:
+            text = text.replace(key, "***")
+        return text.replace(self.base_url, _strip_userinfo(self.base_url))
+
+    def _post(self, url: str, body: dict[str, Any]) -> Any:
+        """POST JSON with retries; returns the decoded JSON body or raises BackendError."""
+        headers = {"Content-Type": "application/json"}
+        key = self._key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        where = _strip_userinfo(url)
+        err = ""
+        for attempt in range(self.max_retries + 1):
+            retry_after: float | None = None
+            try:
+                resp = self._session().post(url, json=body, headers=headers, timeout=self.timeout_s)
+            except (
+                requests.ConnectionError,
+                requests.Timeout,
+                requests.exceptions.ChunkedEncodingError,
+            ) as e:
+                err = f"{type(e).__name__}: {e}"
+            except requests.RequestException as e:
+                raise BackendError(self._redact(f"POST {where} failed: {type(e).__name__}: {e}")) from None
+            else:
+                if resp.status_code < 300:
+                    try:
+                        return resp.json()
+                    except ValueError:
+                        raise BackendError(
+                            self._redact(
+                                f"POST {where}: HTTP {resp.status_code} but the body is not JSON: {resp.text[:300]!r}"
+                            )
+                        ) from None
+                msg = _server_message(resp)
+                if resp.status_code != 429 and resp.status_code < 500:
+                    raise BackendError(self._redact(f"POST {where} returned HTTP {resp.status_code}: {msg}"))
+                err = f"HTTP {resp.status_code}: {msg}"
+                retry_after = _retry_after(resp.headers.get("Retry-After"))
+            if attempt == self.max_retries:
+                break
+            delay = retry_after
+            if delay is None:
+                delay = self._rng.uniform(0.0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
+            log.warning(
+                "%s",
+                self._redact(f"POST {where}: {err}; retry {attempt + 1}/{self.max_retries} in {delay:.2f} s"),
+            )
+            self._sleep(delay)
+        raise BackendError(self._redact(f"POST {where} failed after {self.max_retries + 1} attempts: {err}"))
+
+    def _map(self, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+        if self.max_concurrency == 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    def _render(self, messages: Sequence[Message]) -> str:
+        assert self.chat_template is not None
+        try:
+            return render_chat_template(self.chat_template, messages, self.bos_token)
+        except Exception as e:  # jinja2 errors: show the template's complaint
+            raise BackendError(
+                f"openai backend: chat_template failed to render: {type(e).__name__}: {e}"
+            ) from None
+
+    def _generate(self, messages: Sequence[Message], extra: dict[str, Any]) -> dict[str, Any]:
+        if self.endpoint == "chat":
+            body = {"model": self.model, "messages": [dict(m) for m in messages], **extra}
+            out = self._post(f"{self.base_url}/chat/completions", body)
+        else:
+            body = {"model": self.model, "prompt": self._render(messages), **extra}
+            out = self._post(f"{self.base_url}/completions", body)
+        choices = out.get("choices") if isinstance(out, dict) else None
+        if not choices:
+            raise BackendError(
+                f"openai backend: response from {self.endpoint} endpoint has no choices: {str(out)[:300]}"
+            )
+        return dict(choices[0])
+
+    # --- label log-probabilities -----------------------------------------------------------
+
+    def label_logprobs(self, requests: list[LabelRequest], top_k: int = 10) -> list[LabelResult]:
+        return self._map(lambda r: self._one_label(r, top_k), requests)
+
+    def _one_label(self, request: LabelRequest, top_k: int) -> LabelResult:
+        k = self.top_logprobs
+        extra: dict[str, Any] = {"max_tokens": 1, "temperature": 0.0}
+        if self.endpoint == "chat":
+            extra.update(logprobs=True, top_logprobs=k)
+        else:
+            extra.update(logprobs=k)
+        entries = first_position_top(self._generate(request.messages, extra))
+        return read_labels(entries, request.labels, top_k, self.label_space_variants)
+
+    # --- gate G1 ---------------------------------------------------------------------------
+
+    def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
+        prompt = self._render_for_tokenize(request.messages)
+        dialect = self._dialect() if prompt is not None else None
+        if prompt is None or dialect is None:
+            log.warning(
+                "openai backend: gate G1 cannot tokenize on this server; labels marked %s", UNVERIFIED
+            )
+            return {label: list(UNVERIFIED_PIECES) for label in request.labels}
+        base_ids, _ = self._tokenize(dialect, prompt)
+        out: dict[str, list[str]] = {}
+        for label in request.labels:
+            ids, pieces = self._tokenize(dialect, prompt + label)
+            n = 0
+            while n < min(len(ids), len(base_ids)) and ids[n] == base_ids[n]:
+                n += 1
+            out[label] = pieces[n:] if pieces is not None else [self._detokenize(dialect, i) for i in ids[n:]]
+        return out
+
+    def _render_for_tokenize(self, messages: Sequence[Message]) -> str | None:
+        if self.chat_template:
+            return self._render(messages)
+        try:  # chat mode without a local template: the llama.cpp server renders its own
+            out = self._post(f"{self.server_root}/apply-template", {"messages": [dict(m) for m in messages]})
+        except BackendError:
+            return None
+        prompt = out.get("prompt") if isinstance(out, dict) else None
+        return prompt if isinstance(prompt, str) else None
+
+    def _dialect(self) -> str | None:
+        if self._tok_dialect is None:
+            candidates = {"auto": TOKENIZERS[1:-1], "none": ()}.get(self.tokenizer, (self.tokenizer,))
+            self._tok_dialect = "none"
+            for d in candidates:
+                try:
+                    if self._tokenize(d, "Hello")[0]:
+                        self._tok_dialect = d
+                        break
+                except BackendError as e:
+                    log.info("tokenize endpoint %s did not answer: %s", d, e)
+        return None if self._tok_dialect == "none" else self._tok_dialect
+
+    def _tokenize(self, dialect: str, text: str) -> tuple[list[int], list[str] | None]:
+        """Token ids of ``text`` and, where the server gives them, their pieces."""
+        if dialect == "llama-cpp-python":
+            out = self._post(f"{self.server_root}/extras/tokenize", {"model": self.model, "input": text})
+        elif dialect == "llama.cpp":
+            out = self._post(f"{self.server_root}/tokenize", {"content": text, "with_pieces": True})
+        else:
+            body = {"model": self.model, "prompt": text, "return_token_strs": True}
+            out = self._post(f"{self.server_root}/tokenize", body)
+        toks = out.get("tokens") if isinstance(out, dict) else None
+        if not isinstance(toks, list):
+            raise BackendError(f"tokenize ({dialect}): unexpected response {str(out)[:200]}")
+        if toks and isinstance(toks[0], dict):  # llama.cpp with_pieces
+            return [int(t["id"]) for t in toks], [str(t.get("piece", "")) for t in toks]
+        strs = out.get("token_strs")
+        return [int(t) for t in toks], [str(s) for s in strs] if isinstance(strs, list) else None
+
+    def _detokenize(self, dialect: str, token_id: int) -> str:
+        if dialect == "llama-cpp-python":
+            out = self._post(
+                f"{self.server_root}/extras/detokenize", {"model": self.model, "tokens": [token_id]}
+            )
+            return str(out.get("text", ""))
+        if dialect == "vllm":
+            out = self._post(f"{self.server_root}/detokenize", {"model": self.model, "tokens": [token_id]})
+            return str(out.get("prompt", ""))
+        out = self._post(f"{self.server_root}/detokenize", {"tokens": [token_id]})
+        return str(out.get("content", ""))
+
+    # --- sampling --------------------------------------------------------------------------
+
+    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
+        jobs = [(r, i) for r in requests for i in range(r.n)]
+        texts = self._map(lambda job: self._one_draw(*job), jobs)
+        out: list[SampleResult] = []
+        pos = 0
+        for r in requests:
+            out.append(SampleResult(texts=texts[pos : pos + r.n]))
+            pos += r.n
+        return out
+
+    def _one_draw(self, request: SampleRequest, draw: int) -> str:
+        extra = {
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "max_tokens": request.max_tokens,
+            "seed": derive_seed(request.seed, draw),
+            "n": 1,
+        }
+        choice = self._generate(request.messages, extra)
+        text = (choice.get("message") or {}).get("content") if self.endpoint == "chat" else choice.get("text")
+        return text if isinstance(text, str) else ""
+
+
+# --- response parsing (pure) -----------------------------------------------------------------
+
+
+def first_position_top(choice: Mapping[str, Any]) -> list[tuple[str, float, int]]:
+    """``(token_text, logprob, token_id or -1)`` alternatives at the first generated position,
+    most probable first. Reads the chat shape (``logprobs.content[0].top_logprobs``) and the
+    legacy completions shape (``logprobs.top_logprobs[0]`` as a ``{token: logprob}`` dict)."""
+    lp = choice.get("logprobs")
+    if not isinstance(lp, Mapping):
+        raise BackendError(
+            "openai backend: the server returned no logprobs (for llama-cpp-python start "
+            "the server with --logits_all true; hosted APIs may not offer them)"
+        )
+    entries: list[tuple[str, float, int]] = []
+    content = lp.get("content")
+    if isinstance(content, list) and content:
+        first = content[0]
+        tops = first.get("top_logprobs") or [first]
+        for t in tops:
+            tid = t.get("id", t.get("token_id", -1))
+            entries.append(
+                (str(t.get("token", "")), _finite(t.get("logprob")), int(tid) if tid is not None else -1)
+            )
+    elif isinstance(lp.get("top_logprobs"), list) and lp["top_logprobs"]:
+        first_top = lp["top_logprobs"][0]
+        if not isinstance(first_top, Mapping):
+            raise BackendError(f"openai backend: unexpected top_logprobs shape {str(first_top)[:200]}")
+        entries = [(str(tok), _finite(v), -1) for tok, v in first_top.items()]
+    else:
+        raise BackendError(f"openai backend: logprobs without top alternatives: {str(lp)[:200]}")
+    entries.sort(key=lambda e: -e[1])
+    return entries
+
+
+def read_labels(
+    entries: list[tuple[str, float, int]], labels: Sequence[str], top_k: int, space_variants: bool = False
+) -> LabelResult:
+    """Label probabilities from top-logprob entries (absent labels: 0.0, mass left in ``other``)."""
+    probs: dict[str, float] = {}
+    ids: dict[str, int] = {}
+    matched: dict[str, list[str]] = {}
+    for label in labels:
+        variants = [label, " " + label] if space_variants else [label]
+        p, tid, hit = 0.0, -1, []
+        for v in variants:
+            hit_entry = next((e for e in entries if e[0] == v), None)  # sorted: the likeliest
+            if hit_entry is not None:
+                p += math.exp(hit_entry[1])
+                tid = hit_entry[2] if tid == -1 else tid
+                hit.append(v)
+        probs[label], ids[label], matched[label] = p, tid, hit
+    other = min(1.0, max(0.0, 1.0 - sum(probs.values())))
+    top = [(t, math.exp(lp)) for t, lp, _ in entries[: max(0, top_k)]]
+    if space_variants:
+        return LabelResultWithVariants(probs, other, top, ids, matched_variants=matched)
+    return LabelResult(probs=probs, other=other, top_k=top, label_token_ids=ids)
+
+
+def _finite(x: Any) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return -math.inf
+    return v if not math.isnan(v) else -math.inf
+
+
+def _server_message(resp: requests.Response) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text[:500] or resp.reason or ""
+    if isinstance(body, dict):
+        err = body.get("error", body.get("detail", body.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        if err is not None:
+            return (err if isinstance(err, str) else json.dumps(err))[:500]
+    return json.dumps(body)[:500]
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _strip_userinfo(url: str) -> str:
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))

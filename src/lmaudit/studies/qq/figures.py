@@ -1,0 +1,257 @@
+"""The QQ report's figures as inline SVG strings (matplotlib SVG canvas, text kept as text).
+
+* :func:`saturation_cdf_svg` (seed Figure 1): empirical CDF of the distance from determinism
+  ``d = 1 - max(p, 1 - p)`` over every measured position, log x-axis, one curve per stratum
+  group (A/B-labelled items, Yes/No items) plus all positions, and the saturation threshold.
+* :func:`label_effect_svg` (seed Figure 2): per-item ``q`` under two label mappings with the
+  dashed diagonal of mapping-invariance; items deviating by more than ``annotate_above`` are
+  labelled.
+
+Both take the results dict of ``QQResult.to_json()`` and return ``None`` when there is
+nothing to draw. Text in the SVG is XML-escaped by matplotlib and never parsed as mathtext,
+so any item id is safe to inline.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import numpy as np
+from matplotlib import rc_context
+from matplotlib.backends.backend_svg import FigureCanvasSVG
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+__all__ = [
+    "D_CLIP",
+    "YESNO_MAPPING",
+    "iter_positions",
+    "label_effect_points",
+    "label_effect_svg",
+    "mapping_pair",
+    "position_distances",
+    "saturation_cdf_svg",
+]
+
+D_CLIP = 1e-14  # d = 0 is drawn here on the log axis
+YESNO_MAPPING = "yesno"
+GROUP_AB, GROUP_YN = "A/B items", "Yes/No items"
+
+_RC: dict[str, Any] = {
+    "svg.fonttype": "none",
+    "font.size": 9.0,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "svg.image_inline": True,
+}
+_COLOURS = {GROUP_AB: "#1f77b4", GROUP_YN: "#d62728", "all": "#333333"}
+
+
+def _num(x: Any) -> float | None:
+    """``x`` as a finite float, else ``None``."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
+_TAG = re.compile(r"<[^<>]*>")  # matplotlib escapes < and > in text and attribute values
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
+
+
+def _style(extra: Mapping[str, Any] | None = None) -> AbstractContextManager[None]:
+    """The report's matplotlib style (``rcParams`` are typed by literal key, hence ``Any``)."""
+    rc: Any = {**_RC, **(extra or {})}
+    return rc_context(rc)
+
+
+def _svg(fig: Figure, prefix: str) -> str:
+    """The figure as a bare ``<svg>`` element for inlining, deterministic across runs.
+
+    The XML prolog and the RDF metadata are dropped, and every element id (and reference to
+    one) gets ``prefix``, so several figures can share one HTML page without id clashes.
+    """
+    buf = io.StringIO()
+    with _style({"svg.hashsalt": f"lmaudit-{prefix}"}):
+        FigureCanvasSVG(fig).print_svg(buf, metadata={"Date": None})
+    text = buf.getvalue()
+    text = _METADATA.sub("", text[max(text.find("<svg"), 0) :])
+
+    def fix(m: re.Match[str]) -> str:
+        tag = m.group(0)
+        for old in (' id="', "url(#", 'href="#'):
+            tag = tag.replace(old, f"{old}{prefix}-")
+        return tag
+
+    return _TAG.sub(fix, text)
+
+
+def iter_positions(results: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """``(mapping name, position dict)`` for every measured position of every item."""
+    for item in results.get("items") or []:
+        for m in item.get("mappings") or []:
+            for cell in m.get("cells") or []:
+                for pos in cell.get("positions") or []:
+                    yield str(m.get("mapping", "")), pos
+
+
+def position_distances(results: Mapping[str, Any]) -> dict[str, list[float]]:
+    """Distance from determinism per stratum group: Yes/No mapping vs A/B-labelled mappings."""
+    out: dict[str, list[float]] = {GROUP_AB: [], GROUP_YN: []}
+    for mapping, pos in iter_positions(results):
+        d = _num(pos.get("d"))
+        if d is None:
+            p = _num(pos.get("p"))
+            d = None if p is None else 1.0 - max(p, 1.0 - p)
+        if d is not None:
+            out[GROUP_YN if mapping == YESNO_MAPPING else GROUP_AB].append(d)
+    return out
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _decade(x: float, _pos: int | None = None) -> str:
+    """Plain-text log tick label ``10⁻ⁿ`` (mathtext labels are slow to lay out and to inline)."""
+    if x <= 0:
+        return ""
+    e = round(math.log10(x))
+    return "1" if e == 0 else "10" + str(e).translate(_SUPERSCRIPT)
+
+
+def _share_below(d: Sequence[float], cut: float) -> float:
+    return float(np.mean(np.asarray(d) < cut)) if len(d) else float("nan")
+
+
+def saturation_cdf_svg(results: Mapping[str, Any]) -> str | None:
+    """Seed Figure 1; ``None`` when no position has a finite ``p``."""
+    groups = {k: v for k, v in position_distances(results).items() if v}
+    if not groups:
+        return None
+    threshold = _num((results.get("saturation") or {}).get("threshold"))
+    if threshold is None:
+        threshold = _num((results.get("params") or {}).get("saturation_threshold"))
+    cut = None if threshold is None else 1.0 - threshold
+    curves: list[tuple[str, list[float]]] = list(groups.items())
+    if len(groups) > 1:
+        curves.append(("all", [d for v in groups.values() for d in v]))
+    with _style():
+        fig = Figure(figsize=(6.6, 3.7))
+        fig.subplots_adjust(left=0.1, right=0.98, bottom=0.15, top=0.91)
+        ax = fig.add_subplot()
+        for name, d in curves:
+            x = np.sort(np.maximum(np.asarray(d, dtype=np.float64), D_CLIP))
+            y = np.arange(1, x.size + 1) / x.size
+            label = f"{name} (n={x.size})" + ("" if len(groups) > 1 else " = all positions")
+            if cut is not None:
+                label += f": {100 * _share_below(d, cut):.1f}% with d < {cut:.3g}"
+            ax.step(
+                np.concatenate([[D_CLIP / 10], x]),
+                np.concatenate([[0.0], y]),
+                where="post",
+                color=_COLOURS.get(name, "#555555"),
+                lw=2.2 if name == "all" else 1.4,
+                ls="--" if name == "all" else "-",
+                label=label,
+            )
+        if cut is not None and cut > 0:
+            ax.axvline(
+                cut, color="#888888", ls=":", lw=1.2, label=f"saturation threshold d = 1 − {threshold:g}"
+            )
+        ax.set_xscale("log")
+        ax.set_xlim(D_CLIP / 10, 1.0)
+        ax.xaxis.set_major_locator(LogLocator(base=10.0, numticks=9))
+        ax.xaxis.set_major_formatter(FuncFormatter(_decade))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylim(0.0, 1.02)
+        ax.set_xlabel(f"distance from determinism d = 1 − max(p, 1 − p)   (d = 0 drawn at {D_CLIP:g})")
+        ax.set_ylabel("share of positions with distance ≤ d")
+        ax.set_title("Figure 1. Saturation: CDF of distance from determinism")
+        ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+        return _svg(fig, "fig1")
+
+
+def mapping_pair(results: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The two A/B label mappings to compare (``map1``, ``map2`` when present), or ``None``."""
+    names: set[str] = set()
+    for item in results.get("items") or []:
+        own = {str(m.get("mapping")) for m in item.get("mappings") or []} - {YESNO_MAPPING}
+        if len(own) >= 2:
+            names |= own
+    if {"map1", "map2"} <= names:
+        return ("map1", "map2")
+    ordered = sorted(names)
+    return (ordered[0], ordered[1]) if len(ordered) >= 2 else None
+
+
+def label_effect_points(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per item measured under both mappings of :func:`mapping_pair`: ``q`` and OSS of each.
+
+    Rows: ``item, q1, q2, delta_q, oss1, oss2, delta_oss`` (``|Δ|`` of mapping 2 vs 1).
+    """
+    pair = mapping_pair(results)
+    if pair is None:
+        return []
+    rows: list[dict[str, Any]] = []
+    for item in results.get("items") or []:
+        by = {str(m.get("mapping")): m for m in item.get("mappings") or []}
+        if pair[0] not in by or pair[1] not in by:
+            continue
+        q1, q2 = _num(by[pair[0]].get("q")), _num(by[pair[1]].get("q"))
+        o1, o2 = _num(by[pair[0]].get("oss")), _num(by[pair[1]].get("oss"))
+        rows.append(
+            {
+                "item": str(item.get("item", "")),
+                "q1": q1,
+                "q2": q2,
+                "delta_q": None if q1 is None or q2 is None else abs(q2 - q1),
+                "oss1": o1,
+                "oss2": o2,
+                "delta_oss": None if o1 is None or o2 is None else abs(o2 - o1),
+            }
+        )
+    return rows
+
+
+def label_effect_svg(results: Mapping[str, Any], annotate_above: float = 0.3) -> str | None:
+    """Seed Figure 2; ``None`` when fewer than two A/B mappings were measured for any item."""
+    pair = mapping_pair(results)
+    pts = [r for r in label_effect_points(results) if r["q1"] is not None and r["q2"] is not None]
+    if pair is None or not pts:
+        return None
+    with _style():
+        fig = Figure(figsize=(4.8, 5.2))
+        fig.subplots_adjust(left=0.14, right=0.97, bottom=0.17, top=0.94)
+        ax = fig.add_subplot()
+        ax.plot([-1.05, 1.05], [-1.05, 1.05], ls="--", color="#888888", lw=1.0, label="q equal under both")
+        x = np.array([r["q1"] for r in pts])
+        y = np.array([r["q2"] for r in pts])
+        far = np.abs(y - x) > annotate_above
+        ax.scatter(x[~far], y[~far], s=22, color="#1f77b4", zorder=3, label=f"|Δq| ≤ {annotate_above:g}")
+        if far.any():
+            ax.scatter(x[far], y[far], s=30, color="#d62728", zorder=3, label=f"|Δq| > {annotate_above:g}")
+        for r, flag in zip(pts, far, strict=True):
+            if flag:  # text kept inside the axes: left of points near the right edge, below near the top
+                ax.annotate(
+                    r["item"],
+                    (r["q1"], r["q2"]),
+                    xytext=(-5 if r["q1"] > 0.6 else 5, -11 if r["q2"] > 0.85 else 5),
+                    textcoords="offset points",
+                    ha="right" if r["q1"] > 0.6 else "left",
+                    fontsize=7.5,
+                    parse_math=False,
+                    annotation_clip=False,
+                )
+        ax.set_xlim(-1.05, 1.05)
+        ax.set_ylim(-1.05, 1.05)
+        ax.set_aspect("equal")
+        ax.set_xlabel(f"q under {pair[0]}", parse_math=False)
+        ax.set_ylabel(f"q under {pair[1]}", parse_math=False)
+        ax.set_title(f"Figure 2. Label effect ({len(pts)} A/B items)")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=3, fontsize=7.5, frameon=False)
+        return _svg(fig, "fig2")

@@ -1,0 +1,377 @@
+"""HFBackend on tiny random models built in the test (no download, no real checkpoint).
+
+Reference for every scoring check: a naive forward of one prompt at a time over the full
+sequence (no padding, no cache reuse, no ``logits_to_keep``), softmaxed in float64.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+from lmaudit.backends import embedded  # noqa: E402
+from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, identity_digest  # noqa: E402
+from lmaudit.backends.hf import HFBackend  # noqa: E402
+from lmaudit.backends.hf_batching import ForwardStats, build_prefix_tree, next_token_logits  # noqa: E402
+
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }} {{ m['content'] }}<end_of_turn>"
+    "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model {% endif %}"
+)
+WORDS = (
+    "A B Yes No the a is it true that you think answer with question first second legend means "
+    "climate change real honest trustworthy people should government policy economy good bad "
+    "system user model assistant please only one letter agree disagree statement following"
+).split()
+
+
+def _corpus() -> list[str]:
+    import random
+
+    rng = random.Random(0)
+    return [" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(300)] + ["A B Yes No"] * 50
+
+
+def _write_tokenizer(path: Path) -> Any:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    trainer = trainers.BpeTrainer(vocab_size=160, special_tokens=specials, show_progress=False)
+    tok.train_from_iterator(_corpus(), trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>"
+    )
+    fast.add_special_tokens({"additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"]})
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(str(path))
+    return fast
+
+
+def _write_model(path: Path, family: str, vocab: int, sliding_window: int = 256) -> None:
+    torch.manual_seed(0)
+    common: dict[str, Any] = dict(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=512,
+        initializer_range=0.3,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=2,
+    )
+    if family == "gemma3":
+        cfg = transformers.Gemma3TextConfig(
+            **common,
+            sliding_window=sliding_window,
+            layer_types=["sliding_attention", "full_attention"],
+            query_pre_attn_scalar=8,
+        )
+        model = transformers.Gemma3ForCausalLM(cfg)
+    else:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
+    model.save_pretrained(str(path))
+
+
+@pytest.fixture(scope="module", params=["gemma3", "llama"])
+def tiny_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp(f"tiny-{request.param}")
+    tok = _write_tokenizer(path)
+    _write_model(path, request.param, len(tok))
+    return path
+
+
+@pytest.fixture(scope="module")
+def gemma_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tiny-gemma-window")
+    tok = _write_tokenizer(path)
+    _write_model(path, "gemma3", len(tok), sliding_window=8)
+    return path
+
+
+def _backend(path: Path, **kw: Any) -> HFBackend:
+    kw.setdefault("progress", False)
+    return HFBackend(str(path), **kw)
+
+
+def _qq_requests(n_items: int = 4, system: bool = True) -> list[LabelRequest]:
+    """Per item and order: a position-1 prompt and two position-2 prompts extending it."""
+    sys_msg = {"role": "system", "content": "legend A means agree and B means disagree answer with one letter"}
+    out = []
+    for item in range(n_items):
+        for order in range(2):
+            q1 = f"question first is it true that {WORDS[4 + item]} {WORDS[10 + order]} people"
+            q2 = f"question second {WORDS[20 + item]} is good"
+            base = [sys_msg] if system else []
+            u1 = [*base, {"role": "user", "content": q1}]
+            out.append(LabelRequest(tuple(u1), ("A", "B")))
+            for ans in ("A", "B"):
+                msgs = (*u1, {"role": "assistant", "content": ans}, {"role": "user", "content": q2})
+                out.append(LabelRequest(msgs, ("A", "B")))
+    return out
+
+
+def _naive_probs(backend: HFBackend, req: LabelRequest) -> torch.Tensor:
+    ids = backend.encode(req.messages)
+    with torch.inference_mode():
+        logits = backend.model(input_ids=torch.tensor([ids])).logits[0, -1]
+    return torch.softmax(logits.double(), dim=-1)
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+@pytest.mark.parametrize("batch_size", [1, 4, 64])
+def test_batched_prefix_reuse_equals_naive(tiny_dir: Path, batch_size: int) -> None:
+    backend = _backend(tiny_dir, batch_size=batch_size, min_shared_tokens=2)
+    requests = _qq_requests() + _qq_requests(2, system=False)
+    requests.append(LabelRequest(({"role": "user", "content": "A"},), ("A", "B")))
+    results = backend.label_logprobs(requests, top_k=5)
+    worst = 0.0
+    for req, res in zip(requests, results, strict=True):
+        ref = _naive_probs(backend, req)
+        for label, tid in res.label_token_ids.items():
+            worst = max(worst, abs(res.probs[label] - float(ref[tid])))
+        ref_top = torch.topk(ref, 5)
+        worst = max(worst, max(abs(p - float(v)) for (_, p), v in zip(res.top_k, ref_top.values, strict=True)))
+    assert worst < 1e-5
+    if batch_size > 1:  # prefixes were shared: fewer tokens than the prompts hold
+        total = sum(len(backend.encode(r.messages)) for r in requests)
+        assert backend.stats.tokens_real < 0.75 * total
+
+
+def test_full_distribution_equals_naive(tiny_dir: Path) -> None:
+    backend = _backend(tiny_dir, batch_size=8, min_shared_tokens=1)
+    requests = _qq_requests(3)
+    ids = [backend.encode(r.messages) for r in requests]
+    got = dict(next_token_logits(backend.model, ids, batch_size=8, pad_id=0, stats=ForwardStats(), min_shared=1))
+    assert sorted(got) == list(range(len(requests)))
+    for i, req in enumerate(requests):
+        diff = (torch.softmax(got[i].double(), -1) - _naive_probs(backend, req)).abs().max()
+        assert float(diff) < 1e-5
+
+
+def test_sliding_window_shorter_than_prompts_still_exact(gemma_dir: Path) -> None:
+    backend = _backend(gemma_dir, batch_size=16, min_shared_tokens=2)
+    requests = _qq_requests(2)
+    assert all(len(backend.encode(r.messages)) > 8 for r in requests)
+    for req, res in zip(requests, backend.label_logprobs(requests), strict=True):
+        ref = _naive_probs(backend, req)
+        assert all(abs(res.probs[lab] - float(ref[t])) < 1e-5 for lab, t in res.label_token_ids.items())
+
+
+def test_probs_other_and_top_k(tiny_dir: Path) -> None:
+    backend = _backend(tiny_dir, top_k=7)
+    res = backend.label_logprobs(_qq_requests(1))
+    for r in res:
+        assert abs(sum(r.probs.values()) + r.other - 1.0) < 1e-12
+        assert all(0.0 <= p <= 1.0 for p in r.probs.values()) and r.other >= -1e-12
+        assert len(r.top_k) == 7
+        assert [p for _, p in r.top_k] == sorted((p for _, p in r.top_k), reverse=True)
+        assert set(r.label_token_ids) == {"A", "B"}
+    assert backend.label_logprobs([]) == []
+
+
+def test_prefix_tree_shape_for_a_qq_cell() -> None:
+    p1 = list(range(20))
+    ids = [p1, [*p1, 50, *range(60, 75)], [*p1, 51, *range(60, 75)]]
+    nodes = build_prefix_tree(ids, sorted(range(3), key=lambda i: ids[i]), min_shared=4)
+    assert [(n.start, n.end, n.depth, n.ends) for n in nodes] == [(0, 20, 0, [0]), (20, 36, 1, [1]), (20, 36, 1, [2])]
+    folded = build_prefix_tree(ids, [0, 1, 2], min_shared=100)  # root is always kept
+    assert len(folded) == 3 and folded[0].ends == [0]
+
+
+# ----------------------------------------------------------------------------- gate G1
+
+
+def test_g1_single_and_multi_token_labels(tiny_dir: Path) -> None:
+    backend = _backend(tiny_dir)
+    req = LabelRequest(({"role": "user", "content": "is it true"},), ("A", "Yes", "Zqxv"))
+    pieces = backend.check_single_token(req)
+    assert len(pieces["A"]) == 1 and len(pieces["Yes"]) == 1
+    assert len(pieces["Zqxv"]) > 1
+    with pytest.raises(BackendError, match="Zqxv"):
+        backend.label_logprobs([req])
+
+
+def test_g1_reports_a_label_that_merges_with_the_prompt(tiny_dir: Path) -> None:
+    backend = _backend(tiny_dir, chat_template="{{ bos_token }}{{ messages[0]['content'] }}")
+    pieces = backend.check_single_token(LabelRequest(({"role": "user", "content": "Ye"},), ("s",)))
+    assert pieces["s"][0] == "<merges-with-prompt>"
+
+
+# ----------------------------------------------------------------------------- sampling
+
+
+def _sample_req(**kw: Any) -> SampleRequest:
+    msgs = ({"role": "user", "content": "please answer the question"},)
+    return SampleRequest(msgs, **{"n": 5, "temperature": 1.0, "seed": 7, **kw})
+
+
+@pytest.mark.parametrize("max_tokens", [1, 4])
+def test_sampling_draw_i_independent_of_n_and_batch(tiny_dir: Path, max_tokens: int) -> None:
+    backend = _backend(tiny_dir, sample_block=4)
+    small = backend.sample([_sample_req(max_tokens=max_tokens)])[0].texts
+    other = SampleRequest(({"role": "user", "content": "the economy"},), n=3, max_tokens=max_tokens, seed=1)
+    large = backend.sample([other, _sample_req(n=50, max_tokens=max_tokens)])[1].texts
+    assert len(small) == 5 and len(large) == 50
+    assert large[:5] == small
+    assert len(set(large)) > 5  # a random tiny model at T=1 is far from deterministic
+    reseeded = backend.sample([_sample_req(n=50, seed=8, max_tokens=max_tokens)])[0].texts
+    assert reseeded != large
+
+
+def test_sampling_greedy_and_top_p(tiny_dir: Path) -> None:
+    backend = _backend(tiny_dir)
+    greedy = backend.sample([_sample_req(n=6, temperature=0.0, max_tokens=3)])[0].texts
+    assert len(set(greedy)) == 1
+    nucleus = backend.sample([_sample_req(n=40, top_p=1e-9)])[0].texts
+    assert len(set(nucleus)) == 1 and nucleus[0] == backend.sample([_sample_req(n=1, temperature=0.0)])[0].texts[0]
+
+
+# ----------------------------------------------------------------------------- identity and config
+
+
+def test_identity_tracks_what_changes_outputs(tiny_dir: Path) -> None:
+    base = _backend(tiny_dir)
+    ident = base.identity
+    assert set(ident) >= {"backend", "backend_version", "model", "revision", "dtype", "chat_template_sha256"}
+    assert ident["backend"] == "hf" and ident["dtype"] == "float32"
+    assert identity_digest(_backend(tiny_dir, batch_size=3).identity) == identity_digest(ident)
+    other_template = _backend(tiny_dir, chat_template=CHAT_TEMPLATE + " ")
+    assert other_template.chat_template_sha256 != base.chat_template_sha256
+    assert identity_digest(other_template.identity) != identity_digest(ident)
+    assert identity_digest(_backend(tiny_dir, dtype="bfloat16").identity) != identity_digest(ident)
+    kwargs = _backend(tiny_dir, chat_template_kwargs={"enable_thinking": False})
+    assert identity_digest(kwargs.identity) != identity_digest(ident)
+    desc = base.describe()
+    assert desc["bos"]["rendered_prompt_starts_with_bos"] is True
+    assert "<end_of_turn>" in desc["stop_tokens"]
+
+
+def test_bos_is_not_doubled(tiny_dir: Path) -> None:
+    backend = _backend(tiny_dir, chat_template="{{ bos_token }}{{ bos_token }}{{ messages[0]['content'] }}")
+    ids = backend.encode([{"role": "user", "content": "A"}])
+    assert ids[:2] != [backend.tokenizer.bos_token_id] * 2
+
+
+def test_from_config_and_errors(tiny_dir: Path) -> None:
+    backend = HFBackend.from_config({"model": str(tiny_dir), "batch_size": 2, "progress": False, "_target_": "x"})
+    assert backend.batch_size == 2
+    with pytest.raises(BackendError, match="batchsize"):
+        HFBackend.from_config({"model": str(tiny_dir), "batchsize": 2})
+    with pytest.raises(BackendError, match="dtype"):
+        _backend(tiny_dir, dtype="float64")
+    with pytest.raises(BackendError, match="not available offline"):
+        HFBackend("lmaudit-test/no-such-model-anywhere")
+
+
+# ----------------------------------------------------------------------------- embedded helpers
+
+
+def test_read_gguf_metadata_matches_gguf_writer(tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf")
+    path = tmp_path / "t.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_string("general.name", "tiny")
+    writer.add_uint32("tokenizer.ggml.bos_token_id", 2)
+    writer.add_bool("tokenizer.ggml.add_bos_token", True)
+    writer.add_token_list(["<pad>", "a b", "▁x"])
+    writer.add_token_scores([0.0, -1.5, -2.25])
+    writer.add_token_types([3, 4, 1])
+    writer.add_tensor("w", torch.zeros(4).numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    meta = embedded.read_gguf_metadata(path)
+    assert meta["general.name"] == "tiny" and meta["tokenizer.ggml.bos_token_id"] == 2
+    assert meta["tokenizer.ggml.add_bos_token"] == 1
+    assert meta["tokenizer.ggml.tokens"] == ["<pad>", "a b", "▁x"]
+    assert meta["tokenizer.ggml.scores"].tolist() == [0.0, -1.5, -2.25]
+    assert meta["tokenizer.ggml.token_type"].tolist() == [3, 4, 1]
+
+
+def _tiny_spm_meta() -> dict[str, Any]:
+    import numpy as np
+
+    pieces: list[tuple[str, float, int]] = [
+        ("<pad>", -1000, 3),
+        ("<eos>", -1000, 3),
+        ("<bos>", -1000, 3),
+        ("<unk>", -1000, 3),
+        ("<start_of_turn>", -1000, 3),
+        ("<end_of_turn>", -1000, 3),
+        ("\n", -1000, 4),
+        ("  ", -1000, 4),
+    ]
+    pieces += [(f"<0x{b:02X}>", 0.0, 6) for b in range(256)]
+    merged = ["▁t", "he", "▁the", "in", "▁a", "er", "on", "▁th", "ing", "▁in", "re", "an", "▁user", "us", "▁is"]
+    pieces += [(m, -float(k), 1) for k, m in enumerate(merged)]
+    chars = sorted(set("abcdefghijklmnopqrstuvwxyzAB?.") | {"▁"})
+    pieces += [(c, -100.0 - k, 1) for k, c in enumerate(chars)]
+    return {
+        "tokenizer.ggml.tokens": [p for p, _, _ in pieces],
+        "tokenizer.ggml.scores": np.array([s for _, s, _ in pieces], dtype=np.float32),
+        "tokenizer.ggml.token_type": np.array([t for _, _, t in pieces], dtype=np.int32),
+        "tokenizer.ggml.bos_token_id": 2,
+        "tokenizer.ggml.eos_token_id": 1,
+        "tokenizer.ggml.unknown_token_id": 3,
+        "tokenizer.ggml.padding_token_id": 0,
+        "tokenizer.ggml.add_space_prefix": 0,
+    }
+
+
+def test_rebuilt_gemma_tokenizer_matches_sentencepiece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spm = pytest.importorskip("sentencepiece")
+    meta = _tiny_spm_meta()
+    monkeypatch.setattr(embedded, "read_gguf_metadata", lambda path: meta)
+    fast = embedded.build_gemma3_tokenizer(tmp_path / "unused.gguf", tmp_path)
+    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "tokenizer.model"))
+    texts = ["the user is in the inn", "there  then", "a ?B.", "Zürich é", "thing\nthe", "  the  "]
+    for text in texts:
+        assert fast(text, add_special_tokens=False)["input_ids"] == sp.encode(text), text
+    ids = fast("<start_of_turn>user\n", add_special_tokens=False)["input_ids"]
+    assert fast.convert_ids_to_tokens(ids) == ["<start_of_turn>", "us", "er", "\n"]
+    assert fast.decode(ids, skip_special_tokens=True) == "user\n"
+
+
+def test_ensure_embedded_model_converts_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Path] = []
+
+    def fake_convert(gguf: Path, out_dir: Path, marker: dict[str, Any]) -> None:
+        calls.append(out_dir)
+        (out_dir / embedded.MARKER_FILENAME).write_text(json.dumps(marker))
+
+    def fake_assemble(model_dir: Path) -> Path:
+        (model_dir / embedded.GGUF_FILENAME).write_bytes(b"GGUF")
+        return model_dir / embedded.GGUF_FILENAME
+
+    monkeypatch.setattr(embedded, "_convert", fake_convert)
+    monkeypatch.setattr(embedded, "_assemble_gguf_unlocked", fake_assemble)
+    monkeypatch.setenv("LMAUDIT_MODEL_DIR", str(tmp_path / "models"))
+    first = embedded.ensure_embedded_model()
+    assert first == tmp_path / "models" / embedded.CONVERTED_SUBDIR and first.is_dir()
+    assert embedded.ensure_embedded_model() == first and len(calls) == 1
+    marker = json.loads((first / embedded.MARKER_FILENAME).read_text())
+    marker["transformers"] = "0.0.1"  # converted by another transformers version: redo
+    (first / embedded.MARKER_FILENAME).write_text(json.dumps(marker))
+    assert embedded.ensure_embedded_model() == first and len(calls) == 2
+    assert not [p for p in first.parent.iterdir() if p.name.startswith(".transformers-")]

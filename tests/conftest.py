@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from lmaudit.config.schema import register_configs  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"
+
+register_configs()
+
+
+@pytest.fixture
+def make_cfg(tmp_path: Path) -> Iterator[Callable[..., DictConfig]]:
+    """Compose the real config (conf/) with overrides; outputs go under tmp_path."""
+
+    def _make(*overrides: str, name: str = "run") -> DictConfig:
+        base = [
+            f"paths.results={tmp_path / 'results'}",
+            f"paths.cache={tmp_path / 'cache'}",
+            f"paths.mlruns={tmp_path / 'mlruns'}",
+            f"out_dir={tmp_path / name}",
+            "progress=false",
+            f"items.path={REPO / 'data/qq/items/pilot.json'}",
+        ]
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            return compose(config_name="config", overrides=[*base, *overrides])
+
+    yield _make
