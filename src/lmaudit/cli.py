@@ -179,29 +179,33 @@ def run(cfg: DictConfig) -> float | None:
         raise InputError(f"{results_path}: no results; run stage=analyze first")
     results = read_json(results_path)
 
-    from lmaudit.studies.qq.report import write_report
+    experiment = cfg.mlflow.experiment or f"lmaudit-{study.NAME}"
+    name = cfg.run_name or default_run_name(cfg)
+    run_id: str | None = None
+    if cfg.mlflow.enabled:
+        from lmaudit.tracking.mlflow_log import start_job
 
-    report_path = write_report(out / "report.html", results=results, plan=plan, audit=audit.data)
+        run_id = start_job(mlruns=cfg.paths.mlruns, experiment=experiment, run_name=name)
+        audit.data["mlflow"] = {"run_id": run_id, "experiment": experiment,
+                                "tracking_uri": f"sqlite:///{Path(cfg.paths.mlruns).resolve()}/mlflow.db"}
+        atomic_write_json(audit.path, audit.data)
+
+    report_path = study.write_report(out / "report.html", results=results, plan=plan, audit=audit.data)
     audit.update("report", {"written_utc": _now(), "report_sha256": file_sha256(report_path)})
 
     headline = study.headline(results)
-    if cfg.mlflow.enabled:
+    if run_id is not None:
         from lmaudit.tracking.mlflow_log import log_job
 
-        run_id = log_job(
-            mlruns=cfg.paths.mlruns,
-            experiment=cfg.mlflow.experiment or f"lmaudit-{study.NAME}",
-            run_name=cfg.run_name or default_run_name(cfg),
+        log_job(
+            mlruns=cfg.paths.mlruns, experiment=experiment, run_name=name, run_id=run_id,
             params={k: OmegaConf.to_container(cfg[k], resolve=True) for k in study.PLAN_KEYS},
             metrics=study.metrics(results),
-            tags={**study.tags(results), "plan_digest": str(audit.data.get("plan_digest")),
-                  "run_dir": str(out)},
+            tags={**study.tags(results), "plan_digest": str(audit.data.get("plan_digest")), "run_dir": str(out)},
             artifacts=[out / n for n in ("plan.json", "results.json", "audit_record.json", "report.html",
                                          "measurements.jsonl")],
         )
-        audit.data["mlflow_run_id"] = run_id
-        atomic_write_json(audit.path, audit.data)
-        print(f"MLflow run {run_id} (tracking URI sqlite:///{Path(cfg.paths.mlruns).resolve()}/mlflow.db)")
+        print(f"MLflow run {run_id} ({audit.data['mlflow']['tracking_uri']})")
     print(study.summary(results))
     print(f"wrote {out}/{{plan.json, measurements.jsonl, results.json, audit_record.json, report.html}}")
     return headline

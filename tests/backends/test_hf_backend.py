@@ -11,6 +11,7 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,60 @@ CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }} {{ m['content'] }}<end_of_turn>"
     "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model {% endif %}"
 )
-WORDS = (
-    "A B Yes No the a is it true that you think answer with question first second legend means "
-    "climate change real honest trustworthy people should government policy economy good bad "
-    "system user model assistant please only one letter agree disagree statement following"
-).split()
+WORDS = [
+    "A",
+    "B",
+    "Yes",
+    "No",
+    "the",
+    "a",
+    "is",
+    "it",
+    "true",
+    "that",
+    "you",
+    "think",
+    "answer",
+    "with",
+    "question",
+    "first",
+    "second",
+    "legend",
+    "means",
+    "climate",
+    "change",
+    "real",
+    "honest",
+    "trustworthy",
+    "people",
+    "should",
+    "government",
+    "policy",
+    "economy",
+    "good",
+    "bad",
+    "system",
+    "user",
+    "model",
+    "assistant",
+    "please",
+    "only",
+    "one",
+    "letter",
+    "agree",
+    "disagree",
+    "statement",
+    "following",
+]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread() -> Iterator[None]:
+    """Tiny ops are dominated by thread hand-off; on a busy 2-core machine 2 threads cost ~100x."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def _corpus() -> list[str]:
@@ -113,7 +163,10 @@ def _backend(path: Path, **kw: Any) -> HFBackend:
 
 def _qq_requests(n_items: int = 4, system: bool = True) -> list[LabelRequest]:
     """Per item and order: a position-1 prompt and two position-2 prompts extending it."""
-    sys_msg = {"role": "system", "content": "legend A means agree and B means disagree answer with one letter"}
+    sys_msg = {
+        "role": "system",
+        "content": "legend A means agree and B means disagree answer with one letter",
+    }
     out = []
     for item in range(n_items):
         for order in range(2):
@@ -128,7 +181,7 @@ def _qq_requests(n_items: int = 4, system: bool = True) -> list[LabelRequest]:
     return out
 
 
-def _naive_probs(backend: HFBackend, req: LabelRequest) -> torch.Tensor:
+def _naive_probs(backend: HFBackend, req: LabelRequest) -> Any:
     ids = backend.encode(req.messages)
     with torch.inference_mode():
         logits = backend.model(input_ids=torch.tensor([ids])).logits[0, -1]
@@ -150,7 +203,9 @@ def test_batched_prefix_reuse_equals_naive(tiny_dir: Path, batch_size: int) -> N
         for label, tid in res.label_token_ids.items():
             worst = max(worst, abs(res.probs[label] - float(ref[tid])))
         ref_top = torch.topk(ref, 5)
-        worst = max(worst, max(abs(p - float(v)) for (_, p), v in zip(res.top_k, ref_top.values, strict=True)))
+        worst = max(
+            worst, max(abs(p - float(v)) for (_, p), v in zip(res.top_k, ref_top.values, strict=True))
+        )
     assert worst < 1e-5
     if batch_size > 1:  # prefixes were shared: fewer tokens than the prompts hold
         total = sum(len(backend.encode(r.messages)) for r in requests)
@@ -161,7 +216,9 @@ def test_full_distribution_equals_naive(tiny_dir: Path) -> None:
     backend = _backend(tiny_dir, batch_size=8, min_shared_tokens=1)
     requests = _qq_requests(3)
     ids = [backend.encode(r.messages) for r in requests]
-    got = dict(next_token_logits(backend.model, ids, batch_size=8, pad_id=0, stats=ForwardStats(), min_shared=1))
+    got = dict(
+        next_token_logits(backend.model, ids, batch_size=8, pad_id=0, stats=ForwardStats(), min_shared=1)
+    )
     assert sorted(got) == list(range(len(requests)))
     for i, req in enumerate(requests):
         diff = (torch.softmax(got[i].double(), -1) - _naive_probs(backend, req)).abs().max()
@@ -193,7 +250,11 @@ def test_prefix_tree_shape_for_a_qq_cell() -> None:
     p1 = list(range(20))
     ids = [p1, [*p1, 50, *range(60, 75)], [*p1, 51, *range(60, 75)]]
     nodes = build_prefix_tree(ids, sorted(range(3), key=lambda i: ids[i]), min_shared=4)
-    assert [(n.start, n.end, n.depth, n.ends) for n in nodes] == [(0, 20, 0, [0]), (20, 36, 1, [1]), (20, 36, 1, [2])]
+    assert [(n.start, n.end, n.depth, n.ends) for n in nodes] == [
+        (0, 20, 0, [0]),
+        (20, 36, 1, [1]),
+        (20, 36, 1, [2]),
+    ]
     folded = build_prefix_tree(ids, [0, 1, 2], min_shared=100)  # root is always kept
     assert len(folded) == 3 and folded[0].ends == [0]
 
@@ -243,7 +304,10 @@ def test_sampling_greedy_and_top_p(tiny_dir: Path) -> None:
     greedy = backend.sample([_sample_req(n=6, temperature=0.0, max_tokens=3)])[0].texts
     assert len(set(greedy)) == 1
     nucleus = backend.sample([_sample_req(n=40, top_p=1e-9)])[0].texts
-    assert len(set(nucleus)) == 1 and nucleus[0] == backend.sample([_sample_req(n=1, temperature=0.0)])[0].texts[0]
+    assert (
+        len(set(nucleus)) == 1
+        and nucleus[0] == backend.sample([_sample_req(n=1, temperature=0.0)])[0].texts[0]
+    )
 
 
 # ----------------------------------------------------------------------------- identity and config
@@ -273,7 +337,9 @@ def test_bos_is_not_doubled(tiny_dir: Path) -> None:
 
 
 def test_from_config_and_errors(tiny_dir: Path) -> None:
-    backend = HFBackend.from_config({"model": str(tiny_dir), "batch_size": 2, "progress": False, "_target_": "x"})
+    backend = HFBackend.from_config(
+        {"model": str(tiny_dir), "batch_size": 2, "progress": False, "_target_": "x"}
+    )
     assert backend.batch_size == 2
     with pytest.raises(BackendError, match="batchsize"):
         HFBackend.from_config({"model": str(tiny_dir), "batchsize": 2})
@@ -323,7 +389,23 @@ def _tiny_spm_meta() -> dict[str, Any]:
         ("  ", -1000, 4),
     ]
     pieces += [(f"<0x{b:02X}>", 0.0, 6) for b in range(256)]
-    merged = ["▁t", "he", "▁the", "in", "▁a", "er", "on", "▁th", "ing", "▁in", "re", "an", "▁user", "us", "▁is"]
+    merged = [
+        "▁t",
+        "he",
+        "▁the",
+        "in",
+        "▁a",
+        "er",
+        "on",
+        "▁th",
+        "ing",
+        "▁in",
+        "re",
+        "an",
+        "▁user",
+        "us",
+        "▁is",
+    ]
     pieces += [(m, -float(k), 1) for k, m in enumerate(merged)]
     chars = sorted(set("abcdefghijklmnopqrstuvwxyzAB?.") | {"▁"})
     pieces += [(c, -100.0 - k, 1) for k, c in enumerate(chars)]
@@ -339,7 +421,9 @@ def _tiny_spm_meta() -> dict[str, Any]:
     }
 
 
-def test_rebuilt_gemma_tokenizer_matches_sentencepiece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rebuilt_gemma_tokenizer_matches_sentencepiece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spm = pytest.importorskip("sentencepiece")
     meta = _tiny_spm_meta()
     monkeypatch.setattr(embedded, "read_gguf_metadata", lambda path: meta)

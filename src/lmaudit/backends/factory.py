@@ -19,6 +19,7 @@ def _plain(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
 def build_backend(model_cfg: Mapping[str, Any] | DictConfig) -> Any:
     """The backend named by ``model.backend``; heavy imports happen only for the one asked for."""
     cfg = _plain(model_cfg)
+    cfg.pop("base_model", None)  # describes the checkpoint for framing choices; not a backend option
     kind = cfg.get("backend")
     if kind == "sim":
         from lmaudit.backends.sim import build_sim_agent
@@ -27,7 +28,8 @@ def build_backend(model_cfg: Mapping[str, Any] | DictConfig) -> Any:
     if kind == "hf":
         from lmaudit.backends.hf import HFBackend
 
-        return HFBackend.from_config(cfg)
+        # the cache layer draws the progress bar; the backend's own would double it
+        return HFBackend.from_config({**cfg, "progress": False})
     if kind == "openai":
         from lmaudit.backends.openai_compat import OpenAIBackend
 

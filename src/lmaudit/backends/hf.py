@@ -14,7 +14,7 @@ prompt alone (so a draw never depends on which other prompts were in the batch) 
 
 from __future__ import annotations
 
-import copy
+import inspect
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,40 +27,21 @@ from lmaudit.backends.base import (
     Message,
     SampleRequest,
     SampleResult,
-    derive_seed,
     sha256_text,
 )
-from lmaudit.backends.embedded import EMBEDDED_MODEL_NAME, GEMMA3_CHAT_TEMPLATE, ensure_embedded_model, gguf_sha256
-from lmaudit.backends.hf_batching import (
-    DEFAULT_MIN_SHARED_TOKENS,
-    ForwardStats,
-    decode_block,
-    draw_token,
-    next_token_logits,
-    prefill,
+from lmaudit.backends.embedded import (
+    EMBEDDED_MODEL_NAME,
+    GEMMA3_CHAT_TEMPLATE,
+    ensure_embedded_model,
+    gguf_sha256,
 )
+from lmaudit.backends.hf_batching import DEFAULT_MIN_SHARED_TOKENS, ForwardStats, next_token_logits
+from lmaudit.backends.hf_sampling import sample_completions
 
 #: Bump whenever a change alters what the backend returns for the same model and request.
 BACKEND_VERSION = 1
 
 _DTYPES = ("float32", "bfloat16", "float16")
-_CONFIG_KEYS = frozenset(
-    {
-        "model",
-        "revision",
-        "dtype",
-        "chat_template",
-        "chat_template_kwargs",
-        "batch_size",
-        "device",
-        "top_k",
-        "progress",
-        "model_dir",
-        "min_shared_tokens",
-        "sample_block",
-        "attn_implementation",
-    }
-)
 _IGNORED_KEYS = frozenset({"_target_", "backend", "kind", "name"})
 # End-of-turn markers of common chat formats; those present in a tokenizer's added tokens stop sampling.
 _END_OF_TURN = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<|return|>")
@@ -119,7 +100,9 @@ class HFBackend:
         embedded = model.startswith("embedded:")
         if embedded:
             if model != EMBEDDED_MODEL_NAME:
-                raise BackendError(f"hf backend: unknown embedded model {model!r} (known: {EMBEDDED_MODEL_NAME})")
+                raise BackendError(
+                    f"hf backend: unknown embedded model {model!r} (known: {EMBEDDED_MODEL_NAME})"
+                )
             self.model_path: str = str(ensure_embedded_model(Path(model_dir) if model_dir else None))
             self.model_id = f"{EMBEDDED_MODEL_NAME}@{gguf_sha256()}"
             self._load_revision: str | None = None
@@ -191,7 +174,7 @@ class HFBackend:
             if self.attn_implementation:
                 kwargs["attn_implementation"] = self.attn_implementation
             try:
-                model = AutoModelForCausalLM.from_pretrained(self.model_path, **kwargs)
+                model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, **kwargs)
             except (OSError, ValueError) as exc:
                 raise self._load_error(exc) from exc
             self._model = model.to(self.device).eval()
@@ -264,7 +247,9 @@ class HFBackend:
             )
         except Exception as exc:
             roles = [m.get("role") for m in messages]
-            raise BackendError(f"hf backend: chat template failed on messages with roles {roles}: {exc}") from exc
+            raise BackendError(
+                f"hf backend: chat template failed on messages with roles {roles}: {exc}"
+            ) from exc
         return str(text)
 
     def _encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
@@ -275,7 +260,9 @@ class HFBackend:
     def encode(self, messages: Sequence[Message]) -> list[int]:
         return self._encode_texts([self.render(messages)])[0]
 
-    def _label_tails(self, text: str, ids: list[int], labels: Sequence[str]) -> dict[str, tuple[bool, list[int]]]:
+    def _label_tails(
+        self, text: str, ids: list[int], labels: Sequence[str]
+    ) -> dict[str, tuple[bool, list[int]]]:
         """For each label: (prompt ids are a prefix of ids(prompt + label), ids after the common prefix)."""
         with_labels = self._encode_texts([text + label for label in labels])
         out: dict[str, tuple[bool, list[int]]] = {}
@@ -312,7 +299,9 @@ class HFBackend:
                 )
             out[label] = tail[0]
         if len(set(out.values())) != len(out):
-            raise BackendError(f"hf backend: labels {list(out)} share token ids {out} (model {self.model_id})")
+            raise BackendError(
+                f"hf backend: labels {list(out)} share token ids {out} (model {self.model_id})"
+            )
         return out
 
     # ------------------------------------------------------------------ contracts
@@ -359,47 +348,32 @@ class HFBackend:
 
     def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
         """``n`` completions per request; draw ``i`` uses the seed ``derive_seed(request.seed, i)``."""
-        import torch
-
         out: list[SampleResult] = []
         with self._progress(len(requests), "hf sample") as bar:
             for req in requests:
                 if req.n < 0 or req.max_tokens < 1:
                     raise BackendError(f"hf backend: sample needs n >= 0 and max_tokens >= 1, got {req}")
                 ids = self.encode(req.messages)
-                multi = req.max_tokens > 1
-                logits, cache = prefill(self.model, ids, use_cache=multi)
+                seqs = sample_completions(
+                    self.model,
+                    ids,
+                    n=req.n,
+                    seed=req.seed,
+                    temperature=req.temperature,
+                    top_p=req.top_p,
+                    max_tokens=req.max_tokens,
+                    stop_ids=self.stop_token_ids,
+                    block=self.sample_block,
+                )
                 self.stats.forward_calls += 1
                 self.stats.tokens_real += len(ids)
                 self.stats.tokens_padded += len(ids)
                 self.stats.requests += 1
-                if not multi:
-                    gens = [torch.Generator().manual_seed(derive_seed(req.seed, i)) for i in range(req.n)]
-                    toks = [draw_token(logits, req.temperature, req.top_p, g) for g in gens]
-                    seqs = [[] if t in self.stop_token_ids else [t] for t in toks]
-                else:
-                    seqs = []
-                    block = self.sample_block
-                    for start in range(0, req.n, block):
-                        # Always `block` rows (extra draws are computed and dropped), so each
-                        # draw's arithmetic does not depend on n.
-                        block_gens = [
-                            torch.Generator().manual_seed(derive_seed(req.seed, i))
-                            for i in range(start, start + block)
-                        ]
-                        done = decode_block(
-                            self.model,
-                            logits,
-                            copy.deepcopy(cache),
-                            len(ids),
-                            block_gens,
-                            temperature=req.temperature,
-                            top_p=req.top_p,
-                            max_tokens=req.max_tokens,
-                            stop_ids=set(self.stop_token_ids),
-                        )
-                        seqs.extend(done[: req.n - start])
                 texts = [self.tokenizer.decode(s, skip_special_tokens=True) for s in seqs]
                 out.append(SampleResult(texts=texts))
                 bar.update(1)
         return out
+
+
+#: The keys a model config may set: exactly the constructor's keyword parameters.
+_CONFIG_KEYS = frozenset(inspect.signature(HFBackend.__init__).parameters) - {"self"}

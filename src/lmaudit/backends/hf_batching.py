@@ -1,4 +1,4 @@
-"""Prefix-sharing batched next-token forward passes and per-draw sampling for the ``hf`` backend.
+"""Prefix-sharing batched next-token forward passes for the ``hf`` backend.
 
 Only the next-token distribution after each prompt is ever needed, so:
 
@@ -230,7 +230,7 @@ def next_token_logits(
     for chunk in plan_chunks(ids, batch_size):
         nodes = build_prefix_tree(ids, chunk, min_shared)
         if window is not None and len(chunk) > 1:
-            slots = _padded_slots(ids, nodes)
+            slots = _padded_slots(nodes)
             if slots >= window - 1:  # padding would shift the window: run unpadded, one by one
                 for i in chunk:
                     yield from _run_tree(model, ids, build_prefix_tree(ids, [i], min_shared), pad_id, stats)
@@ -244,89 +244,8 @@ def next_token_logits(
             on_chunk(len(chunk))
 
 
-def _padded_slots(ids: Sequence[Sequence[int]], nodes: list[PrefixNode]) -> int:
+def _padded_slots(nodes: list[PrefixNode]) -> int:
     widths: dict[int, int] = {}
     for n in nodes:
         widths[n.depth] = max(widths.get(n.depth, 0), n.end - n.start)
     return sum(widths.values())
-
-
-# ---------------------------------------------------------------------------------------------
-# Sampling
-
-
-def draw_token(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> int:
-    """One token from softmax(logits / T) restricted to the top-p nucleus, by inverse CDF.
-
-    Consumes exactly one uniform from ``generator`` (also when greedy), so a draw's random
-    stream does not depend on the sampling settings of other draws.
-    """
-    u = float(torch.rand((), generator=generator, dtype=torch.float64))
-    if temperature <= 0.0:
-        return int(torch.argmax(logits).item())
-    probs = torch.softmax(logits.double() / temperature, dim=-1)
-    sorted_p, sorted_ix = torch.sort(probs, descending=True, stable=True)
-    cum = torch.cumsum(sorted_p, dim=0)
-    if top_p < 1.0:
-        keep = int(torch.searchsorted(cum, torch.tensor([top_p], dtype=cum.dtype)).item()) + 1
-        keep = max(1, min(keep, cum.numel()))
-        cum = cum[:keep]
-    pos = int(torch.searchsorted(cum, torch.tensor([u * float(cum[-1])], dtype=cum.dtype), right=True).item())
-    return int(sorted_ix[min(pos, cum.numel() - 1)].item())
-
-
-@torch.inference_mode()
-def prefill(model: Any, ids: Sequence[int], use_cache: bool = True) -> tuple[torch.Tensor, Any]:
-    """Run one prompt unpadded; return (next-token logits [V], cache or None)."""
-    device = next(model.parameters()).device
-    out = model(input_ids=torch.tensor([list(ids)], device=device), use_cache=use_cache, logits_to_keep=1)
-    return out.logits[0, -1, :], (out.past_key_values if use_cache else None)
-
-
-@torch.inference_mode()
-def decode_block(
-    model: Any,
-    first_logits: torch.Tensor,
-    cache: Any,
-    prompt_len: int,
-    generators: list[torch.Generator],
-    *,
-    temperature: float,
-    top_p: float,
-    max_tokens: int,
-    stop_ids: set[int],
-) -> list[list[int]]:
-    """Decode ``len(generators)`` draws in lock-step from a prefilled cache (expanded here).
-
-    Row ``r`` samples only with ``generators[r]``; a row stops at a stop token (not included)
-    or after ``max_tokens`` tokens. The block always has the same number of rows, so each
-    draw's arithmetic is the same whatever else is in the block.
-    """
-    device = first_logits.device
-    rows = len(generators)
-    cache.batch_repeat_interleave(rows)
-    out_tokens: list[list[int]] = [[] for _ in range(rows)]
-    done = [False] * rows
-    logits = first_logits.unsqueeze(0).expand(rows, -1)
-    for step in range(max_tokens):
-        nxt = []
-        for r in range(rows):
-            tok = draw_token(logits[r], temperature, top_p, generators[r])
-            if not done[r]:
-                if tok in stop_ids:
-                    done[r] = True
-                else:
-                    out_tokens[r].append(tok)
-            nxt.append(tok)
-        if all(done) or step == max_tokens - 1:
-            break
-        out = model(
-            input_ids=torch.tensor(nxt, device=device).unsqueeze(1),
-            position_ids=torch.full((rows, 1), prompt_len + step, device=device),
-            cache_position=torch.tensor([prompt_len + step], device=device),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        logits = out.logits[:, -1, :]
-    return out_tokens

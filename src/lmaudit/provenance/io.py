@@ -10,6 +10,15 @@ from pathlib import Path
 from typing import Any
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 def atomic_write_bytes(path: str | Path, data: bytes, *, fsync: bool = True) -> Path:
     """Write ``data`` to ``path`` via a temporary file in the same folder, then rename.
 
@@ -20,6 +29,7 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, fsync: bool = True) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get the usual permissions
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             if fsync:

