@@ -30,15 +30,13 @@ class PlanMismatchError(InputError):
 
 
 def _study(name: str) -> Any:
-    if name == "qq":
-        from lmaudit.studies.qq import study
+    from lmaudit.studies.registry import get_study
 
-        return study
-    raise InputError(f"study: field 'name' = {name!r} is not a known study (qq)")
+    return get_study(name)
 
 
 def default_run_name(cfg: DictConfig) -> str:
-    return f"{cfg.model.name}-{cfg.framing.name}-{cfg.mapping.name}-{cfg.estimand.kind}"
+    return str(_study(str(cfg.study.name)).default_run_name(cfg))
 
 
 def run_dir(cfg: DictConfig) -> Path:

@@ -39,6 +39,10 @@ def _typed(node: Any, cls: type) -> Any:
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
 
 
+def default_run_name(cfg: DictConfig) -> str:
+    return f"{cfg.model.name}-{cfg.framing.name}-{cfg.mapping.name}-{cfg.estimand.kind}"
+
+
 def load_items(cfg: DictConfig) -> list[Item]:
     bank = load_bank(cfg["items"].path)
     ids = list(cfg["items"].ids) if cfg["items"].ids is not None else None
