@@ -19,10 +19,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit import __version__
+from lmaudit.provenance import prereg
 from lmaudit.provenance.digest import file_sha256, json_digest
 from lmaudit.provenance.io import InputError, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json
 
-STAGES = ("plan", "measure", "analyze", "report", "all")
+STAGES = ("plan", "freeze", "measure", "analyze", "report", "all")
 
 
 class PlanMismatchError(InputError):
@@ -39,10 +40,18 @@ def default_run_name(cfg: DictConfig) -> str:
     return str(_study(str(cfg.study.name)).default_run_name(cfg))
 
 
+def run_name(cfg: DictConfig) -> str:
+    if cfg.run_name:
+        return str(cfg.run_name)
+    if cfg.prereg is not None:
+        return str(cfg.prereg.name)
+    return default_run_name(cfg)
+
+
 def run_dir(cfg: DictConfig) -> Path:
     if cfg.out_dir:
         return Path(cfg.out_dir)
-    return Path(cfg.paths.results) / str(cfg.study.name) / (cfg.run_name or default_run_name(cfg))
+    return Path(cfg.paths.results) / str(cfg.study.name) / run_name(cfg)
 
 
 def _git_commit() -> str | None:
@@ -131,12 +140,61 @@ def _measure(cfg: DictConfig, study: Any, out: Path, plan: dict[str, Any], audit
     return path
 
 
+def _registration(cfg: DictConfig, study: Any, stage: str) -> tuple[dict[str, Any], Path] | None:
+    """``stage=freeze``: write the registration. Otherwise, with ``prereg=<name>``: load it and
+    refuse to go on if the plan or predictions differ. Both happen before any model call."""
+    if cfg.prereg is None:
+        if stage == "freeze":
+            raise InputError("stage=freeze needs a registration: add prereg=<name> (a file in conf/prereg/)")
+        return None
+    name = str(cfg.prereg.name)
+    path = prereg.prereg_path(cfg.paths.prereg, study.NAME, name)
+    preds = prereg.parse_predictions(OmegaConf.to_container(cfg.prereg.predictions, resolve=True),
+                                     f"conf/prereg/{name}")
+    plan = study.plan(cfg)
+    if stage == "freeze":
+        if hasattr(study, "results_template"):
+            bad = prereg.unknown_metrics(preds, study.results_template(cfg))
+            if bad:
+                raise prereg.PreregError(
+                    f"conf/prereg/{name}: predictions name metrics that {study.NAME} results do not have: "
+                    + "; ".join(bad) + ". Use dotted paths into results.json (e.g. counts.saturated)."
+                )
+        rules = OmegaConf.to_container(cfg.study, resolve=True)
+        doc = prereg.build_registration(study=study.NAME, name=name, plan=plan, decision_rules=rules,
+                                        predictions=preds, lmaudit_version=__version__)
+        if prereg.write_registration(path, doc):
+            print(f"froze {path} (plan digest {plan['plan_digest'][:12]}, {len(preds)} predictions)")
+        else:
+            print(f"{path} already holds this registration; nothing written")
+        return None
+    doc = prereg.load_registration(path)
+    prereg.verify(doc, plan, preds, path)
+    return doc, path
+
+
+def _prediction_tags(results: dict[str, Any]) -> dict[str, str]:
+    return {f"prediction.{p['id']}": p["outcome"] for p in results.get("predictions", [])}
+
+
+def _prediction_metrics(results: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for p in results.get("predictions", []):
+        v = p.get("observed")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[f"prediction.{p['id']}.observed"] = float(v)
+    return out
+
+
 def run(cfg: DictConfig) -> float | None:
     """Run the configured stage(s); returns the headline metric (share of items VIOLATED)."""
     stage = str(cfg.stage)
     if stage not in STAGES:
         raise InputError(f"stage={stage!r} is not one of {', '.join(STAGES)}")
     study = _study(str(cfg.study.name))
+    reg = _registration(cfg, study, stage)
+    if stage == "freeze":
+        return None
     out = run_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     print(f"lmaudit {study.NAME}: stage={stage} run dir {out}")
@@ -169,6 +227,11 @@ def run(cfg: DictConfig) -> float | None:
         rows = [obj for _, obj in iter_jsonl(mpath)]
         results = study.analyze_rows(cfg, rows, str(mpath))
         results["source"] = {"measurements_sha256": file_sha256(mpath)}
+        if reg is not None:
+            doc, path = reg
+            results["prereg"] = {"name": doc["name"], "path": str(path), "file_digest": doc["file_digest"],
+                                 "frozen_utc": doc["frozen_utc"], "plan_digest": doc["plan_digest"]}
+            results["predictions"] = prereg.score(prereg.parse_predictions(doc["predictions"], str(path)), results)
         atomic_write_json(results_path, results)
         audit.update("analyze", {"finished_utc": _now(), "measurements": str(mpath),
                                  "measurements_sha256": file_sha256(mpath),
@@ -178,7 +241,7 @@ def run(cfg: DictConfig) -> float | None:
     results = read_json(results_path)
 
     experiment = cfg.mlflow.experiment or f"lmaudit-{study.NAME}"
-    name = cfg.run_name or default_run_name(cfg)
+    name = run_name(cfg)
     run_id: str | None = None
     if cfg.mlflow.enabled:
         from lmaudit.tracking.mlflow_log import start_job
@@ -198,10 +261,11 @@ def run(cfg: DictConfig) -> float | None:
         log_job(
             mlruns=cfg.paths.mlruns, experiment=experiment, run_name=name, run_id=run_id,
             params={k: OmegaConf.to_container(cfg[k], resolve=True) for k in study.PLAN_KEYS},
-            metrics=study.metrics(results),
-            tags={**study.tags(results), "plan_digest": str(audit.data.get("plan_digest")), "run_dir": str(out)},
+            metrics={**study.metrics(results), **_prediction_metrics(results)},
+            tags={**study.tags(results), **_prediction_tags(results),
+                  "plan_digest": str(audit.data.get("plan_digest")), "run_dir": str(out), "study": study.NAME},
             artifacts=[out / n for n in ("plan.json", "results.json", "audit_record.json", "report.html",
-                                         "measurements.jsonl")],
+                                         "measurements.jsonl")] + ([reg[1]] if reg is not None else []),
         )
         print(f"MLflow run {run_id} ({audit.data['mlflow']['tracking_uri']})")
     print(study.summary(results))

@@ -142,10 +142,23 @@ class QQStudyConfig:
 
 
 @dataclass
+class PreregConfig:
+    """A registration: its name and declarative predictions (see lmaudit.provenance.prereg).
+
+    A prereg config may also select the study's other groups (``defaults: - override /framing: ...``)
+    so that ``prereg=<name>`` alone names the whole registered design."""
+
+    name: str = MISSING
+    description: str = ""
+    predictions: list[Any] = field(default_factory=list)
+
+
+@dataclass
 class PathsConfig:
     results: str = "results"
     cache: str = "cache"
     mlruns: str = "mlruns"
+    prereg: str = "prereg"
 
 
 @dataclass
@@ -162,7 +175,8 @@ class RootConfig:
     framing: FramingConfig = MISSING
     mapping: MappingConfig = MISSING
     items: ItemsConfig = MISSING
-    stage: str = "all"  # plan | measure | analyze | report | all
+    prereg: Any = None  # a PreregConfig when prereg=<name> is selected
+    stage: str = "all"  # plan | freeze | measure | analyze | report | all
     out_dir: str | None = None  # default: <paths.results>/<study>/<run_name>
     run_name: str | None = None  # default: <model>-<framing>-<mapping>-<estimand>
     measurements: str | None = None  # analyze: a measurement file to (re-)analyse

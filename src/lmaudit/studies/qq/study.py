@@ -247,3 +247,21 @@ def summary(results: dict[str, Any]) -> str:
             f"CONTEXTUAL {g['CONTEXTUAL']}, INDETERMINATE {g['INDETERMINATE']} | saturated "
             f"{c['saturated']}/{results['n_items']} | gates: {gates} | max other mass "
             f"{results['mass']['max_other']:.3g}")
+
+
+def results_template(cfg: DictConfig) -> dict[str, Any]:
+    """A results dict of this plan's exact shape (from a projective sim agent; no model, no I/O
+    beyond the bank), used to check at freeze time that predictions name real metrics."""
+    from lmaudit.backends.sim import build_sim_agent
+
+    cells = cells_for(cfg)
+    agent = build_sim_agent({"agent": "projective", "seed": 0})
+    rows: list[dict[str, Any]] = []
+    for cell in cells:
+        for req, res in zip(cell.requests, agent.label_logprobs(list(cell.requests)), strict=True):
+            rows.append({"kind": "position", **Measurement(
+                item=cell.item.id, stratum=cell.item.stratum, mapping=cell.mapping, order=cell.order,
+                position=int(req.meta["position"]), question=str(req.meta["question"]),
+                first_answer=req.meta["first_answer"], label_of=dict(cell.label_of), probs=dict(res.probs),
+                other=res.other, estimand=str(cfg.estimand.kind)).to_json()})
+    return analyze_rows(cfg, rows, "<template>")
