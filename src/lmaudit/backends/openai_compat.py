@@ -476,7 +476,11 @@ def first_position_top(choice: Mapping[str, Any]) -> list[tuple[str, float, int]
             raise BackendError(f"openai backend: unexpected top_logprobs shape {str(first_top)[:200]}")
         entries = [(str(tok), _finite(v), -1) for tok, v in first_top.items()]
     else:
-        raise BackendError(f"openai backend: logprobs without top alternatives: {str(lp)[:200]}")
+        raise BackendError(
+            f"openai backend: no logprobs at the first position (finish_reason="
+            f"{choice.get('finish_reason')!r}; a server may drop them when the first token ends the turn): "
+            f"{str(lp)[:200]}"
+        )
     entries.sort(key=lambda e: -e[1])
     return entries
 

@@ -44,8 +44,14 @@ class OpenAIModelConfig(ModelConfig):
     api_key_env: str = "OPENAI_API_KEY"
     revision: str | None = None
     top_logprobs: int = 20
+    label_space_variants: bool = False  # also count " A" for label "A" (recorded per result)
+    bos_token: str = ""  # completions mode: servers add their own BOS
+    tokenizer: str = "auto"  # G1 tokenize endpoint: auto | llama_cpp_python | llama_cpp | vllm | none
+    server_root: str | None = None  # default: base_url without a trailing /v1
     timeout_s: float = 60.0
     max_retries: int = 5
+    backoff_base_s: float = 0.5
+    backoff_cap_s: float = 30.0
     max_concurrency: int = 1
     batch_size: int = 8
     base_model: bool = False
