@@ -5,13 +5,19 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install install-server run test test-fast lint typecheck bench clean
+.PHONY: install data install-server run test test-fast lint typecheck bench clean
 
 # torch is pinned to the CPU build that lies on this machine's disk; an open range would
 # pull a multi-GB CUDA build.
 install:
 	$(PIP) install --quiet --disable-pip-version-check torch==2.13.0
 	$(PIP) install --quiet --disable-pip-version-check -e '.[hf,dev]'
+	$(MAKE) --no-print-directory data
+
+# The study inputs (item banks, ...) are DVC-tracked (data.dvc); their content lives in the
+# in-repo DVC remote dvc-store/, so a fresh clone restores them without any network remote.
+data:
+	dvc pull --quiet data.dvc
 
 # llama-cpp-python[server] for the OpenAI-compatible backend's slow test (compiled once, cached).
 install-server:

@@ -21,7 +21,14 @@ from omegaconf import DictConfig, OmegaConf
 from lmaudit import __version__
 from lmaudit.provenance import prereg
 from lmaudit.provenance.digest import file_sha256, json_digest
-from lmaudit.provenance.io import InputError, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json
+from lmaudit.provenance.io import (
+    InputError,
+    atomic_write_json,
+    atomic_write_jsonl,
+    atomic_write_text,
+    iter_jsonl,
+    read_json,
+)
 
 STAGES = ("plan", "freeze", "measure", "analyze", "report", "all")
 
@@ -173,6 +180,23 @@ def _registration(cfg: DictConfig, study: Any, stage: str) -> tuple[dict[str, An
     return doc, path
 
 
+def _write_dvc_views(out: Path, study: Any, results: dict[str, Any]) -> None:
+    """``metrics.json`` (headline numbers) and ``plots/*.csv`` (figure data) for ``dvc metrics``
+    and ``dvc plots``; both are pure views of results.json."""
+    import csv
+    import io
+
+    metrics = {**study.metrics(results), **_prediction_metrics(results)}
+    atomic_write_json(out / "metrics.json", metrics)
+    for name, rows in study.plot_data(results).items():
+        buf = io.StringIO()
+        if rows:
+            w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+        atomic_write_text(out / "plots" / f"{name}.csv", buf.getvalue())
+
+
 def _prediction_tags(results: dict[str, Any]) -> dict[str, str]:
     return {f"prediction.{p['id']}": p["outcome"] for p in results.get("predictions", [])}
 
@@ -233,6 +257,7 @@ def run(cfg: DictConfig) -> float | None:
                                  "frozen_utc": doc["frozen_utc"], "plan_digest": doc["plan_digest"]}
             results["predictions"] = prereg.score(prereg.parse_predictions(doc["predictions"], str(path)), results)
         atomic_write_json(results_path, results)
+        _write_dvc_views(out, study, results)
         audit.update("analyze", {"finished_utc": _now(), "measurements": str(mpath),
                                  "measurements_sha256": file_sha256(mpath),
                                  "results_sha256": file_sha256(results_path)})
@@ -277,14 +302,25 @@ def main(argv: list[str] | None = None) -> int:
     """``lmaudit`` console entry: utilities around the Hydra entry point ``run.py``."""
     parser = argparse.ArgumentParser(prog="lmaudit", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("prepare-model", help="convert the embedded Gemma 3 270M GGUF once and cache it")
+    pm = sub.add_parser("prepare-model", help="convert the embedded Gemma 3 270M GGUF once and cache it")
+    pm.add_argument("--record", help="write a JSON record of the converted model (digests, versions) here")
     d = sub.add_parser("digest", help="print the SHA-256 of files (as recorded in plans and audit records)")
     d.add_argument("paths", nargs="+")
     args = parser.parse_args(argv)
     if args.cmd == "prepare-model":
-        from lmaudit.backends.embedded import ensure_embedded_model
+        from lmaudit.backends.embedded import ensure_embedded_model, gguf_sha256
 
-        print(ensure_embedded_model())
+        path = ensure_embedded_model()
+        print(path)
+        if args.record:
+            import transformers
+
+            weights = sorted(Path(path).glob("*.safetensors"))
+            atomic_write_json(args.record, {
+                "model": "embedded:gemma3-270m", "gguf_sha256": gguf_sha256(),
+                "converted_dir": str(path), "transformers": transformers.__version__,
+                "weights_sha256": {w.name: file_sha256(w) for w in weights},
+            })
     elif args.cmd == "digest":
         for p in args.paths:
             print(f"{file_sha256(p)}  {p}")

@@ -229,6 +229,28 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Figure data for ``dvc plots``: the distance-from-determinism CDF and the label-effect scatter."""
+    positions = []
+    for it in results["items"]:
+        for m in it["mappings"]:
+            for cell in m["cells"]:
+                for p in cell["positions"]:
+                    positions.append({"item": it["item"], "stratum": it["stratum"], "mapping": m["mapping"],
+                                      "order": cell["order"], "position": p["position"],
+                                      "first_answer": p["first_answer"] or "", "d": p["d"]})
+    positions.sort(key=lambda r: r["d"])
+    n = len(positions)
+    cdf = [{**r, "cdf": (i + 1) / n} for i, r in enumerate(positions)]
+    scatter = []
+    for it in results["items"]:
+        by = {m["mapping"]: m for m in it["mappings"]}
+        if "map1" in by and "map2" in by:
+            scatter.append({"item": it["item"], "q_map1": by["map1"]["q"], "q_map2": by["map2"]["q"],
+                            "oss_map1": by["map1"]["oss"], "oss_map2": by["map2"]["oss"]})
+    return {"distance_cdf": cdf, "label_effect": scatter}
+
+
 def tags(results: dict[str, Any]) -> dict[str, str]:
     t = {f"gate.{g}": v["status"] for g, v in results["gates"].items()}
     mem = results.get("memorization")
