@@ -197,6 +197,21 @@ def _write_dvc_views(out: Path, study: Any, results: dict[str, Any]) -> None:
         atomic_write_text(out / "plots" / f"{name}.csv", buf.getvalue())
 
 
+def _sweep_parent() -> str | None:
+    """The sweep's parent MLflow run, when this job is part of a ``-m`` sweep."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return None
+    hc = HydraConfig.get()
+    if hc.mode != RunMode.MULTIRUN:
+        return None
+    from lmaudit.tracking.hydra_callback import parent_run_id
+
+    return parent_run_id(hc.sweep.dir)
+
+
 def _prediction_tags(results: dict[str, Any]) -> dict[str, str]:
     return {f"prediction.{p['id']}": p["outcome"] for p in results.get("predictions", [])}
 
@@ -271,7 +286,8 @@ def run(cfg: DictConfig) -> float | None:
     if cfg.mlflow.enabled:
         from lmaudit.tracking.mlflow_log import start_job
 
-        run_id = start_job(mlruns=cfg.paths.mlruns, experiment=experiment, run_name=name)
+        run_id = start_job(mlruns=cfg.paths.mlruns, experiment=experiment, run_name=name,
+                           parent_run_id=_sweep_parent())
         audit.data["mlflow"] = {"run_id": run_id, "experiment": experiment,
                                 "tracking_uri": f"sqlite:///{Path(cfg.paths.mlruns).resolve()}/mlflow.db"}
         atomic_write_json(audit.path, audit.data)
@@ -304,6 +320,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     pm = sub.add_parser("prepare-model", help="convert the embedded Gemma 3 270M GGUF once and cache it")
     pm.add_argument("--record", help="write a JSON record of the converted model (digests, versions) here")
+    c = sub.add_parser("compare", help="compare runs from MLflow: verdict counts, gates, predictions")
+    c.add_argument("--mlruns", default="mlruns", help="the MLflow store folder (default: mlruns)")
+    c.add_argument("--experiment", action="append", help="experiment name(s) (default: all lmaudit experiments)")
+    c.add_argument("--sweep", help="only the jobs of this sweep (its parent run id)")
+    c.add_argument("--last", type=int, help="only the newest N runs")
+    c.add_argument("--csv", help="also write the table as CSV here")
+    c.add_argument("--markdown", help="also write the table as Markdown here")
     d = sub.add_parser("digest", help="print the SHA-256 of files (as recorded in plans and audit records)")
     d.add_argument("paths", nargs="+")
     args = parser.parse_args(argv)
@@ -321,6 +344,23 @@ def main(argv: list[str] | None = None) -> int:
                 "converted_dir": str(path), "transformers": transformers.__version__,
                 "weights_sha256": {w.name: file_sha256(w) for w in weights},
             })
+    elif args.cmd == "compare":
+        from lmaudit.tracking.compare import fetch_runs, table, to_csv, to_markdown, to_text
+
+        if not (Path(args.mlruns) / "mlflow.db").exists():
+            print(f"error: no MLflow store at {args.mlruns}/mlflow.db (run a study first)", file=sys.stderr)
+            return 2
+        try:
+            runs = fetch_runs(args.mlruns, args.experiment, parent_run_id=args.sweep, last=args.last)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        header, rows = table(runs)
+        print(to_text(header, rows), end="")
+        if args.csv:
+            atomic_write_text(args.csv, to_csv(header, rows))
+        if args.markdown:
+            atomic_write_text(args.markdown, to_markdown(header, rows))
     elif args.cmd == "digest":
         for p in args.paths:
             print(f"{file_sha256(p)}  {p}")

@@ -58,7 +58,9 @@ def start_job(*, mlruns: str | Path, experiment: str, run_name: str, parent_run_
     """Create the job's MLflow run (so its id can go into the report) and return its id."""
     mlflow = _mlflow(mlruns)
     exp_id = ensure_experiment(mlruns, experiment)
-    tags = {"mlflow.parentRunId": parent_run_id} if parent_run_id else {}
+    tags = {"lmaudit.kind": "job"}
+    if parent_run_id:
+        tags["mlflow.parentRunId"] = parent_run_id
     run = mlflow.start_run(experiment_id=exp_id, run_name=run_name, tags=tags)
     mlflow.end_run(status="RUNNING")
     return str(run.info.run_id)
