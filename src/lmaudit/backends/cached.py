@@ -2,12 +2,14 @@
 
 Answers are stored one entry per request (per draw, for sampling) as soon as a batch
 returns, so a run killed at any point loses at most the batch in flight, and a restarted
-run re-asks only what is missing.
+run re-asks only what is missing. Processes sharing the cache claim what they compute
+(:meth:`ResponseCache.claim`), so parallel jobs never ask the same request twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -25,13 +27,50 @@ from lmaudit.provenance.cache import ResponseCache, cache_key
 
 
 class CachedBackend:
-    def __init__(self, backend: Any, cache: ResponseCache, *, batch_size: int = 16, progress: bool = True):
+    def __init__(self, backend: Any, cache: ResponseCache, *, batch_size: int = 16, progress: bool = True,
+                 poll_s: float = 0.05):
         self.backend = backend
         self.cache = cache
         self.batch_size = max(1, int(batch_size))
         self.progress = progress
+        self.poll_s = poll_s
         self.digest = identity_digest(backend.identity)
         self.reads_meta = bool(getattr(backend, "reads_meta", False))
+
+    def _fill(self, pending: list[int], claim_key: Callable[[int], str], load: Callable[[int], bool],
+              compute: Callable[[list[int]], None], bar: Any, weight: Callable[[int], int]) -> None:
+        """Compute ``pending`` indices: claim, compute in batches, release; wait for others' claims."""
+        while pending:
+            mine: list[int] = []
+            theirs: list[int] = []
+            for i in pending:
+                if self.cache.claim(claim_key(i)):
+                    if load(i):  # finished by another process between our miss and our claim
+                        self.cache.release(claim_key(i))
+                        bar.update(weight(i))
+                    else:
+                        mine.append(i)
+                else:
+                    theirs.append(i)
+            try:
+                for s in range(0, len(mine), self.batch_size):
+                    chunk = mine[s : s + self.batch_size]
+                    compute(chunk)
+                    for i in chunk:
+                        self.cache.release(claim_key(i))
+                    bar.update(sum(weight(i) for i in chunk))
+            finally:
+                for i in mine:
+                    self.cache.release(claim_key(i))
+            still: list[int] = []
+            for i in theirs:
+                while not load(i) and self.cache.claimed(claim_key(i)):
+                    time.sleep(self.poll_s)
+                if load(i):
+                    bar.update(weight(i))
+                else:  # the other process gave up or died: try again ourselves
+                    still.append(i)
+            pending = still
 
     # -- label log-probabilities ---------------------------------------------------------
     def label_logprobs(self, requests: Sequence[LabelRequest], top_k: int, desc: str = "measuring") -> list[LabelResult]:
@@ -39,27 +78,25 @@ class CachedBackend:
             raise TypeError(f"backend {type(self.backend).__name__} has no label log-probability contract")
         keys = [cache_key(self.digest, {**r.payload(self.reads_meta), "top_k": top_k}) for r in requests]
         out: list[LabelResult | None] = [None] * len(requests)
-        missing: list[int] = []
-        for i, k in enumerate(keys):
-            hit = self.cache.get(k)
-            if hit is None:
-                missing.append(i)
-            else:
+
+        def load(i: int) -> bool:
+            hit = self.cache.get(keys[i])
+            if hit is not None:
                 out[i] = LabelResult.from_json(hit)
-        bar = tqdm(total=len(requests), initial=len(requests) - len(missing), desc=desc, unit="prompt",
-                   disable=not self.progress, leave=False)
-        try:
-            for s in range(0, len(missing), self.batch_size):
-                idx = missing[s : s + self.batch_size]
-                results = self.backend.label_logprobs([requests[i] for i in idx], top_k=top_k)
-                if len(results) != len(idx):
-                    raise RuntimeError("backend returned a different number of results than requests")
-                for i, res in zip(idx, results, strict=True):
-                    self.cache.put(keys[i], res.to_json())
-                    out[i] = res
-                bar.update(len(idx))
-        finally:
-            bar.close()
+            return hit is not None
+
+        def compute(idx: list[int]) -> None:
+            results = self.backend.label_logprobs([requests[i] for i in idx], top_k=top_k)
+            if len(results) != len(idx):
+                raise RuntimeError("backend returned a different number of results than requests")
+            for i, res in zip(idx, results, strict=True):
+                self.cache.put(keys[i], res.to_json())
+                out[i] = res
+
+        missing = [i for i in range(len(requests)) if not load(i)]
+        with tqdm(total=len(requests), initial=len(requests) - len(missing), desc=desc, unit="prompt",
+                  disable=not self.progress, leave=False) as bar:
+            self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1)
         return [r for r in out if r is not None]
 
     # -- sampling --------------------------------------------------------------------------
@@ -68,31 +105,30 @@ class CachedBackend:
         if not isinstance(self.backend, SamplingBackend):
             raise TypeError(f"backend {type(self.backend).__name__} has no sampling contract")
         out: list[SampleResult | None] = [None] * len(requests)
-        all_keys: list[list[str]] = []
-        missing: list[int] = []
-        for i, r in enumerate(requests):
-            keys = [cache_key(self.digest, r.payload(self.reads_meta, d)) for d in range(r.n)]
-            all_keys.append(keys)
-            texts = [self.cache.get(k) for k in keys]
+        all_keys = [[cache_key(self.digest, r.payload(self.reads_meta, d)) for d in range(r.n)] for r in requests]
+
+        def load(i: int) -> bool:
+            texts = [self.cache.get(k) for k in all_keys[i]]
             if any(t is None for t in texts):
-                missing.append(i)
-            else:
-                out[i] = SampleResult(texts=[str(t) for t in texts])
+                return False
+            out[i] = SampleResult(texts=[str(t) for t in texts])
+            return True
+
+        def compute(idx: list[int]) -> None:
+            results = self.backend.sample([requests[i] for i in idx])
+            for i, res in zip(idx, results, strict=True):
+                if len(res.texts) != requests[i].n:
+                    raise RuntimeError("backend returned a different number of draws than asked")
+                for k, t in zip(all_keys[i], res.texts, strict=True):
+                    self.cache.put(k, t)
+                out[i] = res
+
+        missing = [i for i in range(len(requests)) if not load(i)]
         total = sum(r.n for r in requests)
-        done = total - sum(requests[i].n for i in missing)
         show = self.progress if progress is None else progress
-        bar = tqdm(total=total, initial=done, desc=desc, unit="draw", disable=not show, leave=False)
-        try:
-            for s in range(0, len(missing), self.batch_size):
-                idx = missing[s : s + self.batch_size]
-                results = self.backend.sample([requests[i] for i in idx])
-                for i, res in zip(idx, results, strict=True):
-                    if len(res.texts) != requests[i].n:
-                        raise RuntimeError("backend returned a different number of draws than asked")
-                    for k, t in zip(all_keys[i], res.texts, strict=True):
-                        self.cache.put(k, t)
-                    out[i] = res
-                    bar.update(requests[i].n)
-        finally:
-            bar.close()
+        with tqdm(total=total, initial=total - sum(requests[i].n for i in missing), desc=desc, unit="draw",
+                  disable=not show, leave=False) as bar:
+            # a request's draws are claimed together, under the key of its first draw
+            self._fill(missing, lambda i: all_keys[i][0] if all_keys[i] else "empty", load, compute, bar,
+                       lambda i: requests[i].n)
         return [r for r in out if r is not None]

@@ -3,13 +3,20 @@
 Every backend answer is stored under ``sha256(backend identity digest + request payload)``,
 one small JSON file per entry in a two-level fan-out (``ab/abcdef....json``). Entries are
 written to a temporary file and renamed, so concurrent processes and killed runs never
-leave a half-written entry: a reader sees either nothing or the whole answer. Two writers
-racing on the same key write identical content; the second rename simply wins.
+leave a half-written entry: a reader sees either nothing or the whole answer.
+
+Processes sharing a cache do not duplicate work: before asking a backend, a process
+*claims* each missing key (``<key>.claim``, created with O_EXCL, so exactly one process
+wins); others wait for the entry. A claim whose owner died (same host, pid gone) or that is
+older than ``claim_ttl_s`` is taken over.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,3 +77,55 @@ class ResponseCache:
 
     def __contains__(self, key: str) -> bool:
         return self._path(key).exists()
+
+    # -- claims ---------------------------------------------------------------------------
+    claim_ttl_s: float = 3600.0
+
+    def _claim_path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.claim"
+
+    def claim(self, key: str) -> bool:
+        """Try to become the one process that computes ``key``; False if another holds it."""
+        p = self._claim_path(key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if self._stale(p):
+                    try:
+                        p.unlink()
+                    except FileNotFoundError:
+                        pass
+                    continue
+                return False
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"{os.getpid()} {socket.gethostname()} {time.time()}")
+            return True
+        return False
+
+    def release(self, key: str) -> None:
+        try:
+            self._claim_path(key).unlink()
+        except FileNotFoundError:
+            pass
+
+    def claimed(self, key: str) -> bool:
+        p = self._claim_path(key)
+        return p.exists() and not self._stale(p)
+
+    def _stale(self, p: Path) -> bool:
+        try:
+            pid_s, host, t = p.read_text().split()
+        except (FileNotFoundError, ValueError):
+            return False  # being written right now, or gone
+        if time.time() - float(t) > self.claim_ttl_s:
+            return True
+        if host == socket.gethostname():
+            try:
+                os.kill(int(pid_s), 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                return False
+        return False
