@@ -1,0 +1,147 @@
+"""Pre-registration: freeze before measuring, refuse a changed plan, score predictions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import open_dict
+
+from lmaudit.cli import main as lmaudit_main
+from lmaudit.cli import run
+from lmaudit.provenance import prereg
+from lmaudit.provenance.io import InputError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_resolve_follows_paths_through_lists_and_dotted_keys():
+    res = {"counts": {"saturated": 3}, "items": [{"item": "s1-01", "q": 0.5}, {"item": "s1-02", "q": -1}],
+           "sensitivity": {"0.99": 4}, "families": [{"family": "gpt-oss", "holm_p": 0.2}]}
+    assert prereg.resolve(res, "counts.saturated") == (True, 3)
+    assert prereg.resolve(res, "items.s1-02.q") == (True, -1)
+    assert prereg.resolve(res, "sensitivity.0.99") == (True, 4)
+    assert prereg.resolve(res, "families.gpt-oss.holm_p") == (True, 0.2)
+    assert prereg.resolve(res, "items.s9-99.q") == (False, None)
+    preds = prereg.parse_predictions([
+        {"id": "A", "metric": "counts.saturated", "op": ">=", "value": 3},
+        {"id": "B", "metric": "items.s1-01.q", "op": "<", "value": 0},
+        {"id": "C", "metric": "counts.nothing", "op": "==", "value": 0},
+        {"id": "D", "metric": "counts", "op": "==", "value": 0},
+    ], "test")
+    outcomes = {s["id"]: (s["outcome"], s["observed"]) for s in prereg.score(preds, res)}
+    assert outcomes == {"A": ("held", 3), "B": ("not held", 0.5), "C": ("not evaluable", None),
+                        "D": ("not evaluable", {"saturated": 3})}
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"id": "P1", "metric": "x", "op": "=>", "value": 1}, "op"),
+    ({"id": "P1", "metric": "", "op": ">", "value": 1}, "metric"),
+    ({"id": "P1", "metric": "x", "op": ">"}, "value"),
+    ({"id": "P1", "metric": "x", "op": ">", "value": 1, "python": "1"}, "unknown field"),
+])
+def test_malformed_predictions_name_the_field(bad, field):
+    with pytest.raises(prereg.PreregError, match=field):
+        prereg.parse_predictions([bad], "conf/prereg/x")
+
+
+def _cfg(make_cfg, tmp_path, *extra, name="reg"):
+    return make_cfg("prereg=qq_sim_mixture", f"paths.prereg={tmp_path / 'prereg'}", *extra, name=name)
+
+
+def test_freeze_then_run_scores_predictions_everywhere(make_cfg, tmp_path):
+    run(_cfg(make_cfg, tmp_path, "stage=freeze"))
+    frozen = tmp_path / "prereg" / "qq" / "qq_sim_mixture.json"
+    doc = json.loads(frozen.read_text())
+    assert doc["plan_digest"] and doc["frozen_utc"].endswith("Z") and len(doc["predictions"]) == 4
+    assert doc["decision_rules"]["epsilon"] == 0.02
+    run(_cfg(make_cfg, tmp_path))
+    out = tmp_path / "reg"
+    res = json.loads((out / "results.json").read_text())
+    assert res["prereg"]["file_digest"] == doc["file_digest"]
+    scored = {p["id"]: p for p in res["predictions"]}
+    assert scored["P2"]["outcome"] == "held" and scored["P2"]["observed"] == res["counts"]["verdict"]["VIOLATED"]
+    assert "Registered predictions" in (out / "report.html").read_text()
+    con = sqlite3.connect(tmp_path / "mlruns" / "mlflow.db")
+    tags = dict(con.execute("select key, value from tags").fetchall())
+    assert tags["prediction.P1"] == "held"
+    metrics = dict(con.execute("select key, value from metrics").fetchall())
+    assert metrics["prediction.P2.observed"] == res["counts"]["verdict"]["VIOLATED"]
+
+    # compare shows the run with its prediction outcomes, and writes CSV and Markdown
+    csv_path, md_path = tmp_path / "cmp.csv", tmp_path / "cmp.md"
+    assert lmaudit_main(["compare", "--mlruns", str(tmp_path / "mlruns"), "--csv", str(csv_path),
+                         "--markdown", str(md_path)]) == 0
+    assert "pred P1" in csv_path.read_text() and "held (" in csv_path.read_text()
+    assert md_path.read_text().startswith("| run |")
+
+
+def test_refreeze_identical_is_a_no_op_and_different_is_refused(make_cfg, tmp_path):
+    run(_cfg(make_cfg, tmp_path, "stage=freeze"))
+    frozen = tmp_path / "prereg" / "qq" / "qq_sim_mixture.json"
+    before = frozen.read_bytes()
+    run(_cfg(make_cfg, tmp_path, "stage=freeze"))
+    assert frozen.read_bytes() == before
+    with pytest.raises(prereg.PreregError, match=r"never overwritten.*|study\.epsilon"):
+        run(_cfg(make_cfg, tmp_path, "stage=freeze", "study.epsilon=0.05"))
+    assert frozen.read_bytes() == before
+
+
+def test_editing_the_bank_after_freezing_is_refused_before_measuring(make_cfg, tmp_path):
+    bank = tmp_path / "bank.json"
+    bank.write_text((REPO / "data/qq/items/pilot.json").read_text())
+    run(_cfg(make_cfg, tmp_path, "stage=freeze", f"items.path={bank}"))
+    bank.write_text(bank.read_text().replace("honest and trustworthy", "honest", 1))
+    with pytest.raises(prereg.PreregError, match=r"inputs\.items\.sha256"):
+        run(_cfg(make_cfg, tmp_path, f"items.path={bank}", name="edited"))
+    assert not (tmp_path / "edited").exists()  # refused before anything was written
+
+
+def test_an_edited_frozen_file_is_detected(make_cfg, tmp_path):
+    run(_cfg(make_cfg, tmp_path, "stage=freeze"))
+    frozen = tmp_path / "prereg" / "qq" / "qq_sim_mixture.json"
+    doc = json.loads(frozen.read_text())
+    doc["predictions"][0]["value"] = 99
+    frozen.write_text(json.dumps(doc))
+    with pytest.raises(prereg.PreregError, match="edited after freezing"):
+        run(_cfg(make_cfg, tmp_path))
+
+
+def test_a_prediction_on_an_unknown_metric_is_refused_at_freeze(make_cfg, tmp_path):
+    cfg = _cfg(make_cfg, tmp_path, "stage=freeze")
+    with open_dict(cfg):
+        cfg.prereg.predictions.append({"id": "P9", "metric": "counts.no_such_count", "op": ">", "value": 1})
+    with pytest.raises(prereg.PreregError, match="P9: counts.no_such_count"):
+        run(cfg)
+    assert not (tmp_path / "prereg" / "qq" / "qq_sim_mixture.json").exists()
+
+
+def test_freeze_without_a_registration_says_what_to_do(make_cfg):
+    with pytest.raises(InputError, match="prereg=<name>"):
+        run(make_cfg("stage=freeze"))
+
+
+def test_shipped_registrations_match_their_configs():
+    """The committed frozen files still match conf/ and the banks (else dvc repro would refuse)."""
+    for path in sorted((REPO / "prereg" / "qq").glob("*.json")):
+        doc = prereg.load_registration(path)
+        proc = subprocess.run([sys.executable, "-c", f"""
+import sys
+sys.argv = ["run.py", "prereg={doc['name']}", "--cfg", "job"]
+from hydra import compose, initialize_config_dir
+from lmaudit.config.schema import register_configs
+from lmaudit.studies.qq import study
+from lmaudit.provenance import prereg
+register_configs()
+with initialize_config_dir(config_dir="{REPO / 'conf'}", version_base="1.3"):
+    cfg = compose(config_name="config", overrides=["prereg={doc['name']}"])
+doc = prereg.load_registration(__import__("pathlib").Path("{path}"))
+preds = prereg.parse_predictions(list(cfg.prereg.predictions), "x")
+prereg.verify(doc, study.plan(cfg), preds, __import__("pathlib").Path("{path}"))
+print("ok")
+"""], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert proc.stdout.strip().endswith("ok"), proc.stderr[-1500:]
