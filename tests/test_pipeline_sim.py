@@ -105,13 +105,19 @@ def test_mlflow_run_is_recorded_in_sqlite_store(make_cfg, tmp_path):
     assert {"results.json", "audit_record.json", "report.html", "plan.json"} <= artifacts
 
 
-def test_changed_config_refuses_to_measure_into_old_run_dir(make_cfg, tmp_path):
-    run(make_cfg("model=sim_projective", "mlflow.enabled=false", "stage=plan", name="d"))
-    before = (tmp_path / "d" / "plan.json").read_bytes()
-    with pytest.raises(InputError, match=r"study\.epsilon"):
-        run(make_cfg("model=sim_projective", "mlflow.enabled=false", "stage=measure", "study.epsilon=0.05",
-                     name="d"))
-    assert (tmp_path / "d" / "plan.json").read_bytes() == before
+def test_replanning_a_run_dir_drops_stale_results(make_cfg, tmp_path):
+    run(make_cfg("model=sim_projective", "mlflow.enabled=false", "items=sim_demo", name="d"))
+    out = tmp_path / "d"
+    old_plan = json.loads((out / "plan.json").read_text())
+    run(make_cfg("model=sim_projective", "mlflow.enabled=false", "items=sim_demo", "stage=measure",
+                 "study.epsilon=0.05", name="d"))
+    new_plan = json.loads((out / "plan.json").read_text())
+    assert new_plan["plan_digest"] != old_plan["plan_digest"]
+    assert new_plan["config"]["study"]["epsilon"] == 0.05
+    # results of the old plan are gone until the new plan is analysed
+    assert not (out / "results.json").exists() and not (out / "report.html").exists()
+    audit = json.loads((out / "audit_record.json").read_text())
+    assert audit["plan_digest"] == new_plan["plan_digest"] and "analyze" not in audit
 
 
 def test_unknown_item_is_refused_before_any_model_call(make_cfg, tmp_path):

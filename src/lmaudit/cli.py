@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -31,10 +32,6 @@ from lmaudit.provenance.io import (
 )
 
 STAGES = ("plan", "freeze", "measure", "analyze", "report", "all")
-
-
-class PlanMismatchError(InputError):
-    """The run directory's plan.json was made from a different config or inputs."""
 
 
 def _study(name: str) -> Any:
@@ -102,7 +99,9 @@ class _Audit:
         atomic_write_json(self.path, self.data)
 
 
-def _write_plan(cfg: DictConfig, study: Any, out: Path, *, require_same: bool) -> dict[str, Any]:
+def _write_plan(cfg: DictConfig, study: Any, out: Path) -> dict[str, Any]:
+    """Write plan.json. A run directory re-planned under a different config or inputs drops its
+    now-stale downstream files (results, metrics, plots, report), so it never mixes two plans."""
     plan = study.plan(cfg)
     path = out / "plan.json"
     if path.exists():
@@ -110,13 +109,12 @@ def _write_plan(cfg: DictConfig, study: Any, out: Path, *, require_same: bool) -
         if old.get("plan_digest") != plan["plan_digest"]:
             diffs = _diff_keys(old.get("config", {}), plan["config"])
             if old.get("inputs") != plan["inputs"]:
-                diffs.append("inputs (item bank or other input files changed)")
-            if require_same:
-                raise PlanMismatchError(
-                    f"{path}: the run directory holds a plan made from a different config or inputs "
-                    f"(differs in: {', '.join(diffs) or 'rendered prompts'}). Use another out_dir/run_name, or "
-                    f"re-plan with stage=plan to start this run afresh."
-                )
+                diffs.append("inputs")
+            print(f"{path}: the plan changed ({', '.join(diffs) or 'rendered prompts'}); "
+                  "re-planning this run directory")
+            for stale in ("results.json", "metrics.json", "report.html"):
+                (out / stale).unlink(missing_ok=True)
+            shutil.rmtree(out / "plots", ignore_errors=True)
     atomic_write_json(path, plan)
     return plan
 
@@ -240,7 +238,7 @@ def run(cfg: DictConfig) -> float | None:
 
     plan: dict[str, Any] | None = None
     if stage in ("plan", "measure", "all"):
-        plan = _write_plan(cfg, study, out, require_same=(stage == "measure"))
+        plan = _write_plan(cfg, study, out)
     elif (out / "plan.json").exists():
         plan = read_json(out / "plan.json")
     audit = _Audit(out / "audit_record.json", plan["plan_digest"] if plan else None)

@@ -1,0 +1,102 @@
+"""The DVC pipeline on a fresh copy of the repository: inputs restored from the in-repo store,
+only dependent stages re-run, frozen plans enforced, push/pull to a local remote."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SIM_TARGETS = ["report@qq_sim_demo", "report@qq_sim_mixture"]
+
+
+def sh(*cmd: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    """A fresh repository holding what git holds here (working tree, so uncommitted edits count)."""
+    dst = tmp_path_factory.mktemp("dvc") / "repo"
+    files = sh("git", "ls-files", "-co", "--exclude-standard", cwd=REPO).stdout.splitlines()
+    for f in files:
+        src = REPO / f
+        if src.is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+    assert not (dst / "data").exists()  # the inputs are DVC-tracked, not in git
+    sh("git", "init", "-q", cwd=dst)
+    sh("git", "add", "-A", cwd=dst)
+    sh("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "clone", cwd=dst)
+    sh("dvc", "pull", "-q", "data.dvc", cwd=dst)  # from the in-repo remote: no network needed
+    assert (dst / "data/qq/items/pilot.json").exists()
+    sh("dvc", "repro", *SIM_TARGETS, cwd=dst)
+    return dst
+
+
+def _ran(output: str) -> set[str]:
+    return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage '")}
+
+
+def test_repro_builds_every_run_file(clone):
+    for run in ("qq_sim_demo", "qq_sim_mixture"):
+        out = clone / "results" / "qq" / run
+        for f in ("plan.json", "measurements.jsonl", "results.json", "metrics.json", "report.html",
+                  "audit_record.json", "plots/distance_cdf.csv"):
+            assert (out / f).exists(), (run, f)
+    lock = (clone / "dvc.lock").read_text()
+    assert "measure@qq_sim_mixture" in lock and "md5" in lock
+    status = sh("dvc", "status", *SIM_TARGETS, cwd=clone).stdout
+    assert "changed" not in status
+    metrics = sh("dvc", "metrics", "show", cwd=clone).stdout
+    assert "n_violated" in metrics
+
+
+def test_changing_one_item_reruns_only_its_dependants(clone):
+    bank = clone / "data/qq/items/sim_demo.json"
+    original = bank.read_text()
+    doc = json.loads(original)
+    doc["items"][1]["question_a"] = doc["items"][1]["question_a"].replace("?", " today?")
+    bank.write_text(json.dumps(doc, indent=2))
+    try:
+        out = sh("dvc", "repro", *SIM_TARGETS, cwd=clone).stdout
+        ran = _ran(out)
+        assert "measure@qq_sim_demo" in ran
+        assert not any(s.endswith("@qq_sim_mixture") for s in ran), ran
+    finally:
+        bank.write_text(original)
+        sh("dvc", "repro", *SIM_TARGETS, cwd=clone)
+
+
+def test_a_frozen_run_refuses_an_edited_bank_and_keeps_its_outputs(clone):
+    bank = clone / "data/qq/items/pilot.json"
+    original = bank.read_text()
+    meas = clone / "results/qq/qq_sim_mixture/measurements.jsonl"
+    before = meas.read_bytes()
+    bank.write_text(original.replace("honest and trustworthy", "honest", 1))
+    try:
+        proc = sh("dvc", "repro", "measure@qq_sim_mixture", cwd=clone, check=False)
+        assert proc.returncode != 0
+        assert "refusing to run" in proc.stdout + proc.stderr
+        assert meas.read_bytes() == before
+    finally:
+        bank.write_text(original)
+
+
+def test_push_and_pull_round_trip_through_a_local_remote(clone, tmp_path):
+    remote = tmp_path / "remote"
+    sh("dvc", "remote", "add", "-f", "roundtrip", str(remote), cwd=clone)
+    sh("dvc", "push", "-r", "roundtrip", "--with-deps", *SIM_TARGETS, cwd=clone)
+    target = clone / "results/qq/qq_sim_mixture/results.json"
+    want = target.read_bytes()
+    target.unlink()
+    shutil.rmtree(clone / ".dvc" / "cache")
+    sh("dvc", "pull", "-r", "roundtrip", "analyze@qq_sim_mixture", cwd=clone)
+    assert target.read_bytes() == want
