@@ -22,6 +22,7 @@ data:
 # llama-cpp-python[server] for the OpenAI-compatible backend's slow test (compiled once, cached).
 install-server:
 	bash scripts/install_llama_server.sh
+	bash scripts/install_chromium.sh
 
 run: install
 	$(PYTHON) run.py
