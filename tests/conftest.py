@@ -6,14 +6,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from collections.abc import Callable, Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
-import pytest  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
 
-from lmaudit.config.schema import register_configs  # noqa: E402
+from lmaudit.config.schema import register_configs
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"

@@ -17,8 +17,13 @@ REPO = Path(__file__).resolve().parents[1]
 def test_default_audit_on_embedded_model(tmp_path):
     out = tmp_path / "run"
     common = [f"paths.cache={tmp_path / 'cache'}", f"paths.mlruns={tmp_path / 'mlruns'}", "progress=false"]
-    proc = subprocess.run([sys.executable, "run.py", f"out_dir={out}", *common], cwd=REPO,
-                          capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, "run.py", f"out_dir={out}", *common],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for name in ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html"):
         assert (out / name).stat().st_size > 0, name
@@ -42,13 +47,27 @@ def test_default_audit_on_embedded_model(tmp_path):
     assert ident["backend"] == "hf" and ident["chat_template_sha256"]
     assert audit["mlflow"]["run_id"]
     con = sqlite3.connect(tmp_path / "mlruns" / "mlflow.db")
-    (status,) = con.execute("select status from runs where run_uuid=?", (audit["mlflow"]["run_id"],)).fetchone()
+    (status,) = con.execute(
+        "select status from runs where run_uuid=?", (audit["mlflow"]["run_id"],)
+    ).fetchone()
     assert status == "FINISHED"
 
     # re-analysis without the model reproduces results.json exactly
     again = tmp_path / "again"
-    proc = subprocess.run([sys.executable, "run.py", "stage=analyze", f"measurements={out / 'measurements.jsonl'}",
-                           f"out_dir={again}", "mlflow.enabled=false", *common], cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "run.py",
+            "stage=analyze",
+            f"measurements={out / 'measurements.jsonl'}",
+            f"out_dir={again}",
+            "mlflow.enabled=false",
+            *common,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (again / "results.json").read_bytes() == (out / "results.json").read_bytes()

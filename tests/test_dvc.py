@@ -48,8 +48,15 @@ def _ran(output: str) -> set[str]:
 def test_repro_builds_every_run_file(clone):
     for run in ("qq_sim_demo", "qq_sim_mixture"):
         out = clone / "results" / "qq" / run
-        for f in ("plan.json", "measurements.jsonl", "results.json", "metrics.json", "report.html",
-                  "audit_record.json", "plots/distance_cdf.csv"):
+        for f in (
+            "plan.json",
+            "measurements.jsonl",
+            "results.json",
+            "metrics.json",
+            "report.html",
+            "audit_record.json",
+            "plots/distance_cdf.csv",
+        ):
             assert (out / f).exists(), (run, f)
     lock = (clone / "dvc.lock").read_text()
     assert "measure@qq_sim_mixture" in lock and "md5" in lock

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from lmaudit.cli import run
-from lmaudit.provenance.io import InputError
 
 RUN_FILES = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")
 
@@ -60,7 +59,9 @@ def test_mixture_repetition_recovers_closed_form_and_family(make_cfg, tmp_path):
     fits = {(f["family"], f["stratum"]): f for f in res["fits"]}
     polarity = [f for (fam, _), f in fits.items() if fam.startswith("polarity")]
     position = [f for (fam, _), f in fits.items() if fam.startswith("position")]
-    assert polarity and all(abs(f["k"] - (0.2 - 0.8)) < 1e-9 and f["decision"] != "rejected" for f in polarity)
+    assert polarity and all(
+        abs(f["k"] - (0.2 - 0.8)) < 1e-9 and f["decision"] != "rejected" for f in polarity
+    )
     assert any(f["decision"] == "rejected" for f in position)
 
 
@@ -74,8 +75,14 @@ def test_asymmetric_luders_violates_somewhere(make_cfg, tmp_path):
 def test_reanalysis_reproduces_results_exactly(make_cfg, tmp_path):
     run(make_cfg("model=sim_mixture", "mlflow.enabled=false", name="first"))
     first = tmp_path / "first"
-    run(make_cfg("stage=analyze", f"measurements={first / 'measurements.jsonl'}", "mlflow.enabled=false",
-                 name="again"))
+    run(
+        make_cfg(
+            "stage=analyze",
+            f"measurements={first / 'measurements.jsonl'}",
+            "mlflow.enabled=false",
+            name="again",
+        )
+    )
     assert (tmp_path / "again" / "results.json").read_bytes() == (first / "results.json").read_bytes()
     assert (tmp_path / "again" / "report.html").exists()
 
@@ -109,8 +116,16 @@ def test_replanning_a_run_dir_drops_stale_results(make_cfg, tmp_path):
     run(make_cfg("model=sim_projective", "mlflow.enabled=false", "items=sim_demo", name="d"))
     out = tmp_path / "d"
     old_plan = json.loads((out / "plan.json").read_text())
-    run(make_cfg("model=sim_projective", "mlflow.enabled=false", "items=sim_demo", "stage=measure",
-                 "study.epsilon=0.05", name="d"))
+    run(
+        make_cfg(
+            "model=sim_projective",
+            "mlflow.enabled=false",
+            "items=sim_demo",
+            "stage=measure",
+            "study.epsilon=0.05",
+            name="d",
+        )
+    )
     new_plan = json.loads((out / "plan.json").read_text())
     assert new_plan["plan_digest"] != old_plan["plan_digest"]
     assert new_plan["config"]["study"]["epsilon"] == 0.05
@@ -122,8 +137,13 @@ def test_replanning_a_run_dir_drops_stale_results(make_cfg, tmp_path):
 
 def test_unknown_item_is_refused_before_any_model_call(make_cfg, tmp_path):
     # a model that cannot load: the item error must come first
-    cfg = make_cfg("model=qwen3_4b", "model.model=/nonexistent/model", "items.ids=[s1-01,s9-99]",
-                   "mlflow.enabled=false", name="bad")
+    cfg = make_cfg(
+        "model=qwen3_4b",
+        "model.model=/nonexistent/model",
+        "items.ids=[s1-01,s9-99]",
+        "mlflow.enabled=false",
+        name="bad",
+    )
     with pytest.raises(ValueError, match="s9-99"):
         run(cfg)
     assert not (tmp_path / "bad" / "measurements.jsonl").exists()
@@ -145,12 +165,19 @@ def test_malformed_bank_is_refused_with_file_item_and_field(make_cfg, tmp_path):
 def test_sampled_estimand_intervals_cover_the_agents_probabilities(make_cfg, tmp_path):
     """n draws per forced branch: the exact 95% interval of each position covers the agent's
     true P(y | y or n) (taken from the log-prob pathway of the same run) at >= 90% of positions."""
-    run(make_cfg("model=sim_mixture", "estimand=sampled", "estimand.n=200", "mlflow.enabled=false", name="smp"))
+    run(
+        make_cfg(
+            "model=sim_mixture", "estimand=sampled", "estimand.n=200", "mlflow.enabled=false", name="smp"
+        )
+    )
     out = tmp_path / "smp"
     rows = [json.loads(x) for x in (out / "measurements.jsonl").read_text().splitlines()]
     sampled = [r for r in rows if r.get("kind") == "position" and r["estimand"] == "sampled"]
-    logprob = {(r["item"], r["mapping"], r["order"], r["position"], r["first_answer"]): r for r in rows
-               if r.get("kind") == "position" and r["estimand"] == "logprob"}
+    logprob = {
+        (r["item"], r["mapping"], r["order"], r["position"], r["first_answer"]): r
+        for r in rows
+        if r.get("kind") == "position" and r["estimand"] == "logprob"
+    }
     assert len(sampled) == len(logprob) == 186
     assert all(r["n_draws"] == 200 and sum(r["counts"].values()) == 200 for r in sampled)
     res = _results(out)
@@ -160,7 +187,9 @@ def test_sampled_estimand_intervals_cover_the_agents_probabilities(make_cfg, tmp
     for iv in intervals:
         key = (iv["item"], iv["mapping"], iv["order"], iv["position"], iv["first_answer"])
         lp = logprob[key]
-        truth = lp["probs"][lp["label_of"]["y"]] / (lp["probs"][lp["label_of"]["y"]] + lp["probs"][lp["label_of"]["n"]])
+        truth = lp["probs"][lp["label_of"]["y"]] / (
+            lp["probs"][lp["label_of"]["y"]] + lp["probs"][lp["label_of"]["n"]]
+        )
         covered += iv["low"] <= truth <= iv["high"]
     assert covered / len(intervals) >= 0.90
     # verdicts are taken on the sampled estimand: q is estimated with sampling noise

@@ -17,8 +17,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _cmd(tmp: Path, name: str, cache: Path) -> list[str]:
-    return [sys.executable, str(REPO / "run.py"), "model=sim_mixture", "mlflow.enabled=false", "progress=false",
-            f"out_dir={tmp / name}", f"paths.cache={cache}", f"items.path={REPO / 'data/qq/items/pilot.json'}"]
+    return [
+        sys.executable,
+        str(REPO / "run.py"),
+        "model=sim_mixture",
+        "mlflow.enabled=false",
+        "progress=false",
+        f"out_dir={tmp / name}",
+        f"paths.cache={cache}",
+        f"items.path={REPO / 'data/qq/items/pilot.json'}",
+    ]
 
 
 def _entries(cache: Path) -> int:
@@ -28,15 +36,22 @@ def _entries(cache: Path) -> int:
 @pytest.mark.parametrize("kill_after", [40, 150, 400])
 def test_killed_run_resumes_to_identical_results(tmp_path, kill_after):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    ref = subprocess.run(_cmd(tmp_path, "ref", tmp_path / "cache_ref"), cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=600)
+    ref = subprocess.run(
+        _cmd(tmp_path, "ref", tmp_path / "cache_ref"),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert ref.returncode == 0, ref.stderr[-2000:]
     total = _entries(tmp_path / "cache_ref")
     assert total > kill_after
 
     cache = tmp_path / "cache"
-    proc = subprocess.Popen(_cmd(tmp_path, "run", cache), cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _cmd(tmp_path, "run", cache), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 300
     while _entries(cache) < kill_after and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
@@ -51,8 +66,9 @@ def test_killed_run_resumes_to_identical_results(tmp_path, kill_after):
     for p in cache.rglob("*.json"):
         json.loads(p.read_text())
 
-    again = subprocess.run(_cmd(tmp_path, "run", cache), cwd=REPO, env=env, capture_output=True, text=True,
-                           timeout=600)
+    again = subprocess.run(
+        _cmd(tmp_path, "run", cache), cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert (out / "results.json").read_bytes() == (tmp_path / "ref" / "results.json").read_bytes()
     assert (out / "measurements.jsonl").read_bytes() == (tmp_path / "ref" / "measurements.jsonl").read_bytes()

@@ -60,7 +60,9 @@ def run_dir(cfg: DictConfig) -> Path:
 
 def _git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -110,8 +112,10 @@ def _write_plan(cfg: DictConfig, study: Any, out: Path) -> dict[str, Any]:
             diffs = _diff_keys(old.get("config", {}), plan["config"])
             if old.get("inputs") != plan["inputs"]:
                 diffs.append("inputs")
-            print(f"{path}: the plan changed ({', '.join(diffs) or 'rendered prompts'}); "
-                  "re-planning this run directory")
+            print(
+                f"{path}: the plan changed ({', '.join(diffs) or 'rendered prompts'}); "
+                "re-planning this run directory"
+            )
             for stale in ("results.json", "metrics.json", "report.html"):
                 (out / stale).unlink(missing_ok=True)
             shutil.rmtree(out / "plots", ignore_errors=True)
@@ -133,15 +137,18 @@ def _measure(cfg: DictConfig, study: Any, out: Path, plan: dict[str, Any], audit
     rows = study.measure(cfg, cached, backend)
     path = atomic_write_jsonl(out / "measurements.jsonl", rows)
     describe = backend.describe() if hasattr(backend, "describe") else {}
-    audit.update("measure", {
-        "finished_utc": _now(),
-        "backend_identity": backend.identity,
-        "backend_digest": cached.digest,
-        "backend": describe,
-        "cache": {"dir": str(cache.root), **cache.stats.as_dict()},
-        "seconds": {"load": round(t_load, 3), "total": round(time.perf_counter() - t0, 3)},
-        "measurements": {"path": str(path), "sha256": file_sha256(path), "rows": len(rows)},
-    })
+    audit.update(
+        "measure",
+        {
+            "finished_utc": _now(),
+            "backend_identity": backend.identity,
+            "backend_digest": cached.digest,
+            "backend": describe,
+            "cache": {"dir": str(cache.root), **cache.stats.as_dict()},
+            "seconds": {"load": round(t_load, 3), "total": round(time.perf_counter() - t0, 3)},
+            "measurements": {"path": str(path), "sha256": file_sha256(path), "rows": len(rows)},
+        },
+    )
     return path
 
 
@@ -154,8 +161,9 @@ def _registration(cfg: DictConfig, study: Any, stage: str) -> tuple[dict[str, An
         return None
     name = str(cfg.prereg.name)
     path = prereg.prereg_path(cfg.paths.prereg, study.NAME, name)
-    preds = prereg.parse_predictions(OmegaConf.to_container(cfg.prereg.predictions, resolve=True),
-                                     f"conf/prereg/{name}")
+    preds = prereg.parse_predictions(
+        OmegaConf.to_container(cfg.prereg.predictions, resolve=True), f"conf/prereg/{name}"
+    )
     plan = study.plan(cfg)
     if stage == "freeze":
         if hasattr(study, "results_template"):
@@ -163,11 +171,18 @@ def _registration(cfg: DictConfig, study: Any, stage: str) -> tuple[dict[str, An
             if bad:
                 raise prereg.PreregError(
                     f"conf/prereg/{name}: predictions name metrics that {study.NAME} results do not have: "
-                    + "; ".join(bad) + ". Use dotted paths into results.json (e.g. counts.saturated)."
+                    + "; ".join(bad)
+                    + ". Use dotted paths into results.json (e.g. counts.saturated)."
                 )
         rules = OmegaConf.to_container(cfg.study, resolve=True)
-        doc = prereg.build_registration(study=study.NAME, name=name, plan=plan, decision_rules=rules,
-                                        predictions=preds, lmaudit_version=__version__)
+        doc = prereg.build_registration(
+            study=study.NAME,
+            name=name,
+            plan=plan,
+            decision_rules=rules,
+            predictions=preds,
+            lmaudit_version=__version__,
+        )
         if prereg.write_registration(path, doc):
             print(f"froze {path} (plan digest {plan['plan_digest'][:12]}, {len(preds)} predictions)")
         else:
@@ -243,10 +258,18 @@ def run(cfg: DictConfig) -> float | None:
         plan = read_json(out / "plan.json")
     audit = _Audit(out / "audit_record.json", plan["plan_digest"] if plan else None)
     if plan is not None and stage in ("plan", "measure", "all"):
-        audit.update("plan", {"written_utc": _now(), "plan_digest": plan["plan_digest"],
-                              "inputs": plan["inputs"], "n_requests": plan["n_requests"],
-                              "git_commit": _git_commit(), "python": sys.version.split()[0],
-                              "platform": platform.platform()})
+        audit.update(
+            "plan",
+            {
+                "written_utc": _now(),
+                "plan_digest": plan["plan_digest"],
+                "inputs": plan["inputs"],
+                "n_requests": plan["n_requests"],
+                "git_commit": _git_commit(),
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+            },
+        )
     if stage == "plan":
         return None
 
@@ -260,20 +283,35 @@ def run(cfg: DictConfig) -> float | None:
     if stage in ("analyze", "all"):
         mpath = Path(cfg.measurements) if cfg.measurements else out / "measurements.jsonl"
         if not mpath.exists():
-            raise InputError(f"{mpath}: no measurement file; run stage=measure first or pass measurements=<path>")
+            raise InputError(
+                f"{mpath}: no measurement file; run stage=measure first or pass measurements=<path>"
+            )
         rows = [obj for _, obj in iter_jsonl(mpath)]
         results = study.analyze_rows(cfg, rows, str(mpath))
         results["source"] = {"measurements_sha256": file_sha256(mpath)}
         if reg is not None:
             doc, path = reg
-            results["prereg"] = {"name": doc["name"], "path": str(path), "file_digest": doc["file_digest"],
-                                 "frozen_utc": doc["frozen_utc"], "plan_digest": doc["plan_digest"]}
-            results["predictions"] = prereg.score(prereg.parse_predictions(doc["predictions"], str(path)), results)
+            results["prereg"] = {
+                "name": doc["name"],
+                "path": str(path),
+                "file_digest": doc["file_digest"],
+                "frozen_utc": doc["frozen_utc"],
+                "plan_digest": doc["plan_digest"],
+            }
+            results["predictions"] = prereg.score(
+                prereg.parse_predictions(doc["predictions"], str(path)), results
+            )
         atomic_write_json(results_path, results)
         _write_dvc_views(out, study, results)
-        audit.update("analyze", {"finished_utc": _now(), "measurements": str(mpath),
-                                 "measurements_sha256": file_sha256(mpath),
-                                 "results_sha256": file_sha256(results_path)})
+        audit.update(
+            "analyze",
+            {
+                "finished_utc": _now(),
+                "measurements": str(mpath),
+                "measurements_sha256": file_sha256(mpath),
+                "results_sha256": file_sha256(results_path),
+            },
+        )
     elif not results_path.exists():
         raise InputError(f"{results_path}: no results; run stage=analyze first")
     results = read_json(results_path)
@@ -284,10 +322,14 @@ def run(cfg: DictConfig) -> float | None:
     if cfg.mlflow.enabled:
         from lmaudit.tracking.mlflow_log import start_job
 
-        run_id = start_job(mlruns=cfg.paths.mlruns, experiment=experiment, run_name=name,
-                           parent_run_id=_sweep_parent())
-        audit.data["mlflow"] = {"run_id": run_id, "experiment": experiment,
-                                "tracking_uri": f"sqlite:///{Path(cfg.paths.mlruns).resolve()}/mlflow.db"}
+        run_id = start_job(
+            mlruns=cfg.paths.mlruns, experiment=experiment, run_name=name, parent_run_id=_sweep_parent()
+        )
+        audit.data["mlflow"] = {
+            "run_id": run_id,
+            "experiment": experiment,
+            "tracking_uri": f"sqlite:///{Path(cfg.paths.mlruns).resolve()}/mlflow.db",
+        }
         atomic_write_json(audit.path, audit.data)
 
     report_path = study.write_report(out / "report.html", results=results, plan=plan, audit=audit.data)
@@ -298,13 +340,30 @@ def run(cfg: DictConfig) -> float | None:
         from lmaudit.tracking.mlflow_log import log_job
 
         log_job(
-            mlruns=cfg.paths.mlruns, experiment=experiment, run_name=name, run_id=run_id,
+            mlruns=cfg.paths.mlruns,
+            experiment=experiment,
+            run_name=name,
+            run_id=run_id,
             params={k: OmegaConf.to_container(cfg[k], resolve=True) for k in study.PLAN_KEYS},
             metrics={**study.metrics(results), **_prediction_metrics(results)},
-            tags={**study.tags(results), **_prediction_tags(results),
-                  "plan_digest": str(audit.data.get("plan_digest")), "run_dir": str(out), "study": study.NAME},
-            artifacts=[out / n for n in ("plan.json", "results.json", "audit_record.json", "report.html",
-                                         "measurements.jsonl")] + ([reg[1]] if reg is not None else []),
+            tags={
+                **study.tags(results),
+                **_prediction_tags(results),
+                "plan_digest": str(audit.data.get("plan_digest")),
+                "run_dir": str(out),
+                "study": study.NAME,
+            },
+            artifacts=[
+                out / n
+                for n in (
+                    "plan.json",
+                    "results.json",
+                    "audit_record.json",
+                    "report.html",
+                    "measurements.jsonl",
+                )
+            ]
+            + ([reg[1]] if reg is not None else []),
         )
         print(f"MLflow run {run_id} ({audit.data['mlflow']['tracking_uri']})")
     print(study.summary(results))
@@ -320,7 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     pm.add_argument("--record", help="write a JSON record of the converted model (digests, versions) here")
     c = sub.add_parser("compare", help="compare runs from MLflow: verdict counts, gates, predictions")
     c.add_argument("--mlruns", default="mlruns", help="the MLflow store folder (default: mlruns)")
-    c.add_argument("--experiment", action="append", help="experiment name(s) (default: all lmaudit experiments)")
+    c.add_argument(
+        "--experiment", action="append", help="experiment name(s) (default: all lmaudit experiments)"
+    )
     c.add_argument("--sweep", help="only the jobs of this sweep (its parent run id)")
     c.add_argument("--last", type=int, help="only the newest N runs")
     c.add_argument("--csv", help="also write the table as CSV here")
@@ -337,11 +398,16 @@ def main(argv: list[str] | None = None) -> int:
             import transformers
 
             weights = sorted(Path(path).glob("*.safetensors"))
-            atomic_write_json(args.record, {
-                "model": "embedded:gemma3-270m", "gguf_sha256": gguf_sha256(),
-                "converted_dir": str(path), "transformers": transformers.__version__,
-                "weights_sha256": {w.name: file_sha256(w) for w in weights},
-            })
+            atomic_write_json(
+                args.record,
+                {
+                    "model": "embedded:gemma3-270m",
+                    "gguf_sha256": gguf_sha256(),
+                    "converted_dir": str(path),
+                    "transformers": transformers.__version__,
+                    "weights_sha256": {w.name: file_sha256(w) for w in weights},
+                },
+            )
     elif args.cmd == "compare":
         from lmaudit.tracking.compare import fetch_runs, table, to_csv, to_markdown, to_text
 

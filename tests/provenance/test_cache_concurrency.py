@@ -51,23 +51,32 @@ class CountingBackend:
 
 
 def _requests(order: int) -> list[LabelRequest]:
-    reqs = [LabelRequest(messages=({"role": "user", "content": f"q{i}"},), labels=("A", "B")) for i in range(120)]
+    reqs = [
+        LabelRequest(messages=({"role": "user", "content": f"q{i}"},), labels=("A", "B")) for i in range(120)
+    ]
     return reqs if order == 0 else list(reversed(reqs))
 
 
 def _worker(cache_dir: str, log: str, order: int, out: str) -> None:
-    cached = CachedBackend(CountingBackend(Path(log)), ResponseCache(Path(cache_dir)), batch_size=4, progress=False)
+    cached = CachedBackend(
+        CountingBackend(Path(log)), ResponseCache(Path(cache_dir)), batch_size=4, progress=False
+    )
     res = cached.label_logprobs(_requests(order), top_k=5)
-    samples = cached.sample([SampleRequest(messages=({"role": "user", "content": f"s{i}"},), n=5, seed=1)
-                             for i in range(20)])
+    samples = cached.sample(
+        [SampleRequest(messages=({"role": "user", "content": f"s{i}"},), n=5, seed=1) for i in range(20)]
+    )
     Path(out).write_text(json.dumps({"probs": [r.probs for r in res], "samples": [s.texts for s in samples]}))
 
 
 def test_parallel_processes_share_the_cache_without_duplicate_work(tmp_path):
     ctx = mp.get_context("fork")
     log = tmp_path / "asked.log"
-    procs = [ctx.Process(target=_worker, args=(str(tmp_path / "cache"), str(log), i % 2, str(tmp_path / f"out{i}")))
-             for i in range(4)]
+    procs = [
+        ctx.Process(
+            target=_worker, args=(str(tmp_path / "cache"), str(log), i % 2, str(tmp_path / f"out{i}"))
+        )
+        for i in range(4)
+    ]
     for p in procs:
         p.start()
     for p in procs:

@@ -27,8 +27,15 @@ from lmaudit.provenance.cache import ResponseCache, cache_key
 
 
 class CachedBackend:
-    def __init__(self, backend: Any, cache: ResponseCache, *, batch_size: int = 16, progress: bool = True,
-                 poll_s: float = 0.05):
+    def __init__(
+        self,
+        backend: Any,
+        cache: ResponseCache,
+        *,
+        batch_size: int = 16,
+        progress: bool = True,
+        poll_s: float = 0.05,
+    ):
         self.backend = backend
         self.cache = cache
         self.batch_size = max(1, int(batch_size))
@@ -37,8 +44,15 @@ class CachedBackend:
         self.digest = identity_digest(backend.identity)
         self.reads_meta = bool(getattr(backend, "reads_meta", False))
 
-    def _fill(self, pending: list[int], claim_key: Callable[[int], str], load: Callable[[int], bool],
-              compute: Callable[[list[int]], None], bar: Any, weight: Callable[[int], int]) -> None:
+    def _fill(
+        self,
+        pending: list[int],
+        claim_key: Callable[[int], str],
+        load: Callable[[int], bool],
+        compute: Callable[[list[int]], None],
+        bar: Any,
+        weight: Callable[[int], int],
+    ) -> None:
         """Compute ``pending`` indices: claim, compute in batches, release; wait for others' claims."""
         while pending:
             mine: list[int] = []
@@ -73,7 +87,9 @@ class CachedBackend:
             pending = still
 
     # -- label log-probabilities ---------------------------------------------------------
-    def label_logprobs(self, requests: Sequence[LabelRequest], top_k: int, desc: str = "measuring") -> list[LabelResult]:
+    def label_logprobs(
+        self, requests: Sequence[LabelRequest], top_k: int, desc: str = "measuring"
+    ) -> list[LabelResult]:
         if not isinstance(self.backend, LabelBackend):
             raise TypeError(f"backend {type(self.backend).__name__} has no label log-probability contract")
         keys = [cache_key(self.digest, {**r.payload(self.reads_meta), "top_k": top_k}) for r in requests]
@@ -94,18 +110,27 @@ class CachedBackend:
                 out[i] = res
 
         missing = [i for i in range(len(requests)) if not load(i)]
-        with tqdm(total=len(requests), initial=len(requests) - len(missing), desc=desc, unit="prompt",
-                  disable=not self.progress, leave=False) as bar:
+        with tqdm(
+            total=len(requests),
+            initial=len(requests) - len(missing),
+            desc=desc,
+            unit="prompt",
+            disable=not self.progress,
+            leave=False,
+        ) as bar:
             self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1)
         return [r for r in out if r is not None]
 
     # -- sampling --------------------------------------------------------------------------
-    def sample(self, requests: Sequence[SampleRequest], desc: str = "sampling",
-               progress: bool | None = None) -> list[SampleResult]:
+    def sample(
+        self, requests: Sequence[SampleRequest], desc: str = "sampling", progress: bool | None = None
+    ) -> list[SampleResult]:
         if not isinstance(self.backend, SamplingBackend):
             raise TypeError(f"backend {type(self.backend).__name__} has no sampling contract")
         out: list[SampleResult | None] = [None] * len(requests)
-        all_keys = [[cache_key(self.digest, r.payload(self.reads_meta, d)) for d in range(r.n)] for r in requests]
+        all_keys = [
+            [cache_key(self.digest, r.payload(self.reads_meta, d)) for d in range(r.n)] for r in requests
+        ]
 
         def load(i: int) -> bool:
             texts = [self.cache.get(k) for k in all_keys[i]]
@@ -126,9 +151,21 @@ class CachedBackend:
         missing = [i for i in range(len(requests)) if not load(i)]
         total = sum(r.n for r in requests)
         show = self.progress if progress is None else progress
-        with tqdm(total=total, initial=total - sum(requests[i].n for i in missing), desc=desc, unit="draw",
-                  disable=not show, leave=False) as bar:
+        with tqdm(
+            total=total,
+            initial=total - sum(requests[i].n for i in missing),
+            desc=desc,
+            unit="draw",
+            disable=not show,
+            leave=False,
+        ) as bar:
             # a request's draws are claimed together, under the key of its first draw
-            self._fill(missing, lambda i: all_keys[i][0] if all_keys[i] else "empty", load, compute, bar,
-                       lambda i: requests[i].n)
+            self._fill(
+                missing,
+                lambda i: all_keys[i][0] if all_keys[i] else "empty",
+                load,
+                compute,
+                bar,
+                lambda i: requests[i].n,
+            )
         return [r for r in out if r is not None]

@@ -24,7 +24,9 @@ def build_backend(model_cfg: Mapping[str, Any] | DictConfig) -> Any:
     if kind == "sim":
         from lmaudit.backends.sim import build_sim_agent
 
-        return build_sim_agent({"agent": cfg["agent"], "seed": cfg.get("seed", 0), **(cfg.get("params") or {})})
+        return build_sim_agent(
+            {"agent": cfg["agent"], "seed": cfg.get("seed", 0), **(cfg.get("params") or {})}
+        )
     if kind == "hf":
         from lmaudit.backends.hf import HFBackend
 

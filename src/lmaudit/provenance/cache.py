@@ -13,6 +13,7 @@ older than ``claim_ttl_s`` is taken over.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -93,10 +94,8 @@ class ResponseCache:
                 fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 if self._stale(p):
-                    try:
+                    with contextlib.suppress(FileNotFoundError):
                         p.unlink()
-                    except FileNotFoundError:
-                        pass
                     continue
                 return False
             with os.fdopen(fd, "w") as fh:
@@ -105,10 +104,8 @@ class ResponseCache:
         return False
 
     def release(self, key: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self._claim_path(key).unlink()
-        except FileNotFoundError:
-            pass
 
     def claimed(self, key: str) -> bool:
         p = self._claim_path(key)

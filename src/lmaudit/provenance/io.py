@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -37,10 +38,8 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, fsync: bool = True) -> 
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     return path
 
@@ -93,7 +92,9 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise InputError(f"{path}: line {lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
+                raise InputError(
+                    f"{path}: line {lineno}: not valid JSON ({e.msg}, column {e.colno})"
+                ) from None
             if not isinstance(obj, dict):
                 raise InputError(f"{path}: line {lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj

@@ -29,7 +29,12 @@ from lmaudit.provenance.digest import json_digest
 from lmaudit.provenance.io import InputError, atomic_write_json, read_json
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
-    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
 }
 HELD, NOT_HELD, NOT_EVALUABLE = "held", "not held", "not evaluable"
 _INDEX_FIELDS = ("item", "id", "name", "family", "source")
@@ -77,8 +82,15 @@ def parse_predictions(raw: Any, source: str) -> list[Prediction]:
             raise PreregError(f"{where}: field 'op' = {op!r} is not one of {' '.join(OPS)}")
         if "value" not in p:
             raise PreregError(f"{where}: field 'value' is missing")
-        out.append(Prediction(id=pid, metric=metric, op=str(op), value=p["value"],
-                              description=str(p.get("description") or "")))
+        out.append(
+            Prediction(
+                id=pid,
+                metric=metric,
+                op=str(op),
+                value=p["value"],
+                description=str(p.get("description") or ""),
+            )
+        )
     return out
 
 
@@ -100,7 +112,9 @@ def resolve(results: Any, path: str) -> tuple[bool, Any]:
         elif isinstance(node, list):
             for j in range(len(parts), i, -1):
                 key = ".".join(parts[i:j])
-                hit = [r for r in node if isinstance(r, Mapping) and any(r.get(f) == key for f in _INDEX_FIELDS)]
+                hit = [
+                    r for r in node if isinstance(r, Mapping) and any(r.get(f) == key for f in _INDEX_FIELDS)
+                ]
                 if len(hit) == 1:
                     node, i = hit[0], j
                     break
@@ -131,7 +145,9 @@ def score(predictions: list[Prediction], results: Mapping[str, Any]) -> list[dic
                 outcome = HELD if OPS[p.op](observed, p.value) else NOT_HELD
             except TypeError:
                 outcome, reason = NOT_EVALUABLE, f"cannot compare {observed!r} {p.op} {p.value!r}"
-        out.append({**asdict(p), "observed": observed if found else None, "outcome": outcome, "reason": reason})
+        out.append(
+            {**asdict(p), "observed": observed if found else None, "outcome": outcome, "reason": reason}
+        )
     return out
 
 
@@ -151,8 +167,15 @@ def _body(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k != "file_digest"}
 
 
-def build_registration(*, study: str, name: str, plan: Mapping[str, Any], decision_rules: Any,
-                       predictions: list[Prediction], lmaudit_version: str) -> dict[str, Any]:
+def build_registration(
+    *,
+    study: str,
+    name: str,
+    plan: Mapping[str, Any],
+    decision_rules: Any,
+    predictions: list[Prediction],
+    lmaudit_version: str,
+) -> dict[str, Any]:
     body = {
         "study": study,
         "name": name,
@@ -186,12 +209,16 @@ def write_registration(path: Path, doc: dict[str, Any]) -> bool:
 
 def load_registration(path: Path) -> dict[str, Any]:
     if not path.exists():
-        raise PreregError(f"{path}: no frozen registration; run `python run.py prereg=<name> stage=freeze` first")
+        raise PreregError(
+            f"{path}: no frozen registration; run `python run.py prereg=<name> stage=freeze` first"
+        )
     doc = read_json(path)
     if not isinstance(doc, dict) or "file_digest" not in doc:
         raise PreregError(f"{path}: not a frozen registration (no file_digest)")
     if json_digest(_body(doc)) != doc["file_digest"]:
-        raise PreregError(f"{path}: the frozen registration was edited after freezing (its digest no longer matches)")
+        raise PreregError(
+            f"{path}: the frozen registration was edited after freezing (its digest no longer matches)"
+        )
     return doc
 
 
@@ -207,7 +234,9 @@ def diff_keys(a: Mapping[str, Any], b: Mapping[str, Any], sections: tuple[str, .
     return [d for s in sections for d in walk(a.get(s), b.get(s), f"{s}.")]
 
 
-def verify(doc: Mapping[str, Any], plan: Mapping[str, Any], predictions: list[Prediction], path: Path) -> None:
+def verify(
+    doc: Mapping[str, Any], plan: Mapping[str, Any], predictions: list[Prediction], path: Path
+) -> None:
     """Refuse when the plan (config, inputs, prompts) or the predictions differ from the frozen ones."""
     problems = []
     if doc["plan_digest"] != plan["plan_digest"]:
@@ -217,6 +246,7 @@ def verify(doc: Mapping[str, Any], plan: Mapping[str, Any], predictions: list[Pr
         problems.append("the predictions in config differ from the frozen ones")
     if problems:
         raise PreregError(
-            f"{path}: refusing to run: " + "; ".join(problems)
+            f"{path}: refusing to run: "
+            + "; ".join(problems)
             + ". Restore the frozen plan, or freeze a new registration under a new name."
         )

@@ -13,6 +13,7 @@ from types import ModuleType
 
 STUDIES: dict[str, str] = {
     "qq": "lmaudit.studies.qq.study",
+    "draws": "lmaudit.studies.draws.study",
 }
 
 
@@ -22,5 +23,7 @@ def get_study(name: str) -> ModuleType:
     except KeyError:
         from lmaudit.provenance.io import InputError
 
-        raise InputError(f"study: field 'name' = {name!r} is not a known study ({', '.join(sorted(STUDIES))})") from None
+        raise InputError(
+            f"study: field 'name' = {name!r} is not a known study ({', '.join(sorted(STUDIES))})"
+        ) from None
     return importlib.import_module(path)

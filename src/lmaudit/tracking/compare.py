@@ -43,8 +43,12 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def fetch_runs(mlruns: str | Path, experiments: Sequence[str] | None = None,
-               parent_run_id: str | None = None, last: int | None = None) -> list[Any]:
+def fetch_runs(
+    mlruns: str | Path,
+    experiments: Sequence[str] | None = None,
+    parent_run_id: str | None = None,
+    last: int | None = None,
+) -> list[Any]:
     """Finished (or failed) job runs, newest first; sweep parents are left out."""
     mlflow = _mlflow(mlruns)
     client = mlflow.tracking.MlflowClient()
@@ -58,8 +62,12 @@ def fetch_runs(mlruns: str | Path, experiments: Sequence[str] | None = None,
     if not exps:
         return []
     filt = f"tags.mlflow.parentRunId = '{parent_run_id}'" if parent_run_id else ""
-    runs = client.search_runs([e.experiment_id for e in exps], filter_string=filt,
-                              order_by=["attributes.start_time DESC"], max_results=last or 1000)
+    runs = client.search_runs(
+        [e.experiment_id for e in exps],
+        filter_string=filt,
+        order_by=["attributes.start_time DESC"],
+        max_results=last or 1000,
+    )
     return [r for r in runs if r.data.tags.get("lmaudit.kind") != "sweep"]
 
 

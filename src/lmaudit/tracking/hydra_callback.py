@@ -41,11 +41,19 @@ class MLflowSweepCallback(Callback):
         exp_id = ensure_experiment(mlruns, _experiment(config))
         sweep_dir = Path(config.hydra.sweep.dir)
         overrides = list(config.hydra.overrides.task)
-        run = mlflow.start_run(experiment_id=exp_id, run_name=f"sweep {sweep_dir.name}",
-                               tags={"lmaudit.kind": "sweep", "sweep_dir": str(sweep_dir),
-                                     "sweep_overrides": " ".join(overrides)[:5000]})
+        run = mlflow.start_run(
+            experiment_id=exp_id,
+            run_name=f"sweep {sweep_dir.name}",
+            tags={
+                "lmaudit.kind": "sweep",
+                "sweep_dir": str(sweep_dir),
+                "sweep_overrides": " ".join(overrides)[:5000],
+            },
+        )
         mlflow.end_run(status="RUNNING")
-        atomic_write_json(sweep_dir / PARENT_FILE, {"run_id": run.info.run_id, "experiment": _experiment(config)})
+        atomic_write_json(
+            sweep_dir / PARENT_FILE, {"run_id": run.info.run_id, "experiment": _experiment(config)}
+        )
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if not config.mlflow.enabled:
@@ -67,4 +75,6 @@ class MLflowSweepCallback(Callback):
             mlflow.log_metric("n_jobs", len(runs))
             mlflow.log_artifact(str(sweep_dir / "comparison.md"))
             mlflow.log_artifact(str(sweep_dir / "comparison.csv"))
-        print(f"sweep of {len(runs)} jobs under MLflow parent run {run_id}; comparison in {sweep_dir}/comparison.md")
+        print(
+            f"sweep of {len(runs)} jobs under MLflow parent run {run_id}; comparison in {sweep_dir}/comparison.md"
+        )

@@ -84,8 +84,12 @@ def log_job(
     all_tags = dict(tags)
     if parent_run_id:
         all_tags["mlflow.parentRunId"] = parent_run_id
-    with mlflow.start_run(run_id=run_id, experiment_id=None if run_id else exp_id,
-                          run_name=None if run_id else run_name, tags=all_tags) as run:
+    with mlflow.start_run(
+        run_id=run_id,
+        experiment_id=None if run_id else exp_id,
+        run_name=None if run_id else run_name,
+        tags=all_tags,
+    ) as run:
         flat = {k: ("" if v is None else str(v))[:6000] for k, v in flatten(params).items()}
         if flat:
             mlflow.log_params(flat)

@@ -36,15 +36,32 @@ def _stratum(cell: Cell) -> str:
     return cell.item.stratum
 
 
-def _position_row(cell: Cell, req: LabelRequest, probs: dict[str, float], other: float,
-                  top_k: list[list[Any]], estimand: str, n_draws: int | None = None,
-                  counts: dict[str, int] | None = None) -> dict[str, Any]:
+def _position_row(
+    cell: Cell,
+    req: LabelRequest,
+    probs: dict[str, float],
+    other: float,
+    top_k: list[list[Any]],
+    estimand: str,
+    n_draws: int | None = None,
+    counts: dict[str, int] | None = None,
+) -> dict[str, Any]:
     meta = req.meta
     m = Measurement(
-        item=cell.item.id, stratum=_stratum(cell), mapping=cell.mapping, order=cell.order,
-        position=int(meta["position"]), question=str(meta["question"]), first_answer=meta["first_answer"],
-        label_of=dict(cell.label_of), probs=probs, other=max(0.0, other), top_k=top_k, estimand=estimand,
-        n_draws=n_draws, counts=counts,
+        item=cell.item.id,
+        stratum=_stratum(cell),
+        mapping=cell.mapping,
+        order=cell.order,
+        position=int(meta["position"]),
+        question=str(meta["question"]),
+        first_answer=meta["first_answer"],
+        label_of=dict(cell.label_of),
+        probs=probs,
+        other=max(0.0, other),
+        top_k=top_k,
+        estimand=estimand,
+        n_draws=n_draws,
+        counts=counts,
     )
     return {"kind": "position", **m.to_json()}
 
@@ -61,19 +78,31 @@ def run_g1(cells: list[Cell], backend: Any) -> list[dict[str, Any]]:
     for cell in cells:
         for req in cell.requests:
             pieces = backend.check_single_token(req)
-            rows.append({"kind": "g1", "item": cell.item.id, "mapping": cell.mapping, "order": cell.order,
-                         "position": req.meta["position"], "first_answer": req.meta["first_answer"],
-                         "pieces": {k: list(v) for k, v in pieces.items()}})
+            rows.append(
+                {
+                    "kind": "g1",
+                    "item": cell.item.id,
+                    "mapping": cell.mapping,
+                    "order": cell.order,
+                    "position": req.meta["position"],
+                    "first_answer": req.meta["first_answer"],
+                    "pieces": {k: list(v) for k, v in pieces.items()},
+                }
+            )
             for label, toks in pieces.items():
                 if len(toks) != 1:
-                    failures.append(f"item '{cell.item.id}' ({cell.mapping}, {cell.order}, position "
-                                    f"{req.meta['position']}): label {label!r} renders as {toks!r}")
+                    failures.append(
+                        f"item '{cell.item.id}' ({cell.mapping}, {cell.order}, position "
+                        f"{req.meta['position']}): label {label!r} renders as {toks!r}"
+                    )
     if failures:
         shown = "\n  ".join(failures[:10])
         more = f"\n  ... and {len(failures) - 10} more" if len(failures) > 10 else ""
         raise GateG1Error(
             "gate G1 failed: canonical labels must be single tokens in the rendered context.\n  "
-            + shown + more + "\nChoose other labels (mapping.labels / mapping.yesno_labels) or another chat template."
+            + shown
+            + more
+            + "\nChoose other labels (mapping.labels / mapping.yesno_labels) or another chat template."
         )
     return rows
 
@@ -88,8 +117,11 @@ def measure_logprob(cells: list[Cell], cached: CachedBackend, top_k: int) -> lis
     for i, cell in enumerate(cells):
         for j, req in enumerate(cell.requests):
             res = results[3 * i + j]
-            rows.append(_position_row(cell, req, dict(res.probs), res.other,
-                                      [[t, p] for t, p in res.top_k], "logprob"))
+            rows.append(
+                _position_row(
+                    cell, req, dict(res.probs), res.other, [[t, p] for t, p in res.top_k], "logprob"
+                )
+            )
     return rows
 
 
@@ -97,8 +129,15 @@ def measure_logprob(cells: list[Cell], cached: CachedBackend, top_k: int) -> lis
 
 
 def _sample_request(req: LabelRequest, n: int, temperature: float, top_p: float, seed: int) -> SampleRequest:
-    return SampleRequest(messages=req.messages, n=n, temperature=temperature, top_p=top_p, max_tokens=1,
-                         seed=seed, meta=req.meta)
+    return SampleRequest(
+        messages=req.messages,
+        n=n,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=1,
+        seed=seed,
+        meta=req.meta,
+    )
 
 
 def normalise_answer(text: str, labels: tuple[str, ...]) -> str | None:
@@ -110,8 +149,10 @@ def normalise_answer(text: str, labels: tuple[str, ...]) -> str | None:
 def measure_sampled(cells: list[Cell], cached: CachedBackend, est: EstimandConfig) -> list[dict[str, Any]]:
     """n draws at every forced-branch position; frequencies take the place of probabilities."""
     reqs = [(cell, r) for cell in cells for r in cell.requests]
-    sreqs = [_sample_request(r, est.n, est.temperature, est.top_p, position_seed(est.seed, r.meta, "estimand"))
-             for _, r in reqs]
+    sreqs = [
+        _sample_request(r, est.n, est.temperature, est.top_p, position_seed(est.seed, r.meta, "estimand"))
+        for _, r in reqs
+    ]
     results = cached.sample(sreqs, desc="QQ samples")
     rows = []
     for (cell, req), res in zip(reqs, results, strict=True):
@@ -122,7 +163,9 @@ def measure_sampled(cells: list[Cell], cached: CachedBackend, est: EstimandConfi
             counts[lab if lab is not None else "other"] += 1
         n = len(res.texts)
         probs = {lab: counts[lab] / n for lab in cell.labels}
-        rows.append(_position_row(cell, req, probs, counts["other"] / n, [], "sampled", n_draws=n, counts=counts))
+        rows.append(
+            _position_row(cell, req, probs, counts["other"] / n, [], "sampled", n_draws=n, counts=counts)
+        )
     return rows
 
 
@@ -135,8 +178,9 @@ class _Drawn:
     attempts: int
 
 
-def _draw_accepted(cached: CachedBackend, req: LabelRequest, label_of: dict[str, str], need: int,
-                   g3: G3Config, seed: int) -> _Drawn:
+def _draw_accepted(
+    cached: CachedBackend, req: LabelRequest, label_of: dict[str, str], need: int, g3: G3Config, seed: int
+) -> _Drawn:
     """Rejection sampling at one position until ``need`` canonical answers are accepted."""
     sem_of = {lab: s for s, lab in label_of.items()}
     accepted: list[str] = []
@@ -146,8 +190,14 @@ def _draw_accepted(cached: CachedBackend, req: LabelRequest, label_of: dict[str,
     while len(accepted) < need and attempts < cap:
         rate = len(accepted) / attempts if attempts else 1.0
         chunk = min(cap - attempts, max(8, int((need - len(accepted)) / max(rate, 0.05) * 1.1) + 1))
-        res = cached.sample([_sample_request(req, chunk, g3.temperature, g3.top_p,
-                                             position_seed(seed, req.meta, f"g3-round{rnd}"))], progress=False)[0]
+        res = cached.sample(
+            [
+                _sample_request(
+                    req, chunk, g3.temperature, g3.top_p, position_seed(seed, req.meta, f"g3-round{rnd}")
+                )
+            ],
+            progress=False,
+        )[0]
         for text in res.texts:
             attempts += 1
             lab = normalise_answer(text, tuple(label_of.values()))
@@ -176,9 +226,21 @@ def g3_trajectories(cell: Cell, cached: CachedBackend, g3: G3Config, n: int, att
         for b in second.accepted:
             counts[f"{a}{b}"] += 1
     accepted = sum(counts.values())
-    return {"kind": "g3", "item": cell.item.id, "mapping": cell.mapping, "order": cell.order, "attempt": attempt,
-            "n": n, "seed": seed, "temperature": g3.temperature, "top_p": g3.top_p, "joint_counts": counts,
-            "accepted": accepted, "attempts": attempts, "complete": accepted == n}
+    return {
+        "kind": "g3",
+        "item": cell.item.id,
+        "mapping": cell.mapping,
+        "order": cell.order,
+        "attempt": attempt,
+        "n": n,
+        "seed": seed,
+        "temperature": g3.temperature,
+        "top_p": g3.top_p,
+        "joint_counts": counts,
+        "accepted": accepted,
+        "attempts": attempts,
+        "complete": accepted == n,
+    }
 
 
 def g3_cells(cells: list[Cell], g3: G3Config) -> list[Cell]:

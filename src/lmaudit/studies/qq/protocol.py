@@ -50,7 +50,11 @@ def item_mappings(item: Item, mapping: MappingConfig) -> list[tuple[str, dict[st
 
 
 def labels_for(item: Item, mapping: MappingConfig) -> tuple[str, str]:
-    return (mapping.yesno_labels[0], mapping.yesno_labels[1]) if is_yesno(item) else (mapping.labels[0], mapping.labels[1])
+    return (
+        (mapping.yesno_labels[0], mapping.yesno_labels[1])
+        if is_yesno(item)
+        else (mapping.labels[0], mapping.labels[1])
+    )
 
 
 def legend(options: tuple[str, str] | list[str], label_of: dict[str, str], labels: tuple[str, str]) -> str:
@@ -76,8 +80,15 @@ def _turn(parts: list[str]) -> str:
     return "\n\n".join(p.strip() for p in parts if p and p.strip())
 
 
-def user_turn(item: Item, question: str, label_of: dict[str, str], labels: tuple[str, str], *,
-              first: bool, framing: FramingConfig) -> str:
+def user_turn(
+    item: Item,
+    question: str,
+    label_of: dict[str, str],
+    labels: tuple[str, str],
+    *,
+    first: bool,
+    framing: FramingConfig,
+) -> str:
     text = item.question_a if question == "A" else item.question_b
     parts: list[str] = []
     if first:
@@ -91,8 +102,9 @@ def user_turn(item: Item, question: str, label_of: dict[str, str], labels: tuple
     return _turn(parts)
 
 
-def few_shot_turns(item: Item, framing: FramingConfig, label_of: dict[str, str],
-                   labels: tuple[str, str]) -> list[Message]:
+def few_shot_turns(
+    item: Item, framing: FramingConfig, label_of: dict[str, str], labels: tuple[str, str]
+) -> list[Message]:
     """Answer-format exemplars of the item's kind (A/B or Yes/No), labels under the active mapping."""
     turns: list[Message] = []
     for ex in framing.few_shot:
@@ -100,7 +112,9 @@ def few_shot_turns(item: Item, framing: FramingConfig, label_of: dict[str, str],
         if ex_yesno != is_yesno(item):
             continue
         if ex.answer not in (0, 1):
-            raise ProtocolError(f"framing '{framing.name}': few_shot exemplar '{ex.question}': field 'answer' must be 0 or 1")
+            raise ProtocolError(
+                f"framing '{framing.name}': few_shot exemplar '{ex.question}': field 'answer' must be 0 or 1"
+            )
         sem = SEMANTIC[ex.answer]
         if ex_yesno:
             content = ex.question
@@ -129,8 +143,14 @@ class Cell:
         return (self.item.id, self.mapping, self.order)
 
 
-def build_cell(item: Item, mapping: str, label_of: dict[str, str], order: str, framing: FramingConfig,
-               mcfg: MappingConfig) -> Cell:
+def build_cell(
+    item: Item,
+    mapping: str,
+    label_of: dict[str, str],
+    order: str,
+    framing: FramingConfig,
+    mcfg: MappingConfig,
+) -> Cell:
     if order not in ORDERS:
         raise ProtocolError(f"unknown order '{order}'")
     labels = labels_for(item, mcfg)
@@ -140,20 +160,39 @@ def build_cell(item: Item, mapping: str, label_of: dict[str, str], order: str, f
     if sysp:
         head.append({"role": "system", "content": sysp})
     head += few_shot_turns(item, framing, label_of, labels)
-    u1: Message = {"role": "user", "content": user_turn(item, first_q, label_of, labels, first=True, framing=framing)}
-    u2: Message = {"role": "user", "content": user_turn(item, second_q, label_of, labels, first=False, framing=framing)}
+    u1: Message = {
+        "role": "user",
+        "content": user_turn(item, first_q, label_of, labels, first=True, framing=framing),
+    }
+    u2: Message = {
+        "role": "user",
+        "content": user_turn(item, second_q, label_of, labels, first=False, framing=framing),
+    }
 
     def meta(position: int, question: str, first_answer: str | None) -> dict[str, Any]:
-        return request_meta(item=item.id, mapping=mapping, order=order, position=position, question=question,
-                            first_answer=first_answer, label_of=label_of)
+        return request_meta(
+            item=item.id,
+            mapping=mapping,
+            order=order,
+            position=position,
+            question=question,
+            first_answer=first_answer,
+            label_of=label_of,
+        )
 
     p1 = LabelRequest(messages=(*head, u1), labels=labels, meta=meta(1, first_q, None))
     branches = []
     for a in SEMANTIC:
         msgs = (*head, u1, {"role": "assistant", "content": label_of[a]}, u2)
         branches.append(LabelRequest(messages=msgs, labels=labels, meta=meta(2, second_q, a)))
-    return Cell(item=item, mapping=mapping, order=order, label_of=label_of, labels=labels,
-                requests=(p1, branches[0], branches[1]))
+    return Cell(
+        item=item,
+        mapping=mapping,
+        order=order,
+        label_of=label_of,
+        labels=labels,
+        requests=(p1, branches[0], branches[1]),
+    )
 
 
 def build_cells(items: list[Item], framing: FramingConfig, mcfg: MappingConfig) -> list[Cell]:

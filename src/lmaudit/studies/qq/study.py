@@ -65,8 +65,14 @@ def plan(cfg: DictConfig) -> dict[str, Any]:
         "config": resolved,
         "inputs": {"items": {"path": str(items_path), "sha256": file_sha256(items_path)}},
         "cells": [
-            {"item": c.item.id, "mapping": c.mapping, "order": c.order, "label_of": c.label_of,
-             "labels": list(c.labels), "prompts": [list(r.messages) for r in c.requests]}
+            {
+                "item": c.item.id,
+                "mapping": c.mapping,
+                "order": c.order,
+                "label_of": c.label_of,
+                "labels": list(c.labels),
+                "prompts": [list(r.messages) for r in c.requests],
+            }
             for c in cells
         ],
     }
@@ -75,12 +81,19 @@ def plan(cfg: DictConfig) -> dict[str, Any]:
 
 def _cell_joint(rows: list[dict[str, Any]], cell: Cell) -> np.ndarray:
     """Binary-conditioned log-prob joint of one cell, ``[first, second]``, 0 = y."""
-    by = {(r["position"], r["first_answer"]): r for r in rows if r.get("kind") == "position"
-          and (r["item"], r["mapping"], r["order"]) == cell.key and r["estimand"] == "logprob"}
+    by = {
+        (r["position"], r["first_answer"]): r
+        for r in rows
+        if r.get("kind") == "position"
+        and (r["item"], r["mapping"], r["order"]) == cell.key
+        and r["estimand"] == "logprob"
+    }
     p = []
     for key in ((1, None), (2, "y"), (2, "n")):
         r = by[key]
-        p.append(float(env.binary_conditioned(r["probs"][cell.label_of["y"]], r["probs"][cell.label_of["n"]])))
+        p.append(
+            float(env.binary_conditioned(r["probs"][cell.label_of["y"]], r["probs"][cell.label_of["n"]]))
+        )
     first, gy, gn = p
     return np.array([[first * gy, first * (1 - gy)], [(1 - first) * gn, (1 - first) * (1 - gn)]])
 
@@ -95,7 +108,9 @@ def measure(cfg: DictConfig, cached: CachedBackend, backend: Any) -> list[dict[s
     cells = cells_for(cfg)
     est: EstimandConfig = _typed(cfg.estimand, EstimandConfig)
     rows = run_g1(cells, backend)
-    logprob_rows = measure_logprob(cells, cached, int(cfg.study.top_k)) if hasattr(backend, "label_logprobs") else []
+    logprob_rows = (
+        measure_logprob(cells, cached, int(cfg.study.top_k)) if hasattr(backend, "label_logprobs") else []
+    )
     if est.kind == "logprob":
         rows += logprob_rows
     elif est.kind == "sampled":
@@ -114,7 +129,9 @@ def measure(cfg: DictConfig, cached: CachedBackend, backend: Any) -> list[dict[s
     return rows
 
 
-def split_rows(rows: list[dict[str, Any]], source: str) -> tuple[list[Measurement], list[dict[str, Any]], list[dict[str, Any]]]:
+def split_rows(
+    rows: list[dict[str, Any]], source: str
+) -> tuple[list[Measurement], list[dict[str, Any]], list[dict[str, Any]]]:
     positions, g1, g3 = [], [], []
     for i, r in enumerate(rows, start=1):
         kind = r.get("kind", "position")
@@ -137,14 +154,22 @@ def _gate_g1(g1: list[dict[str, Any]]) -> dict[str, Any]:
         return {"status": "NOT_RUN", "checked": 0}
     bad = [r for r in g1 if any(len(v) != 1 for v in r["pieces"].values())]
     pieces = sorted({f"{k}={v}" for r in g1 for k, v in r["pieces"].items()})
-    return {"status": "FAIL" if bad else "PASS", "checked": len(g1), "failed": len(bad), "label_pieces": pieces[:20]}
+    return {
+        "status": "FAIL" if bad else "PASS",
+        "checked": len(g1),
+        "failed": len(bad),
+        "label_pieces": pieces[:20],
+    }
 
 
 def _gate_g3(g3_rows: list[dict[str, Any]], positions: list[Measurement], alpha: float) -> dict[str, Any]:
     if not g3_rows:
         return {"status": "NOT_RUN", "checks": []}
-    by_pos = {(m.item, m.mapping, m.order, m.position, m.first_answer): m for m in positions
-              if m.estimand == "logprob"}
+    by_pos = {
+        (m.item, m.mapping, m.order, m.position, m.first_answer): m
+        for m in positions
+        if m.estimand == "logprob"
+    }
     checks = []
     final: dict[tuple[str, str, str], bool] = {}
     for r in sorted(g3_rows, key=lambda r: (r["item"], r["mapping"], r["order"], r["attempt"])):
@@ -155,8 +180,15 @@ def _gate_g3(g3_rows: list[dict[str, Any]], positions: list[Measurement], alpha:
             raise InputError(f"G3 record for {key} has no log-prob positions to compare with") from None
         f, gy, gn = (float(env.binary_conditioned(m.p_y, m.p_n)) for m in ms)
         joint = np.array([[f * gy, f * (1 - gy)], [(1 - f) * gn, (1 - f) * (1 - gn)]])
-        entry: dict[str, Any] = {"item": key[0], "mapping": key[1], "order": key[2], "attempt": r["attempt"],
-                                 "n": r["n"], "accepted": r["accepted"], "attempts": r["attempts"]}
+        entry: dict[str, Any] = {
+            "item": key[0],
+            "mapping": key[1],
+            "order": key[2],
+            "attempt": r["attempt"],
+            "n": r["n"],
+            "accepted": r["accepted"],
+            "attempts": r["attempts"],
+        }
         if r["accepted"] > 0:
             res = g3_check(joint, _g3_counts(r), alpha)
             entry.update(res.to_json())
@@ -168,18 +200,31 @@ def _gate_g3(g3_rows: list[dict[str, Any]], positions: list[Measurement], alpha:
         checks.append(entry)
         final[key] = ok  # the last attempt decides
     status = "PASS" if all(final.values()) else "FAIL"
-    return {"status": status, "alpha": alpha, "checks": checks,
-            "retries": sum(1 for c in checks if c["attempt"] > 1)}
+    return {
+        "status": status,
+        "alpha": alpha,
+        "checks": checks,
+        "retries": sum(1 for c in checks if c["attempt"] > 1),
+    }
 
 
 def analysis_params(cfg: DictConfig, items: list[Item]) -> QQParams:
     study = OmegaConf.to_container(cfg.study, resolve=True)
     assert isinstance(study, dict)
     ids = {it.id for it in items}
-    pairs = {it.id: it.matched_to for it in items
-             if it.matched_to and it.matched_to in ids} if cfg["items"].matched_pairs else {}
-    return QQParams.from_mapping({**study, "g2_max_other": cfg.study.gates.g2_max_other,
-                                  "memorization_pairs": pairs, "estimand": cfg.estimand.kind})
+    pairs = (
+        {it.id: it.matched_to for it in items if it.matched_to and it.matched_to in ids}
+        if cfg["items"].matched_pairs
+        else {}
+    )
+    return QQParams.from_mapping(
+        {
+            **{str(k): v for k, v in study.items()},
+            "g2_max_other": cfg.study.gates.g2_max_other,
+            "memorization_pairs": pairs,
+            "estimand": cfg.estimand.kind,
+        }
+    )
 
 
 def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
@@ -196,8 +241,12 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     except ValueError as e:
         raise InputError(f"{source}: {e}") from None
     mass = result["mass"]
-    g2 = {"status": "PASS" if mass["g2_pass"] else "FAIL", "max_other": mass["max_other"],
-          "threshold": mass["g2_max_other"], "max_envelope_width": mass["max_envelope_width"]}
+    g2 = {
+        "status": "PASS" if mass["g2_pass"] else "FAIL",
+        "max_other": mass["max_other"],
+        "threshold": mass["g2_max_other"],
+        "max_envelope_width": mass["max_envelope_width"],
+    }
     gates = {
         "G1": _gate_g1(g1),
         "G2": g2,
@@ -215,10 +264,13 @@ def headline(results: dict[str, Any]) -> float:
 
 def metrics(results: dict[str, Any]) -> dict[str, float]:
     c = results["counts"]
-    out: dict[str, float] = {"n_items": results["n_items"], "n_saturated": c["saturated"],
-                             "max_other_mass": results["mass"]["max_other"],
-                             "max_envelope_width": results["mass"]["max_envelope_width"],
-                             "share_violated": headline(results)}
+    out: dict[str, float] = {
+        "n_items": results["n_items"],
+        "n_saturated": c["saturated"],
+        "max_other_mass": results["mass"]["max_other"],
+        "max_envelope_width": results["mass"]["max_envelope_width"],
+        "share_violated": headline(results),
+    }
     out.update({f"n_{k.lower()}": v for k, v in c["verdict"].items()})
     out.update({f"n_gamma_{k.lower()}": v for k, v in c["gamma_class"].items()})
     for row in results["saturation"]["sensitivity"]:
@@ -236,9 +288,17 @@ def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         for m in it["mappings"]:
             for cell in m["cells"]:
                 for p in cell["positions"]:
-                    positions.append({"item": it["item"], "stratum": it["stratum"], "mapping": m["mapping"],
-                                      "order": cell["order"], "position": p["position"],
-                                      "first_answer": p["first_answer"] or "", "d": p["d"]})
+                    positions.append(
+                        {
+                            "item": it["item"],
+                            "stratum": it["stratum"],
+                            "mapping": m["mapping"],
+                            "order": cell["order"],
+                            "position": p["position"],
+                            "first_answer": p["first_answer"] or "",
+                            "d": p["d"],
+                        }
+                    )
     positions.sort(key=lambda r: r["d"])
     n = len(positions)
     cdf = [{**r, "cdf": (i + 1) / n} for i, r in enumerate(positions)]
@@ -246,8 +306,15 @@ def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     for it in results["items"]:
         by = {m["mapping"]: m for m in it["mappings"]}
         if "map1" in by and "map2" in by:
-            scatter.append({"item": it["item"], "q_map1": by["map1"]["q"], "q_map2": by["map2"]["q"],
-                            "oss_map1": by["map1"]["oss"], "oss_map2": by["map2"]["oss"]})
+            scatter.append(
+                {
+                    "item": it["item"],
+                    "q_map1": by["map1"]["q"],
+                    "q_map2": by["map2"]["q"],
+                    "oss_map1": by["map1"]["oss"],
+                    "oss_map2": by["map2"]["oss"],
+                }
+            )
     return {"distance_cdf": cdf, "label_effect": scatter}
 
 
@@ -264,11 +331,13 @@ def summary(results: dict[str, Any]) -> str:
     v = c["verdict"]
     g = c["gamma_class"]
     gates = ", ".join(f"{k} {x['status']}" for k, x in results["gates"].items())
-    return (f"QQ: {results['n_items']} items | SATISFIED {v['SATISFIED']}, VIOLATED {v['VIOLATED']}, "
-            f"INDETERMINATE {v['INDETERMINATE']} | Gamma: NONCONTEXTUAL {g['NONCONTEXTUAL']}, "
-            f"CONTEXTUAL {g['CONTEXTUAL']}, INDETERMINATE {g['INDETERMINATE']} | saturated "
-            f"{c['saturated']}/{results['n_items']} | gates: {gates} | max other mass "
-            f"{results['mass']['max_other']:.3g}")
+    return (
+        f"QQ: {results['n_items']} items | SATISFIED {v['SATISFIED']}, VIOLATED {v['VIOLATED']}, "
+        f"INDETERMINATE {v['INDETERMINATE']} | Gamma: NONCONTEXTUAL {g['NONCONTEXTUAL']}, "
+        f"CONTEXTUAL {g['CONTEXTUAL']}, INDETERMINATE {g['INDETERMINATE']} | saturated "
+        f"{c['saturated']}/{results['n_items']} | gates: {gates} | max other mass "
+        f"{results['mass']['max_other']:.3g}"
+    )
 
 
 def results_template(cfg: DictConfig) -> dict[str, Any]:
@@ -281,9 +350,22 @@ def results_template(cfg: DictConfig) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for cell in cells:
         for req, res in zip(cell.requests, agent.label_logprobs(list(cell.requests)), strict=True):
-            rows.append({"kind": "position", **Measurement(
-                item=cell.item.id, stratum=cell.item.stratum, mapping=cell.mapping, order=cell.order,
-                position=int(req.meta["position"]), question=str(req.meta["question"]),
-                first_answer=req.meta["first_answer"], label_of=dict(cell.label_of), probs=dict(res.probs),
-                other=res.other, estimand=str(cfg.estimand.kind)).to_json()})
+            rows.append(
+                {
+                    "kind": "position",
+                    **Measurement(
+                        item=cell.item.id,
+                        stratum=cell.item.stratum,
+                        mapping=cell.mapping,
+                        order=cell.order,
+                        position=int(req.meta["position"]),
+                        question=str(req.meta["question"]),
+                        first_answer=req.meta["first_answer"],
+                        label_of=dict(cell.label_of),
+                        probs=dict(res.probs),
+                        other=res.other,
+                        estimand=str(cfg.estimand.kind),
+                    ).to_json(),
+                }
+            )
     return analyze_rows(cfg, rows, "<template>")
