@@ -117,6 +117,15 @@ def test_label_probabilities_valid_and_equal_naive(backend: HFBackend) -> None:
     assert backend.stats.tokens_real < sum(len(backend.encode(r.messages)) for r in REQUESTS)
 
 
+def test_prompts_longer_than_the_sliding_window_equal_naive(backend: HFBackend) -> None:
+    long_system = {"role": "system", "content": " ".join(["Answer the survey honestly and briefly."] * 90)}
+    requests = [LabelRequest((long_system, *r.messages[1:]), LABELS) for r in REQUESTS[:3]]
+    assert len(backend.encode(requests[0].messages)) > 512  # Gemma 3 270M's sliding window
+    for req, res in zip(requests, backend.label_logprobs(requests), strict=True):
+        ref = _naive(backend, req)
+        assert all(abs(res.probs[lab] - float(ref[t])) < 1e-4 for lab, t in res.label_token_ids.items())
+
+
 def test_model_is_sensible(backend: HFBackend) -> None:
     req = LabelRequest(({"role": "user", "content": "What is the capital of France?"},), ("A",))
     top = [t.strip() for t, _ in backend.label_logprobs([req], top_k=10)[0].top_k]

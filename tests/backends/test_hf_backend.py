@@ -228,10 +228,13 @@ def test_full_distribution_equals_naive(tiny_dir: Path) -> None:
 def test_sliding_window_shorter_than_prompts_still_exact(gemma_dir: Path) -> None:
     backend = _backend(gemma_dir, batch_size=16, min_shared_tokens=2)
     requests = _qq_requests(2)
-    assert all(len(backend.encode(r.messages)) > 8 for r in requests)
+    ids = [backend.encode(r.messages) for r in requests]
+    assert all(len(seq) > 8 for seq in ids)
     for req, res in zip(requests, backend.label_logprobs(requests), strict=True):
         ref = _naive_probs(backend, req)
         assert all(abs(res.probs[lab] - float(ref[t])) < 1e-5 for lab, t in res.label_token_ids.items())
+    stats = backend.stats
+    assert stats.tokens_padded == stats.tokens_real < 0.75 * sum(map(len, ids))  # unpadded, still shared
 
 
 def test_probs_other_and_top_k(tiny_dir: Path) -> None:
@@ -244,6 +247,15 @@ def test_probs_other_and_top_k(tiny_dir: Path) -> None:
         assert [p for _, p in r.top_k] == sorted((p for _, p in r.top_k), reverse=True)
         assert set(r.label_token_ids) == {"A", "B"}
     assert backend.label_logprobs([]) == []
+
+
+def test_bfloat16_scores_close_to_float32(tiny_dir: Path) -> None:
+    requests = _qq_requests(1)
+    full = _backend(tiny_dir).label_logprobs(requests)
+    half = _backend(tiny_dir, dtype="bfloat16").label_logprobs(requests)
+    for a, b in zip(full, half, strict=True):
+        assert all(abs(a.probs[k] - b.probs[k]) < 0.05 for k in a.probs)
+        assert abs(sum(b.probs.values()) + b.other - 1.0) < 1e-9
 
 
 def test_prefix_tree_shape_for_a_qq_cell() -> None:
@@ -459,3 +471,30 @@ def test_ensure_embedded_model_converts_once(tmp_path: Path, monkeypatch: pytest
     (first / embedded.MARKER_FILENAME).write_text(json.dumps(marker))
     assert embedded.ensure_embedded_model() == first and len(calls) == 2
     assert not [p for p in first.parent.iterdir() if p.name.startswith(".transformers-")]
+
+
+def test_ensure_embedded_model_is_safe_under_concurrency(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    calls: list[int] = []
+
+    def slow_convert(gguf: Path, out_dir: Path, marker: dict[str, Any]) -> None:
+        calls.append(1)
+        time.sleep(0.3)
+        (out_dir / embedded.MARKER_FILENAME).write_text(json.dumps(marker))
+
+    monkeypatch.setattr(embedded, "_convert", slow_convert)
+    monkeypatch.setattr(embedded, "_assemble_gguf_unlocked", lambda d: d / embedded.GGUF_FILENAME)
+    results: list[Path] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(embedded.ensure_embedded_model(tmp_path)))
+        for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(set(results)) == 1 and len(results) == 3

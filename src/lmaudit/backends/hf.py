@@ -68,7 +68,7 @@ class HFBackend:
         dtype: str | None = None,
         chat_template: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
-        batch_size: int = 16,
+        batch_size: int = 32,
         device: str = "cpu",
         top_k: int = 10,
         progress: bool = True,
@@ -210,7 +210,10 @@ class HFBackend:
         """Identity plus what an audit record should show about how prompts were scored."""
         import torch
 
-        probe = self.encode([{"role": "user", "content": "x"}])
+        try:
+            probe: list[int] | None = self.encode([{"role": "user", "content": "x"}])
+        except BackendError:  # a template that needs more than one user turn
+            probe = None
         bos = self.tokenizer.bos_token_id
         out = dict(self.identity)
         out.update(
@@ -222,7 +225,9 @@ class HFBackend:
                 "top_k": self.top_k,
                 "bos": {
                     "token": self.tokenizer.bos_token,
-                    "rendered_prompt_starts_with_bos": bos is not None and probe[:1] == [bos],
+                    "rendered_prompt_starts_with_bos": None
+                    if probe is None
+                    else bos is not None and probe[:1] == [bos],
                     "policy": "the chat template emits special tokens; none are added when tokenizing",
                 },
                 "stop_tokens": sorted(self.tokenizer.convert_ids_to_tokens(sorted(self.stop_token_ids))),

@@ -15,11 +15,13 @@ position (``logits_to_keep=1`` stays valid) and padding sits between the parent'
 the segment. Pads are masked out of attention and real tokens get explicit position ids, so
 each row computes what an unpadded forward would (checked against a naive forward in the
 tests). Attention windows count cache slots, pads included, so a chunk whose padded length
-could reach a model's sliding window is run one request at a time, without padding.
+could reach a model's sliding window is walked depth-first without padding instead (one row
+per forward, each child continuing a copy of its parent's cache: still shared, still exact).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -229,19 +231,50 @@ def next_token_logits(
     window = _sliding_window(model)
     for chunk in plan_chunks(ids, batch_size):
         nodes = build_prefix_tree(ids, chunk, min_shared)
-        if window is not None and len(chunk) > 1:
-            slots = _padded_slots(nodes)
-            if slots >= window - 1:  # padding would shift the window: run unpadded, one by one
-                for i in chunk:
-                    yield from _run_tree(model, ids, build_prefix_tree(ids, [i], min_shared), pad_id, stats)
-                stats.requests += len(chunk)
-                if on_chunk is not None:
-                    on_chunk(len(chunk))
-                continue
-        yield from _run_tree(model, ids, nodes, pad_id, stats)
+        if window is not None and _padded_slots(nodes) >= window - 1:
+            # Padding would shift the attention window: walk the tree unpadded instead.
+            yield from _run_tree_unpadded(model, ids, nodes, stats)
+        else:
+            yield from _run_tree(model, ids, nodes, pad_id, stats)
         stats.requests += len(chunk)
         if on_chunk is not None:
             on_chunk(len(chunk))
+
+
+@torch.inference_mode()
+def _run_tree_unpadded(
+    model: Any, ids: Sequence[Sequence[int]], nodes: list[PrefixNode], stats: ForwardStats
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """Depth-first, one row per forward, no padding: each child continues a copy of its parent's
+    cache. Slower than the level-batched walk but exact for any attention window."""
+    device = next(model.parameters()).device
+    children: dict[int, list[int]] = {}
+    for k, node in enumerate(nodes):
+        children.setdefault(node.parent, []).append(k)
+
+    def visit(k: int, cache: Any) -> Iterator[tuple[int, torch.Tensor]]:
+        node = nodes[k]
+        kids = children.get(k, [])
+        positions = torch.arange(node.start, node.end, device=device)
+        out = model(
+            input_ids=torch.tensor([list(ids[node.rep][node.start : node.end])], device=device),
+            position_ids=positions.unsqueeze(0),
+            cache_position=positions,
+            past_key_values=cache,
+            use_cache=bool(kids),
+            logits_to_keep=1,
+        )
+        stats.forward_calls += 1
+        stats.tokens_real += node.end - node.start
+        stats.tokens_padded += node.end - node.start
+        for i in node.ends:
+            yield i, out.logits[0, -1]
+        for j, kid in enumerate(kids):  # the last child may consume the parent's cache itself
+            yield from visit(
+                kid, out.past_key_values if j == len(kids) - 1 else copy.deepcopy(out.past_key_values)
+            )
+
+    yield from visit(0, None)
 
 
 def _padded_slots(nodes: list[PrefixNode]) -> int:
