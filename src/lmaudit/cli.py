@@ -137,6 +137,7 @@ def _measure(cfg: DictConfig, study: Any, out: Path, plan: dict[str, Any], audit
     rows = study.measure(cfg, cached, backend)
     path = atomic_write_jsonl(out / "measurements.jsonl", rows)
     describe = backend.describe() if hasattr(backend, "describe") else {}
+    label_ids = sorted({f"{k}={v}" for r in rows for k, v in (r.get("label_token_ids") or {}).items()})
     audit.update(
         "measure",
         {
@@ -144,6 +145,7 @@ def _measure(cfg: DictConfig, study: Any, out: Path, plan: dict[str, Any], audit
             "backend_identity": backend.identity,
             "backend_digest": cached.digest,
             "backend": describe,
+            "label_token_ids": label_ids,
             "cache": {"dir": str(cache.root), **cache.stats.as_dict()},
             "seconds": {"load": round(t_load, 3), "total": round(time.perf_counter() - t0, 3)},
             "measurements": {"path": str(path), "sha256": file_sha256(path), "rows": len(rows)},

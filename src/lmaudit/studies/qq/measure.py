@@ -45,6 +45,7 @@ def _position_row(
     estimand: str,
     n_draws: int | None = None,
     counts: dict[str, int] | None = None,
+    label_token_ids: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     meta = req.meta
     m = Measurement(
@@ -62,6 +63,7 @@ def _position_row(
         estimand=estimand,
         n_draws=n_draws,
         counts=counts,
+        label_token_ids=dict(label_token_ids or {}),
     )
     return {"kind": "position", **m.to_json()}
 
@@ -119,7 +121,13 @@ def measure_logprob(cells: list[Cell], cached: CachedBackend, top_k: int) -> lis
             res = results[3 * i + j]
             rows.append(
                 _position_row(
-                    cell, req, dict(res.probs), res.other, [[t, p] for t, p in res.top_k], "logprob"
+                    cell,
+                    req,
+                    dict(res.probs),
+                    res.other,
+                    [[t, p] for t, p in res.top_k],
+                    "logprob",
+                    label_token_ids=res.label_token_ids,
                 )
             )
     return rows

@@ -35,6 +35,7 @@ class Measurement:
     estimand: str = "logprob"  # "logprob" | "sampled"
     n_draws: int | None = None  # sampled: number of draws made at this position
     counts: dict[str, int] | None = None  # sampled: label -> count, plus "other"
+    label_token_ids: dict[str, int] = field(default_factory=dict)  # token id each label scored
     schema: int = SCHEMA_VERSION
 
     @property

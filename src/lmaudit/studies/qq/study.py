@@ -44,7 +44,12 @@ def default_run_name(cfg: DictConfig) -> str:
 
 
 def load_items(cfg: DictConfig) -> list[Item]:
-    bank = load_bank(cfg["items"].path)
+    path = Path(cfg["items"].path)
+    if not path.exists() and Path("data.dvc").exists() and not Path("data").exists():
+        raise InputError(
+            f"{path}: the study inputs are not checked out; run `make data` (dvc pull data.dvc) first"
+        )
+    bank = load_bank(path)
     ids = list(cfg["items"].ids) if cfg["items"].ids is not None else None
     return select_items(bank, ids, track_p_only=bool(cfg.framing.track_p_only))
 
