@@ -129,9 +129,23 @@ def _measure(cfg: DictConfig, study: Any, out: Path, plan: dict[str, Any], audit
     from lmaudit.provenance.cache import ResponseCache
 
     t0 = time.perf_counter()
+    cache = ResponseCache(Path(cfg.paths.cache))
+    if hasattr(study, "needs_backend") and not study.needs_backend(cfg):
+        # e.g. measurements imported from elsewhere: no model is loaded or recorded
+        rows = study.measure(cfg, None, None)
+        path = atomic_write_jsonl(out / "measurements.jsonl", rows)
+        audit.update(
+            "measure",
+            {
+                "finished_utc": _now(),
+                "backend": None,
+                "imported": True,
+                "measurements": {"path": str(path), "sha256": file_sha256(path), "rows": len(rows)},
+            },
+        )
+        return path
     backend = build_backend(cfg.model)
     t_load = time.perf_counter() - t0
-    cache = ResponseCache(Path(cfg.paths.cache))
     batch = int(cfg.model.get("batch_size", 16))
     cached = CachedBackend(backend, cache, batch_size=batch, progress=bool(cfg.progress))
     rows = study.measure(cfg, cached, backend)

@@ -20,38 +20,13 @@ import pytest
 import requests
 
 from lmaudit.backends.base import LabelRequest, SampleRequest
+from lmaudit.backends.embedded import GEMMA3_CHAT_TEMPLATE
 from lmaudit.backends.openai_compat import OpenAIBackend
 
 pytestmark = pytest.mark.slow
 
 ALIAS = "gemma3-270m"
 READY_TIMEOUT_S = 180.0
-
-try:
-    from lmaudit.backends.embedded import GEMMA3_CHAT_TEMPLATE
-except ImportError:  # the embedded-model module is not there: our own copy of Gemma 3's template
-    GEMMA3_CHAT_TEMPLATE = (
-        "{{ bos_token }}\n"
-        "{%- if messages[0]['role'] == 'system' -%}\n"
-        "    {%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
-        "    {%- set loop_messages = messages[1:] -%}\n"
-        "{%- else -%}\n"
-        '    {%- set first_user_prefix = "" -%}\n'
-        "    {%- set loop_messages = messages -%}\n"
-        "{%- endif -%}\n"
-        "{%- for message in loop_messages -%}\n"
-        "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
-        '        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}\n'
-        "    {%- endif -%}\n"
-        "    {%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}\n"
-        "    {{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}\n"
-        "    {{- message['content'] | trim }}\n"
-        "    {{- '<end_of_turn>\\n' }}\n"
-        "{%- endfor -%}\n"
-        "{%- if add_generation_prompt -%}\n"
-        "    {{ '<start_of_turn>model\\n' }}\n"
-        "{%- endif -%}\n"
-    )
 
 SYSTEM = (
     'You are asked a series of judgment questions. For each question, answer with exactly one letter: "A" or "B". '
