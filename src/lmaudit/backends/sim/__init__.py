@@ -18,6 +18,8 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lmaudit.backends.sim.judge import SimJudge
+from lmaudit.backends.sim.persistent import PersistentSampler
 from lmaudit.backends.sim.qq_agents import (
     QQ_AGENTS,
     LudersAsymmetricAgent,
@@ -30,14 +32,18 @@ from lmaudit.backends.sim.qq_core import SimQQAgent
 from lmaudit.backends.sim.qq_readout import OTHER_TOKEN, SIM_QQ_VERSION, SequentialKernel
 
 SIM_AGENTS: dict[str, type[SimQQAgent]] = dict(QQ_AGENTS)
+SIM_SAMPLERS: dict[str, type[PersistentSampler]] = {"persistent": PersistentSampler}  # sampling only
+SIM_JUDGES: dict[str, type[SimJudge]] = {"judge": SimJudge}  # pairwise judge (both contracts)
 
 __all__ = [
     "OTHER_TOKEN",
     "SIM_AGENTS",
     "SIM_QQ_VERSION",
+    "SIM_SAMPLERS",
     "LudersAsymmetricAgent",
     "LudersSymmetricAgent",
     "MixtureRepetitionAgent",
+    "PersistentSampler",
     "ProjectiveAgent",
     "RepetitionAgent",
     "SequentialKernel",
@@ -69,8 +75,8 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def build_sim_agent(cfg: Mapping[str, Any]) -> SimQQAgent:
-    """The sim agent described by ``cfg`` (``{"agent": name, ...fields}``).
+def build_sim_agent(cfg: Mapping[str, Any]) -> Any:
+    """The sim agent (a :class:`SimQQAgent`, or a sampler of ``SIM_SAMPLERS``) described by ``cfg``.
 
     Raises ValueError naming the field on a missing or unknown agent name, an unknown field
     or a bad value. A ``backend`` key, if present, must be ``"sim"`` and is ignored.
@@ -80,14 +86,15 @@ def build_sim_agent(cfg: Mapping[str, Any]) -> SimQQAgent:
     fields = _plain(cfg)
     if fields.pop("backend", "sim") != "sim":
         raise ValueError(f"sim agent config: field 'backend' must be 'sim', got {cfg['backend']!r}")
+    known = sorted({*SIM_AGENTS, *SIM_SAMPLERS, *SIM_JUDGES})
     if "agent" not in fields:
-        raise ValueError(f"sim agent config: missing field 'agent' (one of {sorted(SIM_AGENTS)})")
+        raise ValueError(f"sim agent config: missing field 'agent' (one of {known})")
     name = fields.pop("agent")
-    cls = SIM_AGENTS.get(name) if isinstance(name, str) else None
+    cls: type[SimQQAgent] | type[PersistentSampler] | type[SimJudge] | None = None
+    if isinstance(name, str):
+        cls = SIM_AGENTS.get(name) or SIM_SAMPLERS.get(name) or SIM_JUDGES.get(name)
     if cls is None:
-        raise ValueError(
-            f"sim agent config: field 'agent' = {name!r} is unknown (one of {sorted(SIM_AGENTS)})"
-        )
+        raise ValueError(f"sim agent config: field 'agent' = {name!r} is unknown (one of {known})")
     fields = cls.normalise_fields(fields)
     allowed = accepted_fields(cls)
     unknown = sorted(set(fields) - set(allowed))

@@ -1,0 +1,226 @@
+"""The ``judge`` sim agent: a pairwise LLM judge with planted, known presentation effects.
+
+It reads request ``meta`` (``item``, ``swap``, ``wrap``; in a shared conversation also
+``history``), never a model mapping. For prompt ``item`` the content preference is a latent
+logit ``d`` (original response A over B): ``quality`` if given for the item, else
+``content_sd * z`` with ``z`` a standard normal drawn from ``(seed, item)``. What the judge
+sees as Response A is preferred by the logit
+
+    z = (-d if swap else d) + position_bias + (attraction - aversion) * (wrapped_A - wrapped_B)
+
+and the verdict probabilities are ``P(A) = s((z - tie_margin) / noise)``,
+``P(B) = s((-z - tie_margin) / noise)``, ``P(TIE) = 1 - P(A) - P(B)`` (``s`` the logistic
+function; ``noise = 0`` makes the verdict deterministic: A if ``z > tie_margin``, B if
+``z < -tie_margin``, else TIE). :meth:`probabilities` gives them in closed form.
+
+Sampling: draw ``i`` uses only ``numpy.random.default_rng(derive_seed(seed, i))``: with
+probability ``invalid_rate`` it writes an unparseable answer, else it writes
+``WINNER/CONFIDENCE/REASON`` with the sampled winner and confidence ``max(P)`` to two decimals.
+In a shared conversation (``meta["history"]``), with probability ``carryover`` it repeats
+the verdict, confidence and reason it gave the same item earlier (re-oriented if the sides were
+exchanged): the mechanism by which shared context suppresses disagreement.
+
+Label log-probabilities: the request's labels are read in the order A, B, TIE; their
+probabilities are scaled by ``1 - invalid_rate`` (the rest is ``other``).
+
+Fields (all enter :attr:`identity`; ``items`` overrides any of ``quality``, ``position_bias``,
+``wrapper_attraction``, ``wrapper_aversion`` per prompt id): ``seed``, ``position_bias``,
+``wrapper_attraction``, ``wrapper_aversion`` (logits >= 0 for the two wrapper effects),
+``noise`` (>= 0), ``content_sd`` (>= 0), ``tie_margin`` (>= 0), ``invalid_rate`` and
+``carryover`` (in [0, 1]).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lmaudit.backends.base import (
+    BackendError,
+    LabelRequest,
+    LabelResult,
+    SampleRequest,
+    SampleResult,
+    derive_seed,
+)
+
+__all__ = ["SIM_JUDGE_VERSION", "SimJudge"]
+
+SIM_JUDGE_VERSION = "judge-sim/1"
+_OVERRIDABLE = ("quality", "position_bias", "wrapper_attraction", "wrapper_aversion")
+_VERDICT = re.compile(r"WINNER: (A|B|TIE)\nCONFIDENCE: ([0-9.]+)\nREASON: (.*)")
+_REASONS = {
+    "A": "Response A answers the prompt more correctly and completely.",
+    "B": "Response B answers the prompt more correctly and completely.",
+    "TIE": "Both responses are substantively equivalent in quality.",
+}
+_INVALID_TEXT = "Both have merits; I lean toward the first one overall."
+
+
+def _sigmoid(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def _number(name: str, value: Any, lo: float, hi: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= float(value) <= hi:
+        raise ValueError(f"sim agent 'judge': field {name!r} must be a number in [{lo}, {hi}], got {value!r}")
+    return float(value)
+
+
+class SimJudge:
+    """Both contracts: :meth:`sample` (verdict texts) and :meth:`label_logprobs` (A/B/TIE)."""
+
+    reads_meta: bool = True
+    name: ClassVar[str] = "judge"
+    version: ClassVar[str] = SIM_JUDGE_VERSION
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        position_bias: float = 0.0,
+        wrapper_attraction: float = 0.0,
+        wrapper_aversion: float = 0.0,
+        noise: float = 1.0,
+        content_sd: float = 2.0,
+        tie_margin: float = 0.5,
+        invalid_rate: float = 0.0,
+        carryover: float = 0.0,
+        items: Mapping[str, Mapping[str, float]] | None = None,
+    ) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"sim agent 'judge': field 'seed' must be an integer >= 0, got {seed!r}")
+        self.seed = seed
+        self.position_bias = _number("position_bias", position_bias, -math.inf)
+        self.wrapper_attraction = _number("wrapper_attraction", wrapper_attraction, 0.0)
+        self.wrapper_aversion = _number("wrapper_aversion", wrapper_aversion, 0.0)
+        self.noise = _number("noise", noise, 0.0)
+        self.content_sd = _number("content_sd", content_sd, 0.0)
+        self.tie_margin = _number("tie_margin", tie_margin, 0.0)
+        self.invalid_rate = _number("invalid_rate", invalid_rate, 0.0, 1.0)
+        self.carryover = _number("carryover", carryover, 0.0, 1.0)
+        self.items: dict[str, dict[str, float]] = {}
+        for item, over in (items or {}).items():
+            bad = sorted(set(over) - set(_OVERRIDABLE))
+            if bad:
+                raise ValueError(
+                    f"sim agent 'judge': items.{item}: unknown field(s) {bad} (allowed: {_OVERRIDABLE})"
+                )
+            self.items[str(item)] = {k: _number(f"items.{item}.{k}", v, -math.inf) for k, v in over.items()}
+
+    @classmethod
+    def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(fields)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": "sim",
+            "agent": self.name,
+            "version": self.version,
+            "seed": self.seed,
+            "position_bias": self.position_bias,
+            "wrapper_attraction": self.wrapper_attraction,
+            "wrapper_aversion": self.wrapper_aversion,
+            "noise": self.noise,
+            "content_sd": self.content_sd,
+            "tie_margin": self.tie_margin,
+            "invalid_rate": self.invalid_rate,
+            "carryover": self.carryover,
+            "items": self.items,
+        }
+
+    # -- the model -------------------------------------------------------------------------
+    def _param(self, item: str, name: str) -> float:
+        return float(self.items.get(item, {}).get(name, getattr(self, name)))
+
+    def quality(self, item: str) -> float:
+        """The latent content logit ``d`` of original response A over B."""
+        if "quality" in self.items.get(item, {}):
+            return self.items[item]["quality"]
+        h = hashlib.sha256(f"{self.seed}:judge-quality:{item}".encode()).digest()
+        return self.content_sd * float(np.random.default_rng(int.from_bytes(h[:8], "big")).standard_normal())
+
+    def logit(self, item: str, *, swap: bool, wrap: set[str] | frozenset[str]) -> float:
+        d = self.quality(item)
+        w = self._param(item, "wrapper_attraction") - self._param(item, "wrapper_aversion")
+        return (-d if swap else d) + self._param(item, "position_bias") + w * (("A" in wrap) - ("B" in wrap))
+
+    def probabilities(self, item: str, *, swap: bool, wrap: set[str] | frozenset[str]) -> dict[str, float]:
+        """Closed-form verdict probabilities for the displayed sides (among valid verdicts)."""
+        z, t = self.logit(item, swap=swap, wrap=wrap), self.tie_margin
+        if self.noise == 0.0:
+            w = "A" if z > t else "B" if z < -t else "TIE"
+            return {k: float(k == w) for k in ("A", "B", "TIE")}
+        pa, pb = _sigmoid((z - t) / self.noise), _sigmoid((-z - t) / self.noise)
+        return {"A": pa, "B": pb, "TIE": max(0.0, 1.0 - pa - pb)}
+
+    @staticmethod
+    def _meta(request: SampleRequest | LabelRequest) -> tuple[str, bool, frozenset[str]]:
+        m = request.meta
+        if "item" not in m:
+            raise BackendError("sim agent 'judge': request meta has no 'item'")
+        return str(m["item"]), bool(m.get("swap", False)), frozenset(str(w) for w in m.get("wrap") or [])
+
+    # -- contracts -------------------------------------------------------------------------
+    def _carried(self, request: SampleRequest, item: str, swap: bool) -> str | None:
+        history = list(request.meta.get("history") or [])
+        answers = [m["content"] for m in request.messages if m.get("role") == "assistant"]
+        for turn, text in reversed(list(zip(history, answers, strict=False))):
+            if str(turn.get("item")) != item:
+                continue
+            hit = _VERDICT.fullmatch(text)
+            if hit is None:
+                continue
+            w = hit.group(1)
+            if bool(turn.get("swap", False)) != swap and w != "TIE":
+                w = "B" if w == "A" else "A"
+            return f"WINNER: {w}\nCONFIDENCE: {hit.group(2)}\nREASON: {hit.group(3)}"
+        return None
+
+    def _draw(self, request: SampleRequest, i: int) -> str:
+        item, swap, wrap = self._meta(request)
+        u_invalid, u_carry, u_winner = np.random.default_rng(derive_seed(request.seed, i)).random(3)
+        if u_carry < self.carryover:
+            carried = self._carried(request, item, swap)
+            if carried is not None:
+                return carried
+        if u_invalid < self.invalid_rate:
+            return _INVALID_TEXT
+        p = self.probabilities(item, swap=swap, wrap=wrap)
+        cum = np.cumsum([p["A"], p["B"], p["TIE"]])
+        w = ("A", "B", "TIE")[min(int(np.searchsorted(cum, u_winner * cum[-1], side="right")), 2)]
+        return f"WINNER: {w}\nCONFIDENCE: {max(p.values()):.2f}\nREASON: {_REASONS[w]}"
+
+    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
+        out = []
+        for r in requests:
+            if isinstance(r.n, bool) or not isinstance(r.n, int) or r.n < 0:
+                raise BackendError(f"sim agent 'judge': n must be an integer >= 0, got {r.n!r}")
+            out.append(SampleResult(texts=[self._draw(r, i) for i in range(r.n)]))
+        return out
+
+    def label_logprobs(self, requests: list[LabelRequest], top_k: int = 10) -> list[LabelResult]:
+        out = []
+        for r in requests:
+            if len(r.labels) != 3:
+                raise BackendError(f"sim agent 'judge': expected 3 labels (A, B, TIE), got {r.labels}")
+            item, swap, wrap = self._meta(r)
+            p = self.probabilities(item, swap=swap, wrap=wrap)
+            keep = 1.0 - self.invalid_rate
+            probs = {lab: keep * p[v] for lab, v in zip(r.labels, ("A", "B", "TIE"), strict=True)}
+            other = max(0.0, 1.0 - sum(probs.values()))
+            top = sorted([*probs.items(), ("<other>", other)], key=lambda kv: -kv[1])[: max(0, top_k)]
+            out.append(LabelResult(probs=probs, other=other, top_k=top))
+        return out
+
+    def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
+        return {label: [label] for label in request.labels}

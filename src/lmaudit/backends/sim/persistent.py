@@ -1,0 +1,153 @@
+"""The ``persistent`` sim sampler: answer sequences with a known persistence and drift.
+
+Each request's ``n`` draws form one sequence. Draw 0 comes from the base shares; draw
+``i >= 1`` repeats draw ``i - 1`` with probability ``rho``, else is a fresh draw from the shares
+at position ``i``. Shares may drift linearly from ``shares`` (draw 0) to ``drift_to`` (draw
+``drift_horizon - 1`` and after). Draw ``i`` uses only a generator seeded by
+``derive_seed(request.seed, i)`` (two uniforms: copy or not, and the fresh answer), so a
+sequence is a deterministic function of the request seed and its first ``m`` draws do not
+depend on ``n``: the per-draw cache entries stay valid.
+
+Fields (all enter :attr:`identity`):
+
+==============  ==========================================================================
+rho             persistence in [0, 1] (default 0.3)
+answers         the answer texts (default ``["red", "green", "blue", "yellow"]``)
+shares          base shares, one per answer (default: drawn per probe, Dirichlet(1), from
+                ``seed`` and ``meta["probe"]``)
+drift_to        end shares of a linear drift (default: none)
+drift_horizon   draws over which the drift completes (default 20)
+seed            per-probe share draws (default 0)
+==============  ==========================================================================
+
+Temperature, top-p and max tokens are ignored. The sampler has no label-log-probability contract.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lmaudit.backends.base import BackendError, SampleRequest, SampleResult, derive_seed
+
+__all__ = ["SIM_PERSISTENT_VERSION", "PersistentSampler"]
+
+SIM_PERSISTENT_VERSION = "draws-sim/1"
+
+
+def _shares(name: str, value: Any, k: int) -> list[float]:
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != k:
+        raise ValueError(
+            f"sim agent 'persistent': field {name!r} must be a list of {k} shares, got {value!r}"
+        )
+    out = []
+    for i, x in enumerate(value):
+        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
+            raise ValueError(f"sim agent 'persistent': field '{name}[{i}]' must be a number >= 0, got {x!r}")
+        out.append(float(x))
+    total = sum(out)
+    if total <= 0:
+        raise ValueError(f"sim agent 'persistent': field {name!r} must not sum to 0")
+    return [x / total for x in out]
+
+
+class PersistentSampler:
+    """Sampling contract only (:class:`~lmaudit.backends.base.SamplingBackend`)."""
+
+    reads_meta: bool = True
+    name: ClassVar[str] = "persistent"
+    version: ClassVar[str] = SIM_PERSISTENT_VERSION
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        rho: float = 0.3,
+        answers: Sequence[str] = ("red", "green", "blue", "yellow"),
+        shares: Sequence[float] | None = None,
+        drift_to: Sequence[float] | None = None,
+        drift_horizon: int = 20,
+    ) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"sim agent 'persistent': field 'seed' must be an integer >= 0, got {seed!r}")
+        if isinstance(rho, bool) or not isinstance(rho, int | float) or not 0.0 <= float(rho) <= 1.0:
+            raise ValueError(f"sim agent 'persistent': field 'rho' must be a number in [0, 1], got {rho!r}")
+        if (
+            isinstance(answers, str | bytes)
+            or not isinstance(answers, Sequence)
+            or not answers
+            or not all(isinstance(a, str) and a for a in answers)
+            or len(set(answers)) != len(answers)
+        ):
+            raise ValueError(
+                f"sim agent 'persistent': field 'answers' must be a list of distinct non-empty strings, got {answers!r}"
+            )
+        if isinstance(drift_horizon, bool) or not isinstance(drift_horizon, int) or drift_horizon < 2:
+            raise ValueError(
+                f"sim agent 'persistent': field 'drift_horizon' must be an integer >= 2, got {drift_horizon!r}"
+            )
+        self.seed = int(seed)
+        self.rho = float(rho)
+        self.answers = [str(a) for a in answers]
+        k = len(self.answers)
+        self.shares = None if shares is None else _shares("shares", shares, k)
+        self.drift_to = None if drift_to is None else _shares("drift_to", drift_to, k)
+        self.drift_horizon = int(drift_horizon)
+
+    @classmethod
+    def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(fields)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": "sim",
+            "agent": self.name,
+            "version": self.version,
+            "rho": self.rho,
+            "answers": self.answers,
+            "shares": self.shares,
+            "drift_to": self.drift_to,
+            "drift_horizon": self.drift_horizon,
+            "seed": self.seed,
+        }
+
+    def base_shares(self, probe: str) -> list[float]:
+        """The shares of draw 0 for ``probe``: ``shares``, or a Dirichlet(1) draw from (seed, probe)."""
+        if self.shares is not None:
+            return list(self.shares)
+        h = hashlib.sha256(f"{self.seed}:{probe}".encode()).digest()
+        rng = np.random.default_rng(int.from_bytes(h[:8], "big"))
+        return [float(x) for x in rng.dirichlet(np.ones(len(self.answers)))]
+
+    def shares_at(self, probe: str, draw: int) -> np.ndarray:
+        start = np.asarray(self.base_shares(probe))
+        if self.drift_to is None:
+            return start
+        tau = min(1.0, draw / (self.drift_horizon - 1))
+        return (1.0 - tau) * start + tau * np.asarray(self.drift_to)
+
+    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
+        return [self._sample_one(r) for r in requests]
+
+    def _sample_one(self, request: SampleRequest) -> SampleResult:
+        if isinstance(request.n, bool) or not isinstance(request.n, int) or request.n < 0:
+            raise BackendError(f"sim agent 'persistent': n must be an integer >= 0, got {request.n!r}")
+        probe = str(request.meta.get("probe", ""))
+        last = len(self.answers) - 1
+        texts: list[str] = []
+        prev = -1
+        for i in range(request.n):
+            u_copy, u_fresh = np.random.default_rng(derive_seed(request.seed, i)).random(2)
+            if i > 0 and u_copy < self.rho:
+                k = prev
+            else:
+                cum = np.cumsum(self.shares_at(probe, i))
+                k = min(int(np.searchsorted(cum, u_fresh * cum[-1], side="right")), last)
+            texts.append(self.answers[k])
+            prev = k
+        return SampleResult(texts=texts)

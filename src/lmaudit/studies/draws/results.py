@@ -1,0 +1,139 @@
+"""From sequence records to the results dict of the draws study (pure: records + settings in).
+
+Exclusion patterns, then prefix de-duplication, then :func:`analyze_family` per family,
+Holm's correction across families (the registered result, and again with flagged sources
+left out), a flat per-source table, and the registered predictions scored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lmaudit.stats.multiplicity import holm
+from lmaudit.studies.draws.analysis import AnalysisParams, ColumnResult, analyze_family
+from lmaudit.studies.draws.importer import SequenceRecord, dedup_prefixes, exclude
+from lmaudit.studies.draws.predictions import score_predictions
+
+__all__ = ["analyze_records"]
+
+
+def _interval(col: ColumnResult, grid: Sequence[float]) -> list[float | None]:
+    if col.rho_upper_status == "uninformative":
+        return [float(grid[-1]), None]
+    if col.rho_upper_status == "below_grid":
+        return [None, float(grid[0])]
+    return [col.rho_upper, col.rho_upper]
+
+
+def _col(col: ColumnResult, grid: Sequence[float], *, null: bool = False) -> dict[str, Any]:
+    return {**col.to_json(grid, null=null), "rho_upper_interval": _interval(col, grid)}
+
+
+def _source_row(family: str, col: ColumnResult, grouped: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "family": family,
+        "source": col.name,
+        "n_sequences": col.n_sequences,
+        "n_informative": col.n_informative,
+        "n_draws": col.n_draws,
+        "R": col.repeats,
+        "E0": col.expected,
+        "T": col.statistic,
+        "p": col.pvalue,
+        "rho_hat": col.rho_hat,
+        "rho_upper": col.rho_upper,
+        "rho_upper_label": col.rho_upper_label,
+        "T_drift": col.drift,
+        "drift_p": col.drift_pvalue,
+        "share_grouped": grouped["share_grouped"],
+        "expected_share_grouped": grouped["expected_share"],
+        "grouped_p": grouped["p"],
+        "flagged": grouped["flagged"],
+    }
+
+
+def analyze_records(
+    records: Sequence[SequenceRecord],
+    params: AnalysisParams,
+    *,
+    exclude_patterns: Sequence[str],
+    predictions: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The whole registered analysis of ``records`` (plus descriptions per source)."""
+    grid = list(params.rho_grid)
+    kept, excluded = exclude(records, exclude_patterns)
+    kept, dropped = dedup_prefixes(kept)
+    by_family: dict[str, list[SequenceRecord]] = {}
+    for r in kept:
+        by_family.setdefault(r.family, []).append(r)
+    dropped_by: dict[str, int] = {}
+    for r in dropped:
+        dropped_by[r.family] = dropped_by.get(r.family, 0) + 1
+
+    families: dict[str, dict[str, Any]] = {}
+    table: list[dict[str, Any]] = []
+    p_reg: list[float] = []
+    p_wo: list[float] = []
+    for name in sorted(by_family):
+        recs = by_family[name]
+        fa = analyze_family(name, [r.draws for r in recs], [r.source for r in recs], params)
+        grouped = {g.source: g.to_json() for g in fa.grouped}
+        fam = _col(fa.family, grid, null=True)
+        fam.update(
+            {
+                "n_deduplicated": dropped_by.get(name, 0),
+                "drift_beyond_persistence": fa.drift_robust,
+                "grouped": [grouped[s] for s in sorted(grouped)],
+                "flagged_sources": sorted(s for s, g in grouped.items() if g["flagged"]),
+                "without_flagged": _col(fa.without_flagged, grid) if fa.without_flagged is not None else None,
+                "sources": {c.name: _col(c, grid) for c in fa.sources},
+            }
+        )
+        families[name] = fam
+        table += [_source_row(name, c, grouped[c.name]) for c in fa.sources]
+        p_reg.append(fa.family.pvalue)
+        p_wo.append(fa.without_flagged.pvalue if fa.without_flagged is not None else fa.family.pvalue)
+
+    names = sorted(families)
+    h_reg = holm(p_reg, params.alpha)
+    h_wo = holm(p_wo, params.alpha)
+    for i, name in enumerate(names):
+        families[name]["holm_p"] = float(h_reg.adjusted[i])
+        families[name]["reject"] = bool(h_reg.reject[i])
+        wf = families[name]["without_flagged"]
+        if wf is not None:
+            wf["holm_p"] = float(h_wo.adjusted[i])
+            wf["reject"] = bool(h_wo.reject[i])
+    results: dict[str, Any] = {
+        "study": "draws",
+        "params": {
+            "B": params.n_perm,
+            "rho_grid": grid,
+            "sims_per_step": params.n_sims,
+            "power_rhos": list(params.power_rhos),
+            "alpha": params.alpha,
+            "grouped_flag_p": params.grouped_flag_p,
+            "seed": params.seed,
+            "exclude_patterns": list(exclude_patterns),
+        },
+        "data": {
+            "records": len(records),
+            "excluded": {"n": sum(excluded.values()), "by_pattern": excluded},
+            "deduplicated": {"n_dropped": len(dropped), "by_family": dict(sorted(dropped_by.items()))},
+            "analysed_sequences": len(kept),
+            "families": names,
+        },
+        "families": families,
+        "holm": {
+            "alpha": params.alpha,
+            "registered": h_reg.to_json(names),
+            "without_flagged": h_wo.to_json(names),
+        },
+        "sources": table,
+        "n_families": len(names),
+        "n_rejected": int(h_reg.reject.sum()),
+        "any_flagged": any(f["flagged_sources"] for f in families.values()),
+    }
+    results["predictions"] = score_predictions(predictions, results)
+    return results

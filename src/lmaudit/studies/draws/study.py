@@ -1,0 +1,265 @@
+"""The draws study behind the pipeline (seed 004): do a model's sampled answers persist from
+one draw to the next? Plan, measure (sample, or import sequences drawn elsewhere), analyze."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from lmaudit.backends.cached import CachedBackend
+from lmaudit.config.schema import DrawsStudyConfig
+from lmaudit.provenance.digest import file_sha256, json_digest
+from lmaudit.provenance.io import InputError
+from lmaudit.studies.draws.analysis import AnalysisParams
+from lmaudit.studies.draws.importer import read_import, validate_record
+from lmaudit.studies.draws.protocol import build_requests, load_probes, make_normaliser
+from lmaudit.studies.draws.report import write_report
+from lmaudit.studies.draws.results import analyze_records
+
+__all__ = ["NAME", "PLAN_KEYS", "analyze_rows", "measure", "plan", "write_report"]
+
+NAME = "draws"
+PLAN_KEYS = ("study", "model")
+
+
+def settings(cfg: DictConfig) -> DrawsStudyConfig:
+    obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(DrawsStudyConfig), cfg.study))
+    assert isinstance(obj, DrawsStudyConfig)
+    return obj
+
+
+def rho_grid(s: DrawsStudyConfig) -> tuple[float, ...]:
+    if not (0.0 <= s.rho_min < s.rho_max <= 1.0) or s.rho_step <= 0:
+        raise InputError(
+            f"study: need 0 <= rho_min < rho_max <= 1 and rho_step > 0, got "
+            f"{s.rho_min}, {s.rho_max}, {s.rho_step}"
+        )
+    steps = math.floor((s.rho_max - s.rho_min) / s.rho_step + 1e-9)
+    return tuple(round(s.rho_min + i * s.rho_step, 10) for i in range(steps + 1))
+
+
+def analysis_params(s: DrawsStudyConfig) -> AnalysisParams:
+    for field, value in (("permutations", s.permutations), ("sims_per_step", s.sims_per_step)):
+        if value < 1:
+            raise InputError(f"study: field {field!r} must be >= 1, got {value}")
+    if not 0.0 < s.alpha < 1.0:
+        raise InputError(f"study: field 'alpha' must lie in (0, 1), got {s.alpha}")
+    if any(not 0.0 <= r <= 1.0 for r in s.power_rhos):
+        raise InputError(f"study: field 'power_rhos' must hold values in [0, 1], got {s.power_rhos}")
+    return AnalysisParams(
+        n_perm=s.permutations,
+        rho_grid=rho_grid(s),
+        n_sims=s.sims_per_step,
+        power_rhos=tuple(float(r) for r in s.power_rhos),
+        alpha=s.alpha,
+        grouped_flag_p=s.grouped_flag_p,
+        seed=s.analysis_seed,
+    )
+
+
+def default_run_name(cfg: DictConfig) -> str:
+    s = settings(cfg)
+    if s.import_path:
+        return f"import-{Path(s.import_path).stem}"
+    return f"{cfg.model.name}-n{s.n}-t{s.temperature:g}-r{s.replicates}-{s.normalise.kind}"
+
+
+def _requests(cfg: DictConfig, s: DrawsStudyConfig) -> list[Any]:
+    if s.n < 1 or s.replicates < 1 or s.max_tokens < 1:
+        raise InputError(
+            f"study: n, replicates and max_tokens must be >= 1, got {s.n}, {s.replicates}, {s.max_tokens}"
+        )
+    names = [c.name for c in s.conditions]
+    if not names or len(set(names)) != len(names):
+        raise InputError(f"study: field 'conditions' needs distinct names, got {names}")
+    probes = load_probes(s.probes_path, s.probe_ids)
+    conds = [{"name": c.name, "system": c.system, "temperature": c.temperature} for c in s.conditions]
+    exemplars = [{"prompt": e.prompt, "answer": e.answer} for e in s.exemplars]
+    return build_requests(
+        probes,
+        conds,
+        exemplars,
+        replicates=s.replicates,
+        n=s.n,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        max_tokens=s.max_tokens,
+        seed=s.seed,
+    )
+
+
+def plan(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved plan: config, input digests and (sampling) every request, with its digest."""
+    s = settings(cfg)
+    analysis_params(s)
+    make_normaliser(
+        s.normalise.kind,
+        pattern=s.normalise.pattern,
+        labels=s.normalise.labels,
+        case_sensitive=s.normalise.case_sensitive,
+    )
+    resolved = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in PLAN_KEYS}
+    if s.import_path:
+        p = Path(s.import_path)
+        if not p.exists():
+            raise InputError(f"{p}: file not found (study.import_path)")
+        inputs = {"import": {"path": str(p), "sha256": file_sha256(p)}}
+        requests: list[dict[str, Any]] = []
+    else:
+        inputs = {"probes": {"path": s.probes_path, "sha256": file_sha256(s.probes_path)}}
+        requests = [
+            {
+                "messages": list(r.messages),
+                "n": r.n,
+                "temperature": r.temperature,
+                "top_p": r.top_p,
+                "max_tokens": r.max_tokens,
+                "seed": r.seed,
+                "meta": r.meta,
+            }
+            for r in _requests(cfg, s)
+        ]
+    body = {
+        "study": NAME,
+        "mode": "import" if s.import_path else "sample",
+        "config": resolved,
+        "inputs": inputs,
+        "requests": requests,
+    }
+    return {**body, "n_requests": len(requests), "plan_digest": json_digest(body)}
+
+
+def needs_backend(cfg: DictConfig) -> bool:
+    """Imported draws need no model: the pipeline then loads none and records none."""
+    return not settings(cfg).import_path
+
+
+def measure(cfg: DictConfig, cached: CachedBackend, backend: Any) -> list[dict[str, Any]]:
+    """Sequence rows: sampled through the cache (draw order kept), or read from the import file."""
+    s = settings(cfg)
+    if s.import_path:
+        return read_import(s.import_path)
+    norm = make_normaliser(
+        s.normalise.kind,
+        pattern=s.normalise.pattern,
+        labels=s.normalise.labels,
+        case_sensitive=s.normalise.case_sensitive,
+    )
+    requests = _requests(cfg, s)
+    results = cached.sample(requests, desc="draws")
+    rows = []
+    for req, res in zip(requests, results, strict=True):
+        rows.append(
+            {
+                "kind": "sequence",
+                "family": str(cfg.model.name),
+                "source": s.source,
+                "condition": req.meta["condition"],
+                "probe": req.meta["probe"],
+                "replicate": req.meta["replicate"],
+                "seed": req.seed,
+                "draws": [norm(t) for t in res.texts],
+                "raw": list(res.texts),
+            }
+        )
+    return rows
+
+
+def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
+    """Pure: sequence rows + config in, results dict out (no model, no clock)."""
+    s = settings(cfg)
+    records = []
+    for i, row in enumerate(rows, start=1):
+        where = f"{source}: record {i}" + (f" (line {row['line']} of the import)" if "line" in row else "")
+        kind = row.get("kind", "sequence") if isinstance(row, dict) else None
+        if kind != "sequence":
+            raise InputError(f"{where}: field 'kind' = {kind!r} is not 'sequence'")
+        records.append(validate_record(row, where))
+    if not records:
+        raise InputError(f"{source}: no sequences to analyse")
+    preds = [dataclasses.asdict(p) for p in s.predictions]
+    results = analyze_records(
+        records, analysis_params(s), exclude_patterns=list(s.exclude_patterns), predictions=preds
+    )
+    mode = "import" if s.import_path or not any("seed" in r for r in rows) else "sample"
+    return {
+        **results,
+        "mode": mode,
+        "normalise": dataclasses.asdict(s.normalise) if mode == "sample" else None,
+    }
+
+
+def headline(results: dict[str, Any]) -> float:
+    """The share of families whose persistence test rejects after Holm's correction."""
+    n = results["n_families"]
+    return results["n_rejected"] / n if n else float("nan")
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-/ ]", "_", name)
+
+
+def metrics(results: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {
+        "n_families": results["n_families"],
+        "n_rejected": results["n_rejected"],
+        "n_sequences": results["data"]["analysed_sequences"],
+        "n_excluded": results["data"]["excluded"]["n"],
+        "n_deduplicated": results["data"]["deduplicated"]["n_dropped"],
+    }
+    for name, f in results["families"].items():
+        k = _key(name)
+        for m in ("T", "p", "holm_p", "rho_hat", "rho_upper", "n_informative", "n_uninformative"):
+            if isinstance(f.get(m), int | float):
+                out[f"{k}.{m}"] = float(f[m])
+        out[f"{k}.drift_p"] = float(f["drift"]["p"])
+        for r, v in f["power"].items():
+            out[f"{k}.power_{r}"] = float(v)
+    return out
+
+
+def tags(results: dict[str, Any]) -> dict[str, str]:
+    t = {
+        f"family.{_key(n)}": ("persistence" if f["reject"] else "not rejected")
+        + f" (rho_upper {f['rho_upper_label']})"
+        for n, f in results["families"].items()
+    }
+    t["mode"] = str(results.get("mode"))
+    t["flagged_sources"] = (
+        ",".join(f"{n}:{s}" for n, f in results["families"].items() for s in f["flagged_sources"]) or "none"
+    )
+    return t
+
+
+def summary(results: dict[str, Any]) -> str:
+    fams = "; ".join(
+        f"{n}: T={f['T']:.2f} p={f['p']:.4g} Holm p={f['holm_p']:.4g} rho_hat="
+        f"{'-' if f['rho_hat'] is None else format(f['rho_hat'], '.3f')} rho_upper {f['rho_upper_label']}"
+        f" drift p={f['drift']['p']:.4g}"
+        for n, f in results["families"].items()
+    )
+    d = results["data"]
+    return (
+        f"draws: {results['n_families']} families, {d['analysed_sequences']} sequences "
+        f"({d['excluded']['n']} excluded, {d['deduplicated']['n_dropped']} prefix duplicates dropped) | "
+        f"{results['n_rejected']} rejected (Holm) | {fams}"
+    )
+
+
+def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Figure data for ``dvc plots``: the rho_upper curves, the permutation nulls, the source table."""
+    curve, null = [], []
+    for n, f in results["families"].items():
+        curve += [
+            {"family": n, "rho": r, "share_le": s}
+            for r, s in zip(f["rho_curve"]["rho"], f["rho_curve"]["share_le"], strict=True)
+        ]
+        null += [
+            {"family": n, "T": t, "count": c} for t, c in zip(f["null"]["T"], f["null"]["count"], strict=True)
+        ]
+    return {"rho_curve": curve, "null": null, "sources": list(results["sources"])}
