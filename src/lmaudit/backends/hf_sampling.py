@@ -23,27 +23,44 @@ def _generator(seed: int, draw: int) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(seed, draw))
 
 
+def _cdf(logits: torch.Tensor, temperature: float, top_p: float) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """``(order, cum)``: the CDF of softmax(logits / T) restricted to the top-p nucleus; ``order``
+    maps CDF positions to token ids (None: vocabulary order, when there is no nucleus)."""
+    probs = torch.softmax(logits.double() / temperature, dim=-1)
+    if top_p >= 1.0:  # no nucleus: the CDF in vocabulary order (no sort of the 262k-entry vocab)
+        return None, torch.cumsum(probs, dim=0)
+    sorted_p, order = torch.sort(probs, descending=True, stable=True)
+    cum = torch.cumsum(sorted_p, dim=0)
+    keep = int(torch.searchsorted(cum, torch.tensor([top_p], dtype=cum.dtype)).item()) + 1
+    return order, cum[: max(1, min(keep, cum.numel()))]
+
+
+def _invert(us: torch.Tensor, order: torch.Tensor | None, cum: torch.Tensor) -> list[int]:
+    pos = torch.searchsorted(cum, us.to(cum.dtype) * cum[-1], right=True).clamp(max=cum.numel() - 1)
+    return [int(t) for t in (pos if order is None else order[pos]).tolist()]
+
+
 def draw_token(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator) -> int:
     """One token from softmax(logits / T) restricted to the top-p nucleus, by inverse CDF.
 
     Consumes exactly one uniform from ``generator`` (also when greedy), so a draw's random
     stream does not depend on the sampling settings of other draws.
     """
-    u = float(torch.rand((), generator=generator, dtype=torch.float64))
+    return draw_tokens(logits, temperature, top_p, [generator])[0]
+
+
+def draw_tokens(
+    logits: torch.Tensor, temperature: float, top_p: float, generators: Sequence[torch.Generator]
+) -> list[int]:
+    """One token per generator from the same next-token distribution (computed once), each draw
+    exactly as :func:`draw_token` would make it with that generator."""
+    us = torch.tensor(
+        [float(torch.rand((), generator=g, dtype=torch.float64)) for g in generators], dtype=torch.float64
+    )
     if temperature <= 0.0:
-        return int(torch.argmax(logits).item())
-    probs = torch.softmax(logits.double() / temperature, dim=-1)
-    if top_p >= 1.0:  # no nucleus: the CDF in vocabulary order (no sort of the 262k-entry vocab)
-        order: torch.Tensor | None = None
-        cum = torch.cumsum(probs, dim=0)
-    else:
-        sorted_p, order = torch.sort(probs, descending=True, stable=True)
-        cum = torch.cumsum(sorted_p, dim=0)
-        keep = int(torch.searchsorted(cum, torch.tensor([top_p], dtype=cum.dtype)).item()) + 1
-        cum = cum[: max(1, min(keep, cum.numel()))]
-    target = torch.tensor([u * float(cum[-1])], dtype=cum.dtype)
-    pos = min(int(torch.searchsorted(cum, target, right=True).item()), cum.numel() - 1)
-    return pos if order is None else int(order[pos].item())
+        return [int(torch.argmax(logits).item())] * len(generators)
+    order, cum = _cdf(logits, temperature, top_p)
+    return _invert(us, order, cum)
 
 
 @torch.inference_mode()
@@ -119,7 +136,7 @@ def sample_completions(
     multi = max_tokens > 1
     logits, cache = prefill(model, ids, use_cache=multi)
     if not multi:
-        toks = [draw_token(logits, temperature, top_p, _generator(seed, i)) for i in range(n)]
+        toks = draw_tokens(logits, temperature, top_p, [_generator(seed, i) for i in range(n)])
         return [[] if t in stop_ids else [t] for t in toks]
     seqs: list[list[int]] = []
     for start in range(0, n, block):
