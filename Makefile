@@ -42,6 +42,7 @@ test-fast: lint typecheck
 
 bench: install
 	$(PYTHON) benchmarks/bench_qq_measure.py
+	$(PYTHON) benchmarks/bench_draws.py
 
 clean:
 	rm -rf results/.sweeps .pytest_cache .mypy_cache .ruff_cache

@@ -14,6 +14,7 @@ from types import ModuleType
 STUDIES: dict[str, str] = {
     "qq": "lmaudit.studies.qq.study",
     "draws": "lmaudit.studies.draws.study",
+    "judge": "lmaudit.studies.judge.study",
 }
 
 

@@ -1,0 +1,1 @@
+"""The judge study (seed 001): does a content-preserving change of presentation flip an LLM judge?"""

@@ -1,0 +1,140 @@
+"""Judge results recorded elsewhere, re-analysed here (docs/judge.md, "Importing results").
+
+An import folder holds one JSON file per condition, ``results_<condition>.json``: a list of
+records, or an object whose ``results`` field is that list. Each record::
+
+    {"prompt_id": "P001", "winner": "B", "confidence": 0.99, "reason": "..."}
+
+Required: ``prompt_id`` (string), ``winner`` (the label as recorded, displayed orientation),
+``confidence`` (number or null) and ``reason`` (string or null). Optional: ``replicate``
+(integer >= 0, default 0) and ``evaluation_id`` (carried along). A record whose winner is not
+exactly ``A``, ``B`` or ``TIE`` or whose confidence is not a number in [0, 1] is kept and
+marked invalid, never coerced. An optional ``execution.json`` describes the execution:
+``judge``, ``isolation`` (``fresh`` | ``shared`` | ``unknown``), ``date``, ``note``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lmaudit.provenance.digest import file_sha256
+from lmaudit.provenance.io import InputError, read_json
+from lmaudit.studies.judge.packets import Condition
+
+__all__ = ["import_files", "read_execution", "read_import"]
+
+REQUIRED = ("prompt_id", "winner", "confidence", "reason")
+OPTIONAL = ("replicate", "evaluation_id")
+ISOLATION = ("fresh", "shared", "unknown")
+
+
+def import_files(folder: str | Path, conds: Sequence[Condition]) -> dict[str, Path]:
+    """The result file of each condition present in ``folder`` (at least one must be)."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise InputError(f"{root}: not a folder (study.import_dir)")
+    found = {c.id: root / f"results_{c.id}.json" for c in conds if (root / f"results_{c.id}.json").exists()}
+    if not found:
+        names = ", ".join(f"results_{c.id}.json" for c in conds)
+        raise InputError(f"{root}: no result file for any configured condition (looked for {names})")
+    return found
+
+
+def read_execution(folder: str | Path) -> dict[str, Any]:
+    path = Path(folder) / "execution.json"
+    if not path.exists():
+        return {"isolation": "unknown"}
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    iso = doc.get("isolation", "unknown")
+    if iso not in ISOLATION:
+        raise InputError(f"{path}: field 'isolation' = {iso!r} is not one of {', '.join(ISOLATION)}")
+    return {str(k): v for k, v in doc.items()}
+
+
+def _record(obj: Any, cond: Condition, where: str, execution: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected a JSON object")
+    missing = [f for f in REQUIRED if f not in obj]
+    if missing:
+        raise InputError(f"{where}: missing field(s) {missing}")
+    extra = sorted(set(obj) - set(REQUIRED) - set(OPTIONAL))
+    if extra:
+        raise InputError(f"{where}: unknown field(s) {extra} (allowed: {[*REQUIRED, *OPTIONAL]})")
+    pid = obj["prompt_id"]
+    if not isinstance(pid, str) or not pid:
+        raise InputError(f"{where}: field 'prompt_id' must be a non-empty string")
+    rep = obj.get("replicate", 0)
+    if isinstance(rep, bool) or not isinstance(rep, int) or rep < 0:
+        raise InputError(f"{where}: field 'replicate' must be an integer >= 0, got {rep!r}")
+    reason = obj["reason"]
+    if reason is not None and not isinstance(reason, str):
+        raise InputError(f"{where}: field 'reason' must be a string or null")
+    winner, conf = obj["winner"], obj["confidence"]
+    errors = []
+    if winner not in ("A", "B", "TIE"):
+        errors.append(f"winner {winner!r} is not A, B or TIE")
+    ok_conf = not isinstance(conf, bool) and isinstance(conf, int | float) and 0.0 <= float(conf) <= 1.0
+    if conf is not None and not ok_conf:
+        errors.append(f"confidence {conf!r} is not a number in [0, 1]")
+    valid = not errors
+    w = winner if valid else None
+    original = w if (w is None or not cond.swap or w == "TIE") else ("B" if w == "A" else "A")
+    return {
+        "kind": "judgment",
+        "source": "import",
+        "condition": cond.id,
+        "item": pid,
+        "replicate": rep,
+        "attempt": 0,
+        "final": True,
+        "seed": None,
+        "swap": cond.swap,
+        "wrap": sorted(cond.wrap),
+        "isolation": execution.get("isolation", "unknown"),
+        "raw": None,
+        "recorded": {k: obj[k] for k in (*REQUIRED, *OPTIONAL) if k in obj},
+        "valid": valid,
+        "error": "; ".join(errors) or None,
+        "winner": w,
+        "winner_original": original,
+        "confidence": float(conf) if valid and conf is not None else None,
+        "reason": reason,
+    }
+
+
+def read_import(folder: str | Path, conds: Sequence[Condition]) -> list[dict[str, Any]]:
+    """Measurement rows (``kind: judgment``, ``source: import``) from an import folder, preceded
+    by one ``kind: design`` row describing the execution."""
+    files = import_files(folder, conds)
+    execution = read_execution(folder)
+    by_id = {c.id: c for c in conds}
+    rows: list[dict[str, Any]] = [
+        {
+            "kind": "design",
+            "source": "import",
+            "import_dir": str(folder),
+            "execution": execution,
+            "isolation": execution.get("isolation", "unknown"),
+            "files": {cid: {"path": str(p), "sha256": file_sha256(p)} for cid, p in files.items()},
+        }
+    ]
+    for cid, path in files.items():
+        doc = read_json(path)
+        records = doc.get("results") if isinstance(doc, dict) else doc
+        if not isinstance(records, list):
+            raise InputError(f"{path}: expected a list of records (or an object with a 'results' list)")
+        seen: dict[tuple[str, int], int] = {}
+        for i, obj in enumerate(records):
+            row = _record(obj, by_id[cid], f"{path}: record {i}", execution)
+            key = (row["item"], row["replicate"])
+            if key in seen:
+                raise InputError(
+                    f"{path}: record {i}: prompt {key[0]!r} replicate {key[1]} repeats record {seen[key]}"
+                )
+            seen[key] = i
+            rows.append(row)
+    return rows

@@ -1,0 +1,268 @@
+"""Judging through the cache: independent judgments (fresh context), the shared-context
+deviation, strict parsing with retries, and the log-prob readout at the verdict position.
+
+Every judgment is one sampling request with ``n = 1`` and its own seed,
+``judgment_seed(study seed, condition, prompt, replicate, attempt)``, so a judgment does not
+depend on which other conditions share the job: a single-condition job and the all-conditions
+job ask the identical requests, and the response cache (keyed by judge identity, request, seed
+and draw) serves one job's judgments to the other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lmaudit.backends.base import LabelRequest, Message, SampleRequest
+from lmaudit.backends.cached import CachedBackend
+from lmaudit.provenance.digest import json_digest
+from lmaudit.provenance.io import InputError
+from lmaudit.studies.judge.packets import Candidate, Condition, JudgeText, judge_messages
+from lmaudit.studies.judge.parse import parse_verdict
+
+__all__ = ["Sampling", "judgment_seed", "measure_fresh", "measure_shared", "readout_rows"]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    k: int
+    temperature: float
+    top_p: float
+    max_tokens: int
+    seed: int
+    max_attempts: int
+
+
+def judgment_seed(seed: int, condition: str, prompt_id: str, replicate: int, attempt: int) -> int:
+    """A judgment's seed (63-bit), stable across processes, platforms and condition sets."""
+    h = hashlib.sha256(f"{seed}:{condition}:{prompt_id}:{replicate}:{attempt}".encode()).digest()
+    return int.from_bytes(h[:8], "big") & ((1 << 63) - 1)
+
+
+def _meta(cond: Condition, c: Candidate, replicate: int, attempt: int) -> dict[str, Any]:
+    # what a sim judge may read: never the model mapping
+    return {
+        "item": c.prompt_id,
+        "condition": cond.id,
+        "swap": cond.swap,
+        "wrap": sorted(cond.wrap),
+        "replicate": replicate,
+        "attempt": attempt,
+    }
+
+
+def _original(winner: str | None, swap: bool) -> str | None:
+    """A displayed winner label in the candidates' original A/B orientation."""
+    if winner is None or not swap or winner == "TIE":
+        return winner
+    return "B" if winner == "A" else "A"
+
+
+def _row(
+    cond: Condition,
+    c: Candidate,
+    replicate: int,
+    attempt: int,
+    req: SampleRequest,
+    raw: str,
+    isolation: str,
+    final: bool,
+) -> dict[str, Any]:
+    v = parse_verdict(raw)
+    return {
+        "kind": "judgment",
+        "source": "judged",
+        "condition": cond.id,
+        "item": c.prompt_id,
+        "replicate": replicate,
+        "attempt": attempt,
+        "final": final,
+        "seed": req.seed,
+        "swap": cond.swap,
+        "wrap": sorted(cond.wrap),
+        "isolation": isolation,
+        "messages_sha256": json_digest(list(req.messages)),
+        "raw": v.raw,
+        "valid": v.valid,
+        "error": v.error,
+        "winner": v.winner,
+        "winner_original": _original(v.winner, cond.swap),
+        "confidence": v.confidence,
+        "reason": v.reason,
+    }
+
+
+def _request(messages: Sequence[Message], s: Sampling, seed: int, meta: dict[str, Any]) -> SampleRequest:
+    return SampleRequest(
+        messages=tuple(messages),
+        n=1,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        max_tokens=s.max_tokens,
+        seed=seed,
+        meta=meta,
+    )
+
+
+Prompts = dict[tuple[str, str, int], tuple[Message, ...]]
+
+
+def measure_fresh(
+    conds: Sequence[Condition],
+    cands: Sequence[Candidate],
+    text: JudgeText,
+    s: Sampling,
+    cached: CachedBackend,
+) -> tuple[list[dict[str, Any]], Prompts]:
+    """Every judgment an independent request with no shared history; invalid ones are retried
+    (a new request with the next attempt's seed) up to ``max_attempts``; every attempt is a row."""
+    pending = [(cond, c, r) for cond in conds for c in cands for r in range(s.k)]
+    prompts: Prompts = {(cond.id, c.prompt_id, r): judge_messages(c, cond, text) for cond, c, r in pending}
+    rows: list[dict[str, Any]] = []
+    for attempt in range(s.max_attempts):
+        if not pending:
+            break
+        reqs = [
+            _request(
+                prompts[(cond.id, c.prompt_id, r)],
+                s,
+                judgment_seed(s.seed, cond.id, c.prompt_id, r, attempt),
+                _meta(cond, c, r, attempt),
+            )
+            for cond, c, r in pending
+        ]
+        results = cached.sample(reqs, desc=f"judging (attempt {attempt + 1})")
+        still = []
+        for (cond, c, r), req, res in zip(pending, reqs, results, strict=True):
+            raw = res.texts[0]
+            ok = parse_verdict(raw).valid
+            last = ok or attempt == s.max_attempts - 1
+            rows.append(_row(cond, c, r, attempt, req, raw, "fresh", final=last))
+            if not last:
+                still.append((cond, c, r))
+        pending = still
+    return rows, prompts
+
+
+def measure_shared(
+    conds: Sequence[Condition],
+    cands: Sequence[Candidate],
+    text: JudgeText,
+    s: Sampling,
+    cached: CachedBackend,
+) -> tuple[list[dict[str, Any]], Prompts]:
+    """The shared-context deviation: per replicate, one conversation that judges every
+    condition's packet in order, each turn seeing all earlier prompts and verdicts. Kept only
+    to reproduce executions that did this; the study records it as a deviation."""
+    rows: list[dict[str, Any]] = []
+    prompts: Prompts = {}
+    for r in range(s.k):
+        history: list[Message] = []
+        turns: list[dict[str, Any]] = []
+        for cond in conds:
+            for c in cands:
+                msgs = judge_messages(c, cond, text)
+                head = [m for m in msgs if m["role"] == "system"] if not history else []
+                user = [m for m in msgs if m["role"] != "system"]
+                for attempt in range(s.max_attempts):
+                    meta = {**_meta(cond, c, r, attempt), "history": list(turns)}
+                    seed = judgment_seed(s.seed, cond.id, c.prompt_id, r, attempt)
+                    req = _request([*history, *head, *user], s, seed, meta)
+                    prompts[(cond.id, c.prompt_id, r)] = req.messages
+                    raw = cached.sample([req], progress=False)[0].texts[0]
+                    ok = parse_verdict(raw).valid
+                    last = ok or attempt == s.max_attempts - 1
+                    row = _row(cond, c, r, attempt, req, raw, "shared", final=last)
+                    row["turn"] = len(turns)
+                    rows.append(row)
+                    if last:
+                        break
+                history += [*head, *user, {"role": "assistant", "content": raw}]
+                turns.append({"item": c.prompt_id, "condition": cond.id, "swap": cond.swap})
+    return rows, prompts
+
+
+def resolve_readout_labels(
+    labels: dict[str, str], check: Callable[[LabelRequest], dict[str, list[str]]], probe: LabelRequest
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The text scored for each verdict: the configured label when it is one token after the
+    rendered prompt, else its shortest prefix that is exactly the label's first token (e.g.
+    ``TIE`` read as ``T`` where ``TIE`` is two tokens), so the three first tokens stay distinct."""
+    wanted = [labels[v] for v in ("A", "B", "TIE")]
+    pieces = check(LabelRequest(messages=probe.messages, labels=tuple(wanted), meta=probe.meta))
+    out: dict[str, str] = {}
+    notes: dict[str, Any] = {"pieces": pieces}
+    for verdict, label in zip(("A", "B", "TIE"), wanted, strict=True):
+        p = pieces[label]
+        if len(p) == 1:
+            out[verdict] = label
+            continue
+        for n in range(1, len(label)):
+            got = check(LabelRequest(messages=probe.messages, labels=(label[:n],), meta=probe.meta))
+            if got[label[:n]] == p[:1]:
+                out[verdict] = label[:n]
+                notes[verdict] = f"{label!r} is {len(p)} tokens; its first token {label[:n]!r} is scored"
+                break
+        else:
+            raise InputError(f"study.readout_labels: {label!r} has no single-token prefix ({p})")
+    if len(set(out.values())) != 3:
+        raise InputError(f"study.readout_labels: the scored labels {out} are not distinct")
+    return out, notes
+
+
+def readout_rows(
+    judged: Sequence[dict[str, Any]],
+    prompts: Prompts,
+    conds: dict[str, Condition],
+    text: JudgeText,
+    labels: dict[str, str],
+    cached: CachedBackend,
+    top_k: int,
+    check: Callable[[LabelRequest], dict[str, list[str]]],
+) -> list[dict[str, Any]]:
+    """P(A), P(B), P(TIE) at the verdict position: the next-token probabilities after the judge
+    prompt plus the readout turn (one per distinct prompt: per replicate only in shared context)."""
+    keys = sorted({(r["condition"], r["item"], r["replicate"]) for r in judged}, key=str)
+    unique: dict[str, tuple[tuple[str, str, int], tuple[Message, ...]]] = {}
+    for key in keys:
+        msgs = (*prompts[key], {"role": "user", "content": text.readout_turn})
+        unique.setdefault(json_digest(list(msgs)), (key, msgs))
+    if not unique:
+        return []
+    items = list(unique.values())
+    reqs = []
+    for (cid, item, _rep), msgs in items:
+        meta = {"item": item, "condition": cid, "swap": conds[cid].swap, "wrap": sorted(conds[cid].wrap)}
+        reqs.append(LabelRequest(messages=msgs, labels=("A", "B", "TIE"), meta=meta))
+    scored, notes = resolve_readout_labels(labels, check, reqs[0])
+    reqs = [
+        LabelRequest(messages=q.messages, labels=tuple(scored[v] for v in ("A", "B", "TIE")), meta=q.meta)
+        for q in reqs
+    ]
+    res = cached.label_logprobs(reqs, top_k, desc="readout")
+    shared = any(r["isolation"] == "shared" for r in judged)
+    rows = []
+    for ((cid, item, rep), _), q, out in zip(items, reqs, res, strict=True):
+        probs = {v: out.probs[scored[v]] for v in ("A", "B", "TIE")}
+        aligned = dict(probs)
+        if conds[cid].swap:
+            aligned = {"A": probs["B"], "B": probs["A"], "TIE": probs["TIE"]}
+        rows.append(
+            {
+                "kind": "readout",
+                "condition": cid,
+                "item": item,
+                "replicate": rep if shared else None,
+                "swap": conds[cid].swap,
+                "labels": scored,
+                "label_notes": notes,
+                "probs": probs,
+                "probs_original": aligned,
+                "other": out.other,
+                "top_k": [[t, p] for t, p in out.top_k],
+                "messages_sha256": json_digest(list(q.messages)),
+            }
+        )
+    return rows

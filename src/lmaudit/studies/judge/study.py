@@ -1,0 +1,327 @@
+"""The judge study behind the pipeline (seed 001): does a content-preserving change of
+presentation flip an LLM judge's pairwise verdicts? Plan, measure (judge, or import results
+recorded elsewhere), analyze; the report lives in :mod:`.report`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from lmaudit.backends.base import BackendError
+from lmaudit.backends.cached import CachedBackend
+from lmaudit.config.schema import JudgeStudyConfig
+from lmaudit.provenance.digest import file_sha256, json_digest, sha256_text
+from lmaudit.provenance.io import InputError, dumps_json
+from lmaudit.studies.judge import analysis as an
+from lmaudit.studies.judge.freeze import write_protocol, write_results
+from lmaudit.studies.judge.importer import import_files, read_execution, read_import
+from lmaudit.studies.judge.measure import Sampling, measure_fresh, measure_shared, readout_rows
+from lmaudit.studies.judge.packets import (
+    Condition,
+    JudgeText,
+    build_packet,
+    check_template,
+    conditions_from,
+    load_candidates,
+    load_mapping,
+    packet_digests,
+)
+from lmaudit.studies.judge.report import write_report as _write_report
+from lmaudit.studies.judge.results import analyze_rows, headline, metrics, plot_data, summary, tags
+
+__all__ = [
+    "NAME",
+    "PLAN_KEYS",
+    "analyze_rows",
+    "default_run_name",
+    "headline",
+    "measure",
+    "metrics",
+    "needs_backend",
+    "plan",
+    "plot_data",
+    "summary",
+    "tags",
+    "write_report",
+]
+
+NAME = "judge"
+PLAN_KEYS = ("study", "model", "judge")
+ISOLATION = ("fresh", "shared")
+
+
+def settings(cfg: DictConfig) -> JudgeStudyConfig:
+    obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(JudgeStudyConfig), cfg.study))
+    assert isinstance(obj, JudgeStudyConfig)
+    return obj
+
+
+def _judge_node(cfg: DictConfig) -> Any:
+    if cfg.get("judge") is None or cfg.judge.get("condition") is None:
+        raise InputError("judge: no condition set selected (judge/condition=all, P0, PA, ...)")
+    return cfg.judge
+
+
+def conditions(cfg: DictConfig) -> tuple[list[Condition], str]:
+    node = _judge_node(cfg).condition
+    specs = OmegaConf.to_container(node.conditions, resolve=True)
+    assert isinstance(specs, list)
+    return conditions_from(specs, f"judge/condition={node.name}"), str(node.reference)
+
+
+def judge_text(cfg: DictConfig) -> JudgeText:
+    j = _judge_node(cfg)
+    text = JudgeText(
+        rubric=str(j.rubric.text),
+        template=str(j.rubric.template),
+        prefix=str(j.wrapper.prefix),
+        suffix=str(j.wrapper.suffix),
+        readout_turn=str(j.rubric.readout_turn),
+        system=None if j.rubric.system is None else str(j.rubric.system),
+    )
+    check_template(text, f"judge/rubric={j.rubric.name}")
+    return text
+
+
+def sampling(s: JudgeStudyConfig) -> Sampling:
+    if s.k < 1 or s.max_tokens < 1 or s.retry.max_attempts < 1:
+        raise InputError(
+            f"study: k, max_tokens and retry.max_attempts must be >= 1, got "
+            f"{s.k}, {s.max_tokens}, {s.retry.max_attempts}"
+        )
+    if s.isolation not in ISOLATION:
+        raise InputError(f"study: field 'isolation' = {s.isolation!r} is not one of {', '.join(ISOLATION)}")
+    if not 0.0 < s.alpha < 1.0:
+        raise InputError(f"study: field 'alpha' must lie in (0, 1), got {s.alpha}")
+    return Sampling(
+        k=s.k,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        max_tokens=s.max_tokens,
+        seed=s.seed,
+        max_attempts=s.retry.max_attempts,
+    )
+
+
+def default_run_name(cfg: DictConfig) -> str:
+    s = settings(cfg)
+    conds = str(_judge_node(cfg).condition.name)
+    if s.import_dir:
+        return f"import-{Path(s.import_dir).name}-{conds}"
+    return f"{cfg.model.name}-{conds}-k{s.k}-{s.isolation}"
+
+
+def analysis_plan(cfg: DictConfig) -> dict[str, Any]:
+    """The pre-judgment analysis plan (frozen with the packets)."""
+    s = settings(cfg)
+    conds, ref = conditions(cfg)
+    return {
+        "reference": ref,
+        "conditions": [c.to_json() for c in conds],
+        "primary_endpoints": [f"winner-label disagreement {c.id} vs {ref}" for c in conds if c.id != ref],
+        "tie": "TIE is a winner label; a change to or from TIE is a disagreement",
+        "orientation": "labels compared in the candidates' original A/B orientation (swapped conditions mapped back)",
+        "classification_order": list(an.CLASSES),
+        "classification_roles": "P0: unwrapped, PA: A wrapped, PB: B wrapped, PAB: both wrapped (none swapped)",
+        "secondary_endpoints": [
+            "A/B/TIE counts per condition",
+            "mean and median confidence per condition",
+            "model wins after unblinding",
+            "prompt ids that change",
+            "whether the aggregate model ranking changes",
+        ],
+        "k": s.k,
+        "pairing": "judgment r of a condition with judgment r of the reference; k >= 2 adds the reference's "
+        "repeat baseline (r, r+1) for even r",
+        "intervals": f"Clopper-Pearson, alpha = {s.alpha}",
+        "tests": "exact two-sided sign test of the ordinal shift A > TIE > B against the reference "
+        "(McNemar's exact test when there are no TIEs)",
+        "invalid": f"kept raw, marked invalid, retried up to {s.retry.max_attempts} attempts in all, counted; "
+        "never coerced; a pair with an invalid side is left out and counted",
+        "isolation": s.isolation,
+    }
+
+
+def plan(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved plan: config, input digests, every condition's packet, the analysis plan."""
+    s = settings(cfg)
+    sampling(s)
+    conds, ref = conditions(cfg)
+    resolved = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in PLAN_KEYS}
+    if s.import_dir:
+        files = import_files(s.import_dir, conds)
+        inputs: dict[str, Any] = {
+            "import": {cid: {"path": str(p), "sha256": file_sha256(p)} for cid, p in files.items()}
+        }
+        for extra in ("execution.json", "mapping.json"):
+            p = Path(s.import_dir) / extra
+            if p.exists():
+                inputs[extra.removesuffix(".json")] = {"path": str(p), "sha256": file_sha256(p)}
+        body = {
+            "study": NAME,
+            "mode": "import",
+            "config": resolved,
+            "inputs": inputs,
+            "execution": read_execution(s.import_dir),
+        }
+        return {**body, "n_requests": 0, "plan_digest": json_digest(body)}
+    text = judge_text(cfg)
+    cands = load_candidates(s.candidates_path, s.prompt_ids)
+    ids = [c.prompt_id for c in cands]
+    inputs = {"candidates": {"path": s.candidates_path, "sha256": file_sha256(s.candidates_path)}}
+    if s.mapping_path:
+        load_mapping(s.mapping_path, ids)
+        inputs["mapping"] = {"path": s.mapping_path, "sha256": file_sha256(s.mapping_path)}
+    packets = {c.id: build_packet(c, cands, text) for c in conds}
+    aplan = analysis_plan(cfg)
+    inputs["rubric"] = {"sha256": text.rubric_sha256}
+    inputs["analysis_plan"] = {"sha256": sha256_text(dumps_json(aplan))}  # = analysis_plan.json
+    inputs["packets"] = packet_digests(packets)
+    body = {
+        "study": NAME,
+        "mode": "judge",
+        "config": resolved,
+        "inputs": inputs,
+        "reference": ref,
+        "rubric": text.rubric,
+        "analysis_plan": aplan,
+        "packets": packets,
+    }
+    n = len(conds) * len(cands) * s.k
+    return {**body, "n_requests": n, "plan_digest": json_digest(body)}
+
+
+def _run_dir(cfg: DictConfig) -> Path:
+    from lmaudit.cli import run_dir
+
+    return run_dir(cfg)
+
+
+def needs_backend(cfg: DictConfig) -> bool:
+    """Imported results need no judge: the pipeline then loads no model."""
+    return not settings(cfg).import_dir
+
+
+def measure(cfg: DictConfig, cached: CachedBackend | None, backend: Any) -> list[dict[str, Any]]:
+    """Judge every condition's packet (or read the import), after freezing the protocol."""
+    s = settings(cfg)
+    conds, _ = conditions(cfg)
+    if s.import_dir:
+        return read_import(s.import_dir, conds)
+    if cached is None:
+        raise InputError("study judge: judging needs a backend (study.import_dir is not set)")
+    samp = sampling(s)
+    text = judge_text(cfg)
+    cands = load_candidates(s.candidates_path, s.prompt_ids)
+    the_plan = plan(cfg)
+    out = _run_dir(cfg)
+    write_protocol(out, the_plan)  # frozen before the first judgment
+    if s.isolation == "fresh":
+        rows, prompts = measure_fresh(conds, cands, text, samp, cached)
+    else:
+        rows, prompts = measure_shared(conds, cands, text, samp, cached)
+    readout: list[dict[str, Any]] = []
+    readout_note = "off (study.readout=false)"
+    if s.readout and hasattr(backend, "label_logprobs") and hasattr(backend, "check_single_token"):
+        judged = [r for r in rows if r["final"]]
+        try:
+            readout = readout_rows(
+                judged,
+                prompts,
+                {c.id: c for c in conds},
+                text,
+                dict(s.readout_labels),
+                cached,
+                s.top_k,
+                backend.check_single_token,
+            )
+            readout_note = "P(A), P(B), P(TIE) after the judge prompt and the readout turn"
+        except (BackendError, InputError) as e:  # the verdicts stand without it; say why it is missing
+            readout_note = f"failed: {e}"
+    elif s.readout:
+        readout_note = "not available: the backend has no label log-probability contract"
+    deviations = []
+    if s.isolation == "shared":
+        deviations.append(
+            {
+                "id": "shared_context",
+                "description": "all judgments of a replicate were made in one conversation (shared context) "
+                "instead of a fresh context per judgment; shared state can raise cross-condition "
+                "consistency and bias disagreement downward",
+            }
+        )
+    design = {
+        "kind": "design",
+        "source": "judged",
+        "isolation": s.isolation,
+        "deviations": deviations,
+        "judge": {"name": str(cfg.model.name), "identity_digest": cached.digest},
+        "seed": s.seed,
+        "seed_rule": "sha256('{seed}:{condition}:{prompt}:{replicate}:{attempt}')[:8] & (2^63-1)",
+        "k": s.k,
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "max_tokens": s.max_tokens,
+        "max_attempts": s.retry.max_attempts,
+        "rubric_sha256": text.rubric_sha256,
+        "plan_digest": the_plan["plan_digest"],
+        "readout": readout_note,
+    }
+    all_rows = [design, *rows, *readout]
+    write_results(out, all_rows, the_plan, design["judge"])
+    return all_rows
+
+
+def write_report(
+    path: str | Path, *, results: dict[str, Any], plan: dict[str, Any] | None, audit: dict[str, Any]
+) -> Path:
+    """Write report.html, and give the audit record its ``judge`` section (judge identity,
+    rubric digest, isolation, seeds, deviations); the pipeline writes the record right after."""
+    d = results.get("design", {})
+    audit["judge"] = {
+        "judge": d.get("judge"),
+        "rubric_sha256": d.get("rubric_sha256"),
+        "isolation": d.get("isolation"),
+        "deviations": results.get("deviations", []),
+        "seed": d.get("seed"),
+        "seed_rule": d.get("seed_rule"),
+        "k": d.get("k"),
+        "mode": results.get("mode"),
+        "invalid": results.get("validity", {}).get("invalid"),
+    }
+    return _write_report(path, results=results, plan=plan, audit=audit)
+
+
+def results_template(cfg: DictConfig) -> dict[str, Any]:
+    """A results dict of this plan's shape (every judgment a valid 'A'), to check at freeze
+    time that predictions name real metrics."""
+    s = settings(cfg)
+    conds, _ = conditions(cfg)
+    if s.import_dir:
+        return analyze_rows(cfg, read_import(s.import_dir, conds), "<template>")
+    ids = [c.prompt_id for c in load_candidates(s.candidates_path, s.prompt_ids)]
+    rows: list[dict[str, Any]] = [{"kind": "design", "source": "judged", "isolation": s.isolation}]
+    for c in conds:
+        for pid in ids:
+            for r in range(s.k):
+                rows.append(
+                    {
+                        "kind": "judgment",
+                        "source": "judged",
+                        "condition": c.id,
+                        "item": pid,
+                        "replicate": r,
+                        "attempt": 0,
+                        "final": True,
+                        "swap": c.swap,
+                        "wrap": sorted(c.wrap),
+                        "valid": True,
+                        "winner": "A",
+                        "winner_original": "B" if c.swap else "A",
+                        "confidence": 1.0,
+                        "reason": "-",
+                    }
+                )
+    return analyze_rows(cfg, rows, "<template>")

@@ -1,0 +1,101 @@
+"""The analysis' pure functions against independent computations and the seed's rules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy import stats
+
+from lmaudit.studies.judge.analysis import Judgment, analyze, classify, disagreement, sign_test
+
+
+def _sign_test_by_hand(up: int, down: int) -> float:
+    n = up + down
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(up, down) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+@pytest.mark.parametrize(
+    ("up", "down"), [(0, 0), (1, 0), (5, 0), (3, 3), (7, 2), (0, 12), (40, 25), (13, 14)]
+)
+def test_sign_test_matches_the_binomial_sum(up, down):
+    assert sign_test(up, down) == pytest.approx(_sign_test_by_hand(up, down), rel=1e-12, abs=1e-15)
+
+
+def test_interval_matches_scipy_exact_interval():
+    ref = {f"i{i}": {r: "A" for r in range(5)} for i in range(8)}
+    cond = {f"i{i}": {r: ("B" if (i + r) % 3 == 0 else "A") for r in range(5)} for i in range(8)}
+    d = disagreement(ref, cond, list(ref), alpha=0.05)
+    k = sum((i + r) % 3 == 0 for i in range(8) for r in range(5))
+    assert (d["changed"], d["n"]) == (k, 40)
+    ci = stats.binomtest(k, 40).proportion_ci(confidence_level=0.95, method="exact")
+    assert d["ci"]["low"] == pytest.approx(ci.low, abs=1e-10)
+    assert d["ci"]["high"] == pytest.approx(ci.high, abs=1e-10)
+    assert d["sign_test"] == {
+        "toward_A": 0,
+        "toward_B": k,
+        "p": pytest.approx(_sign_test_by_hand(0, k)),
+        "method": "exact binomial",
+    }
+
+
+def test_ties_count_as_disagreements_and_invalid_pairs_are_left_out():
+    ref = {"a": {0: "A"}, "b": {0: "TIE"}, "c": {0: None}, "d": {0: "B"}}
+    cond = {"a": {0: "TIE"}, "b": {0: "A"}, "c": {0: "A"}, "d": {0: None}}
+    d = disagreement(ref, cond, ["a", "b", "c", "d"], alpha=0.05)
+    assert (d["changed"], d["n"], d["excluded_invalid"]) == (2, 2, 2)
+    assert d["changed_prompts"] == ["a", "b"]
+    assert (d["sign_test"]["toward_A"], d["sign_test"]["toward_B"]) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("p0", "pa", "pb", "pab", "want"),
+    [
+        ("A", "A", "A", "B", "COMMON_WRAPPER_OR_REPEAT_UNSTABLE"),
+        ("A", "A", "B", "TIE", "COMMON_WRAPPER_OR_REPEAT_UNSTABLE"),  # rule 1 wins over rule 2
+        ("B", "A", "B", "B", "WRAPPER_ATTRACTION_PATTERN"),
+        ("A", "A", "B", "A", "WRAPPER_ATTRACTION_PATTERN"),
+        ("A", "B", "A", "A", "WRAPPER_AVERSION_PATTERN"),
+        ("TIE", "TIE", "TIE", "TIE", "CONTENT_STABLE"),
+        ("A", "A", "A", "A", "CONTENT_STABLE"),
+        ("A", "TIE", "B", "A", "MIXED_OR_TIE"),
+        ("A", "A", "TIE", "A", "MIXED_OR_TIE"),
+        ("B", "A", "A", "B", "MIXED_OR_TIE"),
+        (None, "A", "B", "A", "NOT_CLASSIFIABLE"),
+        ("A", "A", "B", None, "NOT_CLASSIFIABLE"),
+        ("A", None, "B", "B", "COMMON_WRAPPER_OR_REPEAT_UNSTABLE"),  # decided before PA is needed
+        ("A", None, "B", "A", "NOT_CLASSIFIABLE"),
+    ],
+)
+def test_classification_follows_the_seeds_order(p0, pa, pb, pab, want):
+    assert classify(p0, pa, pb, pab) == want
+
+
+def test_k_replicates_pair_by_index_and_give_a_repeat_baseline():
+    conds = [{"id": "P0", "wrap": [], "swap": False}, {"id": "PA", "wrap": ["A"], "swap": False}]
+    js = []
+    for r in range(4):
+        js.append(Judgment("P0", "x", r, True, "A" if r < 3 else "B", 0.5))
+        js.append(Judgment("PA", "x", r, True, "A", 0.9))
+    res = analyze(js, conditions=conds, reference="P0", items=["x"], alpha=0.05)
+    dis = {d["comparison"]: d for d in res["disagreement"]}
+    assert (dis["PA vs P0"]["changed"], dis["PA vs P0"]["n"]) == (1, 4)
+    assert dis["P0 vs P0 (repeat)"]["repeat_pairs"] == [[0, 1], [2, 3]]
+    assert (dis["P0 vs P0 (repeat)"]["changed"], dis["P0 vs P0 (repeat)"]["n"]) == (1, 2)
+    assert res["k"] == 4 and res["classification"]["evaluable"] is False
+    assert res["conditions"]["P0"]["confidence"]["mean"] == 0.5
+    assert res["items"][0]["labels"] == {"P0": ["A", "A", "A", "B"], "PA": ["A", "A", "A", "A"]}
+
+
+def test_swapped_condition_is_compared_in_the_original_orientation():
+    conds = [{"id": "P0", "wrap": [], "swap": False}, {"id": "SWAP", "wrap": [], "swap": True}]
+    # winners are stored in the original orientation (the measurement maps a swapped label back)
+    js = [Judgment("P0", "x", 0, True, "A", 1.0), Judgment("SWAP", "x", 0, True, "A", 1.0)]
+    res = analyze(
+        js, conditions=conds, reference="P0", items=["x"], alpha=0.05, mapping={"x": {"A": "m1", "B": "m2"}}
+    )
+    assert res["disagreement"][0]["changed"] == 0
+    assert res["model_wins"]["by_condition"]["SWAP"]["wins"] == {"m1": 1, "m2": 0}
