@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from omegaconf import open_dict
 
-from lmaudit.cli import main as lmaudit_main
 from lmaudit.cli import run
+from lmaudit.console import main as lmaudit_main
 from lmaudit.provenance import prereg
 from lmaudit.provenance.io import InputError
 

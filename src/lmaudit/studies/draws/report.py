@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import json
-import math
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -21,6 +20,11 @@ from markupsafe import Markup
 
 from lmaudit import __version__
 from lmaudit.provenance.io import atomic_write_text
+from lmaudit.reporting import fmt
+from lmaudit.reporting import get as _get
+from lmaudit.reporting import num as _num
+from lmaudit.reporting import pval as _pval
+from lmaudit.reporting import text as _text
 from lmaudit.studies.draws.figures import null_svg, rho_curve_svg
 
 __all__ = ["render_report", "write_report"]
@@ -30,39 +34,8 @@ NOT_RECORDED = "not recorded"
 OUTCOME_CSS = {"held": "held", "not held": "nothold", "not evaluable": "noteval"}
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return None
-    f = float(x)
-    return f if math.isfinite(f) else None
-
-
 def _fmt(x: Any, spec: str = ".3f") -> str:
-    f = _num(x)
-    return "—" if f is None else format(f, spec)
-
-
-def _pval(x: Any) -> str:
-    f = _num(x)
-    if f is None:
-        return "—"
-    return f"{f:.4f}" if f >= 1e-3 else f"{f:.2e}"
-
-
-def _text(x: Any) -> str:
-    if x is None or x == "":
-        return NOT_RECORDED
-    if isinstance(x, Mapping | list | tuple):
-        return json.dumps(x, sort_keys=True, ensure_ascii=False, default=str)
-    return str(x)
-
-
-def _get(d: Any, *keys: str) -> Any:
-    for k in keys:
-        if not isinstance(d, Mapping) or d.get(k) is None:
-            return None
-        d = d[k]
-    return d
+    return fmt(x, spec)
 
 
 @functools.lru_cache(maxsize=1)

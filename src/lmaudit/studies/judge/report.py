@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import json
-import math
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -19,6 +18,11 @@ from markupsafe import Markup, escape
 
 from lmaudit import __version__
 from lmaudit.provenance.io import atomic_write_text
+from lmaudit.reporting import fmt
+from lmaudit.reporting import get as _get
+from lmaudit.reporting import num as _num
+from lmaudit.reporting import pval as _pval
+from lmaudit.reporting import text as _text
 
 __all__ = ["confidence_svg", "render_report", "write_report"]
 
@@ -26,39 +30,8 @@ TEMPLATE = "report_template.html.j2"
 BINS = 10
 
 
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return None
-    f = float(x)
-    return f if math.isfinite(f) else None
-
-
 def _fmt(x: Any, spec: str = ".4f") -> str:
-    f = _num(x)
-    return "—" if f is None else format(f, spec)
-
-
-def _pval(x: Any) -> str:
-    f = _num(x)
-    if f is None:
-        return "—"
-    return f"{f:.4f}" if f >= 1e-3 else f"{f:.2e}"
-
-
-def _text(x: Any) -> str:
-    if x is None or x == "":
-        return "not recorded"
-    if isinstance(x, Mapping | list | tuple):
-        return json.dumps(x, sort_keys=True, ensure_ascii=False, default=str)
-    return str(x)
-
-
-def _get(d: Any, *keys: str) -> Any:
-    for k in keys:
-        if not isinstance(d, Mapping) or d.get(k) is None:
-            return None
-        d = d[k]
-    return d
+    return fmt(x, spec)
 
 
 def confidence_svg(values_by_condition: Mapping[str, Sequence[float]]) -> str:

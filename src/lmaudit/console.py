@@ -1,0 +1,74 @@
+"""The ``lmaudit`` console command: utilities around the Hydra entry point ``run.py``.
+
+``lmaudit compare`` (runs side by side from MLflow), ``lmaudit prepare-model`` (convert the
+embedded model once; used by the DVC stage), ``lmaudit digest`` (file SHA-256s as recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lmaudit.provenance.digest import file_sha256
+from lmaudit.provenance.io import atomic_write_json, atomic_write_text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``lmaudit`` console entry: utilities around the Hydra entry point ``run.py``."""
+    parser = argparse.ArgumentParser(prog="lmaudit", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    pm = sub.add_parser("prepare-model", help="convert the embedded Gemma 3 270M GGUF once and cache it")
+    pm.add_argument("--record", help="write a JSON record of the converted model (digests, versions) here")
+    c = sub.add_parser("compare", help="compare runs from MLflow: verdict counts, gates, predictions")
+    c.add_argument("--mlruns", default="mlruns", help="the MLflow store folder (default: mlruns)")
+    c.add_argument(
+        "--experiment", action="append", help="experiment name(s) (default: all lmaudit experiments)"
+    )
+    c.add_argument("--sweep", help="only the jobs of this sweep (its parent run id)")
+    c.add_argument("--last", type=int, help="only the newest N runs")
+    c.add_argument("--csv", help="also write the table as CSV here")
+    c.add_argument("--markdown", help="also write the table as Markdown here")
+    d = sub.add_parser("digest", help="print the SHA-256 of files (as recorded in plans and audit records)")
+    d.add_argument("paths", nargs="+")
+    args = parser.parse_args(argv)
+    if args.cmd == "prepare-model":
+        from lmaudit.backends.embedded import ensure_embedded_model, gguf_sha256
+
+        path = ensure_embedded_model()
+        print(path)
+        if args.record:
+            import transformers
+
+            weights = sorted(Path(path).glob("*.safetensors"))
+            atomic_write_json(
+                args.record,
+                {
+                    "model": "embedded:gemma3-270m",
+                    "gguf_sha256": gguf_sha256(),
+                    "converted_dir": str(path),
+                    "transformers": transformers.__version__,
+                    "weights_sha256": {w.name: file_sha256(w) for w in weights},
+                },
+            )
+    elif args.cmd == "compare":
+        from lmaudit.tracking.compare import fetch_runs, table, to_csv, to_markdown, to_text
+
+        if not (Path(args.mlruns) / "mlflow.db").exists():
+            print(f"error: no MLflow store at {args.mlruns}/mlflow.db (run a study first)", file=sys.stderr)
+            return 2
+        try:
+            runs = fetch_runs(args.mlruns, args.experiment, parent_run_id=args.sweep, last=args.last)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        header, rows = table(runs)
+        print(to_text(header, rows), end="")
+        if args.csv:
+            atomic_write_text(args.csv, to_csv(header, rows))
+        if args.markdown:
+            atomic_write_text(args.markdown, to_markdown(header, rows))
+    elif args.cmd == "digest":
+        for p in args.paths:
+            print(f"{file_sha256(p)}  {p}")
+    return 0

@@ -1,0 +1,48 @@
+"""Formatting shared by the studies' HTML reports (numbers, p-values, nested look-ups)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+NOT_RECORDED = "not recorded"
+
+
+def num(x: Any) -> float | None:
+    """``x`` as a finite float, or None (booleans and non-numbers are not numbers here)."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
+def fmt(x: Any, spec: str = ".3f") -> str:
+    f = num(x)
+    return "—" if f is None else format(f, spec)
+
+
+def pval(x: Any) -> str:
+    f = num(x)
+    if f is None:
+        return "—"
+    return f"{f:.4f}" if f >= 1e-3 else f"{f:.2e}"
+
+
+def text(x: Any) -> str:
+    """Any recorded value as text; empty or missing values say so."""
+    if x is None or x == "":
+        return NOT_RECORDED
+    if isinstance(x, Mapping | list | tuple):
+        return json.dumps(x, sort_keys=True, ensure_ascii=False, default=str)
+    return str(x)
+
+
+def get(d: Any, *keys: str, default: Any = None) -> Any:
+    """``d[k1][k2]...`` through mappings; ``default`` as soon as a level is missing or not a mapping."""
+    for k in keys:
+        if not isinstance(d, Mapping) or d.get(k) is None:
+            return default
+        d = d[k]
+    return d
