@@ -7,6 +7,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from lmaudit.config.overrides import with_implied_study
 from lmaudit.config.schema import register_configs
 from lmaudit.provenance.io import InputError
 
@@ -25,4 +26,5 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    sys.argv = with_implied_study(sys.argv)  # judge/condition=... selects study=judge
     main()

@@ -56,6 +56,19 @@ def test_resolve_follows_paths_through_lists_and_dotted_keys():
         ({"id": "P1", "metric": "", "op": ">", "value": 1}, "metric"),
         ({"id": "P1", "metric": "x", "op": ">"}, "value"),
         ({"id": "P1", "metric": "x", "op": ">", "value": 1, "python": "1"}, "unknown field"),
+        ({"id": "P1", "all_of": []}, "all_of"),
+        ({"id": "P1", "all_of": [{"metric": "x", "op": "~", "value": 1}]}, r"all_of\[0\]: field 'op'"),
+        ({"id": "P1", "all_of": [{"metric": "x", "op": ">"}]}, r"all_of\[0\]: field 'value'"),
+        (
+            {
+                "id": "P1",
+                "metric": "x",
+                "op": ">",
+                "value": 1,
+                "all_of": [{"metric": "x", "op": ">", "value": 1}],
+            },
+            "unknown field",
+        ),
     ],
 )
 def test_malformed_predictions_name_the_field(bad, field):
@@ -183,3 +196,29 @@ print("ok")
             timeout=120,
         )
         assert proc.stdout.strip().endswith("ok"), proc.stderr[-1500:]
+
+
+def test_simple_predictions_keep_their_registered_form_and_compound_ones_need_every_check():
+    simple = prereg.parse_predictions([{"id": "A", "metric": "m", "op": ">", "value": 1}], "t")[0]
+    # the form frozen files have always held (so older registrations still verify)
+    assert simple.to_dict() == {"id": "A", "metric": "m", "op": ">", "value": 1, "description": ""}
+    both = prereg.parse_predictions(
+        [
+            {
+                "id": "B",
+                "confidence": "low",
+                "all_of": [{"metric": "a", "op": ">", "value": 0}, {"metric": "b", "op": "==", "value": "x"}],
+            }
+        ],
+        "t",
+    )
+    cases = [
+        ({"a": 1, "b": "x"}, "held"),
+        ({"a": 1, "b": "y"}, "not held"),
+        ({"a": 0}, "not held"),
+        ({"a": 1}, "not evaluable"),
+    ]
+    for res, outcome in cases:
+        s = prereg.score(both, res)[0]
+        assert s["outcome"] == outcome, res
+        assert [c["metric"] for c in s["checks"]] == ["a", "b"] and s["confidence"] == "low"

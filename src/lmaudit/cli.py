@@ -175,28 +175,35 @@ def _registration(cfg: DictConfig, study: Any, stage: str) -> tuple[dict[str, An
             raise InputError("stage=freeze needs a registration: add prereg=<name> (a file in conf/prereg/)")
         return None
     name = str(cfg.prereg.name)
+    source = f"conf/prereg/{name}"
     path = prereg.prereg_path(cfg.paths.prereg, study.NAME, name)
-    preds = prereg.parse_predictions(
-        OmegaConf.to_container(cfg.prereg.predictions, resolve=True), f"conf/prereg/{name}"
-    )
-    plan = study.plan(cfg)
+    preds = prereg.parse_predictions(OmegaConf.to_container(cfg.prereg.predictions, resolve=True), source)
+    data = str(cfg.prereg.get("data") or "bound")
+    if data not in ("bound", "open"):
+        raise prereg.PreregError(f"{source}: field 'data' = {data!r} is not bound or open")
+    data_keys: tuple[str, ...] = tuple(getattr(study, "DATA_KEYS", ())) if data == "open" else ()
+    if data == "open" and not data_keys:
+        raise prereg.PreregError(f"{source}: data: open, but the {study.NAME} study declares no data keys")
+    plan = prereg.without_data(study.plan(cfg), data_keys)
     if stage == "freeze":
-        if hasattr(study, "results_template"):
+        if hasattr(study, "results_template") and data == "bound":
             bad = prereg.unknown_metrics(preds, study.results_template(cfg))
             if bad:
                 raise prereg.PreregError(
-                    f"conf/prereg/{name}: predictions name metrics that {study.NAME} results do not have: "
+                    f"{source}: predictions name metrics that {study.NAME} results do not have: "
                     + "; ".join(bad)
                     + ". Use dotted paths into results.json (e.g. counts.saturated)."
                 )
         rules = OmegaConf.to_container(cfg.study, resolve=True)
+        assert isinstance(rules, dict)
         doc = prereg.build_registration(
             study=study.NAME,
             name=name,
             plan=plan,
-            decision_rules=rules,
+            decision_rules=prereg.without_data({"config": {"study": rules}}, data_keys)["config"]["study"],
             predictions=preds,
             lmaudit_version=__version__,
+            data_keys=data_keys,
         )
         if prereg.write_registration(path, doc):
             print(f"froze {path} (plan digest {plan['plan_digest'][:12]}, {len(preds)} predictions)")
@@ -204,6 +211,11 @@ def _registration(cfg: DictConfig, study: Any, stage: str) -> tuple[dict[str, An
             print(f"{path} already holds this registration; nothing written")
         return None
     doc = prereg.load_registration(path)
+    if list(doc.get("data_keys", [])) != list(data_keys):
+        raise prereg.PreregError(
+            f"{path}: frozen with data keys {doc.get('data_keys', [])}, but conf/prereg/{name} says "
+            f"{list(data_keys)}; restore the registration's config"
+        )
     prereg.verify(doc, plan, preds, path)
     return doc, path
 
@@ -225,8 +237,8 @@ def _write_dvc_views(out: Path, study: Any, results: dict[str, Any]) -> None:
         atomic_write_text(out / "plots" / f"{name}.csv", buf.getvalue())
 
 
-def _sweep_parent() -> str | None:
-    """The sweep's parent MLflow run, when this job is part of a ``-m`` sweep."""
+def _sweep_dir() -> Path | None:
+    """The sweep directory, when this job is part of a ``-m`` sweep."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -235,9 +247,7 @@ def _sweep_parent() -> str | None:
     hc = HydraConfig.get()
     if hc.mode != RunMode.MULTIRUN:
         return None
-    from lmaudit.tracking.hydra_callback import parent_run_id
-
-    return parent_run_id(hc.sweep.dir)
+    return Path(hc.sweep.dir)
 
 
 def _prediction_tags(results: dict[str, Any]) -> dict[str, str]:
@@ -253,12 +263,21 @@ def _prediction_metrics(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def run(cfg: DictConfig) -> float | None:
-    """Run the configured stage(s); returns the headline metric (share of items VIOLATED)."""
+def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
+    """Run the configured stage(s); returns the study's headline metric.
+
+    ``sweep_dir``: the ``-m`` sweep this run belongs to (found from Hydra when not given); its
+    MLflow run nests under the sweep's parent run.
+    """
     stage = str(cfg.stage)
     if stage not in STAGES:
         raise InputError(f"stage={stage!r} is not one of {', '.join(STAGES)}")
     study = _study(str(cfg.study.name))
+    if cfg.get("judge") is not None and study.NAME != "judge":
+        raise InputError(
+            f"judge/condition selects the judge study, but study={study.NAME} was given: "
+            "drop one of the two (e.g. python run.py -m judge/condition=P0,PA,PB,PAB)"
+        )
     reg = _registration(cfg, study, stage)
     if stage == "freeze":
         return None
@@ -313,6 +332,12 @@ def run(cfg: DictConfig) -> float | None:
                 "frozen_utc": doc["frozen_utc"],
                 "plan_digest": doc["plan_digest"],
             }
+            if doc.get("data_keys"):  # an open registration: record the data these scores rest on
+                results["prereg"]["data"] = "open"
+                results["prereg"]["data_scored"] = {
+                    "measurements_sha256": results["source"]["measurements_sha256"],
+                    "plan_inputs": plan["inputs"] if plan else None,
+                }
             results["predictions"] = prereg.score(
                 prereg.parse_predictions(doc["predictions"], str(path)), results
             )
@@ -337,8 +362,14 @@ def run(cfg: DictConfig) -> float | None:
     if cfg.mlflow.enabled:
         from lmaudit.tracking.mlflow_log import start_job
 
+        sweep = sweep_dir or _sweep_dir()
+        parent = None
+        if sweep is not None:
+            from lmaudit.tracking.hydra_callback import sweep_parent
+
+            parent = sweep_parent(sweep, cfg.paths.mlruns, experiment)
         run_id = start_job(
-            mlruns=cfg.paths.mlruns, experiment=experiment, run_name=name, parent_run_id=_sweep_parent()
+            mlruns=cfg.paths.mlruns, experiment=experiment, run_name=name, parent_run_id=parent
         )
         audit.data["mlflow"] = {
             "run_id": run_id,
@@ -382,7 +413,8 @@ def run(cfg: DictConfig) -> float | None:
         )
         print(f"MLflow run {run_id} ({audit.data['mlflow']['tracking_uri']})")
     print(study.summary(results))
-    print(f"wrote {out}/{{plan.json, measurements.jsonl, results.json, audit_record.json, report.html}}")
+    names = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")
+    print(f"wrote {out}/{{{', '.join(n for n in names if (out / n).exists())}}}")
     return headline
 
 

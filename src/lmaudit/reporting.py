@@ -46,3 +46,16 @@ def get(d: Any, *keys: str, default: Any = None) -> Any:
             return default
         d = d[k]
     return d
+
+
+def claim(p: Mapping[str, Any]) -> str:
+    """A scored prediction's claim: ``metric op value``, or its checks joined by "and"."""
+    checks = p.get("all_of") or [p]
+    return " and ".join(f"{c.get('metric')} {c.get('op')} {text(c.get('value'))}" for c in checks)
+
+
+def observed(p: Mapping[str, Any]) -> str:
+    """A scored prediction's observed value(s); a compound one lists each check's."""
+    if not p.get("checks"):
+        return text(p.get("observed"))
+    return "; ".join(f"{c['metric']} = {text(c.get('observed'))} ({c['outcome']})" for c in p["checks"])

@@ -159,6 +159,10 @@ class PreregConfig:
     name: str = MISSING
     description: str = ""
     predictions: list[Any] = field(default_factory=list)
+    # bound: the plan's data inputs are part of the registration (the default). open: the
+    # registration precedes its data (predictions about a file still to be imported); it binds
+    # everything but the study's data keys, and the data scored are digested with the scores.
+    data: str = "bound"
 
 
 @dataclass
@@ -219,21 +223,6 @@ class DrawsNormaliseConfig:
 
 
 @dataclass
-class DrawsCheckConfig:
-    metric: str = MISSING  # dotted path into results.json, e.g. families.<family>.holm_p
-    op: str = MISSING  # < <= > >=
-    value: float = MISSING
-
-
-@dataclass
-class DrawsPredictionConfig:
-    id: str = MISSING
-    description: str = ""
-    confidence: str = ""
-    all_of: list[DrawsCheckConfig] = field(default_factory=list)
-
-
-@dataclass
 class DrawsStudyConfig:
     name: str = "draws"
     # sampling (import_path = null): probes x conditions x replicates sequences of n draws
@@ -264,7 +253,6 @@ class DrawsStudyConfig:
     alpha: float = 0.05  # Holm level; the bound's 5% share; power against the 1 - alpha null quantile
     grouped_flag_p: float = 0.001
     analysis_seed: int = 20261030
-    predictions: list[DrawsPredictionConfig] = field(default_factory=list)
 
 
 def register_configs() -> None:

@@ -3,7 +3,10 @@
 ``NAME``, ``PLAN_KEYS`` (config groups its plan digest covers), ``default_run_name(cfg)``,
 ``plan(cfg)``, ``measure(cfg, cached, backend)``, ``analyze_rows(cfg, rows, source)``,
 ``write_report(path, *, results, plan, audit)``, ``headline(results)``, ``metrics(results)``,
-``tags(results)``, ``summary(results)``. Studies never import each other.
+``tags(results)``, ``summary(results)``; optionally ``COMPARE_COLUMNS`` (its columns in
+``lmaudit compare``), ``needs_backend(cfg)``, ``results_template(cfg)`` (prediction checks at
+freeze time) and ``combine_sweep(cfgs, run_dirs, out)`` (a ``-m`` sweep's jobs analysed
+together). Studies never import each other.
 """
 
 from __future__ import annotations

@@ -14,25 +14,24 @@ from typing import Any
 
 from lmaudit.tracking.mlflow_log import _mlflow
 
-# (column header, source) where source is "param:...", "metric:...", "tag:..." or "info:..."
-COLUMNS: list[tuple[str, str]] = [
+# (column header, source) where source is "param:...", "metric:...", "tag:..." or "info:...";
+# the common columns, then each study's own (``COMPARE_COLUMNS`` of its module), leaving out
+# columns that are empty for every run shown
+COMMON_COLUMNS: list[tuple[str, str]] = [
     ("run", "info:run_name"),
     ("study", "tag:study"),
     ("model", "param:model.name"),
-    ("framing", "param:framing.name"),
-    ("mapping", "param:mapping.name"),
-    ("estimand", "param:estimand.kind"),
-    ("items", "metric:n_items"),
-    ("SAT", "metric:n_satisfied"),
-    ("VIOL", "metric:n_violated"),
-    ("IND", "metric:n_indeterminate"),
-    ("NC", "metric:n_gamma_noncontextual"),
-    ("CTX", "metric:n_gamma_contextual"),
-    ("saturated", "metric:n_saturated"),
-    ("G1", "tag:gate.G1"),
-    ("G2", "tag:gate.G2"),
-    ("G3", "tag:gate.G3"),
 ]
+
+
+def columns(studies: Sequence[str]) -> list[tuple[str, str]]:
+    from lmaudit.studies.registry import STUDIES, get_study
+
+    cols = list(COMMON_COLUMNS)
+    for name in dict.fromkeys(studies):
+        if name in STUDIES:
+            cols += [c for c in getattr(get_study(name), "COMPARE_COLUMNS", []) if c not in cols]
+    return cols
 
 
 def _fmt(v: Any) -> str:
@@ -71,24 +70,31 @@ def fetch_runs(
     return [r for r in runs if r.data.tags.get("lmaudit.kind") != "sweep"]
 
 
+def _value(r: Any, src: str) -> Any:
+    kind, key = src.split(":", 1)
+    if kind == "info":
+        return r.data.tags.get("mlflow.runName") or r.info.run_id[:8]
+    if kind == "param":
+        return r.data.params.get(key)
+    if kind == "metric":
+        return r.data.metrics.get(key)
+    return r.data.tags.get(key)
+
+
 def table(runs: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows: fixed columns, then one column per registered prediction id."""
+    """Header and rows: common columns, the studies' own, then one column per prediction id."""
     pred_ids = sorted({k.split(".", 1)[1] for r in runs for k in r.data.tags if k.startswith("prediction.")})
-    header = [h for h, _ in COLUMNS] + [f"pred {p}" for p in pred_ids]
+    cols = columns([str(r.data.tags.get("study", "")) for r in runs])
+    cells = [[_fmt(_value(r, src)) for _, src in cols] for r in runs]
+    keep = [
+        i
+        for i, (_, src) in enumerate(cols)
+        if src in dict(COMMON_COLUMNS).values() or any(c[i] for c in cells)
+    ]
+    header = [cols[i][0] for i in keep] + [f"pred {p}" for p in pred_ids]
     rows = []
-    for r in runs:
-        row = []
-        for _, src in COLUMNS:
-            kind, key = src.split(":", 1)
-            if kind == "info":
-                v: Any = r.data.tags.get("mlflow.runName") or r.info.run_id[:8]
-            elif kind == "param":
-                v = r.data.params.get(key)
-            elif kind == "metric":
-                v = r.data.metrics.get(key)
-            else:
-                v = r.data.tags.get(key)
-            row.append(_fmt(v))
+    for r, c in zip(runs, cells, strict=True):
+        row = [c[i] for i in keep]
         for p in pred_ids:
             outcome = r.data.tags.get(f"prediction.{p}", "")
             obs = r.data.metrics.get(f"prediction.{p}.observed")

@@ -1,80 +1,192 @@
-"""Hydra callback: a parent MLflow run per sweep (``python run.py -m ...``).
+"""Hydra callback for ``python run.py -m ...`` sweeps.
 
-``on_multirun_start`` creates the parent run and leaves its id in the sweep directory, where
-every job (in this process or a launcher's worker) finds it and nests its own run under it;
-``on_multirun_end`` logs the side-by-side comparison of the sweep's jobs to the parent.
+- ``on_multirun_start`` records the sweep's overrides in the sweep directory.
+- Each job nests its MLflow run under a parent run *of its own experiment*: the first job of
+  a study creates the parent (under a file lock, so parallel launcher workers agree) and
+  leaves its id in ``mlflow_parents.json``. The experiment is known only inside a job: a
+  sweep such as ``-m judge/condition=P0,PA`` selects its study through the swept group, so
+  the sweep-level config still names the default study.
+- ``on_job_end`` leaves a record per job (its config, run directory and status) in ``jobs/``.
+- ``on_multirun_end`` lets each study combine its jobs where that means something (the judge
+  study analyses single-condition jobs together), then logs the side-by-side comparison of
+  the jobs to each parent run.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lmaudit.provenance.io import atomic_write_json, atomic_write_text
 
-PARENT_FILE = "mlflow_parent.json"
+SWEEP_FILE = "sweep.json"
+PARENTS_FILE = "mlflow_parents.json"
+JOBS_DIR = "jobs"
 
 
-def _experiment(config: DictConfig) -> str:
+def experiment_name(config: DictConfig) -> str:
     return str(config.mlflow.experiment or f"lmaudit-{config.study.name}")
 
 
-def parent_run_id(sweep_dir: str | Path) -> str | None:
-    p = Path(sweep_dir) / PARENT_FILE
-    if not p.exists():
-        return None
-    return str(json.loads(p.read_text())["run_id"])
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class MLflowSweepCallback(Callback):
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if not config.mlflow.enabled:
-            return
-        from lmaudit.tracking.mlflow_log import _mlflow, ensure_experiment
+@contextmanager
+def _locked(sweep_dir: Path) -> Iterator[None]:
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    with open(sweep_dir / ".lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
-        mlruns = config.paths.mlruns
+
+def parents(sweep_dir: str | Path) -> dict[str, str]:
+    """``{experiment: parent run id}`` of a sweep (empty before its first job logged)."""
+    p = Path(sweep_dir) / PARENTS_FILE
+    return dict(json.loads(p.read_text())) if p.exists() else {}
+
+
+def sweep_parent(sweep_dir: str | Path, mlruns: str | Path, experiment: str) -> str:
+    """The sweep's parent run in ``experiment``, created by the first job that asks."""
+    from lmaudit.tracking.mlflow_log import _mlflow, ensure_experiment
+
+    sweep_dir = Path(sweep_dir)
+    with _locked(sweep_dir):
+        known = parents(sweep_dir)
+        if experiment in known:
+            return known[experiment]
+        meta = json.loads((sweep_dir / SWEEP_FILE).read_text()) if (sweep_dir / SWEEP_FILE).exists() else {}
         mlflow = _mlflow(mlruns)
-        exp_id = ensure_experiment(mlruns, _experiment(config))
-        sweep_dir = Path(config.hydra.sweep.dir)
-        overrides = list(config.hydra.overrides.task)
         run = mlflow.start_run(
-            experiment_id=exp_id,
+            experiment_id=ensure_experiment(mlruns, experiment),
             run_name=f"sweep {sweep_dir.name}",
             tags={
                 "lmaudit.kind": "sweep",
                 "sweep_dir": str(sweep_dir),
-                "sweep_overrides": " ".join(overrides)[:5000],
+                "sweep_overrides": " ".join(meta.get("overrides", []))[:5000],
             },
         )
         mlflow.end_run(status="RUNNING")
+        known[experiment] = str(run.info.run_id)
+        atomic_write_json(sweep_dir / PARENTS_FILE, known)
+        return known[experiment]
+
+
+def job_records(sweep_dir: str | Path) -> list[dict[str, Any]]:
+    """The sweep's job records, in job order."""
+    folder = Path(sweep_dir) / JOBS_DIR
+    recs = [json.loads(p.read_text()) for p in folder.glob("*.json")] if folder.exists() else []
+    return sorted(recs, key=lambda r: int(r["num"]))
+
+
+def _combine(config: DictConfig, sweep_dir: Path, records: list[dict[str, Any]]) -> None:
+    """Per study: jobs that only split one design across processes are analysed together."""
+    from lmaudit.cli import run
+    from lmaudit.provenance.io import InputError
+    from lmaudit.studies.registry import get_study
+
+    by_study: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r["status"] == "COMPLETED":
+            by_study.setdefault(r["study"], []).append(r)
+    for name, recs in by_study.items():
+        study = get_study(name)
+        combine = getattr(study, "combine_sweep", None)
+        if combine is None or len(recs) < 2:
+            continue
+        out = sweep_dir / f"combined-{name}"
+        cfgs = [OmegaConf.create(r["config"]) for r in recs]
+        try:
+            cfg = combine(cfgs, [Path(r["run_dir"]) for r in recs], out)
+        except InputError as e:
+            print(f"sweep: the {name} jobs are not combined: {e}")
+            continue
+        print(f"sweep: analysing the {len(recs)} {name} jobs together in {out}")
+        run(cfg, sweep_dir=sweep_dir)
+
+
+class MLflowSweepCallback(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
         atomic_write_json(
-            sweep_dir / PARENT_FILE, {"run_id": run.info.run_id, "experiment": _experiment(config)}
+            sweep_dir / SWEEP_FILE,
+            {"overrides": list(config.hydra.overrides.task), "started_utc": _now()},
         )
 
-    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if not config.mlflow.enabled:
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        from hydra.types import RunMode
+
+        hc = config.get("hydra")
+        if hc is None or hc.get("mode") != RunMode.MULTIRUN:
             return
+        from hydra.core.utils import JobStatus
+
+        from lmaudit.cli import run_dir
+
+        task = OmegaConf.create(OmegaConf.to_container(config, resolve=False))
+        assert isinstance(task, DictConfig)
+        with open_dict(task):
+            del task["hydra"]
+        try:
+            where: str | None = str(run_dir(task))
+        except Exception:  # an invalid config: the job failed before it had a run dir
+            where = None
+        status = getattr(job_return, "status", None)
+        rec = {
+            "num": int(hc.job.num),
+            "overrides": list(hc.overrides.task),
+            "study": str(task.study.name),
+            "experiment": experiment_name(task),
+            "run_dir": where,
+            "status": status.name if isinstance(status, JobStatus) else str(status),
+            "config": OmegaConf.to_container(task, resolve=True),
+            "ended_utc": _now(),
+        }
+        atomic_write_json(Path(hc.sweep.dir) / JOBS_DIR / f"{int(hc.job.num):04d}.json", rec)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        run_id = parent_run_id(sweep_dir)
-        if run_id is None:
+        records = job_records(sweep_dir)
+        failed = [r for r in records if r["status"] != "COMPLETED"]
+        if failed:
+            print(
+                f"sweep: {len(failed)} of {len(records)} jobs did not complete: "
+                + ", ".join(" ".join(r["overrides"]) for r in failed)
+            )
+        try:
+            _combine(config, sweep_dir, records)
+        except Exception:  # the jobs' own results stand; say what went wrong
+            print("sweep: combining the jobs failed:\n" + traceback.format_exc())
+        if not config.mlflow.enabled:
             return
         from lmaudit.tracking.compare import fetch_runs, table, to_csv, to_markdown
         from lmaudit.tracking.mlflow_log import _mlflow
 
         mlruns = config.paths.mlruns
         mlflow = _mlflow(mlruns)
-        runs = fetch_runs(mlruns, [_experiment(config)], parent_run_id=run_id)
-        header, rows = table(list(reversed(runs)))
-        atomic_write_text(sweep_dir / "comparison.md", to_markdown(header, rows))
-        atomic_write_text(sweep_dir / "comparison.csv", to_csv(header, rows))
-        with mlflow.start_run(run_id=run_id):
-            mlflow.log_metric("n_jobs", len(runs))
-            mlflow.log_artifact(str(sweep_dir / "comparison.md"))
-            mlflow.log_artifact(str(sweep_dir / "comparison.csv"))
-        print(
-            f"sweep of {len(runs)} jobs under MLflow parent run {run_id}; comparison in {sweep_dir}/comparison.md"
-        )
+        for experiment, run_id in parents(sweep_dir).items():
+            runs = fetch_runs(mlruns, [experiment], parent_run_id=run_id)
+            header, rows = table(list(reversed(runs)))
+            stem = "comparison" if len(parents(sweep_dir)) == 1 else f"comparison-{experiment}"
+            atomic_write_text(sweep_dir / f"{stem}.md", to_markdown(header, rows))
+            atomic_write_text(sweep_dir / f"{stem}.csv", to_csv(header, rows))
+            with mlflow.start_run(run_id=run_id):
+                mlflow.log_metric("n_jobs", len(runs))
+                mlflow.log_artifact(str(sweep_dir / f"{stem}.md"))
+                mlflow.log_artifact(str(sweep_dir / f"{stem}.csv"))
+            print(
+                f"sweep: {len(runs)} runs under MLflow parent run {run_id} ({experiment}); "
+                f"comparison in {sweep_dir}/{stem}.md"
+            )

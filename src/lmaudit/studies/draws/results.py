@@ -2,7 +2,7 @@
 
 Exclusion patterns, then prefix de-duplication, then :func:`analyze_family` per family,
 Holm's correction across families (the registered result, and again with flagged sources
-left out), a flat per-source table, and the registered predictions scored.
+left out), and a flat per-source table (registered predictions are scored by the platform).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 from lmaudit.stats.multiplicity import holm
 from lmaudit.studies.draws.analysis import AnalysisParams, ColumnResult, analyze_family
 from lmaudit.studies.draws.importer import SequenceRecord, dedup_prefixes, exclude
-from lmaudit.studies.draws.predictions import score_predictions
 
 __all__ = ["analyze_records"]
 
@@ -58,7 +57,6 @@ def analyze_records(
     params: AnalysisParams,
     *,
     exclude_patterns: Sequence[str],
-    predictions: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The whole registered analysis of ``records`` (plus descriptions per source)."""
     grid = list(params.rho_grid)
@@ -135,5 +133,4 @@ def analyze_records(
         "n_rejected": int(h_reg.reject.sum()),
         "any_flagged": any(f["flagged_sources"] for f in families.values()),
     }
-    results["predictions"] = score_predictions(predictions, results)
     return results

@@ -24,7 +24,17 @@ from lmaudit.studies.draws.results import analyze_records
 __all__ = ["NAME", "PLAN_KEYS", "analyze_rows", "measure", "plan", "write_report"]
 
 NAME = "draws"
+# the columns `lmaudit compare` shows for this study's runs
+COMPARE_COLUMNS: list[tuple[str, str]] = [
+    ("families", "metric:n_families"),
+    ("sequences", "metric:n_sequences"),
+    ("rejected (Holm)", "metric:n_rejected"),
+    ("flagged sources", "tag:flagged_sources"),
+]
 PLAN_KEYS = ("study", "model")
+# what names the data in an imported audit: an open registration (prereg data: open) binds
+# the plan without these, so predictions can be frozen before the draws file exists
+DATA_KEYS = ("config.study.import_path", "inputs.import")
 
 
 def settings(cfg: DictConfig) -> DrawsStudyConfig:
@@ -93,6 +103,11 @@ def _requests(cfg: DictConfig, s: DrawsStudyConfig) -> list[Any]:
     )
 
 
+def _freezing_open_registration(cfg: DictConfig) -> bool:
+    reg = cfg.get("prereg")
+    return cfg.get("stage") == "freeze" and reg is not None and reg.get("data") == "open"
+
+
 def plan(cfg: DictConfig) -> dict[str, Any]:
     """The resolved plan: config, input digests and (sampling) every request, with its digest."""
     s = settings(cfg)
@@ -106,9 +121,13 @@ def plan(cfg: DictConfig) -> dict[str, Any]:
     resolved = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in PLAN_KEYS}
     if s.import_path:
         p = Path(s.import_path)
-        if not p.exists():
+        inputs: dict[str, dict[str, str | None]]
+        if p.exists():
+            inputs = {"import": {"path": str(p), "sha256": file_sha256(p)}}
+        elif _freezing_open_registration(cfg):  # the data come later; the registration omits them
+            inputs = {"import": {"path": str(p), "sha256": None}}
+        else:
             raise InputError(f"{p}: file not found (study.import_path)")
-        inputs = {"import": {"path": str(p), "sha256": file_sha256(p)}}
         requests: list[dict[str, Any]] = []
     else:
         inputs = {"probes": {"path": s.probes_path, "sha256": file_sha256(s.probes_path)}}
@@ -182,10 +201,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         records.append(validate_record(row, where))
     if not records:
         raise InputError(f"{source}: no sequences to analyse")
-    preds = [dataclasses.asdict(p) for p in s.predictions]
-    results = analyze_records(
-        records, analysis_params(s), exclude_patterns=list(s.exclude_patterns), predictions=preds
-    )
+    results = analyze_records(records, analysis_params(s), exclude_patterns=list(s.exclude_patterns))
     mode = "import" if s.import_path or not any("seed" in r for r in rows) else "sample"
     return {
         **results,

@@ -18,7 +18,7 @@ from markupsafe import Markup, escape
 
 from lmaudit import __version__
 from lmaudit.provenance.io import atomic_write_text
-from lmaudit.reporting import fmt
+from lmaudit.reporting import claim, fmt, observed
 from lmaudit.reporting import get as _get
 from lmaudit.reporting import num as _num
 from lmaudit.reporting import pval as _pval
@@ -86,7 +86,7 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
     )
-    env.filters.update(num=_fmt, pval=_pval, text=_text)
+    env.filters.update(claim=claim, observed=observed, num=_fmt, pval=_pval, text=_text)
     env.filters["pct"] = lambda x: "—" if _num(x) is None else f"{100 * float(x):.1f}%"
     env.filters["p3"] = lambda x: _fmt(x, ".3f")
     return env

@@ -30,11 +30,13 @@ from lmaudit.studies.judge.packets import (
 )
 from lmaudit.studies.judge.report import write_report as _write_report
 from lmaudit.studies.judge.results import analyze_rows, headline, metrics, plot_data, summary, tags
+from lmaudit.studies.judge.sweep import combine_sweep
 
 __all__ = [
     "NAME",
     "PLAN_KEYS",
     "analyze_rows",
+    "combine_sweep",
     "default_run_name",
     "headline",
     "measure",
@@ -48,6 +50,19 @@ __all__ = [
 ]
 
 NAME = "judge"
+# the columns `lmaudit compare` shows for this study's runs
+COMPARE_COLUMNS: list[tuple[str, str]] = [
+    ("conditions", "tag:conditions"),
+    ("isolation", "tag:isolation"),
+    ("prompts", "metric:n_prompts"),
+    ("k", "metric:k"),
+    ("invalid", "metric:n_invalid"),
+    ("PA vs P0", "metric:disagreement.PA.rate"),
+    ("PB vs P0", "metric:disagreement.PB.rate"),
+    ("PAB vs P0", "metric:disagreement.PAB.rate"),
+    ("SWAP vs P0", "metric:disagreement.SWAP.rate"),
+    ("deviations", "tag:deviations"),
+]
 PLAN_KEYS = ("study", "model", "judge")
 ISOLATION = ("fresh", "shared")
 

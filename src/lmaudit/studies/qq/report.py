@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from lmaudit import __version__
 from lmaudit.provenance.io import atomic_write_text
+from lmaudit.reporting import claim, observed
 from lmaudit.studies.qq.figures import (
     iter_positions,
     label_effect_points,
@@ -104,7 +105,9 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
     )
-    env.filters.update(num=_fmt, signed=_signed, interval=_interval, text=_text)
+    env.filters.update(
+        claim=claim, observed=observed, num=_fmt, signed=_signed, interval=_interval, text=_text
+    )
     env.filters["sci"] = lambda x: _fmt(x, ".3g")
     env.filters["pct"] = lambda x: _fmt(None if _num(x) is None else 100 * float(x), ".1f") + "%"
     env.globals.update(VERDICT_CSS=VERDICT_CSS, STATUS_CSS=STATUS_CSS, NOT_RECORDED=NOT_RECORDED)

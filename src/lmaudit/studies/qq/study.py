@@ -30,6 +30,22 @@ from lmaudit.studies.qq.report import write_report
 __all__ = ["NAME", "PLAN_KEYS", "analyze_rows", "measure", "plan", "write_report"]
 
 NAME = "qq"
+# the columns `lmaudit compare` shows for this study's runs
+COMPARE_COLUMNS: list[tuple[str, str]] = [
+    ("framing", "param:framing.name"),
+    ("mapping", "param:mapping.name"),
+    ("estimand", "param:estimand.kind"),
+    ("items", "metric:n_items"),
+    ("SAT", "metric:n_satisfied"),
+    ("VIOL", "metric:n_violated"),
+    ("IND", "metric:n_indeterminate"),
+    ("NC", "metric:n_gamma_noncontextual"),
+    ("CTX", "metric:n_gamma_contextual"),
+    ("saturated", "metric:n_saturated"),
+    ("G1", "tag:gate.G1"),
+    ("G2", "tag:gate.G2"),
+    ("G3", "tag:gate.G3"),
+]
 # The config keys that define what is asked and how it is decided (the plan digest covers them).
 PLAN_KEYS = ("study", "model", "estimand", "framing", "mapping", "items")
 

@@ -1,0 +1,153 @@
+"""``python run.py -m ...`` sweeps as users type them (subprocesses, real Hydra, real MLflow
+SQLite store): the parent run per experiment, the job records, the comparison table, and the
+judge study's single-condition jobs analysed together."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lmaudit.cli import run
+from lmaudit.config.overrides import with_implied_study
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _sweep(tmp_path: Path, *overrides: str, mlflow: bool = True) -> subprocess.CompletedProcess[str]:
+    args = [
+        sys.executable,
+        "run.py",
+        "-m",
+        *overrides,
+        f"paths.results={tmp_path / 'results'}",
+        f"paths.cache={tmp_path / 'cache'}",
+        f"paths.mlruns={tmp_path / 'mlruns'}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        "progress=false",
+    ]
+    if not mlflow:
+        args.append("mlflow.enabled=false")
+    return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def _runs(mlruns: Path) -> list[tuple[str, str, str, str | None]]:
+    """(experiment, run name, kind tag, parent run id) of every run in the store."""
+    con = sqlite3.connect(mlruns / "mlflow.db")
+    rows = con.execute(
+        "select e.name, r.name, r.run_uuid from runs r join experiments e on r.experiment_id = e.experiment_id"
+    ).fetchall()
+    tags = {(rid, k): v for rid, k, v in con.execute("select run_uuid, key, value from tags").fetchall()}
+    con.close()
+    return [
+        (e, n, tags.get((rid, "lmaudit.kind"), ""), tags.get((rid, "mlflow.parentRunId")))
+        for e, n, rid in rows
+    ]
+
+
+def test_a_judge_condition_sweep_selects_the_judge_study_and_combines_its_jobs(tmp_path, judge_cfg_repo):
+    proc = _sweep(tmp_path, "judge/condition=P0,PA,PB,PAB", "model=sim_judge")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sweep = tmp_path / "sweep"
+    jobs = [json.loads(p.read_text()) for p in sorted((sweep / "jobs").glob("*.json"))]
+    assert [j["overrides"][0] for j in jobs] == [f"judge/condition={c}" for c in ("P0", "PA", "PB", "PAB")]
+    assert {j["study"] for j in jobs} == {"judge"} and {j["status"] for j in jobs} == {"COMPLETED"}
+    for j in jobs:
+        res = json.loads((Path(j["run_dir"]) / "results.json").read_text())
+        assert res["conditions_analysed"] == [j["overrides"][0].split("=")[1]]
+
+    combined = json.loads((sweep / "combined-judge/results.json").read_text())
+    assert combined["conditions_analysed"] == ["P0", "PA", "PB", "PAB"]
+    assert combined["classification"]["evaluable"]
+    # independently: one job judging the four conditions together, in process, from scratch
+    run(judge_cfg_repo("judge/condition=wrapper", f"paths.cache={tmp_path / 'fresh-cache'}", name="together"))
+    together = json.loads((tmp_path / "together/results.json").read_text())
+    for key in ("disagreement", "classification", "conditions", "items", "model_wins", "validity"):
+        assert combined[key] == together[key], key
+
+    # MLflow: one parent in the judge experiment (not the default study's), five nested runs
+    runs = _runs(tmp_path / "mlruns")
+    parents = [r for r in runs if r[2] == "sweep"]
+    assert len(parents) == 1 and parents[0][0] == "lmaudit-judge"
+    parent_id = json.loads((sweep / "mlflow_parents.json").read_text())["lmaudit-judge"]
+    children = [r for r in runs if r[3] == parent_id]
+    assert len(children) == 5 and {r[0] for r in children} == {"lmaudit-judge"}
+    table = (sweep / "comparison.md").read_text().splitlines()
+    assert "PA vs P0" in table[0] and len(table) == 2 + 5
+    assert "P0,PA,PB,PAB" in next(line for line in table if "P0+PA+PB+PAB" in line)
+
+
+def test_jobs_that_differ_beyond_their_conditions_are_not_combined(tmp_path):
+    proc = _sweep(tmp_path, "judge/condition=P0,PA", "study.k=1,2", "model=sim_judge", mlflow=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "not combined" in proc.stdout and "study.k" in proc.stdout
+    assert not (tmp_path / "sweep/combined-judge").exists()
+    assert len(list((tmp_path / "sweep/jobs").glob("*.json"))) == 4
+
+
+def test_a_qq_sweep_nests_its_jobs_under_one_parent_run(tmp_path):
+    proc = _sweep(tmp_path, "model=sim_projective,sim_repetition", "items=sim_demo")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = _runs(tmp_path / "mlruns")
+    parents = [r for r in runs if r[2] == "sweep"]
+    assert len(parents) == 1 and parents[0][0] == "lmaudit-qq"
+    parent_id = json.loads((tmp_path / "sweep/mlflow_parents.json").read_text())["lmaudit-qq"]
+    job_dirs = [json.loads(p.read_text())["run_dir"] for p in (tmp_path / "sweep/jobs").glob("*.json")]
+    assert sorted(r[1] for r in runs if r[3] == parent_id) == sorted(Path(d).name for d in job_dirs)
+    assert len(job_dirs) == 2
+    table = (tmp_path / "sweep/comparison.md").read_text()
+    assert "SAT" in table and "G1" in table and "PA vs P0" not in table
+    assert not list((tmp_path / "sweep").glob("combined-*"))  # the QQ study has nothing to combine
+
+
+def test_a_judge_group_without_a_study_implies_the_judge_study():
+    assert with_implied_study(["run.py", "-m", "judge/condition=P0,PA"]) == [
+        "run.py",
+        "-m",
+        "judge/condition=P0,PA",
+        "study=judge",
+    ]
+    assert with_implied_study(["run.py", "judge.rubric.text=x"])[-1] == "study=judge"
+    for argv in (["run.py"], ["run.py", "model=sim_judge"], ["run.py", "study=qq", "judge/condition=P0"]):
+        assert with_implied_study(argv) == argv
+
+
+def test_a_judge_condition_with_another_study_is_refused(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "run.py",
+            "study=qq",
+            "judge/condition=P0",
+            "stage=plan",
+            f"out_dir={tmp_path / 'x'}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert "judge/condition selects the judge study, but study=qq was given" in proc.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.fixture
+def judge_cfg_repo(make_cfg):
+    """The sim judge over the repository's demo candidates (what the subprocess sweep judged)."""
+
+    def _make(*overrides: str, name: str = "run"):  # type: ignore[no-untyped-def]
+        return make_cfg(
+            "model=sim_judge",
+            f"study.candidates_path={REPO / 'data/judge/demo/candidates.jsonl'}",
+            f"study.mapping_path={REPO / 'data/judge/demo/mapping.json'}",
+            "mlflow.enabled=false",
+            *overrides,
+            name=name,
+        )
+
+    return _make
