@@ -11,7 +11,18 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SIM_TARGETS = ["report@qq_sim_demo", "report@qq_sim_mixture"]
+SIM_TARGETS = [
+    "report@qq_sim_demo",
+    "report@qq_sim_mixture",
+    "report@judge_sim_attraction",
+    "report@draws_sim_persistent",
+]
+SIM_RUNS = [
+    ("qq", "qq_sim_demo"),
+    ("qq", "qq_sim_mixture"),
+    ("judge", "judge_sim_attraction"),
+    ("draws", "draws_sim_persistent"),
+]
 
 
 def sh(*cmd: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -46,8 +57,8 @@ def _ran(output: str) -> set[str]:
 
 
 def test_repro_builds_every_run_file(clone):
-    for run in ("qq_sim_demo", "qq_sim_mixture"):
-        out = clone / "results" / "qq" / run
+    for study, run in SIM_RUNS:
+        out = clone / "results" / study / run
         for f in (
             "plan.json",
             "measurements.jsonl",
@@ -55,9 +66,14 @@ def test_repro_builds_every_run_file(clone):
             "metrics.json",
             "report.html",
             "audit_record.json",
-            "plots/distance_cdf.csv",
         ):
             assert (out / f).exists(), (run, f)
+        assert list((out / "plots").glob("*.csv")), run
+    assert (clone / "results/qq/qq_sim_demo/plots/distance_cdf.csv").exists()
+    # the judge registration is verified and scored inside DVC's run
+    judged = json.loads((clone / "results/judge/judge_sim_attraction/results.json").read_text())
+    assert judged["prereg"]["name"] == "judge_sim_attraction"
+    assert [p["outcome"] for p in judged["predictions"]] == ["held"] * 3
     lock = (clone / "dvc.lock").read_text()
     assert "measure@qq_sim_mixture" in lock and "md5" in lock
     status = sh("dvc", "status", *SIM_TARGETS, cwd=clone).stdout

@@ -298,9 +298,9 @@ def _sample_req(**kw: Any) -> SampleRequest:
     return SampleRequest(msgs, **{"n": 5, "temperature": 1.0, "seed": 7, **kw})
 
 
-@pytest.mark.parametrize("max_tokens", [1, 4])
-def test_sampling_draw_i_independent_of_n_and_batch(tiny_dir: Path, max_tokens: int) -> None:
-    backend = _backend(tiny_dir, sample_block=4)
+@pytest.mark.parametrize(("max_tokens", "block"), [(1, 1), (4, 1), (4, 4)])
+def test_sampling_draw_i_independent_of_n_and_batch(tiny_dir: Path, max_tokens: int, block: int) -> None:
+    backend = _backend(tiny_dir, sample_block=block)
     small = backend.sample([_sample_req(max_tokens=max_tokens)])[0].texts
     other = SampleRequest(({"role": "user", "content": "the economy"},), n=3, max_tokens=max_tokens, seed=1)
     large = backend.sample([other, _sample_req(n=50, max_tokens=max_tokens)])[1].texts
@@ -337,6 +337,9 @@ def test_identity_tracks_what_changes_outputs(tiny_dir: Path) -> None:
     assert identity_digest(_backend(tiny_dir, dtype="bfloat16").identity) != identity_digest(ident)
     kwargs = _backend(tiny_dir, chat_template_kwargs={"enable_thinking": False})
     assert identity_digest(kwargs.identity) != identity_digest(ident)
+    # the default decode block (one row) leaves the identity as it was; another block is recorded
+    assert "sample_block" not in ident
+    assert identity_digest(_backend(tiny_dir, sample_block=4).identity) != identity_digest(ident)
     desc = base.describe()
     assert desc["bos"]["rendered_prompt_starts_with_bos"] is True
     assert "<end_of_turn>" in desc["stop_tokens"]

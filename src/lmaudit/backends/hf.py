@@ -74,7 +74,7 @@ class HFBackend:
         progress: bool = True,
         model_dir: str | Path | None = None,
         min_shared_tokens: int = DEFAULT_MIN_SHARED_TOKENS,
-        sample_block: int = 8,
+        sample_block: int = 1,
         attn_implementation: str | None = None,
     ) -> None:
         if dtype is None:
@@ -204,6 +204,10 @@ class HFBackend:
             "chat_template_sha256": self.chat_template_sha256,
             "chat_template_kwargs": self.chat_template_kwargs,
             "transformers": transformers.__version__,
+            # a multi-token draw decodes in a block of this many rows; its arithmetic (and so,
+            # rarely, its tokens) can depend on the block size, so a non-default block is part
+            # of the identity (the default 1 leaves identities, and caches, as they were)
+            **({"sample_block": self.sample_block} if self.sample_block != 1 else {}),
         }
 
     def describe(self) -> dict[str, Any]:
