@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
 from collections.abc import Mapping
@@ -59,3 +60,12 @@ def observed(p: Mapping[str, Any]) -> str:
     if not p.get("checks"):
         return text(p.get("observed"))
     return "; ".join(f"{c['metric']} = {text(c.get('observed'))} ({c['outcome']})" for c in p["checks"])
+
+
+def config_json(plan: Mapping[str, Any] | None) -> str | None:
+    """The plan's resolved config, pretty-printed for a report's provenance section."""
+    return json.dumps(get(plan, "config"), indent=2, sort_keys=True, ensure_ascii=False) if plan else None
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -28,10 +28,9 @@ from lmaudit.backends.base import (
     canonical_json,
     derive_seed,
 )
-from lmaudit.backends.openai_compat import (
-    UNVERIFIED,
+from lmaudit.backends.openai_compat import UNVERIFIED, OpenAIBackend
+from lmaudit.backends.openai_wire import (
     LabelResultWithVariants,
-    OpenAIBackend,
     first_position_top,
     read_labels,
     render_chat_template,

@@ -44,21 +44,14 @@ gate FAILS rather than passes silently; the pieces say why.
 
 from __future__ import annotations
 
-import email.utils
-import functools
-import json
 import logging
-import math
 import os
 import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
@@ -71,6 +64,14 @@ from lmaudit.backends.base import (
     SampleResult,
     derive_seed,
     sha256_text,
+)
+from lmaudit.backends.openai_wire import (
+    first_position_top,
+    parse_retry_after,
+    read_labels,
+    render_chat_template,
+    server_message,
+    strip_userinfo,
 )
 
 log = logging.getLogger(__name__)
@@ -105,51 +106,6 @@ _KNOWN = {
 }
 _T = TypeVar("_T")
 _R = TypeVar("_R")
-
-
-@dataclass(frozen=True)
-class LabelResultWithVariants(LabelResult):
-    """A :class:`LabelResult` that also records which token texts were read for each label."""
-
-    matched_variants: dict[str, list[str]] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {**super().to_json(), "matched_variants": self.matched_variants}
-
-
-def _raise_exception(message: str) -> None:
-    from jinja2 import TemplateError
-
-    raise TemplateError(message)
-
-
-def _tojson(
-    x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
-) -> str:
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-@functools.lru_cache(maxsize=16)
-def _compile_template(template: str) -> Any:
-    """The Jinja environment transformers uses for chat templates (sandboxed, trim/lstrip blocks,
-    loop controls, ``tojson``, ``raise_exception``, ``strftime_now``)."""
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    return env.from_string(template)
-
-
-def render_chat_template(template: str, messages: Sequence[Message], bos_token: str = "") -> str:
-    """Render ``messages`` with a HF-style Jinja chat template, as transformers does."""
-    return str(
-        _compile_template(template).render(
-            messages=[dict(m) for m in messages], add_generation_prompt=True, bos_token=bos_token
-        )
-    )
 
 
 class OpenAIBackend:
@@ -218,7 +174,7 @@ class OpenAIBackend:
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIBackend(base_url={_strip_userinfo(self.base_url)!r}, model={self.model!r}, "
+            f"OpenAIBackend(base_url={strip_userinfo(self.base_url)!r}, model={self.model!r}, "
             f"endpoint={self.endpoint!r}, revision={self.revision!r})"
         )
 
@@ -257,7 +213,7 @@ class OpenAIBackend:
         key = self._key()
         if key:
             text = text.replace(key, "***")
-        return text.replace(self.base_url, _strip_userinfo(self.base_url))
+        return text.replace(self.base_url, strip_userinfo(self.base_url))
 
     def _post(self, url: str, body: dict[str, Any]) -> Any:
         """POST JSON with retries; returns the decoded JSON body or raises BackendError."""
@@ -265,7 +221,7 @@ class OpenAIBackend:
         key = self._key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        where = _strip_userinfo(url)
+        where = strip_userinfo(url)
         err = ""
         for attempt in range(self.max_retries + 1):
             retry_after: float | None = None
@@ -289,11 +245,11 @@ class OpenAIBackend:
                                 f"POST {where}: HTTP {resp.status_code} but the body is not JSON: {resp.text[:300]!r}"
                             )
                         ) from None
-                msg = _server_message(resp)
+                msg = server_message(resp)
                 if resp.status_code != 429 and resp.status_code < 500:
                     raise BackendError(self._redact(f"POST {where} returned HTTP {resp.status_code}: {msg}"))
                 err = f"HTTP {resp.status_code}: {msg}"
-                retry_after = _retry_after(resp.headers.get("Retry-After"))
+                retry_after = parse_retry_after(resp.headers.get("Retry-After"))
             if attempt == self.max_retries:
                 break
             delay = retry_after
@@ -445,108 +401,3 @@ class OpenAIBackend:
         choice = self._generate(request.messages, extra)
         text = (choice.get("message") or {}).get("content") if self.endpoint == "chat" else choice.get("text")
         return text if isinstance(text, str) else ""
-
-
-# --- response parsing (pure) -----------------------------------------------------------------
-
-
-def first_position_top(choice: Mapping[str, Any]) -> list[tuple[str, float, int]]:
-    """``(token_text, logprob, token_id or -1)`` alternatives at the first generated position,
-    most probable first. Reads the chat shape (``logprobs.content[0].top_logprobs``) and the
-    legacy completions shape (``logprobs.top_logprobs[0]`` as a ``{token: logprob}`` dict)."""
-    lp = choice.get("logprobs")
-    if not isinstance(lp, Mapping):
-        raise BackendError(
-            "openai backend: the server returned no logprobs (for llama-cpp-python start "
-            "the server with --logits_all true; hosted APIs may not offer them)"
-        )
-    entries: list[tuple[str, float, int]] = []
-    content = lp.get("content")
-    if isinstance(content, list) and content:
-        first = content[0]
-        tops = first.get("top_logprobs") or [first]
-        for t in tops:
-            tid = t.get("id", t.get("token_id", -1))
-            entries.append(
-                (str(t.get("token", "")), _finite(t.get("logprob")), int(tid) if tid is not None else -1)
-            )
-    elif isinstance(lp.get("top_logprobs"), list) and lp["top_logprobs"]:
-        first_top = lp["top_logprobs"][0]
-        if not isinstance(first_top, Mapping):
-            raise BackendError(f"openai backend: unexpected top_logprobs shape {str(first_top)[:200]}")
-        entries = [(str(tok), _finite(v), -1) for tok, v in first_top.items()]
-    else:
-        raise BackendError(
-            f"openai backend: no logprobs at the first position (finish_reason="
-            f"{choice.get('finish_reason')!r}; a server may drop them when the first token ends the turn): "
-            f"{str(lp)[:200]}"
-        )
-    entries.sort(key=lambda e: -e[1])
-    return entries
-
-
-def read_labels(
-    entries: list[tuple[str, float, int]], labels: Sequence[str], top_k: int, space_variants: bool = False
-) -> LabelResult:
-    """Label probabilities from top-logprob entries (absent labels: 0.0, mass left in ``other``)."""
-    probs: dict[str, float] = {}
-    ids: dict[str, int] = {}
-    matched: dict[str, list[str]] = {}
-    for label in labels:
-        variants = [label, " " + label] if space_variants else [label]
-        p, tid, hit = 0.0, -1, []
-        for v in variants:
-            hit_entry = next((e for e in entries if e[0] == v), None)  # sorted: the likeliest
-            if hit_entry is not None:
-                p += math.exp(hit_entry[1])
-                tid = hit_entry[2] if tid == -1 else tid
-                hit.append(v)
-        probs[label], ids[label], matched[label] = p, tid, hit
-    other = min(1.0, max(0.0, 1.0 - sum(probs.values())))
-    top = [(t, math.exp(lp)) for t, lp, _ in entries[: max(0, top_k)]]
-    if space_variants:
-        return LabelResultWithVariants(probs, other, top, ids, matched_variants=matched)
-    return LabelResult(probs=probs, other=other, top_k=top, label_token_ids=ids)
-
-
-def _finite(x: Any) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return -math.inf
-    return v if not math.isnan(v) else -math.inf
-
-
-def _server_message(resp: requests.Response) -> str:
-    try:
-        body = resp.json()
-    except ValueError:
-        return resp.text[:500] or resp.reason or ""
-    if isinstance(body, dict):
-        err = body.get("error", body.get("detail", body.get("message")))
-        if isinstance(err, dict):
-            err = err.get("message", err)
-        if err is not None:
-            return (err if isinstance(err, str) else json.dumps(err))[:500]
-    return json.dumps(body)[:500]
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _strip_userinfo(url: str) -> str:
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))

@@ -11,39 +11,22 @@ Both take one family's results dict and return ``None`` when there is nothing to
 
 from __future__ import annotations
 
-import io
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from matplotlib import rc_context
-from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
+
+from lmaudit.svg import inline_svg
 
 __all__ = ["null_svg", "rho_curve_svg"]
 
 _RC: Any = {"svg.fonttype": "none", "font.size": 9.0, "axes.grid": True, "grid.alpha": 0.3}
-_TAG = re.compile(r"<[^<>]*>")
-_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
 
 
 def _svg(fig: Figure, prefix: str) -> str:
-    """A bare, deterministic ``<svg>`` element whose ids carry ``prefix`` (several per page)."""
-    buf = io.StringIO()
-    rc: Any = {**_RC, "svg.hashsalt": f"lmaudit-{prefix}"}
-    with rc_context(rc):
-        FigureCanvasSVG(fig).print_svg(buf, metadata={"Date": None})
-    text = buf.getvalue()
-    text = _METADATA.sub("", text[max(text.find("<svg"), 0) :])
-
-    def fix(m: re.Match[str]) -> str:
-        tag = m.group(0)
-        for old in (' id="', "url(#", 'href="#'):
-            tag = tag.replace(old, f"{old}{prefix}-")
-        return tag
-
-    return _TAG.sub(fix, text)
+    return inline_svg(fig, prefix, _RC)
 
 
 def _fig() -> tuple[Figure, Any]:

@@ -7,9 +7,7 @@ escaped by Jinja2's autoescape; the figures are SVG written by matplotlib.
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
-import json
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -20,7 +18,7 @@ from markupsafe import Markup
 
 from lmaudit import __version__
 from lmaudit.provenance.io import atomic_write_text
-from lmaudit.reporting import fmt
+from lmaudit.reporting import config_json, fmt, utc_now
 from lmaudit.reporting import get as _get
 from lmaudit.reporting import num as _num
 from lmaudit.reporting import pval as _pval
@@ -110,10 +108,8 @@ def render_report(
         predictions=results.get("predictions") or [],
         sources=results.get("sources") or [],
         holm=results.get("holm") or {},
-        config=json.dumps(_get(plan, "config"), indent=2, sort_keys=True, ensure_ascii=False)
-        if plan
-        else None,
-        generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        config=config_json(plan),
+        generated=utc_now(),
     )
 
 

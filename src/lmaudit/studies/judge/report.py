@@ -5,9 +5,7 @@ invalid-output counts, deviations and provenance. Text is escaped by Jinja2's au
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
-import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -18,7 +16,7 @@ from markupsafe import Markup, escape
 
 from lmaudit import __version__
 from lmaudit.provenance.io import atomic_write_text
-from lmaudit.reporting import claim, fmt, observed
+from lmaudit.reporting import claim, config_json, fmt, observed, utc_now
 from lmaudit.reporting import get as _get
 from lmaudit.reporting import num as _num
 from lmaudit.reporting import pval as _pval
@@ -143,10 +141,8 @@ def render_report(
         predictions=results.get("predictions") or [],
         inputs=inputs,
         confidence_svg=Markup(svg) if svg else None,
-        config=json.dumps(_get(plan, "config"), indent=2, sort_keys=True, ensure_ascii=False)
-        if plan
-        else None,
-        generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        config=config_json(plan),
+        generated=utc_now(),
     )
 
 

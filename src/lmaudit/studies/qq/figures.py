@@ -14,18 +14,17 @@ so any item id is safe to inline.
 
 from __future__ import annotations
 
-import io
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
 from matplotlib import rc_context
-from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from lmaudit.svg import inline_svg
 
 __all__ = [
     "D_CLIP",
@@ -60,10 +59,6 @@ def _num(x: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-_TAG = re.compile(r"<[^<>]*>")  # matplotlib escapes < and > in text and attribute values
-_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
-
-
 def _style(extra: Mapping[str, Any] | None = None) -> AbstractContextManager[None]:
     """The report's matplotlib style (``rcParams`` are typed by literal key, hence ``Any``)."""
     rc: Any = {**_RC, **(extra or {})}
@@ -71,24 +66,7 @@ def _style(extra: Mapping[str, Any] | None = None) -> AbstractContextManager[Non
 
 
 def _svg(fig: Figure, prefix: str) -> str:
-    """The figure as a bare ``<svg>`` element for inlining, deterministic across runs.
-
-    The XML prolog and the RDF metadata are dropped, and every element id (and reference to
-    one) gets ``prefix``, so several figures can share one HTML page without id clashes.
-    """
-    buf = io.StringIO()
-    with _style({"svg.hashsalt": f"lmaudit-{prefix}"}):
-        FigureCanvasSVG(fig).print_svg(buf, metadata={"Date": None})
-    text = buf.getvalue()
-    text = _METADATA.sub("", text[max(text.find("<svg"), 0) :])
-
-    def fix(m: re.Match[str]) -> str:
-        tag = m.group(0)
-        for old in (' id="', "url(#", 'href="#'):
-            tag = tag.replace(old, f"{old}{prefix}-")
-        return tag
-
-    return _TAG.sub(fix, text)
+    return inline_svg(fig, prefix, _RC)
 
 
 def iter_positions(results: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:

@@ -1,0 +1,171 @@
+"""The OpenAI-compatible wire format, pure functions: chat-template rendering as transformers
+does it, top-logprob parsing for both response shapes, label readout, and the error-message,
+``Retry-After`` and URL helpers of :mod:`lmaudit.backends.openai_compat`."""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+
+from lmaudit.backends.base import BackendError, LabelResult, Message
+
+
+@dataclass(frozen=True)
+class LabelResultWithVariants(LabelResult):
+    """A :class:`LabelResult` that also records which token texts were read for each label."""
+
+    matched_variants: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "matched_variants": self.matched_variants}
+
+
+def _raise_exception(message: str) -> None:
+    from jinja2 import TemplateError
+
+    raise TemplateError(message)
+
+
+def _tojson(
+    x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
+) -> str:
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+@functools.lru_cache(maxsize=16)
+def _compile_template(template: str) -> Any:
+    """The Jinja environment transformers uses for chat templates (sandboxed, trim/lstrip blocks,
+    loop controls, ``tojson``, ``raise_exception``, ``strftime_now``)."""
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env.from_string(template)
+
+
+def render_chat_template(template: str, messages: Sequence[Message], bos_token: str = "") -> str:
+    """Render ``messages`` with a HF-style Jinja chat template, as transformers does."""
+    return str(
+        _compile_template(template).render(
+            messages=[dict(m) for m in messages], add_generation_prompt=True, bos_token=bos_token
+        )
+    )
+
+
+# --- response parsing (pure) -----------------------------------------------------------------
+
+
+def first_position_top(choice: Mapping[str, Any]) -> list[tuple[str, float, int]]:
+    """``(token_text, logprob, token_id or -1)`` alternatives at the first generated position,
+    most probable first. Reads the chat shape (``logprobs.content[0].top_logprobs``) and the
+    legacy completions shape (``logprobs.top_logprobs[0]`` as a ``{token: logprob}`` dict)."""
+    lp = choice.get("logprobs")
+    if not isinstance(lp, Mapping):
+        raise BackendError(
+            "openai backend: the server returned no logprobs (for llama-cpp-python start "
+            "the server with --logits_all true; hosted APIs may not offer them)"
+        )
+    entries: list[tuple[str, float, int]] = []
+    content = lp.get("content")
+    if isinstance(content, list) and content:
+        first = content[0]
+        tops = first.get("top_logprobs") or [first]
+        for t in tops:
+            tid = t.get("id", t.get("token_id", -1))
+            entries.append(
+                (str(t.get("token", "")), _finite(t.get("logprob")), int(tid) if tid is not None else -1)
+            )
+    elif isinstance(lp.get("top_logprobs"), list) and lp["top_logprobs"]:
+        first_top = lp["top_logprobs"][0]
+        if not isinstance(first_top, Mapping):
+            raise BackendError(f"openai backend: unexpected top_logprobs shape {str(first_top)[:200]}")
+        entries = [(str(tok), _finite(v), -1) for tok, v in first_top.items()]
+    else:
+        raise BackendError(
+            f"openai backend: no logprobs at the first position (finish_reason="
+            f"{choice.get('finish_reason')!r}; a server may drop them when the first token ends the turn): "
+            f"{str(lp)[:200]}"
+        )
+    entries.sort(key=lambda e: -e[1])
+    return entries
+
+
+def read_labels(
+    entries: list[tuple[str, float, int]], labels: Sequence[str], top_k: int, space_variants: bool = False
+) -> LabelResult:
+    """Label probabilities from top-logprob entries (absent labels: 0.0, mass left in ``other``)."""
+    probs: dict[str, float] = {}
+    ids: dict[str, int] = {}
+    matched: dict[str, list[str]] = {}
+    for label in labels:
+        variants = [label, " " + label] if space_variants else [label]
+        p, tid, hit = 0.0, -1, []
+        for v in variants:
+            hit_entry = next((e for e in entries if e[0] == v), None)  # sorted: the likeliest
+            if hit_entry is not None:
+                p += math.exp(hit_entry[1])
+                tid = hit_entry[2] if tid == -1 else tid
+                hit.append(v)
+        probs[label], ids[label], matched[label] = p, tid, hit
+    other = min(1.0, max(0.0, 1.0 - sum(probs.values())))
+    top = [(t, math.exp(lp)) for t, lp, _ in entries[: max(0, top_k)]]
+    if space_variants:
+        return LabelResultWithVariants(probs, other, top, ids, matched_variants=matched)
+    return LabelResult(probs=probs, other=other, top_k=top, label_token_ids=ids)
+
+
+def _finite(x: Any) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return -math.inf
+    return v if not math.isnan(v) else -math.inf
+
+
+def server_message(resp: requests.Response) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text[:500] or resp.reason or ""
+    if isinstance(body, dict):
+        err = body.get("error", body.get("detail", body.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        if err is not None:
+            return (err if isinstance(err, str) else json.dumps(err))[:500]
+    return json.dumps(body)[:500]
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date); None if absent."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def strip_userinfo(url: str) -> str:
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
