@@ -75,6 +75,8 @@ def test_demo_probes_load_and_bad_probe_files_are_named(tmp_path: Path) -> None:
     assert [p.id for p in load_probes(REPO / "data/draws/probes.jsonl", ["color"])] == ["color"]
     with pytest.raises(InputError, match="probe_ids"):
         load_probes(REPO / "data/draws/probes.jsonl", ["nope"])
+    with pytest.raises(InputError, match=r"\['colour'\] \(did you mean 'color'\?\)"):
+        load_probes(REPO / "data/draws/probes.jsonl", ["colour"])
     bad = tmp_path / "p.jsonl"
     bad.write_text('{"id": "a", "prompt": "x"}\n{"id": "a", "prompt": "y"}\n')
     with pytest.raises(InputError, match=r"line 2: field 'id' = 'a' is used twice"):

@@ -31,6 +31,7 @@ from typing import Any
 
 from lmaudit.backends.base import Message, SampleRequest
 from lmaudit.provenance.io import InputError, iter_jsonl
+from lmaudit.provenance.jsoncheck import suggest
 
 __all__ = ["EMPTY", "NOMATCH", "Probe", "build_requests", "load_probes", "make_normaliser", "request_seed"]
 
@@ -68,7 +69,8 @@ def load_probes(path: str | Path, ids: Sequence[str] | None = None) -> list[Prob
     if ids is not None:
         missing = sorted(set(ids) - seen)
         if missing:
-            raise InputError(f"study: field 'probe_ids' names probes not in {path}: {missing}")
+            hint = suggest(missing[0], sorted(seen))
+            raise InputError(f"study: field 'probe_ids' names probes not in {path}: {missing}{hint}")
         probes = [p for p in probes if p.id in set(ids)]
     return probes
 

@@ -23,6 +23,7 @@ from typing import Any
 from lmaudit.backends.base import Message
 from lmaudit.provenance.digest import sha256_text
 from lmaudit.provenance.io import InputError, dumps_json, iter_jsonl, read_json
+from lmaudit.provenance.jsoncheck import suggest
 
 __all__ = [
     "Candidate",
@@ -117,7 +118,8 @@ def load_candidates(path: str | Path, ids: Sequence[str] | None = None) -> list[
     by = {c.prompt_id: c for c in out}
     missing = [i for i in ids if i not in by]
     if missing:
-        raise InputError(f"study.prompt_ids: {missing} are not in the candidate set {path}")
+        hints = "".join(suggest(m, list(by)) for m in missing[:1])
+        raise InputError(f"study.prompt_ids: {missing} are not in the candidate set {path}{hints}")
     return [by[i] for i in ids]
 
 

@@ -16,7 +16,6 @@ close-match suggestion) before any model call.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.provenance.io import InputError
+from lmaudit.provenance.jsoncheck import JsonObject, duplicate_keys, json_type, suggest
 
 STRATA = ("S1", "S2", "S3")
 YES_NO = ("Yes", "No")
@@ -140,9 +140,7 @@ class ItemBank:
         for it in self.items:
             if it.id == item_id:
                 return it
-        raise KeyError(
-            f"no item {item_id!r} in bank {self.name!r} ({self.path}){_suggest(item_id, self.ids)}"
-        )
+        raise KeyError(f"no item {item_id!r} in bank {self.name!r} ({self.path}){suggest(item_id, self.ids)}")
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -160,33 +158,35 @@ def load_bank(path: str | Path) -> ItemBank:
     except UnicodeDecodeError as exc:
         raise ItemBankError(where, [f"{where}: not UTF-8 text (byte {exc.start})"]) from exc
     try:
-        doc = json.loads(text, object_pairs_hook=_JsonObject.from_pairs)
+        doc = json.loads(text, object_pairs_hook=JsonObject.from_pairs)
     except json.JSONDecodeError as exc:
         msg = f"{where}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         raise ItemBankError(where, [msg]) from exc
 
     problems: list[str] = []
     if not isinstance(doc, dict):
-        raise ItemBankError(where, [f"{where}: top level must be a JSON object, got {_jtype(doc)}"])
-    problems += [f"{where}: key {k!r} given more than once" for k in _duplicates(doc)]
+        raise ItemBankError(where, [f"{where}: top level must be a JSON object, got {json_type(doc)}"])
+    problems += [f"{where}: key {k!r} given more than once" for k in duplicate_keys(doc)]
     for key in doc:
         if key not in TOP_LEVEL_FIELDS:
-            problems.append(f"{where}: unknown top-level field {key!r}{_suggest(key, TOP_LEVEL_FIELDS)}")
+            problems.append(f"{where}: unknown top-level field {key!r}{suggest(key, TOP_LEVEL_FIELDS)}")
     name, version, description = doc.get("bank"), doc.get("version"), doc.get("description", "")
     for key, value in (("bank", name), ("version", version)):
         if key not in doc:
             problems.append(f"{where}: missing top-level field {key!r}")
         elif not isinstance(value, str) or not value.strip():
             problems.append(
-                f"{where}: top-level field {key!r} must be a non-empty string, got {_jtype(value)}"
+                f"{where}: top-level field {key!r} must be a non-empty string, got {json_type(value)}"
             )
     if not isinstance(description, str):
-        problems.append(f"{where}: top-level field 'description' must be a string, got {_jtype(description)}")
+        problems.append(
+            f"{where}: top-level field 'description' must be a string, got {json_type(description)}"
+        )
     entries = doc.get("items")
     if "items" not in doc:
         problems.append(f"{where}: missing top-level field 'items' (the list of question pairs)")
     elif not isinstance(entries, list):
-        problems.append(f"{where}: top-level field 'items' must be a list, got {_jtype(entries)}")
+        problems.append(f"{where}: top-level field 'items' must be a list, got {json_type(entries)}")
     elif not entries:
         problems.append(f"{where}: 'items' is empty: a bank needs at least one item")
     if not isinstance(entries, list) or not entries:
@@ -214,18 +214,18 @@ def _check_item(where: str, index: int, entry: Any, problems: list[str]) -> Item
         else f"{where}: item '?' (index {index})"
     )
     if not isinstance(entry, dict):
-        problems.append(f"{label}: must be a JSON object, got {_jtype(entry)}")
+        problems.append(f"{label}: must be a JSON object, got {json_type(entry)}")
         return None
     n_before = len(problems)
 
     def bad(name: str, what: str) -> None:
         problems.append(f"{label}: field '{name}': {what}")
 
-    for key in _duplicates(entry):
+    for key in duplicate_keys(entry):
         bad(key, "given more than once")
     for key in entry:
         if key not in ITEM_FIELDS:
-            bad(key, f"unknown field{_suggest(key, ITEM_FIELDS)}")
+            bad(key, f"unknown field{suggest(key, ITEM_FIELDS)}")
     for key in REQUIRED_FIELDS:
         if key not in entry:
             bad(key, "missing (required)")
@@ -251,21 +251,21 @@ def _check_item(where: str, index: int, entry: Any, problems: list[str]) -> Item
 
     year = v["reference_year"]
     if year is not None and (not isinstance(year, int) or isinstance(year, bool)):
-        bad("reference_year", f"must be an integer year or null, got {_jtype(year)}")
+        bad("reference_year", f"must be an integer year or null, got {json_type(year)}")
     elif year is not None and not YEAR_MIN <= year <= YEAR_MAX:
         bad("reference_year", f"must lie in {YEAR_MIN}..{YEAR_MAX}, got {year}")
     for key in ("sensitive", "track_p", "monitored"):
         if not isinstance(v[key], bool):
-            bad(key, f"must be true or false, got {_jtype(v[key])}")
+            bad(key, f"must be true or false, got {json_type(v[key])}")
     if v["track_p"] is True and year is None:
         bad("reference_year", "required for a track_p item (the Track P persona needs a year)")
     for key in ("header", "vignette"):
         _text(v[key], key, bad, nullable=True)
     if not isinstance(v["notes"], str):
-        bad("notes", f"must be a string, got {_jtype(v['notes'])}")
+        bad("notes", f"must be a string, got {json_type(v['notes'])}")
     matched = v["matched_to"]
     if matched is not None and not isinstance(matched, str):
-        bad("matched_to", f"must be an item id or null, got {_jtype(matched)}")
+        bad("matched_to", f"must be an item id or null, got {json_type(matched)}")
     elif matched is not None and v.get("stratum") in ("S1", "S3"):
         bad("matched_to", f"only S2 items are matched to an S1 item; this item is {v['stratum']}")
     elif matched is None and v.get("stratum") == "S2":
@@ -278,13 +278,13 @@ def _check_item(where: str, index: int, entry: Any, problems: list[str]) -> Item
 
 def _check_options(opts: Any, stratum: Any, bad: _Report) -> None:
     if not isinstance(opts, list) or len(opts) != 2:
-        got = f"{len(opts)} entries" if isinstance(opts, list) else _jtype(opts)
+        got = f"{len(opts)} entries" if isinstance(opts, list) else json_type(opts)
         bad("options", f"must be a list of exactly two option strings, got {got}")
         return
     n_bad = 0
     for j, opt in enumerate(opts):
         if not isinstance(opt, str) or not opt.strip():
-            bad("options", f"option {j + 1} must be a non-empty string, got {_jtype(opt)} {opt!r}")
+            bad("options", f"option {j + 1} must be a non-empty string, got {json_type(opt)} {opt!r}")
             n_bad += 1
         elif opt != opt.strip():
             bad("options", f"option {j + 1} {opt!r} has leading or trailing whitespace")
@@ -301,7 +301,7 @@ def _text(value: Any, key: str, bad: _Report, *, nullable: bool) -> None:
     if value is None and nullable:
         return
     if not isinstance(value, str):
-        bad(key, f"must be a string{' or null' if nullable else ''}, got {_jtype(value)}")
+        bad(key, f"must be a string{' or null' if nullable else ''}, got {json_type(value)}")
     elif not value.strip():
         bad(key, "must not be empty" + (" (use null for none)" if nullable else ""))
     elif value != value.strip():
@@ -329,9 +329,7 @@ def _check_across(where: str, entries: list[Any], items: list[Item | None], prob
         label = f"{where}: item {it.id!r} (index {i}): field 'matched_to'"
         target = by_id.get(it.matched_to)
         if it.matched_to not in known:
-            problems.append(
-                f"{label}: no item {it.matched_to!r} in this bank{_suggest(it.matched_to, known)}"
-            )
+            problems.append(f"{label}: no item {it.matched_to!r} in this bank{suggest(it.matched_to, known)}")
         elif target is None:
             continue  # the target exists but is itself invalid; its own problems are reported
         elif target.stratum != "S1":
@@ -369,7 +367,7 @@ def select_items(bank: ItemBank, ids: Sequence[str] | None = None, track_p_only:
     problems: list[str] = []
     unknown = [i for i in wanted if i not in bank]
     for i in unknown:
-        problems.append(f"unknown item {i!r}{_suggest(i, bank.ids, n=3)}")
+        problems.append(f"unknown item {i!r}{suggest(i, bank.ids, n=3)}")
     repeated = sorted({i for i in wanted if wanted.count(i) > 1})
     if repeated:
         problems.append(f"item(s) listed more than once: {', '.join(repeated)}")
@@ -386,55 +384,6 @@ def select_items(bank: ItemBank, ids: Sequence[str] | None = None, track_p_only:
         )
     keep = set(wanted)
     return [it for it in bank.items if it.id in keep]
-
-
-# --- helpers -------------------------------------------------------------------------------
-
-
-class _JsonObject(dict[str, Any]):
-    """A decoded JSON object that remembers keys given more than once (the last value wins)."""
-
-    duplicate_keys: tuple[str, ...] = ()
-
-    @classmethod
-    def from_pairs(cls, pairs: list[tuple[str, Any]]) -> _JsonObject:
-        obj = cls(pairs)
-        if len(obj) < len(pairs):
-            keys = [k for k, _ in pairs]
-            obj.duplicate_keys = tuple(k for k in obj if keys.count(k) > 1)
-        return obj
-
-
-def _duplicates(obj: dict[str, Any]) -> tuple[str, ...]:
-    return obj.duplicate_keys if isinstance(obj, _JsonObject) else ()
-
-
-_JSON_TYPES = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string"}
-
-
-def _jtype(value: Any) -> str:
-    """The JSON name of a decoded value's type, for messages."""
-    if isinstance(value, list | dict):
-        return "list" if isinstance(value, list) else "object"
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
-def _loose(name: str) -> str:
-    """An id with case, separators and zero padding ignored: how hand-typed ids usually go wrong."""
-    folded = re.sub(r"[-_. ]", "-", name.casefold())
-    return re.sub(r"\d+", lambda m: str(int(m.group())), folded)
-
-
-def _suggest(name: str, candidates: Sequence[str], n: int = 1) -> str:
-    """`` (did you mean 'x'?)`` for the closest candidates, or ``""`` when none is close."""
-    pool = list(dict.fromkeys(candidates))
-    same = [c for c in pool if _loose(c) == _loose(name)]  # e.g. 'S1-1' -> 's1-01'
-    close = (same + [c for c in difflib.get_close_matches(name, pool, n=n, cutoff=0.6) if c not in same])[:n]
-    if not close:
-        return ""
-    quoted = [repr(c) for c in close]
-    either = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
-    return f" (did you mean {either}?)"
 
 
 __all__ = [

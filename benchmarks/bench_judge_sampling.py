@@ -1,0 +1,112 @@
+"""One judge verdict on the embedded model: a draw decoded alone against the 8-row block.
+
+The ``hf`` backend decodes multi-token draws in blocks of ``sample_block`` rows (a draw's
+arithmetic then does not depend on how many draws the request asks for). A judge verdict is
+one draw of up to 32 tokens; with a block of 8 rows, seven of them are computed and dropped.
+This compares the default block (1 row) with the 8-row block on the demo's real judge prompts
+(P0 packets of ``data/judge/demo``), interleaved round by round so both see the same machine
+load, and checks that the verdict text is the same either way. Prints the ratio; writes it,
+with the machine and its load, to ``benchmarks/results/judge_sampling.json``. No assertion on
+absolute times.
+
+    python benchmarks/bench_judge_sampling.py [--rounds 3] [--max-tokens 32] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from hydra import compose, initialize_config_dir
+
+from lmaudit.backends.base import SampleRequest
+from lmaudit.backends.factory import build_backend
+from lmaudit.config.schema import register_configs
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results" / "judge_sampling.json"
+
+
+def _setup(max_tokens: int) -> tuple[dict[str, Any], list[SampleRequest]]:
+    """The embedded model's config and the demo's P0 judge requests, built as the study builds them."""
+    from omegaconf import OmegaConf
+
+    from lmaudit.studies.judge.measure import _request, judgment_seed
+    from lmaudit.studies.judge.packets import judge_messages, load_candidates
+    from lmaudit.studies.judge.study import conditions, judge_text, sampling, settings
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(
+            config_name="config", overrides=["judge/condition=P0", f"study.max_tokens={max_tokens}"]
+        )
+    s = settings(cfg)
+    (cond,), _ = conditions(cfg)
+    text = judge_text(cfg)
+    reqs = [
+        _request(
+            judge_messages(c, cond, text), sampling(s), judgment_seed(s.seed, cond.id, c.prompt_id, 0, 0), {}
+        )
+        for c in load_candidates(REPO / s.candidates_path)
+    ]
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    assert isinstance(model, dict)
+    return model, reqs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model_cfg, reqs = _setup(args.max_tokens)
+    one = build_backend({**model_cfg, "sample_block": 1})
+    eight = build_backend({**model_cfg, "sample_block": 8})
+    one.sample(reqs[:1])  # load the model (shared files; each backend loads its own copy)
+    eight.sample(reqs[:1])
+    t_one: list[float] = []
+    t_eight: list[float] = []
+    same = True
+    for _ in range(args.rounds):
+        t0 = time.perf_counter()
+        a = one.sample(reqs)
+        t_one.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        b = eight.sample(reqs)
+        t_eight.append(time.perf_counter() - t0)
+        same &= [r.texts for r in a] == [r.texts for r in b]
+    per_one = statistics.median(t_one) / len(reqs)
+    per_eight = statistics.median(t_eight) / len(reqs)
+    out = {
+        "workload": f"{len(reqs)} judge verdicts (demo P0 packets), n = 1, up to {args.max_tokens} tokens",
+        "seconds_per_verdict": {"block_1": per_one, "block_8": per_eight},
+        "speedup_block_1_vs_8": per_eight / per_one,
+        "same_verdict_texts": same,
+        "rounds": args.rounds,
+        "torch_threads": torch.get_num_threads(),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_avg": os.getloadavg()},
+    }
+    print(
+        f"judge verdict, embedded model: block 1 {per_one:.2f} s, block 8 {per_eight:.2f} s per verdict "
+        f"-> {per_eight / per_one:.1f}x; same texts: {same}"
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
