@@ -43,6 +43,7 @@ test-fast: lint typecheck
 bench: install
 	$(PYTHON) benchmarks/bench_qq_measure.py
 	$(PYTHON) benchmarks/bench_draws.py
+	$(PYTHON) benchmarks/bench_judge_sampling.py
 
 clean:
 	rm -rf results/.sweeps .pytest_cache .mypy_cache .ruff_cache
