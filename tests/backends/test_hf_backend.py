@@ -337,9 +337,11 @@ def test_identity_tracks_what_changes_outputs(tiny_dir: Path) -> None:
     assert identity_digest(_backend(tiny_dir, dtype="bfloat16").identity) != identity_digest(ident)
     kwargs = _backend(tiny_dir, chat_template_kwargs={"enable_thinking": False})
     assert identity_digest(kwargs.identity) != identity_digest(ident)
-    # the default decode block (one row) leaves the identity as it was; another block is recorded
-    assert "sample_block" not in ident
-    assert identity_digest(_backend(tiny_dir, sample_block=4).identity) != identity_digest(ident)
+    # the decode block is not identity (label scoring does not use it); it keys multi-token draws
+    assert identity_digest(_backend(tiny_dir, sample_block=4).identity) == identity_digest(ident)
+    many, one = _sample_req(max_tokens=4), _sample_req(max_tokens=1)
+    assert base.sample_key_extra(many) == {"sample_block": 1} and base.sample_key_extra(one) is None
+    assert _backend(tiny_dir, sample_block=4).sample_key_extra(many) == {"sample_block": 4}
     desc = base.describe()
     assert desc["bos"]["rendered_prompt_starts_with_bos"] is True
     assert "<end_of_turn>" in desc["stop_tokens"]
@@ -501,3 +503,17 @@ def test_ensure_embedded_model_is_safe_under_concurrency(
     for t in threads:
         t.join()
     assert len(calls) == 1 and len(set(results)) == 1 and len(results) == 3
+
+
+def test_the_decode_block_keys_multi_token_draws_only(tiny_dir: Path, tmp_path: Path) -> None:
+    from lmaudit.backends.cached import CachedBackend
+    from lmaudit.provenance.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path / "cache")
+    one = CachedBackend(_backend(tiny_dir), cache, progress=False)
+    one.sample([_sample_req(max_tokens=1), _sample_req(max_tokens=4)])
+    four = CachedBackend(_backend(tiny_dir, sample_block=4), cache, progress=False)
+    four.sample([_sample_req(max_tokens=1)])
+    assert cache.stats.writes == 10  # 2 requests x 5 draws; the single-token draws were shared
+    four.sample([_sample_req(max_tokens=4)])
+    assert cache.stats.writes == 15  # multi-token draws under another block are not taken from cache

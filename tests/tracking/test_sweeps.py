@@ -81,12 +81,86 @@ def test_a_judge_condition_sweep_selects_the_judge_study_and_combines_its_jobs(t
     assert "P0,PA,PB,PAB" in next(line for line in table if "P0+PA+PB+PAB" in line)
 
 
-def test_jobs_that_differ_beyond_their_conditions_are_not_combined(tmp_path):
+def test_jobs_are_combined_within_each_design(tmp_path):
     proc = _sweep(tmp_path, "judge/condition=P0,PA", "study.k=1,2", "model=sim_judge", mlflow=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "not combined" in proc.stdout and "study.k" in proc.stdout
-    assert not (tmp_path / "sweep/combined-judge").exists()
     assert len(list((tmp_path / "sweep/jobs").glob("*.json"))) == 4
+    # two designs (k = 1 and k = 2), each combined on its own, never across
+    ks = sorted(
+        json.loads((tmp_path / f"sweep/combined-judge-{n}/results.json").read_text())["k"] for n in (1, 2)
+    )
+    assert ks == [1, 2] and not (tmp_path / "sweep/combined-judge").exists()
+
+
+def test_a_failing_job_does_not_stop_the_sweep_and_the_sweep_says_so(tmp_path):
+    proc = _sweep(tmp_path, "judge/condition=P0,PA", "study.k=1,0", "model=sim_judge")
+    assert proc.returncode == 1
+    assert "2 of 4 jobs failed: [judge/condition=P0 study.k=0] study: k" in proc.stdout
+    jobs = [json.loads(p.read_text()) for p in sorted((tmp_path / "sweep/jobs").glob("*.json"))]
+    status = {" ".join(j["overrides"][:2]): j["status"] for j in jobs}
+    assert status == {
+        "judge/condition=P0 study.k=1": "COMPLETED",
+        "judge/condition=P0 study.k=0": "FAILED",
+        "judge/condition=PA study.k=1": "COMPLETED",
+        "judge/condition=PA study.k=0": "FAILED",
+    }
+    assert all("must be >= 1" in j["error"] for j in jobs if j["status"] == "FAILED")
+    # the completed jobs were still combined and compared; the parent run was closed
+    assert json.loads((tmp_path / "sweep/combined-judge/results.json").read_text())[
+        "conditions_analysed"
+    ] == [
+        "P0",
+        "PA",
+    ]
+    con = sqlite3.connect(tmp_path / "mlruns/mlflow.db")
+    statuses = dict(con.execute("select name, status from runs").fetchall())
+    con.close()
+    assert {s for n, s in statuses.items() if n.startswith("sweep")} == {"FINISHED"}
+
+
+def test_a_reused_sweep_directory_starts_clean(tmp_path):
+    assert _sweep(tmp_path, "judge/condition=P0,PA", "model=sim_judge").returncode == 0
+    first = json.loads((tmp_path / "sweep/mlflow_parents.json").read_text())
+    proc = _sweep(tmp_path, "judge/condition=PB", "model=sim_judge")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(list((tmp_path / "sweep/jobs").glob("*.json"))) == 1  # the earlier records are gone
+    assert json.loads((tmp_path / "sweep/mlflow_parents.json").read_text()) != first
+    assert "together" not in proc.stdout
+
+
+def test_imported_results_split_by_condition_combine_to_the_seed_tables(tmp_path):
+    seed = REPO / "tests/data/judge/seed_001"
+    proc = _sweep(tmp_path, "judge/condition=P0,PA,PB,PAB", f"study.import_dir={seed}", mlflow=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    combined = json.loads((tmp_path / "sweep/combined-judge/results.json").read_text())
+    one = subprocess.run(
+        [
+            sys.executable,
+            "run.py",
+            "judge/condition=wrapper",
+            f"study.import_dir={seed}",
+            "mlflow.enabled=false",
+            f"out_dir={tmp_path / 'whole'}",
+            "progress=false",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert one.returncode == 0, one.stderr[-3000:]
+    whole = json.loads((tmp_path / "whole/results.json").read_text())
+    for key in ("disagreement", "classification", "conditions", "items", "model_wins"):
+        assert combined[key] == whole[key], key
+
+
+def test_shared_context_jobs_are_not_combined(tmp_path):
+    proc = _sweep(
+        tmp_path, "judge/condition=P0,PA", "study.isolation=shared", "model=sim_judge", mlflow=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "not combined: shared-context jobs" in proc.stdout
+    assert not (tmp_path / "sweep/combined-judge").exists()
 
 
 def test_a_qq_sweep_nests_its_jobs_under_one_parent_run(tmp_path):

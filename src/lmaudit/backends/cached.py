@@ -128,9 +128,16 @@ class CachedBackend:
         if not isinstance(self.backend, SamplingBackend):
             raise TypeError(f"backend {type(self.backend).__name__} has no sampling contract")
         out: list[SampleResult | None] = [None] * len(requests)
-        all_keys = [
-            [cache_key(self.digest, r.payload(self.reads_meta, d)) for d in range(r.n)] for r in requests
-        ]
+        # what changes a draw beyond the identity, for some requests only (hf: the decode block
+        # of multi-token draws); part of those requests' keys
+        extra = getattr(self.backend, "sample_key_extra", None)
+
+        def payload(r: SampleRequest, d: int) -> dict[str, Any]:
+            p = r.payload(self.reads_meta, d)
+            more = extra(r) if extra is not None else None
+            return {**p, "backend_sampling": more} if more else p
+
+        all_keys = [[cache_key(self.digest, payload(r, d)) for d in range(r.n)] for r in requests]
 
         def load(i: int) -> bool:
             texts = [self.cache.get(k) for k in all_keys[i]]

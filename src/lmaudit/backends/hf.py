@@ -204,10 +204,6 @@ class HFBackend:
             "chat_template_sha256": self.chat_template_sha256,
             "chat_template_kwargs": self.chat_template_kwargs,
             "transformers": transformers.__version__,
-            # a multi-token draw decodes in a block of this many rows; its arithmetic (and so,
-            # rarely, its tokens) can depend on the block size, so a non-default block is part
-            # of the identity (the default 1 leaves identities, and caches, as they were)
-            **({"sample_block": self.sample_block} if self.sample_block != 1 else {}),
         }
 
     def describe(self) -> dict[str, Any]:
@@ -226,6 +222,7 @@ class HFBackend:
                 "device": self.device,
                 "torch": torch.__version__,
                 "batch_size": self.batch_size,
+                "sample_block": self.sample_block,
                 "top_k": self.top_k,
                 "bos": {
                     "token": self.tokenizer.bos_token,
@@ -354,6 +351,12 @@ class HFBackend:
                     probs=p, other=1.0 - sum(p.values()), top_k=top, label_token_ids=dict(label_ids[i])
                 )
         return [r for r in results if r is not None]
+
+    def sample_key_extra(self, request: SampleRequest) -> dict[str, Any] | None:
+        """A multi-token draw decodes in a block of ``sample_block`` rows, and its arithmetic (so,
+        rarely, its tokens) can depend on the block: the block is part of such draws' cache keys.
+        Single-token draws do not decode in blocks and keep their keys."""
+        return {"sample_block": self.sample_block} if request.max_tokens > 1 else None
 
     def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
         """``n`` completions per request; draw ``i`` uses the seed ``derive_seed(request.seed, i)``."""

@@ -17,7 +17,8 @@ records' ``item`` / ``id`` / ``name`` / ``family`` field (``items.s1-01.q``). A 
 prediction is held when every check holds, not held when any check fails, and not evaluable
 otherwise. Censored values: when the observed value is ``null`` and ``<metric>_interval``
 holds ``[lo, hi]`` (``null`` = unbounded), a numeric check is decided if it holds, or fails,
-for every value in the interval (a bound reported as "> 0.50" fails "< 0.10").
+for every value in the interval (a bound reported as "> 0.50" fails "< 0.10" and "<= 0.50";
+the label's "> x" / "< x" marks that end as excluded).
 """
 
 from __future__ import annotations
@@ -204,15 +205,19 @@ def _number(x: Any) -> float | None:
     return float(x)
 
 
-def _interval_outcome(op: str, lo: float | None, hi: float | None, v: float) -> str:
-    """A check on a censored value known only to lie in [lo, hi] (None: unbounded)."""
+def _interval_outcome(
+    op: str, lo: float | None, hi: float | None, v: float, lo_open: bool = False, hi_open: bool = False
+) -> str:
+    """A check on a censored value known only to lie between ``lo`` and ``hi`` (None: unbounded;
+    ``*_open``: that end excluded, as in "> 0.50"): held if it holds for every such value, not
+    held if it fails for every one, not evaluable otherwise."""
     if op in ("<", "<="):
-        if hi is not None and OPS[op](hi, v):
-            return HELD
-        return NOT_HELD if lo is not None and not OPS[op](lo, v) else NOT_EVALUABLE
-    if lo is not None and OPS[op](lo, v):
-        return HELD
-    return NOT_HELD if hi is not None and not OPS[op](hi, v) else NOT_EVALUABLE
+        holds = hi is not None and (hi <= v if (hi_open or op == "<=") else hi < v)
+        fails = lo is not None and (lo >= v if (lo_open or op == "<") else lo > v)
+    else:
+        holds = lo is not None and (lo >= v if (lo_open or op == ">=") else lo > v)
+        fails = hi is not None and (hi <= v if (hi_open or op == ">") else hi < v)
+    return HELD if holds else NOT_HELD if fails else NOT_EVALUABLE
 
 
 def score_check(c: Check, results: Mapping[str, Any]) -> dict[str, Any]:
@@ -223,8 +228,16 @@ def score_check(c: Check, results: Mapping[str, Any]) -> dict[str, Any]:
     if observed is None and c.op in (">", ">=", "<", "<=") and _number(c.value) is not None:
         has_iv, iv = resolve(results, c.metric + "_interval")
         if has_iv and isinstance(iv, list) and len(iv) == 2:
-            outcome = _interval_outcome(c.op, _number(iv[0]), _number(iv[1]), float(c.value))
             label = resolve(results, c.metric + "_label")[1]
+            text = label.strip() if isinstance(label, str) else ""
+            outcome = _interval_outcome(
+                c.op,
+                _number(iv[0]),
+                _number(iv[1]),
+                float(c.value),
+                lo_open=text.startswith(">") and not text.startswith(">="),
+                hi_open=text.startswith("<") and not text.startswith("<="),
+            )
             return {
                 "observed": label if isinstance(label, str) else iv,
                 "outcome": outcome,

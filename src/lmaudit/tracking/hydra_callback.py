@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import fcntl
 import json
+import shutil
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -91,12 +92,28 @@ def job_records(sweep_dir: str | Path) -> list[dict[str, Any]]:
     return sorted(recs, key=lambda r: int(r["num"]))
 
 
+class JobFailed(NamedTuple):
+    """What a sweep job returns instead of raising (run.py), so that the other jobs still run
+    and the sweep's end (records, combination, comparison, parent runs) still happens."""
+
+    error: str
+
+
+def _labels(records: list[dict[str, Any]]) -> dict[int, str]:
+    """Each job by the overrides that set it apart from the sweep's other jobs."""
+    common = set.intersection(*(set(r["overrides"]) for r in records)) if records else set()
+    return {
+        r["num"]: " ".join(o for o in r["overrides"] if o not in common) or f"job {r['num']}" for r in records
+    }
+
+
 def _combine(config: DictConfig, sweep_dir: Path, records: list[dict[str, Any]]) -> None:
     """Per study: jobs that only split one design across processes are analysed together."""
     from lmaudit.cli import run
     from lmaudit.provenance.io import InputError
     from lmaudit.studies.registry import get_study
 
+    labels = _labels(records)
     by_study: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         if r["status"] == "COMPLETED":
@@ -106,20 +123,33 @@ def _combine(config: DictConfig, sweep_dir: Path, records: list[dict[str, Any]])
         combine = getattr(study, "combine_sweep", None)
         if combine is None or len(recs) < 2:
             continue
-        out = sweep_dir / f"combined-{name}"
         cfgs = [OmegaConf.create(r["config"]) for r in recs]
-        try:
-            cfg = combine(cfgs, [Path(r["run_dir"]) for r in recs], out)
-        except InputError as e:
-            print(f"sweep: the {name} jobs are not combined: {e}")
-            continue
-        print(f"sweep: analysing the {len(recs)} {name} jobs together in {out}")
-        run(cfg, sweep_dir=sweep_dir)
+        key = getattr(study, "design_key", lambda c: "")
+        groups: dict[str, list[int]] = {}
+        for i, c in enumerate(cfgs):
+            groups.setdefault(key(c), []).append(i)
+        combinable = [g for g in groups.values() if len(g) > 1]
+        if not combinable:
+            print(f"sweep: no two {name} jobs share a design beyond their conditions; nothing combined")
+        for n, group in enumerate(combinable, start=1):
+            out = sweep_dir / (f"combined-{name}" if len(combinable) == 1 else f"combined-{name}-{n}")
+            jobs = ", ".join(labels[recs[i]["num"]] for i in group)
+            try:
+                cfg = combine([cfgs[i] for i in group], [Path(recs[i]["run_dir"]) for i in group], out)
+            except InputError as e:
+                print(f"sweep: the {name} jobs [{jobs}] are not combined: {e}")
+                continue
+            print(f"sweep: analysing the {name} jobs [{jobs}] together in {out}")
+            run(cfg, sweep_dir=sweep_dir)
 
 
 class MLflowSweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
+        # a sweep directory used before (a fixed hydra.sweep.dir): its records and parent runs
+        # belong to that sweep, whose MLflow runs stay where they are
+        shutil.rmtree(sweep_dir / JOBS_DIR, ignore_errors=True)
+        (sweep_dir / PARENTS_FILE).unlink(missing_ok=True)
         atomic_write_json(
             sweep_dir / SWEEP_FILE,
             {"overrides": list(config.hydra.overrides.task), "started_utc": _now()},
@@ -144,13 +174,20 @@ class MLflowSweepCallback(Callback):
         except Exception:  # an invalid config: the job failed before it had a run dir
             where = None
         status = getattr(job_return, "status", None)
+        status_name = status.name if isinstance(status, JobStatus) else str(status)
+        error = None
+        if status_name == "COMPLETED":
+            value = job_return.return_value
+            if isinstance(value, JobFailed):
+                status_name, error = "FAILED", value.error
         rec = {
             "num": int(hc.job.num),
             "overrides": list(hc.overrides.task),
             "study": str(task.study.name),
             "experiment": experiment_name(task),
             "run_dir": where,
-            "status": status.name if isinstance(status, JobStatus) else str(status),
+            "status": status_name,
+            "error": error,
             "config": OmegaConf.to_container(task, resolve=True),
             "ended_utc": _now(),
         }
@@ -160,17 +197,20 @@ class MLflowSweepCallback(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         records = job_records(sweep_dir)
         failed = [r for r in records if r["status"] != "COMPLETED"]
-        if failed:
-            print(
-                f"sweep: {len(failed)} of {len(records)} jobs did not complete: "
-                + ", ".join(" ".join(r["overrides"]) for r in failed)
-            )
         try:
             _combine(config, sweep_dir, records)
         except Exception:  # the jobs' own results stand; say what went wrong
             print("sweep: combining the jobs failed:\n" + traceback.format_exc())
-        if not config.mlflow.enabled:
-            return
+        if config.mlflow.enabled:
+            self._compare(config, sweep_dir, records)
+        if failed:
+            print(
+                f"sweep: {len(failed)} of {len(records)} jobs failed: "
+                + "; ".join(f"[{_labels(records)[r['num']]}] {r.get('error') or 'error'}" for r in failed)
+            )
+            raise SystemExit(1)
+
+    def _compare(self, config: DictConfig, sweep_dir: Path, records: list[dict[str, Any]]) -> None:
         from lmaudit.tracking.compare import fetch_runs, table, to_csv, to_markdown
         from lmaudit.tracking.mlflow_log import _mlflow
 
@@ -183,7 +223,8 @@ class MLflowSweepCallback(Callback):
             atomic_write_text(sweep_dir / f"{stem}.md", to_markdown(header, rows))
             atomic_write_text(sweep_dir / f"{stem}.csv", to_csv(header, rows))
             with mlflow.start_run(run_id=run_id):
-                mlflow.log_metric("n_jobs", len(runs))
+                mlflow.log_metric("n_jobs", sum(r["experiment"] == experiment for r in records))
+                mlflow.log_metric("n_runs", len(runs))
                 mlflow.log_artifact(str(sweep_dir / f"{stem}.md"))
                 mlflow.log_artifact(str(sweep_dir / f"{stem}.csv"))
             print(

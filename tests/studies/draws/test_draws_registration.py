@@ -85,6 +85,11 @@ def test_a_failed_check_decides_even_when_another_is_not_evaluable() -> None:
         ("uninformative", "<", 0.3, NOT_HELD),
         ("uninformative", "<", 0.9, NOT_EVALUABLE),
         ("uninformative", ">", 0.4, HELD),
+        ("uninformative", "<=", 0.5, NOT_HELD),  # "> 0.50" excludes 0.50 itself
+        ("uninformative", ">", 0.5, HELD),
+        ("uninformative", ">=", 0.6, NOT_EVALUABLE),
+        ("below_grid", ">=", 0.0, NOT_HELD),  # "< 0.00"
+        ("below_grid", "<", 0.0, HELD),
         ("below_grid", "<", 0.1, HELD),
         ("below_grid", ">", 0.1, NOT_HELD),
         ("bounded", "<=", 0.2, HELD),

@@ -30,7 +30,7 @@ from lmaudit.studies.judge.packets import (
 )
 from lmaudit.studies.judge.report import write_report as _write_report
 from lmaudit.studies.judge.results import analyze_rows, headline, metrics, plot_data, summary, tags
-from lmaudit.studies.judge.sweep import combine_sweep
+from lmaudit.studies.judge.sweep import combine_sweep, design_key
 
 __all__ = [
     "NAME",
@@ -38,6 +38,7 @@ __all__ = [
     "analyze_rows",
     "combine_sweep",
     "default_run_name",
+    "design_key",
     "headline",
     "measure",
     "metrics",

@@ -1,8 +1,8 @@
 """Combining a sweep's judge jobs: ``python run.py -m judge/condition=P0,PA,PB,PAB`` judges one
-condition per job; comparisons need them together. Jobs that differ in nothing but their
-condition set are analysed as one design: their measurement rows are merged (a judgment made
-by two jobs must be identical, and is kept once) and analysed with the union of their
-conditions, exactly as ``stage=analyze measurements=<merged file>`` would."""
+condition per job; comparisons need them together. Jobs whose designs agree in everything but
+their condition set (``design_key``) are analysed as one design: their measurement rows are
+merged (a judgment made by two jobs must be identical, and is kept once) and analysed with the
+union of their conditions, exactly as ``stage=analyze measurements=<merged file>`` would."""
 
 from __future__ import annotations
 
@@ -16,34 +16,63 @@ from lmaudit.provenance.io import InputError, atomic_write_jsonl, iter_jsonl
 
 # keys that name a job rather than define its design
 _JOB_KEYS = ("stage", "out_dir", "run_name", "measurements", "prereg")
+# design-row fields that differ from job to job without the designs differing
+_PER_JOB = ("plan_digest", "files", "readout")
 
 
 def _design(cfg: DictConfig) -> dict[str, Any]:
     d: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     for k in _JOB_KEYS:
         d.pop(k, None)
-    d["judge"] = {k: v for k, v in d["judge"].items() if k != "condition"}
+    d["judge"] = {k: v for k, v in (d.get("judge") or {}).items() if k != "condition"}
     return d
 
 
-def _differences(a: Any, b: Any, path: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for k in sorted(set(a) | set(b)):
-            out += _differences(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
-        return out
-    return [] if a == b else [path]
+def design_key(cfg: DictConfig) -> str:
+    """Jobs with equal keys differ at most in their condition sets (and how they are named)."""
+    return json.dumps(_design(cfg), sort_keys=True, default=str)
+
+
+def _measurements(cfg: DictConfig, run_dir: Path) -> Path:
+    return Path(cfg.measurements) if cfg.get("measurements") else run_dir / "measurements.jsonl"
+
+
+def _merge_designs(designs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One design row for the merged file: the shared fields, the per-job ones collected."""
+    shared = [{k: v for k, v in d.items() if k not in _PER_JOB} for d in designs]
+    for d in shared[1:]:
+        diff = sorted(k for k in set(d) | set(shared[0]) if d.get(k) != shared[0].get(k))
+        if diff:
+            raise InputError(f"the jobs' design records differ in {', '.join(diff)}")
+    out = dict(shared[0])
+    digests = [d["plan_digest"] for d in designs if d.get("plan_digest")]
+    if digests:
+        out["plan_digest"] = None  # no single plan: each job's is listed
+        out["job_plan_digests"] = digests
+    files = {cid: f for d in designs for cid, f in (d.get("files") or {}).items()}
+    if files:
+        out["files"] = files
+    notes = list(dict.fromkeys(str(d["readout"]) for d in designs if d.get("readout") is not None))
+    if notes:
+        out["readout"] = notes[0] if len(notes) == 1 else "; ".join(notes)
+    return out
 
 
 def combine_sweep(cfgs: list[DictConfig], run_dirs: list[Path], out: Path) -> DictConfig:
     """Write the merged measurements under ``out`` and return the config that analyses them.
 
-    Raises InputError naming what keeps the jobs apart (another model, k, rubric, ...)."""
-    first = _design(cfgs[0])
-    for c in cfgs[1:]:
-        diff = _differences(first, _design(c))
-        if diff:
-            raise InputError(f"the jobs differ in more than their conditions ({', '.join(diff[:5])})")
+    ``cfgs`` share one :func:`design_key`. Raises InputError saying what keeps the jobs apart."""
+    keys = {design_key(c) for c in cfgs}
+    if len(keys) != 1:
+        raise InputError("the jobs differ in more than their conditions")
+    if str(cfgs[0].study.get("isolation")) == "shared":
+        raise InputError(
+            "shared-context jobs are not combined: each job's conversation held only its own "
+            "conditions, so the merged design would not be the shared-context design"
+        )
+    sources = [_measurements(c, d) for c, d in zip(cfgs, run_dirs, strict=True)]
+    if len({p.resolve() for p in sources}) != len(sources):
+        raise InputError("two jobs wrote the same measurement file (a fixed out_dir= or run_name=)")
     specs: dict[str, dict[str, Any]] = {}
     for c in cfgs:
         for spec in OmegaConf.to_container(c.judge.condition.conditions, resolve=True):  # type: ignore[union-attr]
@@ -57,38 +86,37 @@ def combine_sweep(cfgs: list[DictConfig], run_dirs: list[Path], out: Path) -> Di
     if len(references) != 1:
         raise InputError(f"the jobs compare with different reference conditions {sorted(references)}")
 
+    designs: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
-    designs: set[str] = set()
-    judged: dict[tuple[Any, ...], dict[str, Any]] = {}
-    readouts: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for d in run_dirs:
-        path = d / "measurements.jsonl"
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for path in sources:
         if not path.exists():
             raise InputError(f"{path}: missing (the job wrote no measurements)")
         for _, r in iter_jsonl(path):
             kind = r.get("kind")
             if kind == "design":
-                key = json.dumps({k: v for k, v in r.items() if k != "plan_digest"}, sort_keys=True)
-                if key not in designs:
-                    designs.add(key)
-                    rows.append(r)
+                designs.append(r)
                 continue
-            store: dict[Any, dict[str, Any]]
-            key2: tuple[Any, ...]
             if kind == "judgment":
-                store, key2 = judged, (r["condition"], r["item"], int(r["replicate"]), int(r["attempt"]))
+                key: tuple[Any, ...] = (
+                    kind,
+                    r["condition"],
+                    r["item"],
+                    int(r["replicate"]),
+                    int(r["attempt"]),
+                )
             else:
-                store, key2 = readouts, (r.get("condition"), r.get("item"), r.get("replicate"))
-            if key2 in store:
-                if store[key2] != r:
-                    raise InputError(f"{path}: {kind} {key2} differs from another job's")
+                key = (kind, r.get("condition"), r.get("item"), r.get("replicate"))
+            if key in seen:
+                if seen[key] != r:
+                    raise InputError(f"{path}: {kind} {key[1:]} differs from another job's")
                 continue
-            store[key2] = r
+            seen[key] = r
             rows.append(r)
-    if len(designs) > 1:
-        raise InputError("the jobs' design records differ (isolation, seeds or sampling)")
+    if not designs:
+        raise InputError("the jobs' measurement files hold no design record")
     merged = out / "measurements.jsonl"
-    atomic_write_jsonl(merged, rows)
+    atomic_write_jsonl(merged, [_merge_designs(designs), *rows])
 
     reference = references.pop()
     ordered = sorted(specs.values(), key=lambda s: s["id"] != reference)  # the reference first
