@@ -378,39 +378,47 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
         }
         atomic_write_json(audit.path, audit.data)
 
-    report_path = study.write_report(out / "report.html", results=results, plan=plan, audit=audit.data)
-    audit.update("report", {"written_utc": _now(), "report_sha256": file_sha256(report_path)})
+    try:
+        report_path = study.write_report(out / "report.html", results=results, plan=plan, audit=audit.data)
+        audit.update("report", {"written_utc": _now(), "report_sha256": file_sha256(report_path)})
 
-    headline = study.headline(results)
+        headline = study.headline(results)
+        if run_id is not None:
+            from lmaudit.tracking.mlflow_log import log_job
+
+            log_job(
+                mlruns=cfg.paths.mlruns,
+                experiment=experiment,
+                run_name=name,
+                run_id=run_id,
+                params={k: OmegaConf.to_container(cfg[k], resolve=True) for k in study.PLAN_KEYS},
+                metrics={**study.metrics(results), **_prediction_metrics(results)},
+                tags={
+                    **study.tags(results),
+                    **_prediction_tags(results),
+                    "plan_digest": str(audit.data.get("plan_digest")),
+                    "run_dir": str(out),
+                    "study": study.NAME,
+                },
+                artifacts=[
+                    out / n
+                    for n in (
+                        "plan.json",
+                        "results.json",
+                        "audit_record.json",
+                        "report.html",
+                        "measurements.jsonl",
+                    )
+                ]
+                + ([reg[1]] if reg is not None else []),
+            )
+    except BaseException:  # the run's MLflow record says it failed rather than staying RUNNING
+        if run_id is not None:
+            from lmaudit.tracking.mlflow_log import fail_job
+
+            fail_job(cfg.paths.mlruns, run_id)
+        raise
     if run_id is not None:
-        from lmaudit.tracking.mlflow_log import log_job
-
-        log_job(
-            mlruns=cfg.paths.mlruns,
-            experiment=experiment,
-            run_name=name,
-            run_id=run_id,
-            params={k: OmegaConf.to_container(cfg[k], resolve=True) for k in study.PLAN_KEYS},
-            metrics={**study.metrics(results), **_prediction_metrics(results)},
-            tags={
-                **study.tags(results),
-                **_prediction_tags(results),
-                "plan_digest": str(audit.data.get("plan_digest")),
-                "run_dir": str(out),
-                "study": study.NAME,
-            },
-            artifacts=[
-                out / n
-                for n in (
-                    "plan.json",
-                    "results.json",
-                    "audit_record.json",
-                    "report.html",
-                    "measurements.jsonl",
-                )
-            ]
-            + ([reg[1]] if reg is not None else []),
-        )
         print(f"MLflow run {run_id} ({audit.data['mlflow']['tracking_uri']})")
     print(study.summary(results))
     names = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")

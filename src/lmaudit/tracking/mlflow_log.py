@@ -7,6 +7,7 @@ tracking URI is always set explicitly (never taken from the environment by accid
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Mapping
@@ -100,3 +101,9 @@ def log_job(
             if Path(path).exists():
                 mlflow.log_artifact(str(path))
         return str(run.info.run_id)
+
+
+def fail_job(mlruns: str | Path, run_id: str) -> None:
+    """Mark a job's run FAILED (its analysis or report raised after the run was started)."""
+    with contextlib.suppress(Exception):  # never mask the error that got us here
+        _mlflow(mlruns).tracking.MlflowClient().set_terminated(run_id, status="FAILED")
