@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lmaudit.cli import run
+from lmaudit.provenance.io import InputError
 
 RUN_FILES = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")
 
@@ -195,3 +196,11 @@ def test_sampled_estimand_intervals_cover_the_agents_probabilities(make_cfg, tmp
     # verdicts are taken on the sampled estimand: q is estimated with sampling noise
     assert res["params"]["estimand"] == "sampled"
     assert any(abs(it["q"] - (0.2 - 0.8) * (it["u"] - it["v"])) > 1e-6 for it in res["items"])
+
+
+def test_bad_input_is_refused_before_the_run_directory_exists(make_cfg, tmp_path):
+    bank = tmp_path / "bank.json"
+    bank.write_text('{"bank": "b", "version": 1, "items": [{"id": "x"}]}')
+    with pytest.raises(InputError, match=r"bank\.json"):
+        run(make_cfg("model=sim_projective", f"items.path={bank}", name="refused"))
+    assert not (tmp_path / "refused").exists()

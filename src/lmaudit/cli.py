@@ -100,10 +100,9 @@ class _Audit:
         atomic_write_json(self.path, self.data)
 
 
-def _write_plan(cfg: DictConfig, study: Any, out: Path) -> dict[str, Any]:
+def _write_plan(plan: dict[str, Any], out: Path) -> dict[str, Any]:
     """Write plan.json. A run directory re-planned under a different config or inputs drops its
     now-stale downstream files (results, metrics, plots, report), so it never mixes two plans."""
-    plan = study.plan(cfg)
     path = out / "plan.json"
     if path.exists():
         old = read_json(path)
@@ -282,12 +281,14 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     if stage == "freeze":
         return None
     out = run_dir(cfg)
+    # the plan validates every input: bad input is refused before the run directory exists
+    planned = study.plan(cfg) if stage in ("plan", "measure", "all") else None
     out.mkdir(parents=True, exist_ok=True)
     print(f"lmaudit {study.NAME}: stage={stage} run dir {out}")
 
     plan: dict[str, Any] | None = None
-    if stage in ("plan", "measure", "all"):
-        plan = _write_plan(cfg, study, out)
+    if planned is not None:
+        plan = _write_plan(planned, out)
     elif (out / "plan.json").exists():
         plan = read_json(out / "plan.json")
     audit = _Audit(out / "audit_record.json", plan["plan_digest"] if plan else None)
