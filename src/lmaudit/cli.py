@@ -166,59 +166,6 @@ def _measure(cfg: DictConfig, study: Any, out: Path, plan: dict[str, Any], audit
     return path
 
 
-def _registration(cfg: DictConfig, study: Any, stage: str) -> tuple[dict[str, Any], Path] | None:
-    """``stage=freeze``: write the registration. Otherwise, with ``prereg=<name>``: load it and
-    refuse to go on if the plan or predictions differ. Both happen before any model call."""
-    if cfg.prereg is None:
-        if stage == "freeze":
-            raise InputError("stage=freeze needs a registration: add prereg=<name> (a file in conf/prereg/)")
-        return None
-    name = str(cfg.prereg.name)
-    source = f"conf/prereg/{name}"
-    path = prereg.prereg_path(cfg.paths.prereg, study.NAME, name)
-    preds = prereg.parse_predictions(OmegaConf.to_container(cfg.prereg.predictions, resolve=True), source)
-    data = str(cfg.prereg.get("data") or "bound")
-    if data not in ("bound", "open"):
-        raise prereg.PreregError(f"{source}: field 'data' = {data!r} is not bound or open")
-    data_keys: tuple[str, ...] = tuple(getattr(study, "DATA_KEYS", ())) if data == "open" else ()
-    if data == "open" and not data_keys:
-        raise prereg.PreregError(f"{source}: data: open, but the {study.NAME} study declares no data keys")
-    plan = prereg.without_data(study.plan(cfg), data_keys)
-    if stage == "freeze":
-        if hasattr(study, "results_template") and data == "bound":
-            bad = prereg.unknown_metrics(preds, study.results_template(cfg))
-            if bad:
-                raise prereg.PreregError(
-                    f"{source}: predictions name metrics that {study.NAME} results do not have: "
-                    + "; ".join(bad)
-                    + ". Use dotted paths into results.json (e.g. counts.saturated)."
-                )
-        rules = OmegaConf.to_container(cfg.study, resolve=True)
-        assert isinstance(rules, dict)
-        doc = prereg.build_registration(
-            study=study.NAME,
-            name=name,
-            plan=plan,
-            decision_rules=prereg.without_data({"config": {"study": rules}}, data_keys)["config"]["study"],
-            predictions=preds,
-            lmaudit_version=__version__,
-            data_keys=data_keys,
-        )
-        if prereg.write_registration(path, doc):
-            print(f"froze {path} (plan digest {plan['plan_digest'][:12]}, {len(preds)} predictions)")
-        else:
-            print(f"{path} already holds this registration; nothing written")
-        return None
-    doc = prereg.load_registration(path)
-    if list(doc.get("data_keys", [])) != list(data_keys):
-        raise prereg.PreregError(
-            f"{path}: frozen with data keys {doc.get('data_keys', [])}, but conf/prereg/{name} says "
-            f"{list(data_keys)}; restore the registration's config"
-        )
-    prereg.verify(doc, plan, preds, path)
-    return doc, path
-
-
 def _write_dvc_views(out: Path, study: Any, results: dict[str, Any]) -> None:
     """``metrics.json`` (headline numbers) and ``plots/*.csv`` (figure data) for ``dvc metrics``
     and ``dvc plots``; both are pure views of results.json."""
@@ -277,7 +224,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
             f"judge/condition selects the judge study, but study={study.NAME} was given: "
             "drop one of the two (e.g. python run.py -m judge/condition=P0,PA,PB,PAB)"
         )
-    reg = _registration(cfg, study, stage)
+    reg = prereg.for_run(cfg, study, stage, __version__)
     if stage == "freeze":
         return None
     out = run_dir(cfg)

@@ -181,5 +181,5 @@ def test_top1_agrees_with_hf_backend(llama_server: str) -> None:
             continue
         assert t1 == b.top_k[0][0], (a.top_k[:3], b.top_k[:3])
         checked += 1
-    if checked == 0:
-        pytest.skip("every prompt was a near tie at the top: nothing to compare")
+    # the prompts are fixed and the model is fixed: some must have a clear top token
+    assert checked >= 1, "every prompt was a near tie at the top: the comparison checked nothing"
