@@ -10,17 +10,17 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from lmaudit.config.overrides import with_implied_study
+from lmaudit.config.overrides import with_canonical_overrides
 from lmaudit.config.schema import register_configs
+from lmaudit.pipeline.sweep import JobFailed
 from lmaudit.provenance.io import InputError
-from lmaudit.tracking.hydra_callback import JobFailed
 
 register_configs()
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float | JobFailed | None:
-    from lmaudit.cli import run
+    from lmaudit.pipeline import run
 
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
@@ -38,5 +38,9 @@ def main(cfg: DictConfig) -> float | JobFailed | None:
 
 
 if __name__ == "__main__":
-    sys.argv = with_implied_study(sys.argv)  # judge/condition=... selects study=judge
+    try:  # a study's groups by their short names (framing=track_p, judge/condition=P0, ...)
+        sys.argv = with_canonical_overrides(sys.argv)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     main()

@@ -87,10 +87,10 @@ def test_fewshot_exemplars_follow_the_mapping(make_cfg):
 def test_plan_digest_covers_the_item_bank(make_cfg, tmp_path):
     cfg = make_cfg()
     a = study.plan(cfg)
-    bank = Path(cfg["items"].path).read_text()
+    bank = Path(cfg.study["items"].path).read_text()
     changed = tmp_path / "bank.json"
     changed.write_text(bank.replace("honest and trustworthy", "honest and trustworthy at all", 1))
-    cfg["items"].path = str(changed)
+    cfg.study["items"].path = str(changed)
     b = study.plan(cfg)
     assert a["plan_digest"] != b["plan_digest"]
     assert a["inputs"]["items"]["sha256"] != b["inputs"]["items"]["sha256"]

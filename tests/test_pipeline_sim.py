@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lmaudit.cli import run
+from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 
 RUN_FILES = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")
@@ -156,7 +156,7 @@ def test_malformed_bank_is_refused_with_file_item_and_field(make_cfg, tmp_path):
     bad = tmp_path / "bank.json"
     bad.write_text(json.dumps(bank))
     cfg = make_cfg("model=qwen3_4b", "model.model=/nonexistent/model", "mlflow.enabled=false", name="bad2")
-    cfg["items"].path = str(bad)
+    cfg.study["items"].path = str(bad)
     with pytest.raises(ValueError) as e:
         run(cfg)
     msg = str(e.value)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from omegaconf import open_dict
 
-from lmaudit.cli import run
 from lmaudit.console import main as lmaudit_main
+from lmaudit.pipeline import run
 from lmaudit.provenance import prereg
 from lmaudit.provenance.io import InputError
 
@@ -186,7 +186,7 @@ with initialize_config_dir(config_dir="{REPO / "conf"}", version_base="1.3"):
     cfg = compose(config_name="config", overrides=["prereg={doc["name"]}"])
 doc = prereg.load_registration(__import__("pathlib").Path("{path}"))
 preds = prereg.parse_predictions(list(cfg.prereg.predictions), "x")
-prereg.verify(doc, study.plan(cfg), preds, __import__("pathlib").Path("{path}"))
+prereg.verify(doc, study.plan(cfg).doc, preds, __import__("pathlib").Path("{path}"))
 print("ok")
 """,
             ],

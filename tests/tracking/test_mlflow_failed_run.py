@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from lmaudit.cli import run
+from lmaudit.pipeline import run
 
 
 def test_a_failure_after_the_run_started_marks_it_failed(make_cfg, tmp_path, monkeypatch):
@@ -15,7 +15,7 @@ def test_a_failure_after_the_run_started_marks_it_failed(make_cfg, tmp_path, mon
     def broken(*a, **k):  # type: ignore[no-untyped-def]
         raise RuntimeError("report template exploded")
 
-    monkeypatch.setattr(qq, "write_report", broken)
+    monkeypatch.setattr(qq.QQStudy, "report", broken)
     with pytest.raises(RuntimeError, match="exploded"):
         run(make_cfg("model=sim_projective", "mlflow.enabled=true", name="broken"))
     con = sqlite3.connect(tmp_path / "mlruns" / "mlflow.db")

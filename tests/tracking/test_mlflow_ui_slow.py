@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from lmaudit.cli import run, run_name
+from lmaudit.pipeline import run, run_name
 
 CHROMIUM = Path("/usr/bin/chromium")
 MODELS = ("sim_projective", "sim_mixture")

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from lmaudit.cli import run
-from lmaudit.config.overrides import with_implied_study
+from lmaudit.config.overrides import canonical, with_canonical_overrides
+from lmaudit.pipeline import run
+from lmaudit.provenance.io import InputError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -179,15 +180,37 @@ def test_a_qq_sweep_nests_its_jobs_under_one_parent_run(tmp_path):
 
 
 def test_a_judge_group_without_a_study_implies_the_judge_study():
-    assert with_implied_study(["run.py", "-m", "judge/condition=P0,PA"]) == [
+    assert with_canonical_overrides(["run.py", "-m", "judge/condition=P0,PA"]) == [
         "run.py",
         "-m",
-        "judge/condition=P0,PA",
+        "study/judge/condition@study.condition=P0,PA",
         "study=judge",
     ]
-    assert with_implied_study(["run.py", "judge.rubric.text=x"])[-1] == "study=judge"
-    for argv in (["run.py"], ["run.py", "model=sim_judge"], ["run.py", "study=qq", "judge/condition=P0"]):
-        assert with_implied_study(argv) == argv
+    assert canonical(["judge.rubric.text=x"]) == (["study.rubric.text=x", "study=judge"], "judge")
+    for argv in (["run.py"], ["run.py", "model=sim_judge"], ["run.py", "study=judge", "study.k=2"]):
+        assert with_canonical_overrides(argv) == argv
+    with pytest.raises(InputError, match="judge/condition selects the judge study, but study=qq was given"):
+        canonical(["study=qq", "judge/condition=P0"])
+
+
+def test_short_spellings_of_a_studys_groups_and_hints_for_another_studys():
+    # the default study's groups by their own names, in choices and in field overrides
+    args, study = canonical(["framing=track_p", "estimand.n=200", "-m", "mapping=map1,map2"])
+    assert study == "qq"
+    assert args == [
+        "study/qq/framing@study.framing=track_p",
+        "study.estimand.n=200",
+        "-m",
+        "study/qq/mapping@study.mapping=map1,map2",
+    ]
+    # Hydra's own spelling and the shared groups pass unchanged
+    same = ["study/qq/items@study.items=pilot", "model=sim_projective", "study.epsilon=0.05", "stage=plan"]
+    assert canonical(same) == (same, "qq")
+    # a group of another study than the one selected: refused with the owner named
+    with pytest.raises(InputError, match="'estimand' is a config group of the qq study, not of study=draws"):
+        canonical(["study=draws", "estimand=sampled"])
+    with pytest.raises(InputError, match="'condition' is a config group of the judge study"):
+        canonical(["condition=P0"])
 
 
 def test_a_judge_condition_with_another_study_is_refused(tmp_path):

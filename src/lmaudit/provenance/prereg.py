@@ -11,7 +11,7 @@ scored by :mod:`lmaudit.provenance.predictions`; they are re-exported here.
 A registration normally binds its data (every input file's digest is part of the plan). One
 made before the data exist (``data: open``: predictions about a file that will be imported)
 binds everything else; the study names which config keys and inputs are data
-(``DATA_KEYS``), and the digests of the data actually scored are recorded with the scores.
+(``Study.data_keys``), and the digests of the data actually scored are recorded with the scores.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ import datetime as _dt
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.provenance.digest import json_digest
 from lmaudit.provenance.io import atomic_write_json, read_json
@@ -51,7 +49,6 @@ __all__ = [
     "PreregError",
     "build_registration",
     "diff_keys",
-    "for_run",
     "load_registration",
     "parse_predictions",
     "prereg_path",
@@ -186,61 +183,3 @@ def verify(
             + "; ".join(problems)
             + ". Restore the frozen plan, or freeze a new registration under a new name."
         )
-
-
-# --- the pipeline's use -----------------------------------------------------------------------
-
-
-def for_run(
-    cfg: DictConfig, study: Any, stage: str, lmaudit_version: str
-) -> tuple[dict[str, Any], Path] | None:
-    """``stage=freeze``: write the registration. Otherwise, with ``prereg=<name>``: load it and
-    refuse to go on if the plan or predictions differ. Both happen before any model call."""
-    if cfg.prereg is None:
-        if stage == "freeze":
-            raise PreregError("stage=freeze needs a registration: add prereg=<name> (a file in conf/prereg/)")
-        return None
-    name = str(cfg.prereg.name)
-    source = f"conf/prereg/{name}"
-    path = prereg_path(cfg.paths.prereg, study.NAME, name)
-    preds = parse_predictions(OmegaConf.to_container(cfg.prereg.predictions, resolve=True), source)
-    data = str(cfg.prereg.get("data") or "bound")
-    if data not in ("bound", "open"):
-        raise PreregError(f"{source}: field 'data' = {data!r} is not bound or open")
-    data_keys: tuple[str, ...] = tuple(getattr(study, "DATA_KEYS", ())) if data == "open" else ()
-    if data == "open" and not data_keys:
-        raise PreregError(f"{source}: data: open, but the {study.NAME} study declares no data keys")
-    plan = without_data(study.plan(cfg), data_keys)
-    if stage == "freeze":
-        if hasattr(study, "results_template") and data == "bound":
-            bad = unknown_metrics(preds, study.results_template(cfg))
-            if bad:
-                raise PreregError(
-                    f"{source}: predictions name metrics that {study.NAME} results do not have: "
-                    + "; ".join(bad)
-                    + ". Use dotted paths into results.json (e.g. counts.saturated)."
-                )
-        rules = OmegaConf.to_container(cfg.study, resolve=True)
-        assert isinstance(rules, dict)
-        doc = build_registration(
-            study=study.NAME,
-            name=name,
-            plan=plan,
-            decision_rules=without_data({"config": {"study": rules}}, data_keys)["config"]["study"],
-            predictions=preds,
-            lmaudit_version=lmaudit_version,
-            data_keys=data_keys,
-        )
-        if write_registration(path, doc):
-            print(f"froze {path} (plan digest {plan['plan_digest'][:12]}, {len(preds)} predictions)")
-        else:
-            print(f"{path} already holds this registration; nothing written")
-        return None
-    doc = load_registration(path)
-    if list(doc.get("data_keys", [])) != list(data_keys):
-        raise PreregError(
-            f"{path}: frozen with data keys {doc.get('data_keys', [])}, but conf/prereg/{name} says "
-            f"{list(data_keys)}; restore the registration's config"
-        )
-    verify(doc, plan, preds, path)
-    return doc, path

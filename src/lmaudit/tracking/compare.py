@@ -15,7 +15,7 @@ from typing import Any
 from lmaudit.tracking.mlflow_log import _mlflow
 
 # (column header, source) where source is "param:...", "metric:...", "tag:..." or "info:...";
-# the common columns, then each study's own (``COMPARE_COLUMNS`` of its module), leaving out
+# the common columns, then each study's own (``Study.compare_columns``), leaving out
 # columns that are empty for every run shown
 COMMON_COLUMNS: list[tuple[str, str]] = [
     ("run", "info:run_name"),
@@ -25,12 +25,13 @@ COMMON_COLUMNS: list[tuple[str, str]] = [
 
 
 def columns(studies: Sequence[str]) -> list[tuple[str, str]]:
-    from lmaudit.studies.registry import STUDIES, get_study
+    from lmaudit.studies.registry import get_study, study_names
 
     cols = list(COMMON_COLUMNS)
+    known = set(study_names())
     for name in dict.fromkeys(studies):
-        if name in STUDIES:
-            cols += [c for c in getattr(get_study(name), "COMPARE_COLUMNS", []) if c not in cols]
+        if name in known:
+            cols += [c for c in get_study(name).compare_columns if c not in cols]
     return cols
 
 

@@ -67,30 +67,19 @@ def start_job(*, mlruns: str | Path, experiment: str, run_name: str, parent_run_
     return str(run.info.run_id)
 
 
-def log_job(
+def log_run(
     *,
     mlruns: str | Path,
-    experiment: str,
-    run_name: str,
+    run_id: str,
     params: Mapping[str, Any],
     metrics: Mapping[str, float],
     tags: Mapping[str, str],
     artifacts: list[Path],
-    parent_run_id: str | None = None,
-    run_id: str | None = None,
 ) -> str:
-    """Log one job (into ``run_id`` if given, else a new run); returns the MLflow run id."""
+    """Log a job into its started run ``run_id``: params (flattened), finite metrics, tags and
+    artifact files or folders; returns the run id."""
     mlflow = _mlflow(mlruns)
-    exp_id = ensure_experiment(mlruns, experiment)
-    all_tags = dict(tags)
-    if parent_run_id:
-        all_tags["mlflow.parentRunId"] = parent_run_id
-    with mlflow.start_run(
-        run_id=run_id,
-        experiment_id=None if run_id else exp_id,
-        run_name=None if run_id else run_name,
-        tags=all_tags,
-    ) as run:
+    with mlflow.start_run(run_id=run_id, tags=dict(tags)) as run:
         flat = {k: ("" if v is None else str(v))[:6000] for k, v in flatten(params).items()}
         if flat:
             mlflow.log_params(flat)
@@ -98,8 +87,11 @@ def log_job(
         if finite:
             mlflow.log_metrics(finite)
         for path in artifacts:
-            if Path(path).exists():
-                mlflow.log_artifact(str(path))
+            p = Path(path)
+            if p.is_dir():
+                mlflow.log_artifacts(str(p), artifact_path=p.name)
+            elif p.exists():
+                mlflow.log_artifact(str(p))
         return str(run.info.run_id)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lmaudit.cli import run
+from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 
 REPO = Path(__file__).resolve().parents[3]

@@ -14,7 +14,7 @@ import pytest
 from draws_helpers import family
 from omegaconf import OmegaConf
 
-from lmaudit.cli import run
+from lmaudit.pipeline import run
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.prereg import (
     HELD,

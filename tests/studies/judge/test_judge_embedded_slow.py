@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lmaudit.cli import run
+from lmaudit.pipeline import run
 
 
 @pytest.mark.slow

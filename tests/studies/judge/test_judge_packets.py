@@ -11,7 +11,7 @@ import pytest
 from judge_helpers import MODELS, TRICKY, write_candidates
 
 from lmaudit.backends.sim.judge import SimJudge
-from lmaudit.cli import run
+from lmaudit.pipeline import run
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.judge.packets import (
@@ -115,12 +115,13 @@ def test_bytes_survive_end_to_end_and_mapping_stays_hidden(judge_cfg, tmp_path, 
     out = tmp_path / "tricky"
     raw = _raw_strings(Path(cfg.study.candidates_path))
     plan = json.loads((out / "plan.json").read_text(encoding="utf-8"))
-    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    art = out / "artifacts"
+    manifest = json.loads((art / "manifest.json").read_text(encoding="utf-8"))
     # packets on disk: their manifest digests, and the exact displayed strings
     for cid in ("P0", "PA", "PB", "PAB", "SWAP"):
         rel = f"packets/judge_{cid}.json"
-        assert manifest["files"][rel] == file_sha256(out / rel) == plan["inputs"]["packets"][cid]
-        packet = json.loads((out / rel).read_bytes().decode("utf-8"))
+        assert manifest["files"][rel] == file_sha256(art / rel) == plan["inputs"]["packets"][cid]
+        packet = json.loads((art / rel).read_bytes().decode("utf-8"))
         for it in packet["items"]:
             a0, b0 = raw[it["prompt_id"]]["response_a"], raw[it["prompt_id"]]["response_b"]
             a, b = (b0, a0) if cid == "SWAP" else (a0, b0)
@@ -144,7 +145,7 @@ def test_bytes_survive_end_to_end_and_mapping_stays_hidden(judge_cfg, tmp_path, 
         blob = json.dumps([list(req.messages), req.meta], ensure_ascii=False)
         assert not any(m in blob for m in MODELS)
     # nothing the judge could see names a model: packets, rubric, analysis plan, plan's packets
-    for f in [*(out / "packets").iterdir(), out / "rubric.md", out / "analysis_plan.json"]:
+    for f in [*(art / "packets").iterdir(), art / "rubric.md", art / "analysis_plan.json"]:
         assert not any(m in f.read_text(encoding="utf-8") for m in MODELS), f
     assert not any(m in json.dumps(plan["packets"], ensure_ascii=False) for m in MODELS)
     # ...while the analysis unblinds with it
@@ -155,7 +156,7 @@ def test_bytes_survive_end_to_end_and_mapping_stays_hidden(judge_cfg, tmp_path, 
 def test_edited_packet_refuses_to_be_judged_again(judge_cfg, tmp_path):
     cfg = judge_cfg("judge/condition=P0", name="frozen")
     run(cfg)
-    p = tmp_path / "frozen/packets/judge_P0.json"
+    p = tmp_path / "frozen/artifacts/packets/judge_P0.json"
     p.write_text(p.read_text().replace("Question 1?", "Question 1 (edited)?"))
     with pytest.raises(InputError, match="edited after freezing"):
         run(judge_cfg("judge/condition=P0", "stage=measure", name="frozen"))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lmaudit.cli import run
+from lmaudit.pipeline import run
 from lmaudit.studies.judge.parse import parse_verdict
 
 VALID = [
@@ -98,6 +98,6 @@ def test_invalid_outputs_are_retried_kept_and_counted(judge_cfg, tmp_path):
             continue
         assert d["n"] + d["excluded_invalid"] == 24
     # the exported result files carry no label for an invalid judgment
-    exported = json.loads((out / "results/results_PA.json").read_text())
+    exported = json.loads((out / "artifacts/results/results_PA.json").read_text())
     assert sum(r["winner"] is None for r in exported) == res["conditions"]["PA"]["counts"]["INVALID"]
     assert "invalid" in (out / "report.html").read_text()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lmaudit.cli import run
+from lmaudit.pipeline import run
 from lmaudit.provenance.digest import file_sha256
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
@@ -20,10 +20,10 @@ RUN_FILES = (
     "results.json",
     "audit_record.json",
     "report.html",
-    "manifest.json",
-    "result_manifest.json",
-    "rubric.md",
-    "analysis_plan.json",
+    "artifacts/manifest.json",
+    "artifacts/result_manifest.json",
+    "artifacts/rubric.md",
+    "artifacts/analysis_plan.json",
 )
 RESULT_KEYS = {
     "study",
@@ -51,17 +51,18 @@ def _json(p: Path) -> dict:
     return json.loads(p.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("cond", sorted(p.stem for p in (CONF / "judge/condition").glob("*.yaml")))
+@pytest.mark.parametrize("cond", sorted(p.stem for p in (CONF / "study/judge/condition").glob("*.yaml")))
 def test_every_condition_set_composes(make_cfg, cond):
     cfg = make_cfg("study=judge", f"judge/condition={cond}")
-    assert cfg.judge.condition.conditions and cfg.judge.rubric.text.startswith("PAIRWISE JUDGE RUBRIC")
-    assert cfg.judge.wrapper.prefix == "<<<BEGIN CANDIDATE RESPONSE>>>\n"
+    assert cfg.study.condition.conditions and cfg.study.rubric.text.startswith("PAIRWISE JUDGE RUBRIC")
+    assert cfg.study.wrapper.prefix == "<<<BEGIN CANDIDATE RESPONSE>>>\n"
 
 
 def test_full_run_files_manifests_and_mlflow(judge_cfg, tmp_path):
     cfg = judge_cfg("mlflow.enabled=true", "model.params.wrapper_attraction=2.0", name="full")
     run(cfg)
     out = tmp_path / "full"
+    art = out / "artifacts"  # the study's own files, written by the pipeline
     for f in RUN_FILES:
         assert (out / f).stat().st_size > 0, f
     res = _json(out / "results.json")
@@ -72,10 +73,10 @@ def test_full_run_files_manifests_and_mlflow(judge_cfg, tmp_path):
     ]
     assert res["validity"]["judgments"] == 5 * 12 and res["readout"]["PA"]["n_items"] == 12
     # the protocol was frozen before the results, and each manifest matches its files
-    manifest, rmanifest = _json(out / "manifest.json"), _json(out / "result_manifest.json")
+    manifest, rmanifest = _json(art / "manifest.json"), _json(art / "result_manifest.json")
     for rel, digest in {**manifest["files"], **rmanifest["files"]}.items():
-        assert file_sha256(out / rel) == digest, rel
-    assert rmanifest["protocol_manifest_sha256"] == file_sha256(out / "manifest.json")
+        assert file_sha256(art / rel) == digest, rel
+    assert rmanifest["protocol_manifest_sha256"] == file_sha256(art / "manifest.json")
     assert manifest["plan_digest"] == rmanifest["plan_digest"] == _json(out / "plan.json")["plan_digest"]
     assert "pre-judgment" in manifest["status"] and rmanifest["isolation"] == "fresh"
     plan = _json(out / "plan.json")

@@ -10,7 +10,7 @@ import pytest
 from judge_helpers import simple_rows
 
 from lmaudit.backends.sim import build_sim_agent
-from lmaudit.cli import run
+from lmaudit.pipeline import run
 
 CONDS = {
     "P0": (False, set()),

@@ -6,32 +6,33 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.config.schema import DrawsStudyConfig
-from lmaudit.provenance.digest import file_sha256, json_digest
+from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
+from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
 from lmaudit.studies.draws.analysis import AnalysisParams
+from lmaudit.studies.draws.config import DrawsStudyConfig
 from lmaudit.studies.draws.importer import read_import, validate_record
 from lmaudit.studies.draws.protocol import build_requests, load_probes, make_normaliser
-from lmaudit.studies.draws.report import write_report
+from lmaudit.studies.draws.report import render_report
 from lmaudit.studies.draws.results import analyze_records
+from lmaudit.studies.registry import register_study
 
-__all__ = ["NAME", "PLAN_KEYS", "analyze_rows", "measure", "plan", "write_report"]
+__all__ = ["DrawsStudy", "analyze_rows", "settings"]
 
-NAME = "draws"
 # the columns `lmaudit compare` shows for this study's runs
-COMPARE_COLUMNS: list[tuple[str, str]] = [
+COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("families", "metric:n_families"),
     ("sequences", "metric:n_sequences"),
     ("rejected (Holm)", "metric:n_rejected"),
     ("flagged sources", "tag:flagged_sources"),
-]
-PLAN_KEYS = ("study", "model")
+)
 # what names the data in an imported audit: an open registration (prereg data: open) binds
 # the plan without these, so predictions can be frozen before the draws file exists
 DATA_KEYS = ("config.study.import_path", "inputs.import")
@@ -103,12 +104,12 @@ def _requests(cfg: DictConfig, s: DrawsStudyConfig) -> list[Any]:
     )
 
 
-def _freezing_open_registration(cfg: DictConfig) -> bool:
+def _freezing_open_registration(cfg: DictConfig, stage: str) -> bool:
     reg = cfg.get("prereg")
-    return cfg.get("stage") == "freeze" and reg is not None and reg.get("data") == "open"
+    return stage == "freeze" and reg is not None and reg.get("data") == "open"
 
 
-def plan(cfg: DictConfig) -> dict[str, Any]:
+def plan(cfg: DictConfig, stage: str) -> Plan:
     """The resolved plan: config, input digests and (sampling) every request, with its digest."""
     s = settings(cfg)
     analysis_params(s)
@@ -118,13 +119,13 @@ def plan(cfg: DictConfig) -> dict[str, Any]:
         labels=s.normalise.labels,
         case_sensitive=s.normalise.case_sensitive,
     )
-    resolved = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in PLAN_KEYS}
+    resolved = DrawsStudy().plan_config(cfg)
     if s.import_path:
         p = Path(s.import_path)
         inputs: dict[str, dict[str, str | None]]
         if p.exists():
             inputs = {"import": {"path": str(p), "sha256": file_sha256(p)}}
-        elif _freezing_open_registration(cfg):  # the data come later; the registration omits them
+        elif _freezing_open_registration(cfg, stage):  # the data come later; the registration omits them
             inputs = {"import": {"path": str(p), "sha256": None}}
         else:
             raise InputError(f"{p}: file not found (study.import_path)")
@@ -144,25 +145,22 @@ def plan(cfg: DictConfig) -> dict[str, Any]:
             for r in _requests(cfg, s)
         ]
     body = {
-        "study": NAME,
+        "study": DrawsStudy.name,
         "mode": "import" if s.import_path else "sample",
         "config": resolved,
         "inputs": inputs,
         "requests": requests,
     }
-    return {**body, "n_requests": len(requests), "plan_digest": json_digest(body)}
+    return Plan.make(body, len(requests))
 
 
-def needs_backend(cfg: DictConfig) -> bool:
-    """Imported draws need no model: the pipeline then loads none and records none."""
-    return not settings(cfg).import_path
-
-
-def measure(cfg: DictConfig, cached: CachedBackend, backend: Any) -> list[dict[str, Any]]:
+def measure(cfg: DictConfig, cached: CachedBackend | None) -> list[dict[str, Any]]:
     """Sequence rows: sampled through the cache (draw order kept), or read from the import file."""
     s = settings(cfg)
     if s.import_path:
         return read_import(s.import_path)
+    if cached is None:
+        raise InputError("study draws: sampling needs a backend (study.import_path is not set)")
     norm = make_normaliser(
         s.normalise.kind,
         pattern=s.normalise.pattern,
@@ -279,3 +277,43 @@ def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
             {"family": n, "T": t, "count": c} for t, c in zip(f["null"]["T"], f["null"]["count"], strict=True)
         ]
     return {"rho_curve": curve, "null": null, "sources": list(results["sources"])}
+
+
+@register_study
+class DrawsStudy(Study):
+    """Do a model's sampled answers persist from one draw to the next (seed 004)?"""
+
+    name = "draws"
+    config = DrawsStudyConfig
+    # what names the data in an imported audit: an open registration (prereg data: open) binds
+    # the plan without these, so predictions can be frozen before the draws file exists
+    data_keys = ("config.study.import_path", "inputs.import")
+    compare_columns = COMPARE_COLUMNS
+    has_yaml = True
+
+    def default_run_name(self, cfg: DictConfig) -> str:
+        return default_run_name(cfg)
+
+    def plan(self, ctx: RunContext) -> Plan:
+        return plan(ctx.cfg, ctx.stage)
+
+    def needs_backend(self, cfg: DictConfig) -> bool:
+        """Imported draws need no model: the pipeline then loads none and records none."""
+        return not settings(cfg).import_path
+
+    def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
+        return Measured(measure(ctx.cfg, backend))
+
+    def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
+        return self.result(analyze_rows(cfg, measurements.rows, measurements.source))
+
+    def result(self, results: Mapping[str, Any]) -> StudyResult:
+        r = dict(results)
+        return StudyResult(r, headline(r), metrics(r), tags(r), summary(r))
+
+    def report(self, result: StudyResult, ctx: RunContext) -> str:
+        plan_doc = ctx.plan.doc if ctx.plan is not None else None
+        return render_report(results=result.results, plan=plan_doc, audit=dict(ctx.audit))
+
+    def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
+        return plot_data(result.results)

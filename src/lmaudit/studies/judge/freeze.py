@@ -1,26 +1,24 @@
-"""The run folder's protocol and result records, with their SHA-256 manifests.
+"""The run's protocol and result records, with their SHA-256 manifests, as the exact bytes
+the pipeline writes under the run's ``artifacts/`` folder.
 
-Before the first judgment, :func:`write_protocol` writes ``packets/judge_<condition>.json``
-(what the judge sees), ``rubric.md``, ``analysis_plan.json`` and ``manifest.json`` (their
-digests, plus the candidate set's and the hidden mapping's; the mapping itself is not copied).
-A run folder whose manifest belongs to the same plan is checked instead: an edited packet
-refuses to be judged. After judging, :func:`write_results` writes ``results/results_<condition>.json``
-(the import format, so a run's results can be re-imported), ``results/execution.json`` and
-``result_manifest.json``.
+Before the first judgment: ``packets/judge_<condition>.json`` (what the judge sees),
+``rubric.md``, ``analysis_plan.json`` and ``manifest.json`` (their digests, plus the candidate
+set's and the hidden mapping's; the mapping itself is not copied); the pipeline refuses to
+judge when one of them was edited after freezing. After judging:
+``results/results_<condition>.json`` (the import format, so a run's results can be
+re-imported), ``results/execution.json`` and ``result_manifest.json``.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError, atomic_write_bytes, atomic_write_json, dumps_json, read_json
+from lmaudit.provenance.io import dumps_json
 from lmaudit.studies.judge.packets import packet_bytes
 
-__all__ = ["write_protocol", "write_results"]
+__all__ = ["protocol_artifacts", "result_artifacts"]
 
 
 def _sha(data: bytes) -> str:
@@ -35,23 +33,14 @@ def protocol_files(plan: Mapping[str, Any]) -> dict[str, bytes]:
     return files
 
 
-def write_protocol(out: Path, plan: Mapping[str, Any]) -> dict[str, Any]:
-    """Freeze the packets, rubric and analysis plan (or check an earlier freeze of this plan)."""
+def _json_bytes(obj: Any) -> bytes:
+    return dumps_json(obj).encode("utf-8")
+
+
+def protocol_artifacts(plan: Mapping[str, Any]) -> dict[str, bytes]:
+    """The packets, rubric and analysis plan, and ``manifest.json`` with their digests: frozen
+    by the pipeline before the first judgment (an edited file refuses to be judged again)."""
     files = protocol_files(plan)
-    manifest_path = out / "manifest.json"
-    if manifest_path.exists():
-        old = read_json(manifest_path)
-        if isinstance(old, dict) and old.get("plan_digest") == plan["plan_digest"]:
-            for rel, digest in old.get("files", {}).items():
-                p = out / rel
-                if not p.exists() or file_sha256(p) != digest:
-                    raise InputError(
-                        f"{p}: differs from its frozen digest in {manifest_path}; the protocol was "
-                        "edited after freezing (re-plan into a new run folder)"
-                    )
-            return dict(old)
-    for rel, data in files.items():
-        atomic_write_bytes(out / rel, data)
     manifest = {
         "status": "pre-judgment: packets, rubric and analysis plan frozen before any judgment",
         "plan_digest": plan["plan_digest"],
@@ -60,8 +49,7 @@ def write_protocol(out: Path, plan: Mapping[str, Any]) -> dict[str, Any]:
         "mapping": plan["inputs"].get("mapping"),
         "mapping_note": "the mapping is hidden from the judge: digested here, never copied into a packet",
     }
-    atomic_write_json(manifest_path, manifest)
-    return manifest
+    return {**files, "manifest.json": _json_bytes(manifest)}
 
 
 def export_records(rows: Sequence[Mapping[str, Any]], condition: str) -> list[dict[str, Any]]:
@@ -83,31 +71,28 @@ def export_records(rows: Sequence[Mapping[str, Any]], condition: str) -> list[di
     return out
 
 
-def write_results(
-    out: Path, rows: Sequence[Mapping[str, Any]], plan: Mapping[str, Any], judge: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The per-condition result files and their manifest, written after every judgment."""
-    written: dict[str, str] = {}
+def result_artifacts(
+    rows: Sequence[Mapping[str, Any]], plan: Mapping[str, Any], judge: Mapping[str, Any]
+) -> dict[str, bytes]:
+    """The per-condition result files (the import format, so a run can be re-imported),
+    ``results/execution.json`` and ``result_manifest.json`` with their digests."""
+    files: dict[str, bytes] = {}
     for cid in plan["packets"]:
-        rel = f"results/results_{cid}.json"
-        atomic_write_json(out / rel, export_records(rows, cid))
-        written[rel] = file_sha256(out / rel)
+        files[f"results/results_{cid}.json"] = _json_bytes(export_records(rows, cid))
     design = next((r for r in rows if r.get("kind") == "design"), {})
     execution = {
         "judge": judge.get("name"),
         "isolation": design.get("isolation"),
         "note": "written by lmaudit after judging; winners as displayed",
     }
-    atomic_write_json(out / "results/execution.json", execution)
-    written["results/execution.json"] = file_sha256(out / "results/execution.json")
+    files["results/execution.json"] = _json_bytes(execution)
     manifest = {
         "status": "completed judgments (frozen before analysis)",
         "plan_digest": plan["plan_digest"],
-        "protocol_manifest_sha256": file_sha256(out / "manifest.json"),
+        "protocol_manifest_sha256": _sha(protocol_artifacts(plan)["manifest.json"]),
         "judge": dict(judge),
         "isolation": design.get("isolation"),
         "deviations": design.get("deviations", []),
-        "files": written,
+        "files": {rel: _sha(data) for rel, data in files.items()},
     }
-    atomic_write_json(out / "result_manifest.json", manifest)
-    return manifest
+    return {**files, "result_manifest.json": _json_bytes(manifest)}

@@ -32,8 +32,8 @@ _JUDGMENT_FIELDS = (
 
 
 def _config_conditions(cfg: DictConfig) -> tuple[list[dict[str, Any]], str]:
-    node = cfg.get("judge")
-    if node is None or node.get("condition") is None:
+    node = cfg.study
+    if node.get("condition") is None:
         return [], "P0"
     specs = OmegaConf.to_container(node.condition.conditions, resolve=True)
     assert isinstance(specs, list)

@@ -4,18 +4,33 @@ recorded elsewhere), analyze; the report lives in :mod:`.report`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.config.schema import JudgeStudyConfig
-from lmaudit.provenance.digest import file_sha256, json_digest, sha256_text
+from lmaudit.provenance.digest import file_sha256, sha256_text
 from lmaudit.provenance.io import InputError, dumps_json
+from lmaudit.studies.base import (
+    Measured,
+    Measurements,
+    NotCombinable,
+    Plan,
+    RunContext,
+    Study,
+    StudyResult,
+)
 from lmaudit.studies.judge import analysis as an
-from lmaudit.studies.judge.freeze import write_protocol, write_results
+from lmaudit.studies.judge.config import (
+    JudgeConditionSetConfig,
+    JudgeRubricConfig,
+    JudgeStudyConfig,
+    JudgeWrapperConfig,
+)
+from lmaudit.studies.judge.freeze import protocol_artifacts, result_artifacts
 from lmaudit.studies.judge.importer import import_files, read_execution, read_import
 from lmaudit.studies.judge.measure import Sampling, measure_fresh, measure_shared, readout_rows
 from lmaudit.studies.judge.packets import (
@@ -28,31 +43,15 @@ from lmaudit.studies.judge.packets import (
     load_mapping,
     packet_digests,
 )
-from lmaudit.studies.judge.report import write_report as _write_report
+from lmaudit.studies.judge.report import render_report
 from lmaudit.studies.judge.results import analyze_rows, headline, metrics, plot_data, summary, tags
 from lmaudit.studies.judge.sweep import combine_sweep, design_key
+from lmaudit.studies.registry import register_study
 
-__all__ = [
-    "NAME",
-    "PLAN_KEYS",
-    "analyze_rows",
-    "combine_sweep",
-    "default_run_name",
-    "design_key",
-    "headline",
-    "measure",
-    "metrics",
-    "needs_backend",
-    "plan",
-    "plot_data",
-    "summary",
-    "tags",
-    "write_report",
-]
+__all__ = ["JudgeStudy", "conditions", "judge_text", "sampling", "settings"]
 
-NAME = "judge"
 # the columns `lmaudit compare` shows for this study's runs
-COMPARE_COLUMNS: list[tuple[str, str]] = [
+COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("conditions", "tag:conditions"),
     ("isolation", "tag:isolation"),
     ("prompts", "metric:n_prompts"),
@@ -63,8 +62,8 @@ COMPARE_COLUMNS: list[tuple[str, str]] = [
     ("PAB vs P0", "metric:disagreement.PAB.rate"),
     ("SWAP vs P0", "metric:disagreement.SWAP.rate"),
     ("deviations", "tag:deviations"),
-]
-PLAN_KEYS = ("study", "model", "judge")
+)
+GROUPS = ("condition", "rubric", "wrapper")
 ISOLATION = ("fresh", "shared")
 
 
@@ -75,9 +74,9 @@ def settings(cfg: DictConfig) -> JudgeStudyConfig:
 
 
 def _judge_node(cfg: DictConfig) -> Any:
-    if cfg.get("judge") is None or cfg.judge.get("condition") is None:
+    if cfg.study.get("condition") is None:
         raise InputError("judge: no condition set selected (judge/condition=all, P0, PA, ...)")
-    return cfg.judge
+    return cfg.study
 
 
 def conditions(cfg: DictConfig) -> tuple[list[Condition], str]:
@@ -160,12 +159,24 @@ def analysis_plan(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
-def plan(cfg: DictConfig) -> dict[str, Any]:
+def plan_config(cfg: DictConfig) -> dict[str, Any]:
+    """The plan's record of the config: the study's settings, the model, and the judge's
+    presentation (its condition set, rubric and wrapper) under ``judge``."""
+    study = OmegaConf.to_container(cfg.study, resolve=True)
+    assert isinstance(study, dict)
+    return {
+        "study": {k: v for k, v in study.items() if k not in GROUPS},
+        "model": OmegaConf.to_container(cfg.model, resolve=True),
+        "judge": {g: study.get(g) for g in GROUPS},
+    }
+
+
+def plan(cfg: DictConfig) -> Plan:
     """The resolved plan: config, input digests, every condition's packet, the analysis plan."""
     s = settings(cfg)
     sampling(s)
     conds, ref = conditions(cfg)
-    resolved = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in PLAN_KEYS}
+    resolved = plan_config(cfg)
     if s.import_dir:
         files = import_files(s.import_dir, conds)
         inputs: dict[str, Any] = {
@@ -176,13 +187,13 @@ def plan(cfg: DictConfig) -> dict[str, Any]:
             if p.exists():
                 inputs[extra.removesuffix(".json")] = {"path": str(p), "sha256": file_sha256(p)}
         body = {
-            "study": NAME,
+            "study": JudgeStudy.name,
             "mode": "import",
             "config": resolved,
             "inputs": inputs,
             "execution": read_execution(s.import_dir),
         }
-        return {**body, "n_requests": 0, "plan_digest": json_digest(body)}
+        return Plan.make(body, 0)
     text = judge_text(cfg)
     cands = load_candidates(s.candidates_path, s.prompt_ids)
     ids = [c.prompt_id for c in cands]
@@ -196,7 +207,7 @@ def plan(cfg: DictConfig) -> dict[str, Any]:
     inputs["analysis_plan"] = {"sha256": sha256_text(dumps_json(aplan))}  # = analysis_plan.json
     inputs["packets"] = packet_digests(packets)
     body = {
-        "study": NAME,
+        "study": JudgeStudy.name,
         "mode": "judge",
         "config": resolved,
         "inputs": inputs,
@@ -206,34 +217,22 @@ def plan(cfg: DictConfig) -> dict[str, Any]:
         "packets": packets,
     }
     n = len(conds) * len(cands) * s.k
-    return {**body, "n_requests": n, "plan_digest": json_digest(body)}
+    return Plan.make(body, n)
 
 
-def _run_dir(cfg: DictConfig) -> Path:
-    from lmaudit.cli import run_dir
-
-    return run_dir(cfg)
-
-
-def needs_backend(cfg: DictConfig) -> bool:
-    """Imported results need no judge: the pipeline then loads no model."""
-    return not settings(cfg).import_dir
-
-
-def measure(cfg: DictConfig, cached: CachedBackend | None, backend: Any) -> list[dict[str, Any]]:
-    """Judge every condition's packet (or read the import), after freezing the protocol."""
+def measure(cfg: DictConfig, the_plan: Plan, cached: CachedBackend | None) -> Measured:
+    """Judge every condition's packet (or read the import); the pipeline has frozen the
+    protocol (:func:`protocol_artifacts`) before this is called."""
     s = settings(cfg)
     conds, _ = conditions(cfg)
     if s.import_dir:
-        return read_import(s.import_dir, conds)
+        return Measured(read_import(s.import_dir, conds))
     if cached is None:
         raise InputError("study judge: judging needs a backend (study.import_dir is not set)")
+    backend = cached.backend
     samp = sampling(s)
     text = judge_text(cfg)
     cands = load_candidates(s.candidates_path, s.prompt_ids)
-    the_plan = plan(cfg)
-    out = _run_dir(cfg)
-    write_protocol(out, the_plan)  # frozen before the first judgment
     if s.isolation == "fresh":
         rows, prompts = measure_fresh(conds, cands, text, samp, cached)
     else:
@@ -282,21 +281,19 @@ def measure(cfg: DictConfig, cached: CachedBackend | None, backend: Any) -> list
         "max_tokens": s.max_tokens,
         "max_attempts": s.retry.max_attempts,
         "rubric_sha256": text.rubric_sha256,
-        "plan_digest": the_plan["plan_digest"],
+        "plan_digest": the_plan.digest,
         "readout": readout_note,
     }
+    judge = {"name": str(cfg.model.name), "identity_digest": cached.digest}
     all_rows = [design, *rows, *readout]
-    write_results(out, all_rows, the_plan, design["judge"])
-    return all_rows
+    return Measured(all_rows, artifacts=result_artifacts(all_rows, the_plan.doc, judge))
 
 
-def write_report(
-    path: str | Path, *, results: dict[str, Any], plan: dict[str, Any] | None, audit: dict[str, Any]
-) -> Path:
-    """Write report.html, and give the audit record its ``judge`` section (judge identity,
-    rubric digest, isolation, seeds, deviations); the pipeline writes the record right after."""
+def audit_section(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The audit record's ``judge`` section: judge identity, rubric digest, isolation, seeds,
+    deviations."""
     d = results.get("design", {})
-    audit["judge"] = {
+    return {
         "judge": d.get("judge"),
         "rubric_sha256": d.get("rubric_sha256"),
         "isolation": d.get("isolation"),
@@ -307,7 +304,6 @@ def write_report(
         "mode": results.get("mode"),
         "invalid": results.get("validity", {}).get("invalid"),
     }
-    return _write_report(path, results=results, plan=plan, audit=audit)
 
 
 def results_template(cfg: DictConfig) -> dict[str, Any]:
@@ -341,3 +337,66 @@ def results_template(cfg: DictConfig) -> dict[str, Any]:
                     }
                 )
     return analyze_rows(cfg, rows, "<template>")
+
+
+@register_study
+class JudgeStudy(Study):
+    """Does a content-preserving change of presentation flip an LLM judge (seed 001)?"""
+
+    name = "judge"
+    config = JudgeStudyConfig
+    groups: ClassVar[Mapping[str, type]] = {
+        "condition": JudgeConditionSetConfig,
+        "rubric": JudgeRubricConfig,
+        "wrapper": JudgeWrapperConfig,
+    }
+    compare_columns = COMPARE_COLUMNS
+    has_yaml = True
+
+    def default_run_name(self, cfg: DictConfig) -> str:
+        return default_run_name(cfg)
+
+    def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
+        return plan_config(cfg)
+
+    def plan(self, ctx: RunContext) -> Plan:
+        return plan(ctx.cfg)
+
+    def needs_backend(self, cfg: DictConfig) -> bool:
+        """Imported results need no judge: the pipeline then loads no model."""
+        return not settings(cfg).import_dir
+
+    def artifacts(self, plan: Plan) -> dict[str, bytes]:
+        return protocol_artifacts(plan.doc) if plan.get("mode") == "judge" else {}
+
+    def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
+        return measure(ctx.cfg, plan, backend)
+
+    def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
+        return self.result(analyze_rows(cfg, measurements.rows, measurements.source))
+
+    def result(self, results: Mapping[str, Any]) -> StudyResult:
+        r = dict(results)
+        return StudyResult(r, headline(r), metrics(r), tags(r), summary(r))
+
+    def report(self, result: StudyResult, ctx: RunContext) -> str:
+        plan_doc = ctx.plan.doc if ctx.plan is not None else None
+        return render_report(results=result.results, plan=plan_doc, audit=dict(ctx.audit))
+
+    def audit_section(self, result: StudyResult) -> dict[str, Any] | None:
+        return audit_section(result.results)
+
+    def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
+        return plot_data(result.results)
+
+    def results_template(self, cfg: DictConfig) -> Mapping[str, Any] | None:
+        return results_template(cfg)
+
+    def design_key(self, cfg: DictConfig) -> str | None:
+        return design_key(cfg)
+
+    def combine_sweep(self, cfgs: list[DictConfig], run_dirs: list[Path], out: Path) -> DictConfig:
+        try:
+            return combine_sweep(cfgs, run_dirs, out)
+        except InputError as e:
+            raise NotCombinable(str(e)) from None

@@ -24,7 +24,7 @@ def _design(cfg: DictConfig) -> dict[str, Any]:
     d: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     for k in _JOB_KEYS:
         d.pop(k, None)
-    d["judge"] = {k: v for k, v in (d.get("judge") or {}).items() if k != "condition"}
+    d["study"] = {k: v for k, v in (d.get("study") or {}).items() if k != "condition"}
     return d
 
 
@@ -75,14 +75,14 @@ def combine_sweep(cfgs: list[DictConfig], run_dirs: list[Path], out: Path) -> Di
         raise InputError("two jobs wrote the same measurement file (a fixed out_dir= or run_name=)")
     specs: dict[str, dict[str, Any]] = {}
     for c in cfgs:
-        for spec in OmegaConf.to_container(c.judge.condition.conditions, resolve=True):  # type: ignore[union-attr]
+        for spec in OmegaConf.to_container(c.study.condition.conditions, resolve=True):  # type: ignore[union-attr]
             assert isinstance(spec, dict)
             known = specs.setdefault(str(spec["id"]), spec)
             if {k: v for k, v in known.items() if k != "description"} != {
                 k: v for k, v in spec.items() if k != "description"
             }:
                 raise InputError(f"condition {spec['id']} is defined differently by two jobs")
-    references = {str(c.judge.condition.reference) for c in cfgs}
+    references = {str(c.study.condition.reference) for c in cfgs}
     if len(references) != 1:
         raise InputError(f"the jobs compare with different reference conditions {sorted(references)}")
 
@@ -123,8 +123,8 @@ def combine_sweep(cfgs: list[DictConfig], run_dirs: list[Path], out: Path) -> Di
     cfg = OmegaConf.create(OmegaConf.to_container(cfgs[0], resolve=True))
     assert isinstance(cfg, DictConfig)
     with open_dict(cfg):
-        cfg.judge.condition.name = "+".join(str(s["id"]) for s in ordered)
-        cfg.judge.condition.conditions = ordered
+        cfg.study.condition.name = "+".join(str(s["id"]) for s in ordered)
+        cfg.study.condition.conditions = ordered
         cfg.stage = "analyze"
         cfg.measurements = str(merged)
         cfg.out_dir = str(out)

@@ -17,7 +17,7 @@ from typing import Any
 
 from lmaudit.backends.base import LabelRequest, SampleRequest
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.config.schema import EstimandConfig, G3Config
+from lmaudit.studies.qq.config import EstimandConfig, G3Config
 from lmaudit.studies.qq.protocol import Cell
 from lmaudit.studies.qq.records import SEMANTIC, Measurement
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.backends.base import LabelRequest, Message
-from lmaudit.config.schema import FramingConfig, MappingConfig
+from lmaudit.studies.qq.config import FramingConfig, MappingConfig
 from lmaudit.studies.qq.items import Item
 from lmaudit.studies.qq.records import ORDERS, SEMANTIC, request_meta
 

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.config.schema import EstimandConfig, FramingConfig, G3Config, MappingConfig
-from lmaudit.provenance.digest import file_sha256, json_digest
+from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
+from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.analysis import QQParams, analyze
+from lmaudit.studies.qq.config import (
+    EstimandConfig,
+    FramingConfig,
+    G3Config,
+    ItemsConfig,
+    MappingConfig,
+    QQStudyConfig,
+)
 from lmaudit.studies.qq.diagnostics import g3_check
 from lmaudit.studies.qq.items import Item, load_bank, select_items
 from lmaudit.studies.qq.measure import (
@@ -25,13 +34,13 @@ from lmaudit.studies.qq.measure import (
 )
 from lmaudit.studies.qq.protocol import Cell, build_cells
 from lmaudit.studies.qq.records import Measurement
-from lmaudit.studies.qq.report import write_report
+from lmaudit.studies.qq.report import render_report
+from lmaudit.studies.registry import register_study
 
-__all__ = ["NAME", "PLAN_KEYS", "analyze_rows", "measure", "plan", "write_report"]
+__all__ = ["QQStudy", "analyze_rows", "cells_for", "load_items"]
 
-NAME = "qq"
 # the columns `lmaudit compare` shows for this study's runs
-COMPARE_COLUMNS: list[tuple[str, str]] = [
+COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("framing", "param:framing.name"),
     ("mapping", "param:mapping.name"),
     ("estimand", "param:estimand.kind"),
@@ -45,44 +54,34 @@ COMPARE_COLUMNS: list[tuple[str, str]] = [
     ("G1", "tag:gate.G1"),
     ("G2", "tag:gate.G2"),
     ("G3", "tag:gate.G3"),
-]
-# The config keys that define what is asked and how it is decided (the plan digest covers them).
-PLAN_KEYS = ("study", "model", "estimand", "framing", "mapping", "items")
-
-
-def _typed(node: Any, cls: type) -> Any:
-    """A config node as its schema dataclass instance."""
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
-
-
-def default_run_name(cfg: DictConfig) -> str:
-    return f"{cfg.model.name}-{cfg.framing.name}-{cfg.mapping.name}-{cfg.estimand.kind}"
+)
+_typed = typed
 
 
 def load_items(cfg: DictConfig) -> list[Item]:
-    path = Path(cfg["items"].path)
+    path = Path(cfg.study["items"].path)
     if not path.exists() and Path("data.dvc").exists() and not Path("data").exists():
         raise InputError(
             f"{path}: the study inputs are not checked out; run `make data` (dvc pull data.dvc) first"
         )
     bank = load_bank(path)
-    ids = list(cfg["items"].ids) if cfg["items"].ids is not None else None
-    return select_items(bank, ids, track_p_only=bool(cfg.framing.track_p_only))
+    ids = list(cfg.study["items"].ids) if cfg.study["items"].ids is not None else None
+    return select_items(bank, ids, track_p_only=bool(cfg.study.framing.track_p_only))
 
 
 def cells_for(cfg: DictConfig) -> list[Cell]:
-    framing: FramingConfig = _typed(cfg.framing, FramingConfig)
-    mapping: MappingConfig = _typed(cfg.mapping, MappingConfig)
+    framing: FramingConfig = _typed(cfg.study.framing, FramingConfig)
+    mapping: MappingConfig = _typed(cfg.study.mapping, MappingConfig)
     return build_cells(load_items(cfg), framing, mapping)
 
 
-def plan(cfg: DictConfig) -> dict[str, Any]:
+def plan(cfg: DictConfig) -> Plan:
     """The resolved plan: config, input digests and every prompt, with its digest."""
     cells = cells_for(cfg)
-    resolved = {k: OmegaConf.to_container(cfg[k], resolve=True) for k in PLAN_KEYS}
-    items_path = Path(cfg["items"].path)
+    resolved = QQStudy().plan_config(cfg)
+    items_path = Path(cfg.study["items"].path)
     body = {
-        "study": NAME,
+        "study": QQStudy.name,
         "config": resolved,
         "inputs": {"items": {"path": str(items_path), "sha256": file_sha256(items_path)}},
         "cells": [
@@ -97,7 +96,7 @@ def plan(cfg: DictConfig) -> dict[str, Any]:
             for c in cells
         ],
     }
-    return {**body, "n_requests": 3 * len(cells), "plan_digest": json_digest(body)}
+    return Plan.make(body, 3 * len(cells))
 
 
 def _cell_joint(rows: list[dict[str, Any]], cell: Cell) -> np.ndarray:
@@ -124,10 +123,11 @@ def _g3_counts(row: dict[str, Any]) -> np.ndarray:
     return np.array([[c["yy"], c["yn"]], [c["ny"], c["nn"]]])
 
 
-def measure(cfg: DictConfig, cached: CachedBackend, backend: Any) -> list[dict[str, Any]]:
+def measure(cfg: DictConfig, cached: CachedBackend) -> list[dict[str, Any]]:
     """All measurement rows: G1 (fail fast), the estimand's positions, then G3 spot checks."""
+    backend = cached.backend
     cells = cells_for(cfg)
-    est: EstimandConfig = _typed(cfg.estimand, EstimandConfig)
+    est: EstimandConfig = _typed(cfg.study.estimand, EstimandConfig)
     rows = run_g1(cells, backend)
     logprob_rows = (
         measure_logprob(cells, cached, int(cfg.study.top_k)) if hasattr(backend, "label_logprobs") else []
@@ -230,12 +230,11 @@ def _gate_g3(g3_rows: list[dict[str, Any]], positions: list[Measurement], alpha:
 
 
 def analysis_params(cfg: DictConfig, items: list[Item]) -> QQParams:
-    study = OmegaConf.to_container(cfg.study, resolve=True)
-    assert isinstance(study, dict)
+    study = QQStudy().plan_config(cfg)["study"]
     ids = {it.id for it in items}
     pairs = (
         {it.id: it.matched_to for it in items if it.matched_to and it.matched_to in ids}
-        if cfg["items"].matched_pairs
+        if cfg.study["items"].matched_pairs
         else {}
     )
     return QQParams.from_mapping(
@@ -243,7 +242,7 @@ def analysis_params(cfg: DictConfig, items: list[Item]) -> QQParams:
             **{str(k): v for k, v in study.items()},
             "g2_max_other": cfg.study.gates.g2_max_other,
             "memorization_pairs": pairs,
-            "estimand": cfg.estimand.kind,
+            "estimand": cfg.study.estimand.kind,
         }
     )
 
@@ -252,10 +251,10 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     """Pure: measurement rows + config in, results dict out (no model, no clock)."""
     positions, g1, g3_rows = split_rows(rows, source)
     items = load_items(cfg)
-    known = {it.id for it in load_bank(cfg["items"].path).items}
+    known = {it.id for it in load_bank(cfg.study["items"].path).items}
     unknown = sorted({m.item for m in positions} - known)
     if unknown:
-        raise InputError(f"{source}: items {unknown} are not in the item bank {cfg['items'].path}")
+        raise InputError(f"{source}: items {unknown} are not in the item bank {cfg.study['items'].path}")
     params = analysis_params(cfg, items)
     try:
         result = analyze(positions, params).to_json()
@@ -385,8 +384,53 @@ def results_template(cfg: DictConfig) -> dict[str, Any]:
                         label_of=dict(cell.label_of),
                         probs=dict(res.probs),
                         other=res.other,
-                        estimand=str(cfg.estimand.kind),
+                        estimand=str(cfg.study.estimand.kind),
                     ).to_json(),
                 }
             )
     return analyze_rows(cfg, rows, "<template>")
+
+
+@register_study
+class QQStudy(Study):
+    """Question-order effects and the QQ equality (seed 000)."""
+
+    name = "qq"
+    config = QQStudyConfig
+    groups: ClassVar[Mapping[str, type]] = {
+        "estimand": EstimandConfig,
+        "framing": FramingConfig,
+        "mapping": MappingConfig,
+        "items": ItemsConfig,
+    }
+    compare_columns = COMPARE_COLUMNS
+    has_yaml = True
+
+    def default_run_name(self, cfg: DictConfig) -> str:
+        s = cfg.study
+        return f"{cfg.model.name}-{s.framing.name}-{s.mapping.name}-{s.estimand.kind}"
+
+    def plan(self, ctx: RunContext) -> Plan:
+        return plan(ctx.cfg)
+
+    def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
+        if backend is None:
+            raise InputError("study qq: measuring needs a backend")
+        return Measured(measure(ctx.cfg, backend))
+
+    def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
+        return self.result(analyze_rows(cfg, measurements.rows, measurements.source))
+
+    def result(self, results: Mapping[str, Any]) -> StudyResult:
+        r = dict(results)
+        return StudyResult(r, headline(r), metrics(r), tags(r), summary(r))
+
+    def report(self, result: StudyResult, ctx: RunContext) -> str:
+        plan_doc = ctx.plan.doc if ctx.plan is not None else None
+        return render_report(results=result.results, plan=plan_doc, audit=dict(ctx.audit))
+
+    def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
+        return plot_data(result.results)
+
+    def results_template(self, cfg: DictConfig) -> Mapping[str, Any] | None:
+        return results_template(cfg)

@@ -1,0 +1,125 @@
+"""The pipeline's side of pre-registration: freeze a registration, refuse a run whose plan
+differs from its frozen one, and score the registered predictions after analysis."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from lmaudit import __version__
+from lmaudit.provenance import prereg
+from lmaudit.studies.base import Plan, Study, StudyResult
+
+Registration = tuple[dict[str, Any], Path]
+
+
+def data_keys(cfg: DictConfig, study: Study) -> tuple[str, ...]:
+    """The plan keys an open registration leaves out (none for a bound one)."""
+    name = str(cfg.prereg.name)
+    data = str(cfg.prereg.get("data") or "bound")
+    if data not in ("bound", "open"):
+        raise prereg.PreregError(f"conf/prereg/{name}: field 'data' = {data!r} is not bound or open")
+    if data == "open" and not study.data_keys:
+        raise prereg.PreregError(
+            f"conf/prereg/{name}: data: open, but the {study.name} study declares no data keys"
+        )
+    return study.data_keys if data == "open" else ()
+
+
+def freeze(cfg: DictConfig, study: Study, plan: Plan) -> Path:
+    """``stage=freeze``: write ``prereg/<study>/<name>.json`` (never over a different one)."""
+    if cfg.prereg is None:
+        raise prereg.PreregError(
+            "stage=freeze needs a registration: add prereg=<name> (a file in conf/prereg/)"
+        )
+    name = str(cfg.prereg.name)
+    source = f"conf/prereg/{name}"
+    preds = prereg.parse_predictions(OmegaConf.to_container(cfg.prereg.predictions, resolve=True), source)
+    keys = data_keys(cfg, study)
+    bound = prereg.without_data(plan.doc, keys)
+    template = study.results_template(cfg) if not keys else None
+    if template is not None:
+        bad = prereg.unknown_metrics(preds, template)
+        if bad:
+            raise prereg.PreregError(
+                f"{source}: predictions name metrics that {study.name} results do not have: "
+                + "; ".join(bad)
+                + ". Use dotted paths into results.json (e.g. counts.saturated)."
+            )
+    rules = study.plan_config(cfg)["study"]
+    doc = prereg.build_registration(
+        study=study.name,
+        name=name,
+        plan=bound,
+        decision_rules=prereg.without_data({"config": {"study": rules}}, keys)["config"]["study"],
+        predictions=preds,
+        lmaudit_version=__version__,
+        data_keys=keys,
+    )
+    path = prereg.prereg_path(cfg.paths.prereg, study.name, name)
+    if prereg.write_registration(path, doc):
+        print(f"froze {path} (plan digest {bound['plan_digest'][:12]}, {len(preds)} predictions)")
+    else:
+        print(f"{path} already holds this registration; nothing written")
+    return path
+
+
+def check(cfg: DictConfig, study: Study, plan: Plan) -> Registration | None:
+    """With ``prereg=<name>``: load the frozen registration and refuse to go on when the plan
+    or the predictions differ from it. Happens before any model call."""
+    if cfg.prereg is None:
+        return None
+    name = str(cfg.prereg.name)
+    preds = prereg.parse_predictions(
+        OmegaConf.to_container(cfg.prereg.predictions, resolve=True), f"conf/prereg/{name}"
+    )
+    keys = data_keys(cfg, study)
+    path = prereg.prereg_path(cfg.paths.prereg, study.name, name)
+    doc = prereg.load_registration(path)
+    if list(doc.get("data_keys", [])) != list(keys):
+        raise prereg.PreregError(
+            f"{path}: frozen with data keys {doc.get('data_keys', [])}, but conf/prereg/{name} says "
+            f"{list(keys)}; restore the registration's config"
+        )
+    prereg.verify(doc, prereg.without_data(plan.doc, keys), preds, path)
+    return doc, path
+
+
+def score(
+    result: StudyResult, reg: Registration, plan: Plan | None, measurements_sha256: str
+) -> dict[str, Any]:
+    """The results body with the registration's identity and every prediction scored."""
+    doc, path = reg
+    results = dict(result.results)
+    results["prereg"] = {
+        "name": doc["name"],
+        "path": str(path),
+        "file_digest": doc["file_digest"],
+        "frozen_utc": doc["frozen_utc"],
+        "plan_digest": doc["plan_digest"],
+    }
+    if doc.get("data_keys"):  # an open registration: record the data these scores rest on
+        results["prereg"]["data"] = "open"
+        results["prereg"]["data_scored"] = {
+            "measurements_sha256": measurements_sha256,
+            "plan_inputs": plan.inputs if plan is not None else None,
+        }
+    results["predictions"] = prereg.score(
+        prereg.parse_predictions(doc["predictions"], str(path)), {**result.scoreable, **results}
+    )
+    return results
+
+
+def prediction_tags(results: dict[str, Any]) -> dict[str, str]:
+    return {f"prediction.{p['id']}": p["outcome"] for p in results.get("predictions", [])}
+
+
+def prediction_metrics(results: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for p in results.get("predictions", []):
+        v = p.get("observed")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[f"prediction.{p['id']}.observed"] = float(v)
+    return out

@@ -1,0 +1,239 @@
+"""The one pipeline every study follows: plan -> (freeze) -> measure -> analyze -> report + record.
+
+Each stage reads what the previous one wrote in the run directory, so stages run one at a time
+(``stage=plan|measure|analyze|report``) or together (``stage=all``). The plan is built once per
+run and validates every input before the run directory exists; the study sees the run only
+through its :class:`RunContext`, and every run file is written here.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from lmaudit.pipeline import registration
+from lmaudit.pipeline.audit import AuditRecord, environment, utc_now
+from lmaudit.pipeline.context import run_dir, study_of
+from lmaudit.pipeline.record import log_to_mlflow, write_dvc_views
+from lmaudit.provenance.digest import file_sha256
+from lmaudit.provenance.io import (
+    InputError,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_jsonl,
+    atomic_write_text,
+    iter_jsonl,
+    read_json,
+)
+from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study
+
+STAGES = ("plan", "freeze", "measure", "analyze", "report", "all")
+ARTIFACTS = "artifacts"  # the run folder's subfolder for a study's own files
+DERIVED = ("results.json", "metrics.json", "report.html")  # stale once the plan changes
+
+
+def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in sorted(set(a) | set(b)):
+            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def _write_plan(plan: Plan, out: Path) -> None:
+    """Write plan.json. A run directory re-planned under a different config or inputs drops its
+    now-stale downstream files (results, metrics, plots, report, artifacts), so it never mixes
+    two plans."""
+    path = out / "plan.json"
+    if path.exists():
+        old = read_json(path)
+        if old.get("plan_digest") != plan.digest:
+            diffs = _diff_keys(old.get("config", {}), plan.config)
+            if old.get("inputs") != plan.inputs:
+                diffs.append("inputs")
+            print(
+                f"{path}: the plan changed ({', '.join(diffs) or 'rendered prompts'}); "
+                "re-planning this run directory"
+            )
+            for stale in DERIVED:
+                (out / stale).unlink(missing_ok=True)
+            for folder in ("plots", ARTIFACTS):
+                shutil.rmtree(out / folder, ignore_errors=True)
+    atomic_write_json(path, plan.doc)
+
+
+def _write_artifacts(out: Path, files: dict[str, bytes], *, frozen: bool) -> list[str]:
+    """Write a study's files under ``artifacts/``. ``frozen``: a file already there for this
+    plan must be byte-identical (protocol files are a pure function of the plan), else the
+    protocol was edited after freezing and the run is refused."""
+    root = out / ARTIFACTS
+    root.mkdir(parents=True, exist_ok=True)
+    for rel, data in files.items():
+        p = root / rel
+        if root.resolve() not in p.resolve().parents:
+            raise InputError(f"artifact path {rel!r} leaves the run's {ARTIFACTS}/ folder")
+        if frozen and p.exists() and p.read_bytes() != data:
+            raise InputError(
+                f"{p}: differs from the content frozen for this plan; the protocol was edited "
+                "after freezing (re-plan into a new run folder)"
+            )
+    for rel, data in files.items():
+        atomic_write_bytes(root / rel, data)
+    return sorted(files)
+
+
+def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> None:
+    from lmaudit.backends.cached import CachedBackend
+    from lmaudit.backends.factory import build_backend
+    from lmaudit.provenance.cache import ResponseCache
+
+    cfg, out = ctx.cfg, ctx.run_dir
+    t0 = time.perf_counter()
+    frozen = _write_artifacts(out, study.artifacts(plan), frozen=True)  # before any model call
+    section: dict[str, Any]
+    if not study.needs_backend(cfg):  # measurements imported from elsewhere: no model loaded
+        measured = study.measure(plan, None, ctx)
+        section = {"backend": None, "imported": True}
+    else:
+        cache = ResponseCache(Path(cfg.paths.cache))
+        backend = build_backend(cfg.model)
+        t_load = time.perf_counter() - t0
+        batch = int(cfg.model.get("batch_size", 16))
+        cached = CachedBackend(backend, cache, batch_size=batch, progress=ctx.progress)
+        measured = study.measure(plan, cached, ctx)
+        describe = backend.describe() if hasattr(backend, "describe") else {}
+        label_ids = sorted(
+            {f"{k}={v}" for r in measured.rows for k, v in (r.get("label_token_ids") or {}).items()}
+        )
+        section = {
+            "backend_identity": backend.identity,
+            "backend_digest": cached.digest,
+            "backend": describe,
+            "label_token_ids": label_ids,
+            "cache": {"dir": str(cache.root), **cache.stats.as_dict()},
+            "seconds": {"load": round(t_load, 3), "total": round(time.perf_counter() - t0, 3)},
+        }
+    if not isinstance(measured, Measured):
+        raise TypeError(f"{study.name}.measure returned {type(measured).__name__}, not Measured")
+    path = atomic_write_jsonl(out / "measurements.jsonl", measured.rows)
+    written = _write_artifacts(out, measured.artifacts, frozen=False)
+    audit.update(
+        "measure",
+        {
+            "finished_utc": utc_now(),
+            **section,
+            **measured.audit,
+            "artifacts": sorted({*frozen, *written}),
+            "measurements": {"path": str(path), "sha256": file_sha256(path), "rows": len(measured.rows)},
+        },
+    )
+
+
+def _analyze(
+    ctx: RunContext,
+    study: Study,
+    plan: Plan | None,
+    reg: registration.Registration | None,
+    audit: AuditRecord,
+) -> dict[str, Any]:
+    cfg, out = ctx.cfg, ctx.run_dir
+    mpath = Path(cfg.measurements) if cfg.measurements else out / "measurements.jsonl"
+    if not mpath.exists():
+        raise InputError(f"{mpath}: no measurement file; run stage=measure first or pass measurements=<path>")
+    rows = [obj for _, obj in iter_jsonl(mpath)]
+    result = study.analyze(cfg, Measurements(rows, str(mpath)))
+    sha = file_sha256(mpath)
+    results = {**result.results, "source": {"measurements_sha256": sha}}
+    if reg is not None:
+        results = registration.score(study.result(results), reg, plan, sha)
+    results_path = atomic_write_json(out / "results.json", results)
+    write_dvc_views(out, study, study.result(results))
+    audit.update(
+        "analyze",
+        {
+            "finished_utc": utc_now(),
+            "measurements": str(mpath),
+            "measurements_sha256": sha,
+            "results_sha256": file_sha256(results_path),
+        },
+    )
+    return results
+
+
+def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
+    """Run the configured stage(s); returns the study's headline metric.
+
+    ``sweep_dir``: the ``-m`` sweep this run belongs to (found from Hydra when not given); its
+    MLflow run nests under the sweep's parent run."""
+    stage = str(cfg.stage)
+    if stage not in STAGES:
+        raise InputError(f"stage={stage!r} is not one of {', '.join(STAGES)}")
+    study = study_of(cfg)
+    out = run_dir(cfg)
+    ctx = RunContext(cfg=cfg, stage=stage, run_dir=out)
+    # the plan validates every input: bad input is refused before the run directory exists
+    plan = study.plan(ctx) if stage != "report" and (stage != "analyze" or cfg.prereg is not None) else None
+    if stage == "freeze":
+        assert plan is not None
+        registration.freeze(cfg, study, plan)
+        return None
+    reg = registration.check(cfg, study, plan) if plan is not None else None
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"lmaudit {study.name}: stage={stage} run dir {out}")
+
+    if stage in ("plan", "measure", "all"):
+        assert plan is not None
+        _write_plan(plan, out)
+    elif (out / "plan.json").exists():
+        plan = Plan.from_json(read_json(out / "plan.json"))
+    ctx = ctx.with_plan(plan)
+    audit = AuditRecord(out / "audit_record.json", plan.digest if plan else None)
+    if plan is not None and stage in ("plan", "measure", "all"):
+        audit.update(
+            "plan",
+            {
+                "written_utc": utc_now(),
+                "plan_digest": plan.digest,
+                "inputs": plan.inputs,
+                "n_requests": plan.n_requests,
+                **environment(),
+            },
+        )
+    if stage == "plan":
+        return None
+    if stage in ("measure", "all"):
+        assert plan is not None
+        _measure(ctx, study, plan, audit)
+        if stage == "measure":
+            return None
+
+    results_path = out / "results.json"
+    if stage in ("analyze", "all"):
+        results = _analyze(ctx, study, plan, reg, audit)
+    elif not results_path.exists():
+        raise InputError(f"{results_path}: no results; run stage=analyze first")
+    else:
+        results = read_json(results_path)
+    result = study.result(results)
+    section = study.audit_section(result)
+    if section is not None:
+        audit.data[study.name] = section
+        audit.save()
+
+    def report(run_id: str | None) -> None:
+        html = study.report(result, ctx.with_audit(audit.data))
+        path = atomic_write_text(out / "report.html", html)
+        audit.update("report", {"written_utc": utc_now(), "report_sha256": file_sha256(path)})
+
+    log_to_mlflow(
+        ctx, study, result, audit, report, sweep_dir=sweep_dir, registration_file=reg[1] if reg else None
+    )
+    print(result.summary)
+    names = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")
+    print(f"wrote {out}/{{{', '.join(n for n in names if (out / n).exists())}}}")
+    return result.headline

@@ -1,0 +1,143 @@
+"""``python run.py -m ...`` sweeps: a thin Hydra callback on top of the pipeline.
+
+- ``on_multirun_start`` records the sweep's overrides in the sweep directory.
+- ``on_job_end`` leaves a record per job (its config, run directory and status) in ``jobs/``.
+- ``on_multirun_end`` analyses together the jobs that split one design across processes (a
+  study's :meth:`~lmaudit.studies.base.Study.design_key` and ``combine_sweep``), then logs
+  the side-by-side comparison of the jobs to each MLflow parent run
+  (:mod:`lmaudit.tracking.sweeps`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import traceback
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from lmaudit.config.overrides import display
+from lmaudit.pipeline.audit import utc_now
+from lmaudit.pipeline.context import experiment_name, run_dir
+from lmaudit.provenance.io import atomic_write_json
+from lmaudit.studies.base import NotCombinable
+from lmaudit.studies.registry import get_study
+from lmaudit.tracking.sweeps import JOBS_DIR, PARENTS_FILE, SWEEP_FILE, job_records, log_comparison
+
+
+class JobFailed(NamedTuple):
+    """What a sweep job returns instead of raising (run.py), so that the other jobs still run
+    and the sweep's end (records, combination, comparison, parent runs) still happens."""
+
+    error: str
+
+
+def _labels(records: list[dict[str, Any]]) -> dict[int, str]:
+    """Each job by the overrides that set it apart from the sweep's other jobs."""
+    common = set.intersection(*(set(r["overrides"]) for r in records)) if records else set()
+    return {
+        r["num"]: " ".join(o for o in r["overrides"] if o not in common) or f"job {r['num']}" for r in records
+    }
+
+
+def combine(sweep_dir: Path, records: list[dict[str, Any]]) -> None:
+    """Per study: jobs that only split one design across processes are analysed together."""
+    from lmaudit.pipeline.stages import run
+
+    labels = _labels(records)
+    by_study: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r["status"] == "COMPLETED":
+            by_study.setdefault(r["study"], []).append(r)
+    for name, recs in by_study.items():
+        study = get_study(name)
+        cfgs = [OmegaConf.create(r["config"]) for r in recs]
+        groups: dict[str, list[int]] = {}
+        for i, c in enumerate(cfgs):
+            key = study.design_key(c)
+            if key is not None:
+                groups.setdefault(key, []).append(i)
+        if not groups or len(recs) < 2:
+            continue
+        combinable = [g for g in groups.values() if len(g) > 1]
+        if not combinable:
+            print(f"sweep: no two {name} jobs share a design beyond their conditions; nothing combined")
+        for n, group in enumerate(combinable, start=1):
+            out = sweep_dir / (f"combined-{name}" if len(combinable) == 1 else f"combined-{name}-{n}")
+            jobs = ", ".join(labels[recs[i]["num"]] for i in group)
+            try:
+                cfg = study.combine_sweep(
+                    [cfgs[i] for i in group], [Path(recs[i]["run_dir"]) for i in group], out
+                )
+            except NotCombinable as e:
+                print(f"sweep: the {name} jobs [{jobs}] are not combined: {e}")
+                continue
+            print(f"sweep: analysing the {name} jobs [{jobs}] together in {out}")
+            run(cfg, sweep_dir=sweep_dir)
+
+
+class SweepCallback(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        # a sweep directory used before (a fixed hydra.sweep.dir): its records and parent runs
+        # belong to that sweep, whose MLflow runs stay where they are
+        shutil.rmtree(sweep_dir / JOBS_DIR, ignore_errors=True)
+        (sweep_dir / PARENTS_FILE).unlink(missing_ok=True)
+        atomic_write_json(
+            sweep_dir / SWEEP_FILE,
+            {"overrides": [display(o) for o in config.hydra.overrides.task], "started_utc": utc_now()},
+        )
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        from hydra.core.utils import JobStatus
+        from hydra.types import RunMode
+
+        hc = config.get("hydra")
+        if hc is None or hc.get("mode") != RunMode.MULTIRUN:
+            return
+        task = OmegaConf.create(OmegaConf.to_container(config, resolve=False))
+        assert isinstance(task, DictConfig)
+        with open_dict(task):
+            del task["hydra"]
+        try:
+            where: str | None = str(run_dir(task))
+        except Exception:  # an invalid config: the job failed before it had a run dir
+            where = None
+        status = getattr(job_return, "status", None)
+        status_name = status.name if isinstance(status, JobStatus) else str(status)
+        error = None
+        if status_name == "COMPLETED":
+            value = job_return.return_value
+            if isinstance(value, JobFailed):
+                status_name, error = "FAILED", value.error
+        rec = {
+            "num": int(hc.job.num),
+            "overrides": [display(o) for o in hc.overrides.task],
+            "study": str(task.study.name),
+            "experiment": experiment_name(task),
+            "run_dir": where,
+            "status": status_name,
+            "error": error,
+            "config": OmegaConf.to_container(task, resolve=True),
+            "ended_utc": utc_now(),
+        }
+        atomic_write_json(Path(hc.sweep.dir) / JOBS_DIR / f"{int(hc.job.num):04d}.json", rec)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        records = job_records(sweep_dir)
+        failed = [r for r in records if r["status"] != "COMPLETED"]
+        try:
+            combine(sweep_dir, records)
+        except Exception:  # the jobs' own results stand; say what went wrong
+            print("sweep: combining the jobs failed:\n" + traceback.format_exc())
+        if config.mlflow.enabled:
+            log_comparison(config.paths.mlruns, sweep_dir, records)
+        if failed:
+            print(
+                f"sweep: {len(failed)} of {len(records)} jobs failed: "
+                + "; ".join(f"[{_labels(records)[r['num']]}] {r.get('error') or 'error'}" for r in failed)
+            )
+            raise SystemExit(1)

@@ -1,0 +1,251 @@
+"""The study contract: what a study is to the pipeline, declared in one place.
+
+A study subclasses :class:`Study`, sets its class attributes and implements the abstract
+hooks; every optional hook has a declared default here, so the pipeline, pre-registration,
+tracking and sweeps never look a hook up by name. Results travel as a typed
+:class:`StudyResult`; plans as :class:`Plan`; measurements as :class:`Measured` (what a
+``measure`` produced) and :class:`Measurements` (what ``analyze`` reads back).
+
+Studies never write run files: the pipeline writes the plan, the measurements, the results,
+the report and whatever a study returns as artifacts, and assembles the audit record.
+Register a study with :func:`lmaudit.studies.registry.register_study` (built-in studies) or
+the ``lmaudit.studies`` entry-point group (studies in other installed packages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from omegaconf import DictConfig, OmegaConf
+
+from lmaudit.provenance.digest import json_digest
+
+if TYPE_CHECKING:
+    from lmaudit.backends.cached import CachedBackend
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A resolved plan: the document written to ``plan.json``.
+
+    ``doc`` holds the study's plan body (``study``, ``config``, ``inputs``, and whatever the
+    study renders: prompts, packets, requests) plus ``n_requests`` and ``plan_digest``, the
+    digest of the body. Make one with :meth:`make`; read one back with :meth:`from_json`."""
+
+    doc: dict[str, Any]
+
+    @classmethod
+    def make(cls, body: Mapping[str, Any], n_requests: int) -> Plan:
+        body = dict(body)
+        return cls({**body, "n_requests": int(n_requests), "plan_digest": json_digest(body)})
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Plan:
+        return cls(dict(doc))
+
+    @property
+    def digest(self) -> str:
+        return str(self.doc["plan_digest"])
+
+    @property
+    def n_requests(self) -> int:
+        return int(self.doc.get("n_requests", 0))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self.doc.get("config", {}))
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        return dict(self.doc.get("inputs", {}))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.doc[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.doc.get(key, default)
+
+
+@dataclass
+class Measured:
+    """What ``measure`` returns: the measurement rows (written to ``measurements.jsonl``),
+    files that derive from them (``artifacts``: path relative to the run's ``artifacts/``
+    folder -> exact bytes), and facts for the audit record's measure section."""
+
+    rows: list[dict[str, Any]]
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+    audit: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Measurements:
+    """What ``analyze`` reads: measurement rows and where they came from (for messages)."""
+
+    rows: list[dict[str, Any]]
+    source: str = "<measurements>"
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    """A study's analysed result and the views the pipeline records.
+
+    ``results`` is the JSON-ready body of ``results.json`` (also the view registered
+    predictions are scored against: dotted paths into it); ``headline`` the one number a
+    Hydra sweeper optimises (or None); ``metrics`` the headline numbers for ``metrics.json``
+    and MLflow; ``tags`` gate outcomes and verdicts (MLflow tags); ``summary`` one line
+    for the console."""
+
+    results: dict[str, Any]
+    headline: float | None
+    metrics: dict[str, float]
+    tags: dict[str, str]
+    summary: str
+
+    @property
+    def scoreable(self) -> Mapping[str, Any]:
+        """The view registered predictions are scored against."""
+        return self.results
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a study sees of the run: the composed config, the run directory, the stage,
+    the plan (built once by the pipeline, or read back from ``plan.json``) and, for reports,
+    the audit record so far."""
+
+    cfg: DictConfig
+    stage: str
+    run_dir: Path
+    plan: Plan | None = None
+    audit: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def progress(self) -> bool:
+        return bool(self.cfg.get("progress", True))
+
+    def with_plan(self, plan: Plan | None) -> RunContext:
+        return dataclasses.replace(self, plan=plan)
+
+    def with_audit(self, audit: Mapping[str, Any]) -> RunContext:
+        return dataclasses.replace(self, audit=audit)
+
+
+class NotCombinable(Exception):
+    """Raised by :meth:`Study.combine_sweep`: the jobs cannot be analysed as one design (the
+    message says why)."""
+
+
+def typed(node: Any, cls: type) -> Any:
+    """A config node as an instance of its schema dataclass (defaults filled in, types checked)."""
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
+
+
+class Study(ABC):
+    """The contract between a study and the pipeline.
+
+    Class attributes:
+
+    - ``name``: the study's name (``study=<name>``, ``results/<name>/``, ``lmaudit-<name>``).
+    - ``config``: the dataclass schema of ``cfg.study`` (``studies/<name>/config.py``).
+    - ``groups``: the study's own config groups, ``conf/study/<name>/<group>/``, each with its
+      schema; selected with ``<group>=<option>`` (or ``<name>/<group>=<option>``) and found at
+      ``cfg.study.<group>``.
+    - ``data_keys``: dotted paths into the plan that name imported data; an open registration
+      (``prereg data: open``) binds the plan without them.
+    - ``compare_columns``: ``(header, source)`` columns of ``lmaudit compare`` for its runs
+      (source: ``param:``, ``metric:``, ``tag:`` or ``info:`` followed by the key).
+    - ``has_yaml``: whether ``conf/study/<name>.yaml`` exists; a study from another package
+      without one is selectable through its schema alone.
+    """
+
+    name: ClassVar[str]
+    config: ClassVar[type]
+    groups: ClassVar[Mapping[str, type]] = {}
+    data_keys: ClassVar[tuple[str, ...]] = ()
+    compare_columns: ClassVar[tuple[tuple[str, str], ...]] = ()
+    has_yaml: ClassVar[bool] = False
+
+    # --- configuration -------------------------------------------------------------------
+
+    def settings(self, cfg: DictConfig) -> Any:
+        """``cfg.study`` as an instance of :attr:`config`."""
+        return typed(cfg.study, self.config)
+
+    def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
+        """The resolved config the plan records and digests (also the MLflow params): the
+        study's settings, the model, and each of the study's groups under its own key."""
+        study = OmegaConf.to_container(cfg.study, resolve=True)
+        assert isinstance(study, dict)
+        out: dict[str, Any] = {"study": {k: v for k, v in study.items() if k not in self.groups}}
+        out["model"] = OmegaConf.to_container(cfg.model, resolve=True)
+        for g in self.groups:
+            out[g] = study.get(g)
+        return out
+
+    @abstractmethod
+    def default_run_name(self, cfg: DictConfig) -> str:
+        """The run's name when neither ``run_name=`` nor ``prereg=`` names it."""
+
+    # --- plan / measure --------------------------------------------------------------------
+
+    @abstractmethod
+    def plan(self, ctx: RunContext) -> Plan:
+        """Validate every input and render everything that will be asked. No model calls."""
+
+    def needs_backend(self, cfg: DictConfig) -> bool:
+        """False when the study imports measurements made elsewhere: no model is loaded."""
+        return True
+
+    def artifacts(self, plan: Plan) -> dict[str, bytes]:
+        """Protocol files frozen before the first model call (path relative to the run's
+        ``artifacts/`` folder -> exact bytes); a pure function of the plan."""
+        return {}
+
+    @abstractmethod
+    def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
+        """Ask the backend (through the cache) everything the plan holds, or read imported
+        records; ``backend`` is None when :meth:`needs_backend` is False."""
+
+    # --- analyze / report ---------------------------------------------------------------
+
+    @abstractmethod
+    def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
+        """Pure: measurements and config in, result out (no model, no clock)."""
+
+    @abstractmethod
+    def result(self, results: Mapping[str, Any]) -> StudyResult:
+        """The typed view of a stored ``results.json`` body (headline, metrics, tags, summary)."""
+
+    @abstractmethod
+    def report(self, result: StudyResult, ctx: RunContext) -> str:
+        """The HTML report (self-contained: inline figures)."""
+
+    def audit_section(self, result: StudyResult) -> dict[str, Any] | None:
+        """A section of the audit record under the study's name (None: no section)."""
+        return None
+
+    def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
+        """Figure data for ``dvc plots``: one table (list of rows) per figure."""
+        return {}
+
+    def results_template(self, cfg: DictConfig) -> Mapping[str, Any] | None:
+        """A results body of this plan's exact shape (no model), so that a registration's
+        predictions can be checked at freeze time to name real result fields. None: not checked."""
+        return None
+
+    # --- sweeps -------------------------------------------------------------------------
+
+    def design_key(self, cfg: DictConfig) -> str | None:
+        """Jobs of a sweep with the same non-None key split one design across processes and
+        are analysed together when the sweep ends (:meth:`combine_sweep`)."""
+        return None
+
+    def combine_sweep(self, cfgs: list[DictConfig], run_dirs: list[Path], out: Path) -> DictConfig:
+        """Write the merged measurements of jobs sharing one design under ``out`` and return
+        the config that analyses them (``stage=analyze``). Raises :class:`NotCombinable`."""
+        raise NotCombinable(f"the {self.name} study does not combine sweep jobs")

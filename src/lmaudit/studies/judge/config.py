@@ -1,0 +1,70 @@
+"""The judge study's config schema: ``cfg.study`` and its groups ``conf/study/judge/{condition,rubric,wrapper}``.
+
+YAML files only override these dataclasses; every default lives here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from omegaconf import MISSING
+
+
+@dataclass
+class JudgeConditionSpec:
+    id: str = MISSING  # P0, PA, PB, PAB, SWAP ...
+    wrap: list[str] = field(default_factory=list)  # displayed sides that get the wrapper: A and/or B
+    swap: bool = False  # responses A and B exchanged (the parent study's position design)
+    description: str = ""
+
+
+@dataclass
+class JudgeConditionSetConfig:
+    name: str = MISSING  # the set's name (run names); one job judges every condition of the set
+    reference: str = "P0"  # the condition every other one is compared with
+    conditions: list[JudgeConditionSpec] = field(default_factory=list)
+
+
+@dataclass
+class JudgeWrapperConfig:
+    name: str = MISSING
+    prefix: str = MISSING  # added before the unchanged response string
+    suffix: str = MISSING  # added after it
+
+
+@dataclass
+class JudgeRubricConfig:
+    name: str = MISSING
+    text: str = MISSING  # the frozen pairwise rubric
+    # the judge prompt; placeholders {rubric} {prompt} {response_a} {response_b}, filled in one pass
+    template: str = MISSING
+    system: str | None = None  # an optional system turn (None: the rubric lives in the user turn)
+    readout_turn: str = MISSING  # log-prob readout: one extra user turn after the judge prompt
+
+
+@dataclass
+class JudgeRetryConfig:
+    max_attempts: int = 2  # attempts per judgment, the first included (1: no retry)
+
+
+@dataclass
+class JudgeStudyConfig:
+    name: str = "judge"
+    candidates_path: str = "data/judge/demo/candidates.jsonl"
+    mapping_path: str | None = "data/judge/demo/mapping.json"  # hidden from the judge; read to unblind
+    prompt_ids: list[str] | None = None  # None: every prompt of the candidate set
+    k: int = 1  # independent judgments per prompt and condition
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 64
+    seed: int = 20261007  # every judgment's seed derives from it (recorded per judgment)
+    isolation: str = "fresh"  # fresh | shared (shared reproduces a deviation and is recorded as one)
+    retry: JudgeRetryConfig = field(default_factory=JudgeRetryConfig)
+    readout: bool = True  # P(A), P(B), P(TIE) where the backend has the log-prob contract
+    readout_labels: dict[str, str] = field(default_factory=lambda: {"A": "A", "B": "B", "TIE": "TIE"})
+    top_k: int = 10
+    alpha: float = 0.05  # exact intervals and tests
+    import_dir: str | None = None  # analyse recorded results (results_<condition>.json) instead of judging
+    # the study's groups (conf/study/judge/<group>/), chosen with judge/<group>=<option>
+    condition: JudgeConditionSetConfig = MISSING
+    rubric: JudgeRubricConfig = MISSING
+    wrapper: JudgeWrapperConfig = MISSING
