@@ -39,14 +39,16 @@ def _setup(max_tokens: int) -> tuple[dict[str, Any], list[SampleRequest]]:
     """The embedded model's config and the demo's P0 judge requests, built as the study builds them."""
     from omegaconf import OmegaConf
 
+    from lmaudit.config.overrides import canonical
     from lmaudit.studies.judge.measure import _request, judgment_seed
     from lmaudit.studies.judge.packets import judge_messages, load_candidates
-    from lmaudit.studies.judge.study import conditions, judge_text, sampling, settings
+    from lmaudit.studies.judge.planning import conditions, judge_text, sampling, settings
 
     register_configs()
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose(
-            config_name="config", overrides=["judge/condition=P0", f"study.max_tokens={max_tokens}"]
+            config_name="config",
+            overrides=canonical(["judge/condition=P0", f"study.max_tokens={max_tokens}"])[0],
         )
     s = settings(cfg)
     (cond,), _ = conditions(cfg)

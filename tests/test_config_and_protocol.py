@@ -11,19 +11,52 @@ from omegaconf.errors import ValidationError
 from lmaudit.studies.qq import study
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
-GROUPS = ["study", "model", "estimand", "framing", "mapping", "items"]
+# every option of every group: the shared ones, and each study's own (conf/study/<name>/<group>/)
+OPTIONS = [
+    f"{g}={p.stem}" for g in ("study", "model", "prereg") for p in sorted((CONF / g).glob("*.yaml"))
+] + [f"{p.parent.parent.name}/{p.parent.name}={p.stem}" for p in sorted((CONF / "study").glob("*/*/*.yaml"))]
 
 
-@pytest.mark.parametrize(
-    "override",
-    [f"{g}={p.stem}" for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))],
-)
+def test_the_option_list_covers_every_study_group():
+    groups = {o.split("=")[0] for o in OPTIONS}
+    assert {
+        "qq/estimand",
+        "qq/framing",
+        "qq/mapping",
+        "qq/items",
+        "judge/condition",
+        "judge/rubric",
+    } <= groups
+    assert len(OPTIONS) >= 35
+
+
+@pytest.mark.parametrize("override", OPTIONS)
 def test_every_config_option_composes(make_cfg, override):
     cfg = make_cfg(override)
-    group = override.split("=")[0]
-    assert cfg[group] is not None
+    group, option = override.split("=")
+    if "/" in group:  # a study's own group: it selects that study and lands at cfg.study.<group>
+        study, g = group.split("/")
+        assert cfg.study.name == study and cfg.study[g] is not None
+    elif group == "prereg":
+        assert cfg.prereg.name == option and cfg.prereg.predictions
+    else:
+        assert cfg[group] is not None
     if group == "model":
         assert cfg.model.backend in {"hf", "openai", "sim"} and cfg.model.name
+
+
+def test_a_misspelt_registration_key_fails_at_composition(make_cfg):
+    with pytest.raises((ConfigCompositionException, ValidationError)):
+        make_cfg("prereg=qq_sim_mixture", "prereg.predictionz=[]")
+    with pytest.raises((ConfigCompositionException, ValidationError)):
+        make_cfg("prereg=qq_sim_mixture", "prereg.data=[1]")
+
+
+def test_the_default_study_of_the_command_line_is_the_configs():
+    from lmaudit.config.overrides import DEFAULT_STUDY
+
+    text = (CONF / "config.yaml").read_text()
+    assert f"  - study: {DEFAULT_STUDY}" in text
 
 
 def test_misspelt_key_fails_at_composition(make_cfg):

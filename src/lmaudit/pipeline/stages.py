@@ -15,10 +15,10 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from lmaudit.pipeline import registration
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now
 from lmaudit.pipeline.context import run_dir, study_of
 from lmaudit.pipeline.record import log_to_mlflow, write_dvc_views
+from lmaudit.pipeline.registration import Registration, check, freeze, score
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import (
     InputError,
@@ -138,7 +138,7 @@ def _analyze(
     ctx: RunContext,
     study: Study,
     plan: Plan | None,
-    reg: registration.Registration | None,
+    reg: Registration | None,
     audit: AuditRecord,
 ) -> dict[str, Any]:
     cfg, out = ctx.cfg, ctx.run_dir
@@ -150,7 +150,7 @@ def _analyze(
     sha = file_sha256(mpath)
     results = {**result.results, "source": {"measurements_sha256": sha}}
     if reg is not None:
-        results = registration.score(study.result(results), reg, plan, sha)
+        results = score(study.result(results), reg, plan, sha)
     results_path = atomic_write_json(out / "results.json", results)
     write_dvc_views(out, study, study.result(results))
     audit.update(
@@ -180,9 +180,9 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     plan = study.plan(ctx) if stage != "report" and (stage != "analyze" or cfg.prereg is not None) else None
     if stage == "freeze":
         assert plan is not None
-        registration.freeze(cfg, study, plan)
+        freeze(cfg, study, plan)
         return None
-    reg = registration.check(cfg, study, plan) if plan is not None else None
+    reg = check(cfg, study, plan) if plan is not None else None
     out.mkdir(parents=True, exist_ok=True)
     print(f"lmaudit {study.name}: stage={stage} run dir {out}")
 

@@ -8,12 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.provenance.digest import file_sha256, sha256_text
-from lmaudit.provenance.io import InputError, dumps_json
+from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import (
     Measured,
     Measurements,
@@ -23,7 +22,6 @@ from lmaudit.studies.base import (
     Study,
     StudyResult,
 )
-from lmaudit.studies.judge import analysis as an
 from lmaudit.studies.judge.config import (
     JudgeConditionSetConfig,
     JudgeRubricConfig,
@@ -31,17 +29,19 @@ from lmaudit.studies.judge.config import (
     JudgeWrapperConfig,
 )
 from lmaudit.studies.judge.freeze import protocol_artifacts, result_artifacts
-from lmaudit.studies.judge.importer import import_files, read_execution, read_import
-from lmaudit.studies.judge.measure import Sampling, measure_fresh, measure_shared, readout_rows
+from lmaudit.studies.judge.importer import read_import
+from lmaudit.studies.judge.measure import measure_fresh, measure_shared, readout_rows
 from lmaudit.studies.judge.packets import (
-    Condition,
-    JudgeText,
-    build_packet,
-    check_template,
-    conditions_from,
     load_candidates,
-    load_mapping,
-    packet_digests,
+)
+from lmaudit.studies.judge.planning import (
+    conditions,
+    default_run_name,
+    judge_text,
+    plan,
+    plan_config,
+    sampling,
+    settings,
 )
 from lmaudit.studies.judge.report import render_report
 from lmaudit.studies.judge.results import analyze_rows, headline, metrics, plot_data, summary, tags
@@ -63,161 +63,6 @@ COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("SWAP vs P0", "metric:disagreement.SWAP.rate"),
     ("deviations", "tag:deviations"),
 )
-GROUPS = ("condition", "rubric", "wrapper")
-ISOLATION = ("fresh", "shared")
-
-
-def settings(cfg: DictConfig) -> JudgeStudyConfig:
-    obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(JudgeStudyConfig), cfg.study))
-    assert isinstance(obj, JudgeStudyConfig)
-    return obj
-
-
-def _judge_node(cfg: DictConfig) -> Any:
-    if cfg.study.get("condition") is None:
-        raise InputError("judge: no condition set selected (judge/condition=all, P0, PA, ...)")
-    return cfg.study
-
-
-def conditions(cfg: DictConfig) -> tuple[list[Condition], str]:
-    node = _judge_node(cfg).condition
-    specs = OmegaConf.to_container(node.conditions, resolve=True)
-    assert isinstance(specs, list)
-    return conditions_from(specs, f"judge/condition={node.name}"), str(node.reference)
-
-
-def judge_text(cfg: DictConfig) -> JudgeText:
-    j = _judge_node(cfg)
-    text = JudgeText(
-        rubric=str(j.rubric.text),
-        template=str(j.rubric.template),
-        prefix=str(j.wrapper.prefix),
-        suffix=str(j.wrapper.suffix),
-        readout_turn=str(j.rubric.readout_turn),
-        system=None if j.rubric.system is None else str(j.rubric.system),
-    )
-    check_template(text, f"judge/rubric={j.rubric.name}")
-    return text
-
-
-def sampling(s: JudgeStudyConfig) -> Sampling:
-    if s.k < 1 or s.max_tokens < 1 or s.retry.max_attempts < 1:
-        raise InputError(
-            f"study: k, max_tokens and retry.max_attempts must be >= 1, got "
-            f"{s.k}, {s.max_tokens}, {s.retry.max_attempts}"
-        )
-    if s.isolation not in ISOLATION:
-        raise InputError(f"study: field 'isolation' = {s.isolation!r} is not one of {', '.join(ISOLATION)}")
-    if not 0.0 < s.alpha < 1.0:
-        raise InputError(f"study: field 'alpha' must lie in (0, 1), got {s.alpha}")
-    return Sampling(
-        k=s.k,
-        temperature=s.temperature,
-        top_p=s.top_p,
-        max_tokens=s.max_tokens,
-        seed=s.seed,
-        max_attempts=s.retry.max_attempts,
-    )
-
-
-def default_run_name(cfg: DictConfig) -> str:
-    s = settings(cfg)
-    conds = str(_judge_node(cfg).condition.name)
-    if s.import_dir:
-        return f"import-{Path(s.import_dir).name}-{conds}"
-    return f"{cfg.model.name}-{conds}-k{s.k}-{s.isolation}"
-
-
-def analysis_plan(cfg: DictConfig) -> dict[str, Any]:
-    """The pre-judgment analysis plan (frozen with the packets)."""
-    s = settings(cfg)
-    conds, ref = conditions(cfg)
-    return {
-        "reference": ref,
-        "conditions": [c.to_json() for c in conds],
-        "primary_endpoints": [f"winner-label disagreement {c.id} vs {ref}" for c in conds if c.id != ref],
-        "tie": "TIE is a winner label; a change to or from TIE is a disagreement",
-        "orientation": "labels compared in the candidates' original A/B orientation (swapped conditions mapped back)",
-        "classification_order": list(an.CLASSES),
-        "classification_roles": "P0: unwrapped, PA: A wrapped, PB: B wrapped, PAB: both wrapped (none swapped)",
-        "secondary_endpoints": [
-            "A/B/TIE counts per condition",
-            "mean and median confidence per condition",
-            "model wins after unblinding",
-            "prompt ids that change",
-            "whether the aggregate model ranking changes",
-        ],
-        "k": s.k,
-        "pairing": "judgment r of a condition with judgment r of the reference; k >= 2 adds the reference's "
-        "repeat baseline (r, r+1) for even r",
-        "intervals": f"Clopper-Pearson, alpha = {s.alpha}",
-        "tests": "exact two-sided sign test of the ordinal shift A > TIE > B against the reference "
-        "(McNemar's exact test when there are no TIEs)",
-        "invalid": f"kept raw, marked invalid, retried up to {s.retry.max_attempts} attempts in all, counted; "
-        "never coerced; a pair with an invalid side is left out and counted",
-        "isolation": s.isolation,
-    }
-
-
-def plan_config(cfg: DictConfig) -> dict[str, Any]:
-    """The plan's record of the config: the study's settings, the model, and the judge's
-    presentation (its condition set, rubric and wrapper) under ``judge``."""
-    study = OmegaConf.to_container(cfg.study, resolve=True)
-    assert isinstance(study, dict)
-    return {
-        "study": {k: v for k, v in study.items() if k not in GROUPS},
-        "model": OmegaConf.to_container(cfg.model, resolve=True),
-        "judge": {g: study.get(g) for g in GROUPS},
-    }
-
-
-def plan(cfg: DictConfig) -> Plan:
-    """The resolved plan: config, input digests, every condition's packet, the analysis plan."""
-    s = settings(cfg)
-    sampling(s)
-    conds, ref = conditions(cfg)
-    resolved = plan_config(cfg)
-    if s.import_dir:
-        files = import_files(s.import_dir, conds)
-        inputs: dict[str, Any] = {
-            "import": {cid: {"path": str(p), "sha256": file_sha256(p)} for cid, p in files.items()}
-        }
-        for extra in ("execution.json", "mapping.json"):
-            p = Path(s.import_dir) / extra
-            if p.exists():
-                inputs[extra.removesuffix(".json")] = {"path": str(p), "sha256": file_sha256(p)}
-        body = {
-            "study": JudgeStudy.name,
-            "mode": "import",
-            "config": resolved,
-            "inputs": inputs,
-            "execution": read_execution(s.import_dir),
-        }
-        return Plan.make(body, 0)
-    text = judge_text(cfg)
-    cands = load_candidates(s.candidates_path, s.prompt_ids)
-    ids = [c.prompt_id for c in cands]
-    inputs = {"candidates": {"path": s.candidates_path, "sha256": file_sha256(s.candidates_path)}}
-    if s.mapping_path:
-        load_mapping(s.mapping_path, ids)
-        inputs["mapping"] = {"path": s.mapping_path, "sha256": file_sha256(s.mapping_path)}
-    packets = {c.id: build_packet(c, cands, text) for c in conds}
-    aplan = analysis_plan(cfg)
-    inputs["rubric"] = {"sha256": text.rubric_sha256}
-    inputs["analysis_plan"] = {"sha256": sha256_text(dumps_json(aplan))}  # = analysis_plan.json
-    inputs["packets"] = packet_digests(packets)
-    body = {
-        "study": JudgeStudy.name,
-        "mode": "judge",
-        "config": resolved,
-        "inputs": inputs,
-        "reference": ref,
-        "rubric": text.rubric,
-        "analysis_plan": aplan,
-        "packets": packets,
-    }
-    n = len(conds) * len(cands) * s.k
-    return Plan.make(body, n)
 
 
 def measure(cfg: DictConfig, the_plan: Plan, cached: CachedBackend | None) -> Measured:

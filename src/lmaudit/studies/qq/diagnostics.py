@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from lmaudit.stats.intervals import bonferroni, clopper_pearson
+from lmaudit.studies.qq.config import QQStudyConfig
 from lmaudit.studies.qq.records import Measurement
 
 FloatArray = NDArray[np.float64]
@@ -45,13 +46,13 @@ def distance_from_determinism(p: ArrayLike) -> FloatArray:
     return 1.0 - np.maximum(pf, 1.0 - pf)
 
 
-def n_saturated_positions(p: ArrayLike, threshold: float = 0.99) -> int:
+def n_saturated_positions(p: ArrayLike, threshold: float = QQStudyConfig.saturation_threshold) -> int:
     """How many positions have ``max(p, 1 - p) > threshold``."""
     pf = np.asarray(p, dtype=np.float64)
     return int(np.count_nonzero(np.maximum(pf, 1.0 - pf) > threshold))
 
 
-def is_saturated(p: ArrayLike, threshold: float = 0.99) -> bool:
+def is_saturated(p: ArrayLike, threshold: float = QQStudyConfig.saturation_threshold) -> bool:
     """An item is saturated if strictly more than half of its positions are near-deterministic."""
     n = np.size(p)
     return n > 0 and 2 * n_saturated_positions(p, threshold) > n
@@ -170,7 +171,7 @@ class FitResult:
 
 
 def fit_through_origin(
-    x: ArrayLike, q: ArrayLike, *, epsilon: float = 0.02, family: str = "", stratum: str = ""
+    x: ArrayLike, q: ArrayLike, *, epsilon: float = QQStudyConfig.epsilon, family: str = "", stratum: str = ""
 ) -> FitResult:
     xf = np.asarray(x, dtype=np.float64).ravel()
     qf = np.asarray(q, dtype=np.float64).ravel()
@@ -192,7 +193,7 @@ def fit_through_origin(
 
 
 def discriminant_fits(
-    q: ArrayLike, u: ArrayLike, v: ArrayLike, *, epsilon: float = 0.02, stratum: str = ""
+    q: ArrayLike, u: ArrayLike, v: ArrayLike, *, epsilon: float = QQStudyConfig.epsilon, stratum: str = ""
 ) -> tuple[FitResult, FitResult]:
     """Prop. 5 closed forms: polarity-dependent ``q ≈ k (u - v)``, position-dependent ``q ≈ k S``.
 

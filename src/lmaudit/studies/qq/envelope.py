@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from lmaudit.studies.qq.config import QQStudyConfig
+
 FloatArray = NDArray[np.float64]
 
 POSITIONS: tuple[tuple[str, int, str | None], ...] = (
@@ -158,7 +160,9 @@ def gamma_bounds(env: StatEnvelope) -> tuple[FloatArray, FloatArray]:
     return q_min - a_max - b_max, q_max - a_min - b_min
 
 
-def qq_decision(q_lo: float, q_hi: float, epsilon: float = 0.02, tol: float = 1e-9) -> str:
+def qq_decision(
+    q_lo: float, q_hi: float, epsilon: float = QQStudyConfig.epsilon, tol: float = QQStudyConfig.float_tol
+) -> str:
     """Equivalence decision on ``[q_lo, q_hi]`` with margin ``epsilon`` and float tolerance ``tol``.
 
     SATISFIED if the whole interval lies in ``[-(ε+tol), ε+tol]``; VIOLATED if it lies

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.studies.qq import envelope as env
+from lmaudit.studies.qq.config import QQStudyConfig
 from lmaudit.studies.qq.diagnostics import (
     FitResult,
     MemorizationResult,
@@ -26,21 +27,23 @@ from lmaudit.studies.qq.records import ORDERS
 __all__ = ["Interval", "ItemResult", "MappingResult", "PositionEstimate", "QQParams", "QQResult"]
 
 _JOINT_KEYS = ("yy", "yn", "ny", "nn")
+_STUDY = QQStudyConfig()
 
 
 @dataclass(frozen=True)
 class QQParams:
     """Pre-specified analysis parameters (names follow ``conf`` ``study/qq``)."""
 
-    epsilon: float = 0.02  # QQ practical-equivalence margin
-    float_tol: float = 1e-9  # floating-point tolerance of the QQ decision
-    gamma_tol: float = 0.0  # Γ certification threshold (see envelope.gamma_class)
-    saturation_threshold: float = 0.99
-    saturation_sensitivity: tuple[float, ...] = (0.95, 0.975, 0.99)
-    g2_max_other: float = 0.01  # gate G2: other mass must stay below this everywhere
+    # defaults: the study's schema (studies/qq/config.py), the one place they are written
+    epsilon: float = _STUDY.epsilon  # QQ practical-equivalence margin
+    float_tol: float = _STUDY.float_tol  # floating-point tolerance of the QQ decision
+    gamma_tol: float = _STUDY.gamma_tol  # Γ certification threshold (see envelope.gamma_class)
+    saturation_threshold: float = _STUDY.saturation_threshold
+    saturation_sensitivity: tuple[float, ...] = tuple(_STUDY.saturation_sensitivity)
+    g2_max_other: float = _STUDY.gates.g2_max_other  # gate G2: other mass must stay below this everywhere
     memorization_pairs: Mapping[str, str] = field(default_factory=dict)  # S2 item -> matched S1 item
-    memorization_threshold: float = 0.3
-    memorization_min_pairs: int = 2
+    memorization_threshold: float = _STUDY.memorization_threshold
+    memorization_min_pairs: int = _STUDY.memorization_min_pairs
     estimand: str = "logprob"  # which records the verdicts use: "logprob" | "sampled"
     interval_alpha: float = 0.05  # per-position Clopper-Pearson level for sampled records
     sum_tol: float = 1e-6  # p_y + p_n may exceed 1 by this much (rounding) before it is an error

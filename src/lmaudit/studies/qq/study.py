@@ -24,6 +24,7 @@ from lmaudit.studies.qq.config import (
     QQStudyConfig,
 )
 from lmaudit.studies.qq.diagnostics import g3_check
+from lmaudit.studies.qq.gates import g3_counts, gate_g1, gate_g3, split_rows
 from lmaudit.studies.qq.items import Item, load_bank, select_items
 from lmaudit.studies.qq.measure import (
     g3_cells,
@@ -35,6 +36,7 @@ from lmaudit.studies.qq.measure import (
 from lmaudit.studies.qq.protocol import Cell, build_cells
 from lmaudit.studies.qq.records import Measurement
 from lmaudit.studies.qq.report import render_report
+from lmaudit.studies.qq.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
 
 __all__ = ["QQStudy", "analyze_rows", "cells_for", "load_items"]
@@ -118,11 +120,6 @@ def _cell_joint(rows: list[dict[str, Any]], cell: Cell) -> np.ndarray:
     return np.array([[first * gy, first * (1 - gy)], [(1 - first) * gn, (1 - first) * (1 - gn)]])
 
 
-def _g3_counts(row: dict[str, Any]) -> np.ndarray:
-    c = row["joint_counts"]
-    return np.array([[c["yy"], c["yn"]], [c["ny"], c["nn"]]])
-
-
 def measure(cfg: DictConfig, cached: CachedBackend) -> list[dict[str, Any]]:
     """All measurement rows: G1 (fail fast), the estimand's positions, then G3 spot checks."""
     backend = cached.backend
@@ -144,89 +141,10 @@ def measure(cfg: DictConfig, cached: CachedBackend) -> list[dict[str, Any]]:
             joint = _cell_joint(logprob_rows, cell)
             first = g3_trajectories(cell, cached, g3, g3.n, attempt=1)
             rows.append(first)
-            if first["complete"] and g3_check(joint, _g3_counts(first), g3.alpha).passed:
+            if first["complete"] and g3_check(joint, g3_counts(first), g3.alpha).passed:
                 continue
             rows.append(g3_trajectories(cell, cached, g3, g3.retry_n, attempt=2))
     return rows
-
-
-def split_rows(
-    rows: list[dict[str, Any]], source: str
-) -> tuple[list[Measurement], list[dict[str, Any]], list[dict[str, Any]]]:
-    positions, g1, g3 = [], [], []
-    for i, r in enumerate(rows, start=1):
-        kind = r.get("kind", "position")
-        if kind == "position":
-            try:
-                positions.append(Measurement.from_json(r))
-            except TypeError as e:
-                raise InputError(f"{source}: record {i}: {e}") from None
-        elif kind == "g1":
-            g1.append(r)
-        elif kind == "g3":
-            g3.append(r)
-        else:
-            raise InputError(f"{source}: record {i}: field 'kind' = {kind!r} is not position, g1 or g3")
-    return positions, g1, g3
-
-
-def _gate_g1(g1: list[dict[str, Any]]) -> dict[str, Any]:
-    if not g1:
-        return {"status": "NOT_RUN", "checked": 0}
-    bad = [r for r in g1 if any(len(v) != 1 for v in r["pieces"].values())]
-    pieces = sorted({f"{k}={v}" for r in g1 for k, v in r["pieces"].items()})
-    return {
-        "status": "FAIL" if bad else "PASS",
-        "checked": len(g1),
-        "failed": len(bad),
-        "label_pieces": pieces[:20],
-    }
-
-
-def _gate_g3(g3_rows: list[dict[str, Any]], positions: list[Measurement], alpha: float) -> dict[str, Any]:
-    if not g3_rows:
-        return {"status": "NOT_RUN", "checks": []}
-    by_pos = {
-        (m.item, m.mapping, m.order, m.position, m.first_answer): m
-        for m in positions
-        if m.estimand == "logprob"
-    }
-    checks = []
-    final: dict[tuple[str, str, str], bool] = {}
-    for r in sorted(g3_rows, key=lambda r: (r["item"], r["mapping"], r["order"], r["attempt"])):
-        key = (r["item"], r["mapping"], r["order"])
-        try:
-            ms = [by_pos[(*key, 1, None)], by_pos[(*key, 2, "y")], by_pos[(*key, 2, "n")]]
-        except KeyError:
-            raise InputError(f"G3 record for {key} has no log-prob positions to compare with") from None
-        f, gy, gn = (float(env.binary_conditioned(m.p_y, m.p_n)) for m in ms)
-        joint = np.array([[f * gy, f * (1 - gy)], [(1 - f) * gn, (1 - f) * (1 - gn)]])
-        entry: dict[str, Any] = {
-            "item": key[0],
-            "mapping": key[1],
-            "order": key[2],
-            "attempt": r["attempt"],
-            "n": r["n"],
-            "accepted": r["accepted"],
-            "attempts": r["attempts"],
-        }
-        if r["accepted"] > 0:
-            res = g3_check(joint, _g3_counts(r), alpha)
-            entry.update(res.to_json())
-            ok = bool(res.passed and r["complete"])
-        else:
-            ok = False
-        entry["passed"] = ok
-        entry["complete"] = bool(r["complete"])
-        checks.append(entry)
-        final[key] = ok  # the last attempt decides
-    status = "PASS" if all(final.values()) else "FAIL"
-    return {
-        "status": status,
-        "alpha": alpha,
-        "checks": checks,
-        "retries": sum(1 for c in checks if c["attempt"] > 1),
-    }
 
 
 def analysis_params(cfg: DictConfig, items: list[Item]) -> QQParams:
@@ -268,96 +186,12 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         "max_envelope_width": mass["max_envelope_width"],
     }
     gates = {
-        "G1": _gate_g1(g1),
+        "G1": gate_g1(g1),
         "G2": g2,
-        "G3": _gate_g3(g3_rows, positions, float(cfg.study.gates.g3.alpha)),
+        "G3": gate_g3(g3_rows, positions, float(cfg.study.gates.g3.alpha)),
     }
     result["gates"] = gates
     return result
-
-
-def headline(results: dict[str, Any]) -> float:
-    """The share of items whose QQ verdict is VIOLATED (returned to Hydra sweepers)."""
-    n = results["n_items"]
-    return results["counts"]["verdict"]["VIOLATED"] / n if n else float("nan")
-
-
-def metrics(results: dict[str, Any]) -> dict[str, float]:
-    c = results["counts"]
-    out: dict[str, float] = {
-        "n_items": results["n_items"],
-        "n_saturated": c["saturated"],
-        "max_other_mass": results["mass"]["max_other"],
-        "max_envelope_width": results["mass"]["max_envelope_width"],
-        "share_violated": headline(results),
-    }
-    out.update({f"n_{k.lower()}": v for k, v in c["verdict"].items()})
-    out.update({f"n_gamma_{k.lower()}": v for k, v in c["gamma_class"].items()})
-    for row in results["saturation"]["sensitivity"]:
-        out[f"n_saturated_at_{row['threshold']}"] = row["n_saturated"]
-    for it in results["items"]:
-        out[f"q.{it['item']}"] = it["q"]
-        out[f"oss.{it['item']}"] = it["oss"]
-    return out
-
-
-def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Figure data for ``dvc plots``: the distance-from-determinism CDF and the label-effect scatter."""
-    positions = []
-    for it in results["items"]:
-        for m in it["mappings"]:
-            for cell in m["cells"]:
-                for p in cell["positions"]:
-                    positions.append(
-                        {
-                            "item": it["item"],
-                            "stratum": it["stratum"],
-                            "mapping": m["mapping"],
-                            "order": cell["order"],
-                            "position": p["position"],
-                            "first_answer": p["first_answer"] or "",
-                            "d": p["d"],
-                        }
-                    )
-    positions.sort(key=lambda r: r["d"])
-    n = len(positions)
-    cdf = [{**r, "cdf": (i + 1) / n} for i, r in enumerate(positions)]
-    scatter = []
-    for it in results["items"]:
-        by = {m["mapping"]: m for m in it["mappings"]}
-        if "map1" in by and "map2" in by:
-            scatter.append(
-                {
-                    "item": it["item"],
-                    "q_map1": by["map1"]["q"],
-                    "q_map2": by["map2"]["q"],
-                    "oss_map1": by["map1"]["oss"],
-                    "oss_map2": by["map2"]["oss"],
-                }
-            )
-    return {"distance_cdf": cdf, "label_effect": scatter}
-
-
-def tags(results: dict[str, Any]) -> dict[str, str]:
-    t = {f"gate.{g}": v["status"] for g, v in results["gates"].items()}
-    mem = results.get("memorization")
-    if mem is not None:
-        t["memorization_alert"] = str(mem.get("alert"))
-    return t
-
-
-def summary(results: dict[str, Any]) -> str:
-    c = results["counts"]
-    v = c["verdict"]
-    g = c["gamma_class"]
-    gates = ", ".join(f"{k} {x['status']}" for k, x in results["gates"].items())
-    return (
-        f"QQ: {results['n_items']} items | SATISFIED {v['SATISFIED']}, VIOLATED {v['VIOLATED']}, "
-        f"INDETERMINATE {v['INDETERMINATE']} | Gamma: NONCONTEXTUAL {g['NONCONTEXTUAL']}, "
-        f"CONTEXTUAL {g['CONTEXTUAL']}, INDETERMINATE {g['INDETERMINATE']} | saturated "
-        f"{c['saturated']}/{results['n_items']} | gates: {gates} | max other mass "
-        f"{results['mass']['max_other']:.3g}"
-    )
 
 
 def results_template(cfg: DictConfig) -> dict[str, Any]:
