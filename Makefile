@@ -12,6 +12,9 @@ export TOKENIZERS_PARALLELISM := false
 install:
 	$(PIP) install --quiet --disable-pip-version-check torch==2.13.0
 	$(PIP) install --quiet --disable-pip-version-check -e '.[hf,dev]'
+	# the PyPI rbo package (a test reference for lmaudit.stats.rbo) pins numpy<2 in its metadata
+	# but runs on numpy 2, so it comes without its dependencies
+	$(PIP) install --quiet --disable-pip-version-check --no-deps rbo==0.1.3
 	$(MAKE) --no-print-directory data
 
 # The study inputs (item banks, ...) are DVC-tracked (data.dvc); their content lives in the

@@ -1,0 +1,249 @@
+"""Rank-biased overlap (Webber, Moffat & Zobel 2010, ACM TOIS 28(4)), extrapolated: RBO_ext.
+
+For two rankings ``S`` (the shorter, ``s`` items) and ``L`` (``l >= s`` items), let
+``X_d = |S:d ∩ L:d|`` be the overlap of their depth-``d`` prefixes, where a prefix deeper than a
+list is the whole list. Webber's eq. (32) is
+
+    RBO_ext = (1-p)/p [ sum_{d=1..l} X_d/d p^d + sum_{d=s+1..l} X_s (d-s)/(s d) p^d ]
+              + [ (X_l - X_s)/l + X_s/s ] p^l,
+
+which is ``(1-p) sum_{d=1..l} A_d p^(d-1) + A_l p^l`` with the agreement
+
+    A_d = X_d / d                        for d <= s,
+    A_d = (X_d + (d-s) X_s/s) / d        for d > s  (the unseen part of S is assumed to agree
+                                                     at the rate it agreed at depth s).
+
+For two lists of equal length this is eq. (30), ``(1-p) sum A_d p^(d-1) + A_k p^k``.
+``p`` defaults to 0.9, the choir study's setting.
+
+**Ties** (Webber §4.3) are given as sets of equal rank: a ranking is a sequence whose entries
+are items or collections of items (a ``set``/``frozenset``/``list``/``tuple`` is one tie group).
+A group of ``k`` items occupies ``k`` positions; a prefix of depth ``d`` holds every group that
+starts at a position ``<= d``, so ``|S:d|`` can exceed ``d`` inside a tie, and the agreement is
+normalised by the prefix sizes (eq. 28): ``A_d = 2 X_d / (|S:d| + |L:d|)`` for ``d <= s``, and
+for ``d > s`` (``S`` exhausted) ``A_d = 2 (X_d + (d-s) A_s) / (d + |L:d|)``. Both reduce to the
+formulas above when there are no ties. The vectorised routines take strict rankings only.
+
+**Duplicates**: an item listed again (two free-list entries coded to one concept) counts once,
+at its first position; later repeats are dropped and the list is shorter by them. **Empty
+lists**: RBO of an empty and a non-empty list is 0; of two empty lists it is undefined and
+returned as NaN (nothing was listed, so there is no agreement to credit; average with
+``np.nanmean``). Results are clipped into [0, 1] only to remove rounding (a few ulp).
+
+**The PyPI ``rbo`` package** (0.1.3, ``RankingSimilarity(S, T).rbo_ext(p)``) implements the
+same eq. (32) and agrees with :func:`rbo_ext` to rounding on strict, non-empty rankings of any
+lengths (tested). It differs, by design here, where: (i) it refuses repeated items (an
+``assert``), so it has neither tie groups nor first-occurrence collapsing; (ii) two empty lists
+give 1 there and NaN here; (iii) it clips any value outside [0, 1] with a printed message,
+which would hide errors larger than rounding; (iv) its non-extrapolated ``rbo()`` stops at the
+shorter list's length (its open issue #19), which we do not offer. Its metadata pins
+``numpy<2`` although it runs on numpy 2, so it is installed with ``--no-deps`` (tests only).
+
+The vectorised :func:`rbo_all_pairs` takes lists encoded as integer concept ids in a padded
+array (:func:`encode_lists`, ``-1`` pads) with any leading batch axes, e.g. ``(shuffles,
+models, depth)``, and returns RBO for every model pair ``i < j`` in ``np.triu_indices`` order;
+:func:`shuffle_assignments` draws the signal-to-chance null (concept ids permuted across
+models, each model keeping its list length).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "EncodedLists",
+    "encode_lists",
+    "rbo_all_pairs",
+    "rbo_ext",
+    "shuffle_assignments",
+    "tie_groups",
+]
+
+IntArray = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+PAD = -1
+
+
+def _check_p(p: float) -> None:
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must lie in (0, 1), got {p!r}")
+
+
+def tie_groups(ranking: Iterable[Any]) -> list[frozenset[Hashable]]:
+    """A ranking as tie groups, repeats dropped (first occurrence wins), empty groups removed."""
+    seen: set[Hashable] = set()
+    groups: list[frozenset[Hashable]] = []
+    for entry in ranking:
+        members = list(entry) if isinstance(entry, set | frozenset | list | tuple) else [entry]
+        fresh: list[Hashable] = []
+        for item in members:
+            if item not in seen:
+                seen.add(item)
+                fresh.append(item)
+        if fresh:
+            groups.append(frozenset(fresh))
+    return groups
+
+
+def _prefix_sizes(groups: list[frozenset[Hashable]], depth: int) -> list[frozenset[Hashable]]:
+    """``out[d]`` = the items of the depth-``d`` prefix (``d = 0..depth``): whole groups that start
+    at a position ``<= d``; deeper than the list, the whole list."""
+    out: list[frozenset[Hashable]] = [frozenset()]
+    starts: list[int] = []
+    pos = 1
+    for g in groups:
+        starts.append(pos)
+        pos += len(g)
+    current: set[Hashable] = set()
+    k = 0
+    for d in range(1, depth + 1):
+        while k < len(groups) and starts[k] <= d:
+            current |= groups[k]
+            k += 1
+        out.append(frozenset(current))
+    return out
+
+
+def rbo_ext(a: Iterable[Any], b: Iterable[Any], p: float = 0.9) -> float:
+    """Extrapolated RBO of two rankings (items, or tie groups as sets); see the module notes."""
+    _check_p(p)
+    ga, gb = tie_groups(a), tie_groups(b)
+    na, nb = sum(map(len, ga)), sum(map(len, gb))
+    if na == 0 and nb == 0:
+        return float("nan")
+    if na == 0 or nb == 0:
+        return 0.0
+    (gs, s), (gl, long_n) = sorted(((ga, na), (gb, nb)), key=lambda t: t[1])
+    ps, pl = _prefix_sizes(gs, long_n), _prefix_sizes(gl, long_n)
+    total = 0.0
+    a_s = 0.0
+    agreement = 0.0
+    for d in range(1, long_n + 1):
+        x = len(ps[d] & pl[d])
+        if d <= s:
+            agreement = 2.0 * x / (len(ps[d]) + len(pl[d]))
+            if d == s:
+                a_s = agreement
+        else:
+            agreement = 2.0 * (x + (d - s) * a_s) / (d + len(pl[d]))
+        total += (1.0 - p) * p ** (d - 1) * agreement
+    return float(min(1.0, max(0.0, total + agreement * p**long_n)))
+
+
+@dataclass(frozen=True)
+class EncodedLists:
+    """Strict rankings as integer ids: ``ids[m, r]`` is the id at rank ``r + 1`` of list ``m``
+    (``-1`` past its end); ``vocab[id]`` is the item."""
+
+    ids: IntArray
+    vocab: tuple[Hashable, ...]
+
+    @property
+    def lengths(self) -> IntArray:
+        return np.asarray((self.ids >= 0).sum(axis=-1), dtype=np.int64)
+
+
+def encode_lists(lists: Sequence[Sequence[Hashable]], depth: int | None = None) -> EncodedLists:
+    """Encode strict rankings (repeats dropped, first occurrence wins) into a padded id array,
+    cut at ``depth`` items when given. Tie groups are refused: encode strict rankings only."""
+    vocab: dict[Hashable, int] = {}
+    rows: list[list[int]] = []
+    for m, items in enumerate(lists):
+        row: list[int] = []
+        for item in items:
+            if isinstance(item, set | frozenset | list | tuple):
+                raise ValueError(f"list {m}: tie groups are not supported by the vectorised RBO")
+            code = vocab.setdefault(item, len(vocab))
+            if code not in row:
+                row.append(code)
+        rows.append(row if depth is None else row[:depth])
+    width = max((len(r) for r in rows), default=0)
+    ids = np.full((len(rows), width), PAD, dtype=np.int64)
+    for m, row in enumerate(rows):
+        ids[m, : len(row)] = row
+    return EncodedLists(ids=ids, vocab=tuple(vocab))
+
+
+def _dedup_rows(ids: IntArray) -> IntArray:
+    """Drop repeats within each row (first occurrence wins), compacting rows to the left."""
+    width = ids.shape[-1]
+    earlier = np.tril(np.ones((width, width), dtype=bool), k=-1)  # earlier[r, q]: q < r
+    same = ids[..., :, None] == ids[..., None, :]
+    repeat = (same & earlier).any(axis=-1) & (ids >= 0)
+    out = np.where(repeat, PAD, ids)
+    order = np.argsort(out < 0, axis=-1, kind="stable")
+    return np.take_along_axis(out, order, axis=-1)
+
+
+def rbo_all_pairs(ids: IntArray, p: float = 0.9) -> FloatArray:
+    """RBO_ext of every pair ``i < j`` of lists along the second-last axis.
+
+    ``ids``: integer array ``(..., M, depth)`` of strict rankings, ``-1`` after each list's end
+    (no repeats within a row; :func:`encode_lists` makes one). Returns ``(..., M (M-1) / 2)`` in
+    ``np.triu_indices(M, 1)`` order; NaN where both lists are empty.
+    """
+    _check_p(p)
+    arr = np.asarray(ids, dtype=np.int64)
+    if arr.ndim < 2:
+        raise ValueError(f"ids must have shape (..., lists, depth), got {arr.shape}")
+    batch, (m_lists, width) = arr.shape[:-2], arr.shape[-2:]
+    arr = arr.reshape(-1, m_lists, width)
+    n_batch = arr.shape[0]
+    ii, jj = np.triu_indices(m_lists, 1)
+    n_pairs = ii.size
+    if n_pairs == 0 or width == 0:
+        lengths0 = (arr >= 0).sum(-1)
+        both_empty = (lengths0[:, ii] == 0) & (lengths0[:, jj] == 0)
+        return np.where(both_empty, np.nan, 0.0).reshape(*batch, n_pairs)
+    valid = arr >= 0
+    lengths = valid.sum(axis=-1)
+    n_ids = int(arr.max(initial=-1)) + 2  # one spare column for the padding
+    slot = np.where(valid, arr, n_ids - 1)
+    big = width + 1
+    ranks = np.broadcast_to(np.arange(1, width + 1, dtype=np.int64), arr.shape)
+    pos = np.full((n_batch, m_lists, n_ids), big, dtype=np.int64)
+    np.put_along_axis(pos, slot, ranks, axis=-1)
+    pos[..., -1] = big
+    # depth at which the item at rank r of list i enters both prefixes
+    other = np.take_along_axis(pos[:, jj, :], slot[:, ii, :], axis=-1)
+    enter = np.where(valid[:, ii, :], np.maximum(ranks[:, ii, :], other), big)
+    flat = np.arange(n_batch * n_pairs, dtype=np.int64).reshape(n_batch, n_pairs, 1) * (big + 1) + enter
+    counts = np.bincount(flat.ravel(), minlength=n_batch * n_pairs * (big + 1))
+    overlap = np.cumsum(counts.reshape(n_batch, n_pairs, big + 1), axis=-1)[..., 1 : width + 1]
+    la, lb = lengths[:, ii], lengths[:, jj]
+    s, long_n = np.minimum(la, lb), np.maximum(la, lb)
+    d = np.arange(1, width + 1, dtype=np.float64)
+    x_s = np.take_along_axis(overlap, np.maximum(s - 1, 0)[..., None], axis=-1)[..., 0]
+    a_s = np.where(s > 0, x_s / np.maximum(s, 1), 0.0)
+    agreement = (overlap + np.maximum(d - s[..., None], 0.0) * a_s[..., None]) / d
+    weights = np.where(d <= long_n[..., None], (1.0 - p) * p ** (d - 1.0), 0.0)
+    a_l = np.take_along_axis(agreement, np.maximum(long_n - 1, 0)[..., None], axis=-1)[..., 0]
+    value = (weights * agreement).sum(axis=-1) + a_l * p ** long_n.astype(np.float64)
+    value = np.clip(value, 0.0, 1.0)
+    value = np.where(s == 0, 0.0, value)
+    value = np.where(long_n == 0, np.nan, value)
+    return value.reshape(*batch, n_pairs)
+
+
+def shuffle_assignments(ids: IntArray, n: int, *, rng: np.random.Generator) -> IntArray:
+    """``n`` null draws of ``(M, depth)`` rankings: the concept ids of all lists pooled and
+    permuted across lists and ranks, each list keeping its length; a concept drawn twice into one
+    list counts once (first occurrence), so a shuffled list can come out shorter.
+
+    Returns ``(n, M, depth)``, ready for :func:`rbo_all_pairs`.
+    """
+    arr = np.asarray(ids, dtype=np.int64)
+    if arr.ndim != 2:
+        raise ValueError(f"ids must have shape (lists, depth), got {arr.shape}")
+    valid = arr >= 0
+    pooled = arr[valid]
+    keys = rng.random((n, pooled.size))
+    draws = pooled[np.argsort(keys, axis=-1)]
+    out = np.full((n, *arr.shape), PAD, dtype=np.int64)
+    out[:, valid] = draws
+    return _dedup_rows(out)
