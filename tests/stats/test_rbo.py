@@ -190,11 +190,20 @@ def test_shuffle_assignments() -> None:
         assert (d >= 0).sum(axis=-1).tolist() == [5, 3, 2]
     again = shuffle_assignments(ids, 200, rng=np.random.default_rng(0))
     assert np.array_equal(draws, again)
-    # shared concepts: a concept drawn twice into one list counts once; rows stay left-packed
+    # shared concepts: no list is dealt a concept twice, and lengths are kept when that is possible
+    # (here a, b and c must land in every list, once each)
     shared = encode_lists([list("abcd"), list("abce"), list("abcf")]).ids
     draws = shuffle_assignments(shared, 300, rng=np.random.default_rng(1))
-    for row in draws.reshape(-1, 4):
+    assert ((draws >= 0).sum(axis=-1) == 4).all()
+    for d in draws:
+        assert all({0, 1, 2} <= set(row.tolist()) for row in d)
+        assert sorted(d.ravel().tolist()) == sorted(shared.ravel().tolist())
+    # without repair rounds a repeat is dropped (first occurrence kept) and rows stay left-packed
+    raw = shuffle_assignments(shared, 300, rng=np.random.default_rng(1), max_repair_rounds=0)
+    for row in raw.reshape(-1, 4):
         kept = row[row >= 0].tolist()
-        assert len(kept) == len(set(kept))
-        assert (row[len(kept) :] == -1).all()
-    assert (draws >= 0).sum(axis=-1).min() < 4  # collisions happen
+        assert len(kept) == len(set(kept)) and (row[len(kept) :] == -1).all()
+    assert (raw >= 0).sum(axis=-1).min() < 4
+    # impossible to place: 'a' pooled three times over two lists, so one copy is dropped
+    tight = encode_lists([list("ab"), list("ac"), list("ad")]).ids[:2]
+    assert ((shuffle_assignments(tight, 5, rng=np.random.default_rng(2)) >= 0).sum(axis=-1) == 2).all()

@@ -43,7 +43,7 @@ The vectorised :func:`rbo_all_pairs` takes lists encoded as integer concept ids 
 array (:func:`encode_lists`, ``-1`` pads) with any leading batch axes, e.g. ``(shuffles,
 models, depth)``, and returns RBO for every model pair ``i < j`` in ``np.triu_indices`` order;
 :func:`shuffle_assignments` draws the signal-to-chance null (concept ids permuted across
-models, each model keeping its list length).
+models, each model keeping its list length, no list dealt a concept twice).
 """
 
 from __future__ import annotations
@@ -171,11 +171,7 @@ def encode_lists(lists: Sequence[Sequence[Hashable]], depth: int | None = None) 
 
 def _dedup_rows(ids: IntArray) -> IntArray:
     """Drop repeats within each row (first occurrence wins), compacting rows to the left."""
-    width = ids.shape[-1]
-    earlier = np.tril(np.ones((width, width), dtype=bool), k=-1)  # earlier[r, q]: q < r
-    same = ids[..., :, None] == ids[..., None, :]
-    repeat = (same & earlier).any(axis=-1) & (ids >= 0)
-    out = np.where(repeat, PAD, ids)
+    out = np.where(_repeats(ids), PAD, ids)
     order = np.argsort(out < 0, axis=-1, kind="stable")
     return np.take_along_axis(out, order, axis=-1)
 
@@ -230,12 +226,56 @@ def rbo_all_pairs(ids: IntArray, p: float = 0.9) -> FloatArray:
     return value.reshape(*batch, n_pairs)
 
 
-def shuffle_assignments(ids: IntArray, n: int, *, rng: np.random.Generator) -> IntArray:
-    """``n`` null draws of ``(M, depth)`` rankings: the concept ids of all lists pooled and
-    permuted across lists and ranks, each list keeping its length; a concept drawn twice into one
-    list counts once (first occurrence), so a shuffled list can come out shorter.
+def _repeats(ids: IntArray) -> NDArray[np.bool_]:
+    """Entries that repeat an earlier entry of their row."""
+    width = ids.shape[-1]
+    earlier = np.tril(np.ones((width, width), dtype=bool), k=-1)  # earlier[r, q]: q < r
+    same = ids[..., :, None] == ids[..., None, :]
+    return np.asarray((same & earlier).any(axis=-1) & (ids >= 0))
 
-    Returns ``(n, M, depth)``, ready for :func:`rbo_all_pairs`.
+
+def _repair(draws: IntArray, valid: NDArray[np.bool_], rng: np.random.Generator, max_rounds: int) -> None:
+    """Swap repeated entries away, in place: each round, in every draw that still repeats a
+    concept within a list, one of its repeats (chosen at random) is swapped with a random entry of another list
+    among those that leave neither list holding a concept twice (if there is none, another
+    repeat is tried next round)."""
+    n, _, width = draws.shape
+    flat = draws.reshape(n, -1)
+    active = np.arange(n)
+    for _ in range(max_rounds):
+        rep = _repeats(draws[active]).reshape(active.size, -1)
+        keep = rep.any(axis=1)
+        active, rep = active[keep], rep[keep]
+        if active.size == 0:
+            return
+        here = (rep * rng.random(rep.shape)).argmax(axis=1)  # a random repeat of each draw
+        x = flat[active, here]
+        rows = draws[active]  # (k, M, depth)
+        row_here = rows[np.arange(active.size), here // width]
+        # a partner: a filled slot in a list without x, holding a concept absent from x's list
+        fine = ~(rows == x[:, None, None]).any(axis=-1)  # (k, M): list has no x
+        fresh = ~(flat[active][:, :, None] == row_here[:, None, :]).any(axis=-1)  # (k, M * depth)
+        allowed = np.repeat(fine, width, axis=1) & fresh & valid.ravel()[None, :]
+        pick = allowed * rng.random(allowed.shape)
+        there = pick.argmax(axis=1)
+        ok = pick[np.arange(active.size), there] > 0
+        y = flat[active, there]
+        flat[active[ok], here[ok]] = y[ok]
+        flat[active[ok], there[ok]] = x[ok]
+
+
+def shuffle_assignments(
+    ids: IntArray, n: int, *, rng: np.random.Generator, max_repair_rounds: int | None = None
+) -> IntArray:
+    """``n`` null draws of ``(M, depth)`` rankings for the signal-to-chance baseline.
+
+    The concept ids of all lists are pooled and permuted across lists and ranks; each list
+    keeps its length. A uniform permutation often deals one list the same concept twice, which
+    would shorten that list and bias the null's RBO downwards, so repeats are swapped away with
+    entries of other lists (:func:`_repair`; up to ``max_repair_rounds``, default
+    ``10 * entries``). A repeat that cannot be placed (a concept pooled more often than there
+    are lists) is dropped, first occurrence kept. Returns ``(n, M, depth)`` for
+    :func:`rbo_all_pairs`.
     """
     arr = np.asarray(ids, dtype=np.int64)
     if arr.ndim != 2:
@@ -243,7 +283,8 @@ def shuffle_assignments(ids: IntArray, n: int, *, rng: np.random.Generator) -> I
     valid = arr >= 0
     pooled = arr[valid]
     keys = rng.random((n, pooled.size))
-    draws = pooled[np.argsort(keys, axis=-1)]
     out = np.full((n, *arr.shape), PAD, dtype=np.int64)
-    out[:, valid] = draws
+    out[:, valid] = pooled[np.argsort(keys, axis=-1)]
+    rounds = 10 * pooled.size if max_repair_rounds is None else max_repair_rounds
+    _repair(out, valid, rng, rounds)
     return _dedup_rows(out)
