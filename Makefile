@@ -11,7 +11,7 @@ export TOKENIZERS_PARALLELISM := false
 # pull a multi-GB CUDA build.
 install:
 	$(PIP) install --quiet --disable-pip-version-check torch==2.13.0
-	$(PIP) install --quiet --disable-pip-version-check -e '.[hf,dev]'
+	$(PIP) install --quiet --disable-pip-version-check -e '.[hf,embed,dev]'
 	# the PyPI rbo package (a test reference for lmaudit.stats.rbo) pins numpy<2 in its metadata
 	# but runs on numpy 2, so it comes without its dependencies
 	$(PIP) install --quiet --disable-pip-version-check --no-deps rbo==0.1.3
