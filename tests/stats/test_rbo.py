@@ -16,6 +16,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lmaudit.stats.rbo import encode_lists, rbo_all_pairs, rbo_ext, shuffle_assignments, tie_groups
 
@@ -207,3 +209,22 @@ def test_shuffle_assignments() -> None:
     # impossible to place: 'a' pooled three times over two lists, so one copy is dropped
     tight = encode_lists([list("ab"), list("ac"), list("ad")]).ids[:2]
     assert ((shuffle_assignments(tight, 5, rng=np.random.default_rng(2)) >= 0).sum(axis=-1) == 2).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 30), max_size=20, unique=True),
+    st.lists(st.integers(0, 30), max_size=20, unique=True),
+    st.sampled_from([0.5, 0.9, 0.98]),
+)
+def test_invariants(a: list[int], b: list[int], p: float) -> None:
+    got = rbo_ext(a, b, p)
+    if not a and not b:
+        assert math.isnan(got)
+        return
+    assert 0.0 <= got <= 1.0
+    assert got == pytest.approx(rbo_ext(b, a, p), abs=TOL)
+    if a and b:
+        assert got == pytest.approx(ref_eq32(a, b, p), abs=TOL)
+    enc = encode_lists([a, b])
+    assert rbo_all_pairs(enc.ids, p)[0] == pytest.approx(got, abs=TOL)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmaudit.stats.recover import nearest_centroid_predict, recoverability
+from lmaudit.stats.recover import nearest_centroid_predict, recoverability, within_model_persona
 
 
 def brute_force(x, labels, groups, strata):
@@ -85,6 +85,15 @@ def test_within_model_leave_one_question_out_persona_classifier() -> None:
     )
     assert within.accuracy == 1.0 and set(within.per_stratum) == {"m0", "m1", "m2", "m3"}
     assert within.null_band[1] < 0.7 and within.p_value < 0.02
+    same = within_model_persona(
+        x, models, personas, questions, rng=np.random.default_rng(4), n_boot=300, n_null=100
+    )
+    assert same == within
+    # the global classifier (no strata) recovers the dominant label, model identity
+    by_model = recoverability(
+        x, models, groups=questions, rng=np.random.default_rng(9), n_boot=100, n_null=50
+    )
+    assert by_model.accuracy == 1.0
     # the same data with persona carrying no signal: accuracy near chance (1/3), inside the null band
     x0, models0, personas0, questions0 = planted(np.random.default_rng(5), persona_scale=0.0)
     flat = recoverability(

@@ -30,7 +30,7 @@ from scipy import sparse
 
 from lmaudit.stats.permutation import monte_carlo_pvalue
 
-__all__ = ["Recovery", "nearest_centroid_predict", "recoverability"]
+__all__ = ["Recovery", "nearest_centroid_predict", "recoverability", "within_model_persona"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -223,4 +223,22 @@ def recoverability(
         per_stratum=per,
         predicted=tuple(names[k] for k in pred),
         correct=tuple(bool(c) for c in correct),
+    )
+
+
+def within_model_persona(
+    features: ArrayLike,
+    models: Sequence[Hashable],
+    personas: Sequence[Hashable],
+    questions: Sequence[Hashable],
+    *,
+    rng: np.random.Generator,
+    n_boot: int = 1000,
+    n_null: int = 1000,
+) -> Recovery:
+    """The seed's appendix C classifier: each model's cells apart, each question held out in
+    turn, persona predicted from the same model's persona centroids over the other questions;
+    the null shuffles persona labels within each model. ``per_stratum`` is the per-model accuracy."""
+    return recoverability(
+        features, personas, groups=questions, strata=models, rng=rng, n_boot=n_boot, n_null=n_null
     )
