@@ -180,6 +180,10 @@ def test_encode_lists() -> None:
         encode_lists([[{"a", "b"}]])
     got = rbo_all_pairs(enc.ids)
     assert got[0] == 0.0 and got[1] == 0.0 and got[2] == 0.0
+    with pytest.raises(ValueError, match="repeats an id"):
+        rbo_all_pairs(np.array([[1, 2, 1], [1, 2, 3]]))
+    with pytest.raises(ValueError, match="after its end"):
+        rbo_all_pairs(np.array([[1, -1, 2], [1, 2, 3]]))
 
 
 def test_shuffle_assignments() -> None:

@@ -197,6 +197,10 @@ def rbo_all_pairs(ids: IntArray, p: float = 0.9) -> FloatArray:
         both_empty = (lengths0[:, ii] == 0) & (lengths0[:, jj] == 0)
         return np.where(both_empty, np.nan, 0.0).reshape(*batch, n_pairs)
     valid = arr >= 0
+    if np.any(valid[..., 1:] & ~valid[..., :-1]):
+        raise ValueError("ids: a list has an entry after its end (-1 must only pad the right)")
+    if np.any(_repeats(arr)):
+        raise ValueError("ids: a list repeats an id (encode_lists drops repeats)")
     lengths = valid.sum(axis=-1)
     n_ids = int(arr.max(initial=-1)) + 2  # one spare column for the padding
     slot = np.where(valid, arr, n_ids - 1)
