@@ -128,6 +128,10 @@ class CachedEmbedder(CachedBackend):
         dim = dims.pop() if dims else int(getattr(self.backend, "dim", 0) or 0)
         if not texts:
             return np.zeros((0, dim), dtype=np.float32)
+        rows: list[NDArray[np.float32]] = []
+        for text, v in zip(unique, found, strict=True):
+            if v is None:
+                raise BackendError(f"no embedding for {text[:60]!r} after filling the cache")
+            rows.append(v)
         row_of = {t: k for k, t in enumerate(unique)}
-        table = np.stack([v for v in found if v is not None]).astype(np.float32)
-        return table[[row_of[t] for t in texts]]
+        return np.stack(rows).astype(np.float32)[[row_of[t] for t in texts]]
