@@ -11,7 +11,10 @@ export TOKENIZERS_PARALLELISM := false
 # pull a multi-GB CUDA build.
 install:
 	$(PIP) install --quiet --disable-pip-version-check torch==2.13.0
-	$(PIP) install --quiet --disable-pip-version-check -e '.[hf,dev]'
+	$(PIP) install --quiet --disable-pip-version-check -e '.[hf,embed,dev]'
+	# the PyPI rbo package (a test reference for lmaudit.stats.rbo) pins numpy<2 in its metadata
+	# but runs on numpy 2, so it comes without its dependencies
+	$(PIP) install --quiet --disable-pip-version-check --no-deps rbo==0.1.3
 	$(MAKE) --no-print-directory data
 
 # The study inputs (item banks, ...) are DVC-tracked (data.dvc); their content lives in the
@@ -44,6 +47,7 @@ bench: install
 	$(PYTHON) benchmarks/bench_qq_measure.py
 	$(PYTHON) benchmarks/bench_draws.py
 	$(PYTHON) benchmarks/bench_judge_sampling.py
+	$(PYTHON) benchmarks/bench_rbo.py
 
 clean:
 	rm -rf results/.sweeps .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,183 @@
+"""Embeddings from any OpenAI-compatible server: ``POST {base_url}/embeddings``.
+
+Config keys (a Mapping; defaults in brackets): ``base_url`` (required, e.g.
+``http://127.0.0.1:8000/v1``), ``model`` (required, the served name, e.g.
+``text-embedding-3-large``), ``dimensions`` [None: the model's own; sent when set],
+``api_key_env`` [``OPENAI_API_KEY``]: the *name* of the environment variable holding the key,
+read at request time, sent only in the ``Authorization`` header, never stored, logged or
+echoed in errors; ``revision`` [None]: the user's name for the served weights;
+``batch_size`` [256] texts per request; ``timeout_s`` [60], ``max_retries`` [5],
+``backoff_base_s`` [0.5], ``backoff_cap_s`` [30]: 429, 5xx, connection errors and timeouts are
+retried with exponential backoff and full jitter (``Retry-After`` honoured); any other 4xx
+fails at once with the server's message.
+
+The identity is the model, its revision and the requested dimension, not the URL or key: the
+same served model embeds alike wherever it is hosted. Rows come back in input order (the
+response's ``index`` fields are honoured) and are L2-normalised as float32.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import requests
+from numpy.typing import NDArray
+
+from lmaudit.backends.base import BackendError
+from lmaudit.backends.embeddings import as_unit_rows
+from lmaudit.backends.openai_wire import parse_retry_after, server_message, strip_userinfo
+
+log = logging.getLogger(__name__)
+
+BACKEND_VERSION = 1
+_KNOWN = {
+    "base_url",
+    "model",
+    "dimensions",
+    "api_key_env",
+    "revision",
+    "batch_size",
+    "timeout_s",
+    "max_retries",
+    "backoff_base_s",
+    "backoff_cap_s",
+}
+
+
+class OpenAIEmbedder:
+    reads_meta = False
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ):
+        cfg = dict(config)
+        unknown = sorted(k for k in cfg if k not in _KNOWN)
+        if unknown:
+            raise BackendError(
+                f"openai embeddings config: unknown field {unknown[0]!r} (known: {sorted(_KNOWN)})"
+            )
+        for key in ("base_url", "model"):
+            if not cfg.get(key):
+                raise BackendError(f"openai embeddings config: field '{key}' is required")
+        self.base_url = str(cfg["base_url"]).rstrip("/")
+        self.model = str(cfg["model"])
+        dims = cfg.get("dimensions")
+        self.dimensions: int | None = None if dims is None else int(dims)
+        self.api_key_env = str(cfg.get("api_key_env") or "OPENAI_API_KEY")
+        rev = cfg.get("revision")
+        self.revision: str | None = None if rev is None else str(rev)
+        self.batch_size = int(cfg.get("batch_size", 256))
+        self.timeout_s = float(cfg.get("timeout_s", 60.0))
+        self.max_retries = int(cfg.get("max_retries", 5))
+        self.backoff_base_s = float(cfg.get("backoff_base_s", 0.5))
+        self.backoff_cap_s = float(cfg.get("backoff_cap_s", 30.0))
+        if self.batch_size < 1 or self.max_retries < 0 or self.timeout_s <= 0:
+            raise BackendError(
+                "openai embeddings config: need batch_size >= 1, max_retries >= 0, timeout_s > 0"
+            )
+        self._sleep = sleep
+        self._rng = rng or random.Random()  # backoff jitter only
+        self._session = requests.Session()
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(base_url={strip_userinfo(self.base_url)!r}, model={self.model!r})"
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": "openai-embeddings",
+            "backend_version": BACKEND_VERSION,
+            "model": self.model,
+            "revision": self.revision,
+            "dimensions": self.dimensions,
+        }
+
+    @property
+    def dim(self) -> int | None:
+        return self.dimensions
+
+    def _redact(self, text: str) -> str:
+        key = os.environ.get(self.api_key_env, "")
+        return text.replace(key, "***") if key else text
+
+    def _post(self, body: dict[str, Any]) -> Any:
+        url = f"{self.base_url}/embeddings"
+        where = strip_userinfo(url)
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env, "")
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        err = ""
+        for attempt in range(self.max_retries + 1):
+            retry_after: float | None = None
+            try:
+                resp = self._session.post(url, json=body, headers=headers, timeout=self.timeout_s)
+            except (
+                requests.ConnectionError,
+                requests.Timeout,
+                requests.exceptions.ChunkedEncodingError,
+            ) as e:
+                err = f"{type(e).__name__}: {e}"
+            except requests.RequestException as e:
+                raise BackendError(self._redact(f"POST {where} failed: {type(e).__name__}: {e}")) from None
+            else:
+                if resp.status_code < 300:
+                    try:
+                        return resp.json()
+                    except ValueError:
+                        raise BackendError(
+                            f"POST {where}: the body is not JSON: {resp.text[:200]!r}"
+                        ) from None
+                msg = server_message(resp)
+                if resp.status_code != 429 and resp.status_code < 500:
+                    raise BackendError(self._redact(f"POST {where} returned HTTP {resp.status_code}: {msg}"))
+                err = f"HTTP {resp.status_code}: {msg}"
+                retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+            if attempt == self.max_retries:
+                break
+            delay = retry_after
+            if delay is None:
+                delay = self._rng.uniform(0.0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
+            log.warning("%s", self._redact(f"POST {where}: {err}; retry {attempt + 1}/{self.max_retries}"))
+            self._sleep(delay)
+        raise BackendError(self._redact(f"POST {where} failed after {self.max_retries + 1} attempts: {err}"))
+
+    def _batch(self, texts: list[str]) -> NDArray[np.float64]:
+        body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
+        if self.dimensions is not None:
+            body["dimensions"] = self.dimensions
+        reply = self._post(body)
+        data = reply.get("data") if isinstance(reply, dict) else None
+        if not isinstance(data, list) or len(data) != len(texts):
+            got = len(data) if isinstance(data, list) else "no"
+            raise BackendError(f"embeddings reply: {got} rows for {len(texts)} texts")
+        rows: list[Any] = [None] * len(texts)
+        for k, item in enumerate(data):
+            index = item.get("index", k) if isinstance(item, dict) else None
+            if not isinstance(index, int) or not 0 <= index < len(texts) or rows[index] is not None:
+                raise BackendError(f"embeddings reply: row {k} has a bad or repeated index {index!r}")
+            vector = item.get("embedding")
+            if not isinstance(vector, list):
+                raise BackendError(f"embeddings reply: row {k} has no float list 'embedding'")
+            rows[index] = vector
+        if len({len(r) for r in rows}) != 1:
+            raise BackendError("embeddings reply: rows of different lengths")
+        return np.asarray(rows, dtype=np.float64)
+
+    def embed(self, texts: list[str]) -> NDArray[np.float32]:
+        if not texts:
+            return np.zeros((0, self.dimensions or 0), dtype=np.float32)
+        parts = [
+            self._batch(list(texts[s : s + self.batch_size])) for s in range(0, len(texts), self.batch_size)
+        ]
+        return as_unit_rows(np.vstack(parts), len(texts), f"openai embeddings {self.model}")

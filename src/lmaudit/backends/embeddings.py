@@ -1,0 +1,137 @@
+"""The third backend contract, **embeddings**, and its cache.
+
+An :class:`EmbeddingBackend` turns texts into a ``float32`` matrix with one L2-normalised row
+per text, in input order (:meth:`embed`). Like the other contracts it identifies itself by
+:attr:`identity` (everything that changes the vectors: model, weights digest, output
+dimension, backend version), and that digest prefixes every cache key.
+
+:class:`CachedEmbedder` serves embeddings through the shared content-addressed
+:class:`~lmaudit.provenance.cache.ResponseCache`: one entry per distinct text, keyed by
+``cache_key(identity digest, {"kind": "embed", "text": text})`` (a payload kind the label and
+sampling contracts never use, so their keys are unchanged). Within a call identical strings
+are embedded once; across calls and processes a text already in the cache is never embedded
+again, and concurrent processes claim what they compute, as for the other contracts. Vectors
+are stored exactly, as base64 of their little-endian float32 bytes.
+
+Implementations: :mod:`lmaudit.backends.embed_st` (sentence-transformers, MiniLM shipped on
+PyPI), :mod:`lmaudit.backends.embed_openai` (OpenAI-compatible ``/v1/embeddings``) and
+:mod:`lmaudit.backends.sim.embed` (a deterministic hashed bag-of-words for tests).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+from tqdm.auto import tqdm
+
+from lmaudit.backends.base import Backend, BackendError
+from lmaudit.backends.cached import CachedBackend
+from lmaudit.provenance.cache import ResponseCache, cache_key
+
+__all__ = ["CachedEmbedder", "EmbeddingBackend", "as_unit_rows", "decode_vector", "encode_vector"]
+
+Matrix = NDArray[np.float32]
+UNIT_TOL = 1e-3
+
+
+@runtime_checkable
+class EmbeddingBackend(Backend, Protocol):
+    def embed(self, texts: list[str]) -> Matrix:
+        """One L2-normalised float32 row per text, in order."""
+        ...
+
+
+def as_unit_rows(vectors: Any, n: int, where: str) -> Matrix:
+    """Check an embedder's output (``n`` finite, non-zero rows) and L2-normalise it as float32."""
+    arr = np.asarray(vectors, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[0] != n:
+        raise BackendError(f"{where}: expected {n} embedding rows, got an array of shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise BackendError(f"{where}: embeddings hold non-finite values")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    if np.any(norms == 0):
+        raise BackendError(f"{where}: an embedding is all zeros")
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+
+
+def encode_vector(v: NDArray[np.float32]) -> dict[str, Any]:
+    return {"dim": int(v.shape[0]), "f32": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")}
+
+
+def decode_vector(entry: Any) -> NDArray[np.float32] | None:
+    """A cached vector, or None when the entry is not one (treated as a miss)."""
+    if not isinstance(entry, dict) or "f32" not in entry:
+        return None
+    v = np.frombuffer(base64.b64decode(entry["f32"]), dtype="<f4").astype(np.float32)
+    return v if v.shape[0] == entry.get("dim") else None
+
+
+class CachedEmbedder(CachedBackend):
+    """An :class:`EmbeddingBackend` seen through the response cache."""
+
+    def __init__(
+        self,
+        backend: Any,
+        cache: ResponseCache,
+        *,
+        batch_size: int = 64,
+        progress: bool = True,
+        poll_s: float = 0.05,
+    ):
+        if not isinstance(backend, EmbeddingBackend):
+            raise TypeError(f"backend {type(backend).__name__} has no embedding contract")
+        super().__init__(backend, cache, batch_size=batch_size, progress=progress, poll_s=poll_s)
+
+    def key(self, text: str) -> str:
+        return cache_key(self.digest, {"kind": "embed", "text": text})
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return dict(self.backend.identity)
+
+    def embed(self, texts: Sequence[str], desc: str = "embedding") -> Matrix:
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"text {i} is {type(t).__name__}, not str")
+        unique = list(dict.fromkeys(texts))
+        keys = [self.key(t) for t in unique]
+        found: list[NDArray[np.float32] | None] = [None] * len(unique)
+
+        def load(i: int) -> bool:
+            found[i] = decode_vector(self.cache.get(keys[i]))
+            return found[i] is not None
+
+        def compute(idx: list[int]) -> None:
+            batch = [unique[i] for i in idx]
+            rows = as_unit_rows(self.backend.embed(batch), len(batch), type(self.backend).__name__)
+            for i, row in zip(idx, rows, strict=True):
+                self.cache.put(keys[i], encode_vector(row))
+                found[i] = row
+
+        missing = [i for i in range(len(unique)) if not load(i)]
+        with tqdm(
+            total=len(unique),
+            initial=len(unique) - len(missing),
+            desc=desc,
+            unit="text",
+            disable=not self.progress,
+            leave=False,
+        ) as bar:
+            self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1)
+        dims = {v.shape[0] for v in found if v is not None}
+        if len(dims) > 1:
+            raise BackendError(f"embeddings of different dimensions {sorted(dims)} under one identity")
+        dim = dims.pop() if dims else int(getattr(self.backend, "dim", 0) or 0)
+        if not texts:
+            return np.zeros((0, dim), dtype=np.float32)
+        rows: list[NDArray[np.float32]] = []
+        for text, v in zip(unique, found, strict=True):
+            if v is None:
+                raise BackendError(f"no embedding for {text[:60]!r} after filling the cache")
+            rows.append(v)
+        row_of = {t: k for k, t in enumerate(unique)}
+        return np.stack(rows).astype(np.float32)[[row_of[t] for t in texts]]
