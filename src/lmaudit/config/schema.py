@@ -89,7 +89,7 @@ class PreregConfig:
 @dataclass
 class PathsConfig:
     results: str = "results"
-    cache: str = "cache"
+    cache: str = ".cache/responses"  # ad-hoc runs (git-ignored); DVC runs pass cache/<study>/<run>
     mlruns: str = "mlruns"
     prereg: str = "prereg"
 
