@@ -1,6 +1,6 @@
 """The OpenAI-compatible wire format, pure functions: chat-template rendering as transformers
 does it, top-logprob parsing for both response shapes, label readout, and the error-message,
-``Retry-After`` and URL helpers of :mod:`lmaudit.backends.openai_compat`."""
+``Retry-After`` helpers of :mod:`lmaudit.backends.openai_compat`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
@@ -162,10 +161,3 @@ def parse_retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-def strip_userinfo(url: str) -> str:
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
