@@ -132,15 +132,18 @@ class ResponseCache:
             self.stats.misses += 1
             return None
         except OSError as e:  # a directory, no permission ...
-            return self._reject(key, p, f"unreadable ({e.strerror or type(e).__name__})")
+            self._reject(key, p, f"unreadable ({e.strerror or type(e).__name__})")
+            return None
         try:
             value, verified = parse_entry(raw, key)
             if check is not None:
                 value = check(value)
         except InvalidEntry as e:
-            return self._reject(key, p, str(e))
+            self._reject(key, p, str(e))
+            return None
         except (KeyError, TypeError, ValueError) as e:
-            return self._reject(key, p, f"value of the wrong shape ({type(e).__name__}: {e})")
+            self._reject(key, p, f"value of the wrong shape ({type(e).__name__}: {e})")
+            return None
         if not verified and key not in self._legacy:
             self._legacy.add(key)
             self.stats.legacy += 1
@@ -153,7 +156,6 @@ class ResponseCache:
             self._rejected.add(key)
             self.stats.invalid += 1
             log.warning("cache entry %s: %s; treated as missing and asked again", path, why)
-        return None
 
     def put(self, key: str, value: Any, payload: dict[str, Any] | None = None) -> None:
         entry: dict[str, Any] = {"key": key, "value": value}
