@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from lmaudit.studies.draws.analysis import AnalysisParams
 from lmaudit.studies.draws.importer import read_import, validate_record
 from lmaudit.studies.draws.protocol import build_requests, load_probes, make_normaliser
 from lmaudit.studies.draws.report import write_report
-from lmaudit.studies.draws.results import analyze_records
+from lmaudit.studies.draws.results import analyze_records, metric_key
 
 __all__ = ["NAME", "PLAN_KEYS", "analyze_rows", "measure", "plan", "write_report"]
 
@@ -217,7 +216,7 @@ def headline(results: dict[str, Any]) -> float:
 
 
 def _key(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.\-/ ]", "_", name)
+    return metric_key(name)
 
 
 def metrics(results: dict[str, Any]) -> dict[str, float]:

@@ -24,7 +24,7 @@ from lmaudit.studies.qq.measure import (
     run_g1,
 )
 from lmaudit.studies.qq.protocol import Cell, build_cells
-from lmaudit.studies.qq.records import Measurement
+from lmaudit.studies.qq.records import Measurement, check_label_assignment
 from lmaudit.studies.qq.report import write_report
 
 __all__ = ["NAME", "PLAN_KEYS", "analyze_rows", "measure", "plan", "write_report"]
@@ -159,7 +159,7 @@ def split_rows(
         if kind == "position":
             try:
                 positions.append(Measurement.from_json(r))
-            except TypeError as e:
+            except (TypeError, ValueError) as e:
                 raise InputError(f"{source}: record {i}: {e}") from None
         elif kind == "g1":
             g1.append(r)
@@ -256,6 +256,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     unknown = sorted({m.item for m in positions} - known)
     if unknown:
         raise InputError(f"{source}: items {unknown} are not in the item bank {cfg['items'].path}")
+    check_label_assignment(positions, cfg.mapping.labels, cfg.mapping.yesno_labels, source)
     params = analysis_params(cfg, items)
     try:
         result = analyze(positions, params).to_json()
