@@ -64,7 +64,13 @@ from lmaudit.backends.base import (
     sha256_text,
 )
 from lmaudit.backends.openai_http import HttpClient, ServerUnreachable
-from lmaudit.backends.openai_wire import first_position_top, read_labels, render_chat_template
+from lmaudit.backends.openai_wire import (
+    detokenize_via,
+    first_position_top,
+    read_labels,
+    render_chat_template,
+    tokenize_via,
+)
 from lmaudit.provenance.redact import redact_url
 
 log = logging.getLogger(__name__)
@@ -223,9 +229,6 @@ class OpenAIBackend:
         """Raise a BackendError now if the server cannot be reached (see :mod:`openai_http`)."""
         self._http.check_server()
 
-    def _redact(self, text: str) -> str:
-        return self._http.redact(text)
-
     def _post(self, url: str, body: dict[str, Any]) -> Any:
         return self._http.post(url, body)
 
@@ -322,33 +325,10 @@ class OpenAIBackend:
         return None if self._tok_dialect == "none" else self._tok_dialect
 
     def _tokenize(self, dialect: str, text: str) -> tuple[list[int], list[str] | None]:
-        """Token ids of ``text`` and, where the server gives them, their pieces."""
-        if dialect == "llama-cpp-python":
-            out = self._post(f"{self.server_root}/extras/tokenize", {"model": self.model, "input": text})
-        elif dialect == "llama.cpp":
-            out = self._post(f"{self.server_root}/tokenize", {"content": text, "with_pieces": True})
-        else:
-            body = {"model": self.model, "prompt": text, "return_token_strs": True}
-            out = self._post(f"{self.server_root}/tokenize", body)
-        toks = out.get("tokens") if isinstance(out, dict) else None
-        if not isinstance(toks, list):
-            raise BackendError(f"tokenize ({dialect}): unexpected response {str(out)[:200]}")
-        if toks and isinstance(toks[0], dict):  # llama.cpp with_pieces
-            return [int(t["id"]) for t in toks], [str(t.get("piece", "")) for t in toks]
-        strs = out.get("token_strs")
-        return [int(t) for t in toks], [str(s) for s in strs] if isinstance(strs, list) else None
+        return tokenize_via(self._post, self.server_root, self.model, dialect, text)
 
     def _detokenize(self, dialect: str, token_id: int) -> str:
-        if dialect == "llama-cpp-python":
-            out = self._post(
-                f"{self.server_root}/extras/detokenize", {"model": self.model, "tokens": [token_id]}
-            )
-            return str(out.get("text", ""))
-        if dialect == "vllm":
-            out = self._post(f"{self.server_root}/detokenize", {"model": self.model, "tokens": [token_id]})
-            return str(out.get("prompt", ""))
-        out = self._post(f"{self.server_root}/detokenize", {"tokens": [token_id]})
-        return str(out.get("content", ""))
+        return detokenize_via(self._post, self.server_root, self.model, dialect, token_id)
 
     # --- sampling --------------------------------------------------------------------------
 
