@@ -7,6 +7,7 @@ stall past the client timeout. Backoff is injected (``sleep``) so the tests stay
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -56,6 +57,8 @@ class Fake:
     stall_next: int = 0
     stall_s: float = 0.0
     tokenize: str | None = "llama-cpp-python"  # which tokenize API exists (None: none)
+    gets: list[str] = field(default_factory=list)
+    models_status: int = 200  # what GET /v1/models answers
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -74,6 +77,14 @@ def _make_handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def do_GET(self) -> None:
+            with fake.lock:
+                fake.gets.append(self.path)
+            if self.path == "/v1/models" and fake.models_status == 200:
+                self._send(200, {"object": "list", "data": [{"id": "toy", "object": "model"}]})
+            else:
+                self._send(fake.models_status, {"error": {"message": "no", "type": "test"}})
+
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             with fake.lock:
@@ -83,6 +94,9 @@ def _make_handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
                 fake.stall_next -= 1 if stall else 0
             if stall:
                 time.sleep(fake.stall_s)
+            if failure is not None and failure[0] == -1:
+                self.close_connection = True
+                return
             if failure is not None:
                 status, headers, msg = failure
                 self._send(status, {"error": {"message": msg, "type": "test"}}, headers)
@@ -139,18 +153,25 @@ def _make_handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-@pytest.fixture
-def server() -> Iterator[tuple[Fake, str]]:
-    fake = Fake()
+@contextlib.contextmanager
+def serve(fake: Fake) -> Iterator[str]:
+    """The fake server on 127.0.0.1 while the block runs; yields its ``/v1`` base URL."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(fake))
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
-        yield fake, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[Fake, str]]:
+    fake = Fake()
+    with serve(fake) as url:
+        yield fake, url
 
 
 class Sleeps(list[float]):
@@ -207,11 +228,13 @@ def test_retries_exhausted(server: tuple[Fake, str]) -> None:
     assert len(fake.seen) == 3
 
 
-def test_connection_refused_is_retried_then_fails() -> None:
+def test_connection_dropped_mid_answer_is_retried(server: tuple[Fake, str]) -> None:
+    fake, url = server
+    fake.failures = [(-1, {}, "")]  # the server closes the connection without answering
     sleeps = Sleeps()
-    with pytest.raises(BackendError, match="ConnectionError"):
-        make("http://127.0.0.1:9/v1", sleeps, max_retries=2).label_logprobs([LREQ])
-    assert len(sleeps) == 2
+    (res,) = make(url, sleeps).label_logprobs([LREQ])
+    assert len(fake.seen) == 2 and len(sleeps) == 1
+    assert res.probs["A"] == pytest.approx(0.6)
 
 
 def test_400_fails_at_once_with_server_message(server: tuple[Fake, str]) -> None:

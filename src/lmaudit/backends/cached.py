@@ -3,11 +3,14 @@
 Answers are stored one entry per request (per draw, for sampling) as soon as a batch
 returns, so a run killed at any point loses at most the batch in flight, and a restarted
 run re-asks only what is missing. Processes sharing the cache claim what they compute
-(:meth:`ResponseCache.claim`), so parallel jobs never ask the same request twice.
+(:meth:`ResponseCache.claim`), so parallel jobs never ask the same request twice. A stored
+answer of the wrong shape (:func:`label_value`, :func:`sample_value`) is rejected by the
+cache like a damaged entry: reported, counted, asked again and rewritten.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,6 +27,38 @@ from lmaudit.backends.base import (
     identity_digest,
 )
 from lmaudit.provenance.cache import ResponseCache, cache_key
+
+
+def _number(x: Any, what: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+        raise ValueError(f"{what} is {x!r}, not a finite number")
+    return float(x)
+
+
+def label_value(v: Any) -> LabelResult:
+    """A cached label result, or ValueError/TypeError/KeyError when its shape is wrong."""
+    if (
+        not isinstance(v, dict)
+        or not isinstance(v.get("probs"), dict)
+        or not isinstance(v.get("top_k"), list)
+    ):
+        raise TypeError("a label result is an object with 'probs' (object) and 'top_k' (list)")
+    for label, p in v["probs"].items():
+        if _number(p, f"probs[{label!r}]") < 0:
+            raise ValueError(f"probs[{label!r}] is negative")
+    _number(v["other"], "other")
+    for i, entry in enumerate(v["top_k"]):
+        if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str):
+            raise TypeError(f"top_k[{i}] is not a [token, probability] pair")
+        _number(entry[1], f"top_k[{i}]")
+    return LabelResult.from_json(v)
+
+
+def sample_value(v: Any) -> str:
+    """A cached draw (a string), or TypeError."""
+    if not isinstance(v, str):
+        raise TypeError(f"a draw is a string, not {type(v).__name__}")
+    return v
 
 
 class CachedBackend:
@@ -96,9 +131,9 @@ class CachedBackend:
         out: list[LabelResult | None] = [None] * len(requests)
 
         def load(i: int) -> bool:
-            hit = self.cache.get(keys[i])
+            hit = self.cache.get(keys[i], label_value)
             if hit is not None:
-                out[i] = LabelResult.from_json(hit)
+                out[i] = hit
             return hit is not None
 
         def compute(idx: list[int]) -> None:
@@ -140,7 +175,7 @@ class CachedBackend:
         all_keys = [[cache_key(self.digest, payload(r, d)) for d in range(r.n)] for r in requests]
 
         def load(i: int) -> bool:
-            texts = [self.cache.get(k) for k in all_keys[i]]
+            texts = [self.cache.get(k, sample_value) for k in all_keys[i]]
             if any(t is None for t in texts):
                 return False
             out[i] = SampleResult(texts=[str(t) for t in texts])

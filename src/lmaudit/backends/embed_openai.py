@@ -31,7 +31,8 @@ from numpy.typing import NDArray
 
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.embeddings import as_unit_rows
-from lmaudit.backends.openai_wire import parse_retry_after, server_message, strip_userinfo
+from lmaudit.backends.openai_wire import parse_retry_after, server_message
+from lmaudit.provenance.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class OpenAIEmbedder:
         self._session = requests.Session()
 
     def __repr__(self) -> str:
-        return f"OpenAIEmbedder(base_url={strip_userinfo(self.base_url)!r}, model={self.model!r})"
+        return f"OpenAIEmbedder(base_url={redact_url(self.base_url)!r}, model={self.model!r})"
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -112,7 +113,7 @@ class OpenAIEmbedder:
 
     def _post(self, body: dict[str, Any]) -> Any:
         url = f"{self.base_url}/embeddings"
-        where = strip_userinfo(url)
+        where = redact_url(url)
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env, "")
         if key:
@@ -145,7 +146,7 @@ class OpenAIEmbedder:
                 retry_after = parse_retry_after(resp.headers.get("Retry-After"))
             if attempt == self.max_retries:
                 break
-            delay = retry_after
+            delay = None if retry_after is None else min(retry_after, self.backoff_cap_s)  # capped
             if delay is None:
                 delay = self._rng.uniform(0.0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
             log.warning("%s", self._redact(f"POST {where}: {err}; retry {attempt + 1}/{self.max_retries}"))

@@ -15,10 +15,12 @@ through plain ``requests`` (no SDK). Config keys (a Mapping; defaults in bracket
   The key is optional (local servers), read at request time, sent only in the
   ``Authorization`` header and never stored on the backend, so it cannot reach ``repr``,
   ``identity``, logs or exceptions (any server message echoing it is redacted as well).
-* ``timeout_s`` [60], ``max_retries`` [5], ``backoff_base_s`` [0.5], ``backoff_cap_s`` [30]:
-  429, 5xx, connection errors and timeouts are retried with exponential backoff and full
-  jitter (``Retry-After`` is honoured when sent); any other 4xx fails at once with the
-  server's message.
+* ``timeout_s`` [60], ``max_retries`` [5], ``backoff_base_s`` [0.5], ``backoff_cap_s`` [30],
+  ``request_deadline_s`` [600]: 429, 5xx, dropped connections and timeouts are retried with
+  exponential backoff and full jitter (``Retry-After`` is honoured up to ``backoff_cap_s``),
+  within a total deadline per request; any other 4xx fails at once with the server's message.
+  A server that cannot be reached at all fails at once with ``cannot reach <url>``; it is
+  checked (``GET <base_url>/models``) before the first request (:mod:`openai_http`).
 * ``revision`` [None]: a user-declared string naming the served weights (see ``identity``).
 * ``top_logprobs`` [20]: how many alternatives the server is asked for (hosted OpenAI allows
   at most 20 for chat and 5 for legacy completions).
@@ -45,15 +47,11 @@ gate FAILS rather than passes silently; the pieces say why.
 from __future__ import annotations
 
 import logging
-import os
 import random
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
-
-import requests
 
 from lmaudit.backends.base import (
     BackendError,
@@ -65,14 +63,15 @@ from lmaudit.backends.base import (
     derive_seed,
     sha256_text,
 )
+from lmaudit.backends.openai_http import HttpClient, ServerUnreachable
 from lmaudit.backends.openai_wire import (
+    detokenize_via,
     first_position_top,
-    parse_retry_after,
     read_labels,
     render_chat_template,
-    server_message,
-    strip_userinfo,
+    tokenize_via,
 )
+from lmaudit.provenance.redact import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +91,7 @@ _KNOWN = {
     "max_retries",
     "backoff_base_s",
     "backoff_cap_s",
+    "request_deadline_s",
     "revision",
     "top_logprobs",
     "label_space_variants",
@@ -118,6 +118,7 @@ class OpenAIBackend:
         config: Mapping[str, Any],
         *,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
         cfg = dict(config)
@@ -163,9 +164,19 @@ class OpenAIBackend:
             raise BackendError(
                 "openai backend config: need max_retries >= 0, top_logprobs >= 1, timeout_s > 0"
             )
-        self._sleep = sleep
-        self._rng = rng or random.Random()  # backoff jitter only: never touches outputs
-        self._local = threading.local()
+        self.request_deadline_s = float(cfg.get("request_deadline_s", 600.0))
+        self._http = HttpClient(
+            self.base_url,
+            api_key_env=self.api_key_env,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+            backoff_base_s=self.backoff_base_s,
+            backoff_cap_s=self.backoff_cap_s,
+            deadline_s=self.request_deadline_s,
+            sleep=sleep,
+            clock=clock,
+            rng=rng,
+        )
         self._tok_dialect: str | None = None
 
     @classmethod
@@ -174,9 +185,23 @@ class OpenAIBackend:
 
     def __repr__(self) -> str:
         return (
-            f"OpenAIBackend(base_url={strip_userinfo(self.base_url)!r}, model={self.model!r}, "
+            f"OpenAIBackend(base_url={redact_url(self.base_url)!r}, model={self.model!r}, "
             f"endpoint={self.endpoint!r}, revision={self.revision!r})"
         )
+
+    def describe(self) -> dict[str, Any]:
+        """How this backend reaches its model, for the audit record (credentials redacted)."""
+        return {
+            "base_url": redact_url(self.base_url),
+            "server_root": redact_url(self.server_root),
+            "api_key_env": self.api_key_env,
+            "timeout_s": self.timeout_s,
+            "max_retries": self.max_retries,
+            "backoff_cap_s": self.backoff_cap_s,
+            "request_deadline_s": self.request_deadline_s,
+            "max_concurrency": self.max_concurrency,
+            "tokenizer": self._tok_dialect or self.tokenizer,
+        }
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -200,67 +225,12 @@ class OpenAIBackend:
 
     # --- HTTP ------------------------------------------------------------------------------
 
-    def _session(self) -> requests.Session:
-        s = getattr(self._local, "session", None)
-        if s is None:
-            s = self._local.session = requests.Session()
-        return s
-
-    def _key(self) -> str:
-        return os.environ.get(self.api_key_env, "")
-
-    def _redact(self, text: str) -> str:
-        key = self._key()
-        if key:
-            text = text.replace(key, "***")
-        return text.replace(self.base_url, strip_userinfo(self.base_url))
+    def check_server(self) -> None:
+        """Raise a BackendError now if the server cannot be reached (see :mod:`openai_http`)."""
+        self._http.check_server()
 
     def _post(self, url: str, body: dict[str, Any]) -> Any:
-        """POST JSON with retries; returns the decoded JSON body or raises BackendError."""
-        headers = {"Content-Type": "application/json"}
-        key = self._key()
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        where = strip_userinfo(url)
-        err = ""
-        for attempt in range(self.max_retries + 1):
-            retry_after: float | None = None
-            try:
-                resp = self._session().post(url, json=body, headers=headers, timeout=self.timeout_s)
-            except (
-                requests.ConnectionError,
-                requests.Timeout,
-                requests.exceptions.ChunkedEncodingError,
-            ) as e:
-                err = f"{type(e).__name__}: {e}"
-            except requests.RequestException as e:
-                raise BackendError(self._redact(f"POST {where} failed: {type(e).__name__}: {e}")) from None
-            else:
-                if resp.status_code < 300:
-                    try:
-                        return resp.json()
-                    except ValueError:
-                        raise BackendError(
-                            self._redact(
-                                f"POST {where}: HTTP {resp.status_code} but the body is not JSON: {resp.text[:300]!r}"
-                            )
-                        ) from None
-                msg = server_message(resp)
-                if resp.status_code != 429 and resp.status_code < 500:
-                    raise BackendError(self._redact(f"POST {where} returned HTTP {resp.status_code}: {msg}"))
-                err = f"HTTP {resp.status_code}: {msg}"
-                retry_after = parse_retry_after(resp.headers.get("Retry-After"))
-            if attempt == self.max_retries:
-                break
-            delay = retry_after
-            if delay is None:
-                delay = self._rng.uniform(0.0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
-            log.warning(
-                "%s",
-                self._redact(f"POST {where}: {err}; retry {attempt + 1}/{self.max_retries} in {delay:.2f} s"),
-            )
-            self._sleep(delay)
-        raise BackendError(self._redact(f"POST {where} failed after {self.max_retries + 1} attempts: {err}"))
+        return self._http.post(url, body)
 
     def _map(self, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
         if self.max_concurrency == 1 or len(items) <= 1:
@@ -331,6 +301,8 @@ class OpenAIBackend:
             return self._render(messages)
         try:  # chat mode without a local template: the llama.cpp server renders its own
             out = self._post(f"{self.server_root}/apply-template", {"messages": [dict(m) for m in messages]})
+        except ServerUnreachable:
+            raise
         except BackendError:
             return None
         prompt = out.get("prompt") if isinstance(out, dict) else None
@@ -345,38 +317,18 @@ class OpenAIBackend:
                     if self._tokenize(d, "Hello")[0]:
                         self._tok_dialect = d
                         break
+                except ServerUnreachable:
+                    self._tok_dialect = None
+                    raise
                 except BackendError as e:
                     log.info("tokenize endpoint %s did not answer: %s", d, e)
         return None if self._tok_dialect == "none" else self._tok_dialect
 
     def _tokenize(self, dialect: str, text: str) -> tuple[list[int], list[str] | None]:
-        """Token ids of ``text`` and, where the server gives them, their pieces."""
-        if dialect == "llama-cpp-python":
-            out = self._post(f"{self.server_root}/extras/tokenize", {"model": self.model, "input": text})
-        elif dialect == "llama.cpp":
-            out = self._post(f"{self.server_root}/tokenize", {"content": text, "with_pieces": True})
-        else:
-            body = {"model": self.model, "prompt": text, "return_token_strs": True}
-            out = self._post(f"{self.server_root}/tokenize", body)
-        toks = out.get("tokens") if isinstance(out, dict) else None
-        if not isinstance(toks, list):
-            raise BackendError(f"tokenize ({dialect}): unexpected response {str(out)[:200]}")
-        if toks and isinstance(toks[0], dict):  # llama.cpp with_pieces
-            return [int(t["id"]) for t in toks], [str(t.get("piece", "")) for t in toks]
-        strs = out.get("token_strs")
-        return [int(t) for t in toks], [str(s) for s in strs] if isinstance(strs, list) else None
+        return tokenize_via(self._post, self.server_root, self.model, dialect, text)
 
     def _detokenize(self, dialect: str, token_id: int) -> str:
-        if dialect == "llama-cpp-python":
-            out = self._post(
-                f"{self.server_root}/extras/detokenize", {"model": self.model, "tokens": [token_id]}
-            )
-            return str(out.get("text", ""))
-        if dialect == "vllm":
-            out = self._post(f"{self.server_root}/detokenize", {"model": self.model, "tokens": [token_id]})
-            return str(out.get("prompt", ""))
-        out = self._post(f"{self.server_root}/detokenize", {"tokens": [token_id]})
-        return str(out.get("content", ""))
+        return detokenize_via(self._post, self.server_root, self.model, dialect, token_id)
 
     # --- sampling --------------------------------------------------------------------------
 

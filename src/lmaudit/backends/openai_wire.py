@@ -1,6 +1,7 @@
-"""The OpenAI-compatible wire format, pure functions: chat-template rendering as transformers
-does it, top-logprob parsing for both response shapes, label readout, and the error-message,
-``Retry-After`` and URL helpers of :mod:`lmaudit.backends.openai_compat`."""
+"""The OpenAI-compatible wire format: chat-template rendering as transformers does it,
+top-logprob parsing for both response shapes, label readout, the error-message and
+``Retry-After`` helpers, and the tokenize-endpoint dialects (over a POST function given by
+:mod:`lmaudit.backends.openai_compat`)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,10 @@ import functools
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
@@ -164,8 +164,33 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def strip_userinfo(url: str) -> str:
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+# --- tokenize endpoints (gate G1), over a given POST -------------------------------------------
+
+
+def tokenize_via(
+    post: Callable[[str, dict[str, Any]], Any], root: str, model: str, dialect: str, text: str
+) -> tuple[list[int], list[str] | None]:
+    """Token ids of ``text`` and, where the server gives them, their pieces."""
+    if dialect == "llama-cpp-python":
+        out = post(f"{root}/extras/tokenize", {"model": model, "input": text})
+    elif dialect == "llama.cpp":
+        out = post(f"{root}/tokenize", {"content": text, "with_pieces": True})
+    else:
+        out = post(f"{root}/tokenize", {"model": model, "prompt": text, "return_token_strs": True})
+    toks = out.get("tokens") if isinstance(out, dict) else None
+    if not isinstance(toks, list):
+        raise BackendError(f"tokenize ({dialect}): unexpected response {str(out)[:200]}")
+    if toks and isinstance(toks[0], dict):  # llama.cpp with_pieces
+        return [int(t["id"]) for t in toks], [str(t.get("piece", "")) for t in toks]
+    strs = out.get("token_strs")
+    return [int(t) for t in toks], [str(s) for s in strs] if isinstance(strs, list) else None
+
+
+def detokenize_via(
+    post: Callable[[str, dict[str, Any]], Any], root: str, model: str, dialect: str, token_id: int
+) -> str:
+    if dialect == "llama-cpp-python":
+        return str(post(f"{root}/extras/detokenize", {"model": model, "tokens": [token_id]}).get("text", ""))
+    if dialect == "vllm":
+        return str(post(f"{root}/detokenize", {"model": model, "tokens": [token_id]}).get("prompt", ""))
+    return str(post(f"{root}/detokenize", {"tokens": [token_id]}).get("content", ""))

@@ -53,6 +53,7 @@ class OpenAIModelConfig(ModelConfig):
     max_retries: int = 5
     backoff_base_s: float = 0.5
     backoff_cap_s: float = 30.0
+    request_deadline_s: float = 600.0  # total time for one request, retries and waits included
     max_concurrency: int = 1
     batch_size: int = 8
     base_model: bool = False

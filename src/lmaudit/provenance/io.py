@@ -10,6 +10,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from lmaudit.provenance.jsoncheck import StrictJsonError, strict_loads
+
 
 def _current_umask() -> int:
     mask = os.umask(0)
@@ -67,34 +69,47 @@ class InputError(ValueError):
 
 
 def read_json(path: str | Path) -> Any:
+    """The decoded file; InputError naming the file and line for invalid JSON, a key given
+    twice in one object, or a number that is not finite (NaN, Infinity)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start})") from None
     try:
-        return json.loads(text)
+        return strict_loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
+    except StrictJsonError as e:
+        raise InputError(f"{path}: line {e.line}: {e}") from None
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, object)`` for each non-blank line; errors name the line."""
+    """Yield ``(line_number, object)`` for each non-blank line; errors name the line (and the
+    key given twice or the field holding a non-finite number, as :func:`read_json`)."""
     path = Path(path)
     try:
-        fh = path.open(encoding="utf-8")
+        fh = path.open("rb")
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     with fh:
-        for lineno, line in enumerate(fh, start=1):
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"{path}: line {lineno}: not UTF-8 text (byte {e.start})") from None
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = strict_loads(line)
             except json.JSONDecodeError as e:
                 raise InputError(
                     f"{path}: line {lineno}: not valid JSON ({e.msg}, column {e.colno})"
                 ) from None
+            except StrictJsonError as e:
+                raise InputError(f"{path}: line {lineno}: {e}") from None
             if not isinstance(obj, dict):
                 raise InputError(f"{path}: line {lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj

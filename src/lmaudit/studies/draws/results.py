@@ -7,14 +7,39 @@ left out), and a flat per-source table (registered predictions are scored by the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from lmaudit.provenance.io import InputError
 from lmaudit.stats.multiplicity import holm
 from lmaudit.studies.draws.analysis import AnalysisParams, ColumnResult, analyze_family
 from lmaudit.studies.draws.importer import SequenceRecord, dedup_prefixes, exclude
 
-__all__ = ["analyze_records"]
+__all__ = ["analyze_records", "check_metric_keys", "metric_key"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/ ]")
+
+
+def metric_key(name: str) -> str:
+    """A family's name as MLflow metric and tag keys take it: characters MLflow refuses become
+    ``_``. Names of safe characters keep their name (so ``dvc metrics`` keys stay put); names
+    that would share a key are refused before analysis (:func:`check_metric_keys`)."""
+    return _UNSAFE.sub("_", name)
+
+
+def check_metric_keys(names: Iterable[str]) -> None:
+    """InputError naming the families whose metric keys would collide (e.g. ``a<b``, ``a>b``)."""
+    by_key: dict[str, list[str]] = {}
+    for n in sorted(set(names)):
+        by_key.setdefault(metric_key(n), []).append(n)
+    clashes = {k: v for k, v in by_key.items() if len(v) > 1}
+    if clashes:
+        shown = "; ".join(f"{', '.join(map(repr, v))} -> {k!r}" for k, v in sorted(clashes.items()))
+        raise InputError(
+            f"field 'family': families whose names differ only in characters metric keys cannot "
+            f"hold would share a metric key ({shown}); rename one of them"
+        )
 
 
 def _interval(col: ColumnResult, grid: Sequence[float]) -> list[float | None]:
@@ -65,6 +90,7 @@ def analyze_records(
     by_family: dict[str, list[SequenceRecord]] = {}
     for r in kept:
         by_family.setdefault(r.family, []).append(r)
+    check_metric_keys(r.family for r in records)
     dropped_by: dict[str, int] = {}
     for r in dropped:
         dropped_by[r.family] = dropped_by.get(r.family, 0) + 1

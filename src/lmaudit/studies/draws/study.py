@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from lmaudit.studies.draws.config import DrawsStudyConfig
 from lmaudit.studies.draws.importer import read_import, validate_record
 from lmaudit.studies.draws.protocol import build_requests, load_probes, make_normaliser
 from lmaudit.studies.draws.report import render_report
-from lmaudit.studies.draws.results import analyze_records
+from lmaudit.studies.draws.results import analyze_records, metric_key
 from lmaudit.studies.registry import register_study
 
 __all__ = ["DrawsStudy", "analyze_rows", "settings"]
@@ -215,7 +214,7 @@ def headline(results: dict[str, Any]) -> float:
 
 
 def _key(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.\-/ ]", "_", name)
+    return metric_key(name)
 
 
 def metrics(results: dict[str, Any]) -> dict[str, float]:

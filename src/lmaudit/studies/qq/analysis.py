@@ -8,6 +8,10 @@
    semantic through ``label_of``). The pooled envelope is the mean of the per-mapping
    envelopes, exactly, since mappings have disjoint allocation variables.
 4. Decisions on the pooled envelope (QQ verdict, certified Γ class), saturation, label effect.
+   The envelope spreads each record's own ``other`` widened by its rounding residual
+   (:func:`_masses`), and every decision must clear its threshold by the data's precision,
+   ``max(float_tol, sum_tol, largest residual)`` (:func:`precision`, recorded per mapping and
+   item): an item on ``|q| = OSS`` to within that precision stays INDETERMINATE.
 5. Study level: counts, saturation sensitivity, other-mass gate G2, memorization alert,
    Prop. 5 discriminant fits, sampled-estimand intervals (:mod:`.diagnostics`).
 """
@@ -53,22 +57,31 @@ def _where(m: Measurement) -> str:
     )
 
 
-def _masses(m: Measurement, sum_tol: float) -> tuple[float, float, float]:
-    """Validated raw ``(p_y, p_n, o)`` of one record (from counts for sampled records)."""
+def _masses(m: Measurement, sum_tol: float) -> tuple[float, float, float, float]:
+    """Validated ``(p_y, p_n, o, residual)`` of one record (from counts for sampled records).
+
+    ``o`` is the unassigned mass the envelope spreads: the record's own ``other`` (plus the
+    mass of any label outside ``label_of``), never recomputed from the label probabilities.
+    ``residual`` is the rounding the record carries: how far ``other`` is from
+    ``1 - sum(probs)`` plus how far ``o`` is below 0 (float32 softmaxes sum to 1 + ~1e-7).
+    A record whose ``other`` is off by more than ``sum_tol`` is refused; otherwise ``o`` is
+    clamped at 0 and widened by ``|residual|``, so the envelope keeps the data's imprecision.
+    """
     where = _where(m)
     if m.estimand == "sampled" and m.counts is not None:
         k_y, k_n, k_o = sampled_counts(m)
         total = k_y + k_n + k_o
         if k_y + k_n == 0:
             raise ValueError(f"{where}: no draw answered y or n, P(y | y or n) is undefined")
-        return k_y / total, k_n / total, k_o / total
+        return k_y / total, k_n / total, k_o / total, 0.0
     try:
         p_y, p_n = float(m.probs[m.label_of["y"]]), float(m.probs[m.label_of["n"]])
     except KeyError as exc:
         raise ValueError(f"{where}: no probability for semantic option/label {exc}") from None
     if m.label_of["y"] == m.label_of["n"]:
         raise ValueError(f"{where}: y and n share the label {m.label_of['y']!r}")
-    for name, val in (("p_y", p_y), ("p_n", p_n), ("other", float(m.other))):
+    other = float(m.other)
+    for name, val in (("p_y", p_y), ("p_n", p_n), ("other", other)):
         if not (np.isfinite(val) and -sum_tol <= val <= 1.0 + sum_tol):
             raise ValueError(f"{where}: {name} = {val!r} is not a probability in [0, 1]")
     if not (0.0 <= p_y <= 1.0 and 0.0 <= p_n <= 1.0):
@@ -77,7 +90,24 @@ def _masses(m: Measurement, sum_tol: float) -> tuple[float, float, float]:
         raise ValueError(f"{where}: p_y + p_n = 0, P(y | y or n) is undefined")
     if p_y + p_n > 1.0 + sum_tol:
         raise ValueError(f"{where}: p_y + p_n = {p_y + p_n!r} exceeds 1")
-    return p_y, p_n, max(0.0, 1.0 - p_y - p_n)
+    label_mass = float(sum(float(v) for v in m.probs.values()))
+    off = 1.0 - label_mass - other
+    if abs(off) > sum_tol:
+        raise ValueError(
+            f"{where}: field 'other' = {other!r} disagrees with 1 - sum(probs) = {1.0 - label_mass!r} "
+            f"by {abs(off):.3g} (more than sum_tol = {sum_tol:g})"
+        )
+    o = other + (label_mass - p_y - p_n)
+    residual = abs(off) + max(0.0, -o)
+    return p_y, p_n, max(0.0, o) + residual, residual
+
+
+def precision(residuals: ArrayLike, params: QQParams) -> float:
+    """The margin by which every decision must clear its threshold: no finer than the
+    float tolerance, the rounding a record may carry (``sum_tol``) or the largest rounding
+    residual actually measured among the positions decided on."""
+    r = np.asarray(residuals, dtype=np.float64)
+    return float(max(params.float_tol, params.sum_tol, float(r.max()) if r.size else 0.0))
 
 
 Cells = dict[str, dict[str, dict[str, dict[tuple[int, str | None], Measurement]]]]
@@ -148,22 +178,24 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
     for item, by_mapping in cells.items():
         for mapping in sorted(by_mapping):
             rows.append((item, mapping, _positions(item, mapping, by_mapping[mapping])))
-    masses = np.array([[_masses(m, params.sum_tol) for m in ms] for _, _, ms in rows])  # (R, 6, 3)
-    p_y, p_n, other = masses[..., 0], masses[..., 1], masses[..., 2]
+    masses = np.array([[_masses(m, params.sum_tol) for m in ms] for _, _, ms in rows])  # (R, 6, 4)
+    p_y, p_n, other, residual = masses[..., 0], masses[..., 1], masses[..., 2], masses[..., 3]
     p = env.binary_conditioned(p_y, p_n)
     q, oe_a, oe_b = env.qq_statistics(p)
     box = env.envelope(p_y, p_n, other)
     g_lo, g_hi = env.gamma_bounds(box)
 
-    def decide(e: env.StatEnvelope, lo: float, hi: float) -> tuple[str, str]:
+    def decide(e: env.StatEnvelope, lo: float, hi: float, margin: float) -> tuple[str, str]:
+        """Decisions on intervals widened by ``margin``: nothing certified by less."""
         return (
-            env.qq_decision(float(e.q_lo), float(e.q_hi), params.epsilon, params.float_tol),
-            env.gamma_class(lo, hi, params.gamma_tol),
+            env.qq_decision(float(e.q_lo) - margin, float(e.q_hi) + margin, params.epsilon, params.float_tol),
+            env.gamma_class(lo - margin, hi + margin, params.gamma_tol),
         )
 
     mapping_results: dict[str, list[MappingResult]] = {}
     for r, (item, mapping, ms) in enumerate(rows):
-        verdict, gclass = decide(box.take(r), float(g_lo[r]), float(g_hi[r]))
+        margin = precision(residual[r], params)
+        verdict, gclass = decide(box.take(r), float(g_lo[r]), float(g_hi[r]), margin)
         positions = tuple(
             PositionEstimate(
                 m.order,
@@ -190,6 +222,7 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
                 gamma_bounds=_iv(g_lo[r], g_hi[r]),
                 verdict=verdict,
                 gamma_class=gclass,
+                precision=margin,
             )
         )
 
@@ -200,7 +233,8 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
         start += len(mrs)
         pooled = box.take(sl).mean()
         lo, hi = env.gamma_bounds(pooled)
-        verdict, gclass = decide(pooled, float(lo), float(hi))
+        margin = precision(residual[sl], params)
+        verdict, gclass = decide(pooled, float(lo), float(hi), margin)
         p_all = p[sl].ravel()
         items.append(
             ItemResult(
@@ -221,6 +255,7 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
                 n_positions=int(p_all.size),
                 n_saturated_positions=n_saturated_positions(p_all, params.saturation_threshold),
                 saturated=is_saturated(p_all, params.saturation_threshold),
+                precision=margin,
             )
         )
 

@@ -28,7 +28,7 @@ def split_rows(
         if kind == "position":
             try:
                 positions.append(Measurement.from_json(r))
-            except TypeError as e:
+            except (TypeError, ValueError) as e:
                 raise InputError(f"{source}: record {i}: {e}") from None
         elif kind == "g1":
             g1.append(r)

@@ -19,7 +19,7 @@ from typing import Any
 from lmaudit.backends.base import LabelRequest, Message
 from lmaudit.studies.qq.config import FramingConfig, MappingConfig
 from lmaudit.studies.qq.items import Item
-from lmaudit.studies.qq.records import ORDERS, SEMANTIC, request_meta
+from lmaudit.studies.qq.records import ORDERS, SEMANTIC, expected_label_of, request_meta
 
 
 class ProtocolError(ValueError):
@@ -35,15 +35,12 @@ def item_mappings(item: Item, mapping: MappingConfig) -> list[tuple[str, dict[st
     if is_yesno(item):
         yes, no = mapping.yesno_labels
         return [("yesno", {"y": yes, "n": no})]
-    first, second = mapping.labels
     out = []
     for name in mapping.mappings:
-        if name == "map1":
-            out.append(("map1", {"y": first, "n": second}))
-        elif name == "map2":
-            out.append(("map2", {"y": second, "n": first}))
-        else:
+        label_of = expected_label_of(name, mapping.labels, mapping.yesno_labels) if name != "yesno" else None
+        if label_of is None:
             raise ProtocolError(f"mapping '{mapping.name}': unknown mapping '{name}' (expected map1 or map2)")
+        out.append((name, label_of))
     if not out:
         raise ProtocolError(f"mapping '{mapping.name}': field 'mappings' is empty")
     return out

@@ -46,7 +46,7 @@ class QQParams:
     memorization_min_pairs: int = _STUDY.memorization_min_pairs
     estimand: str = "logprob"  # which records the verdicts use: "logprob" | "sampled"
     interval_alpha: float = 0.05  # per-position Clopper-Pearson level for sampled records
-    sum_tol: float = 1e-6  # p_y + p_n may exceed 1 by this much (rounding) before it is an error
+    sum_tol: float = 1e-6  # rounding allowed in a record's masses; also the floor of every decision margin
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any]) -> QQParams:
@@ -90,7 +90,7 @@ class PositionEstimate:
     first_answer: str | None
     p_y: float  # raw label probabilities (semantic)
     p_n: float
-    other: float  # 1 - p_y - p_n, tiny negative rounding clamped to 0
+    other: float  # unassigned mass in the envelope: the record's other, widened by its rounding residual
     p: float  # binary-conditioned P(y | y or n)
 
     @property
@@ -127,6 +127,7 @@ def _stats_json(r: MappingResult | ItemResult) -> dict[str, Any]:
         "gamma_bounds": r.gamma_bounds.to_json(),
         "verdict": r.verdict,
         "gamma_class": r.gamma_class,
+        "precision": r.precision,
         "max_other": r.max_other,
     }
 
@@ -146,6 +147,7 @@ class MappingResult:
     gamma_bounds: Interval  # (Γ_lower, Γ_upper) of this mapping alone
     verdict: str
     gamma_class: str
+    precision: float = 0.0  # margin no decision is certified by less than (analysis.precision)
 
     @property
     def oss(self) -> float:
@@ -207,6 +209,7 @@ class ItemResult:
     n_positions: int
     n_saturated_positions: int  # at params.saturation_threshold
     saturated: bool
+    precision: float = 0.0  # margin no decision is certified by less than (analysis.precision)
 
     @property
     def oss(self) -> float:

@@ -34,7 +34,7 @@ from lmaudit.studies.qq.measure import (
     run_g1,
 )
 from lmaudit.studies.qq.protocol import Cell, build_cells
-from lmaudit.studies.qq.records import Measurement
+from lmaudit.studies.qq.records import Measurement, check_label_assignment
 from lmaudit.studies.qq.report import render_report
 from lmaudit.studies.qq.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
@@ -173,6 +173,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     unknown = sorted({m.item for m in positions} - known)
     if unknown:
         raise InputError(f"{source}: items {unknown} are not in the item bank {cfg.study['items'].path}")
+    check_label_assignment(positions, cfg.study.mapping.labels, cfg.study.mapping.yesno_labels, source)
     params = analysis_params(cfg, items)
     try:
         result = analyze(positions, params).to_json()

@@ -1,0 +1,206 @@
+"""HTTP for the ``openai`` backend: retries with capped waits, a deadline per request, a
+reachability check, and messages with no credentials in them.
+
+* 429, 5xx, timeouts and connections dropped mid-answer are retried with exponential
+  backoff and full jitter. A ``Retry-After`` header is honoured but never beyond
+  ``backoff_cap_s``: a server asking for a day's pause gets at most the cap, and the
+  request's deadline decides when to give up.
+* Every request has a total deadline, ``request_deadline_s`` (attempts, waits and the
+  per-attempt ``timeout_s`` together). A request that cannot finish in time fails with the
+  last error seen rather than waiting longer.
+* A connection that cannot be made at all (refused, host unknown) is not retried: it fails
+  at once with ``cannot reach <url>``. Before its first request the client checks the
+  server once (``GET <base_url>/models``), so a wrong address stops a run before any
+  measurement or gate is asked, and a run served entirely from the cache never needs it.
+* URLs in messages pass through :func:`lmaudit.provenance.redact.redact_text`, and the
+  API key (read from the environment at request time) is replaced by ``***``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import requests
+from urllib3.exceptions import NewConnectionError
+
+from lmaudit.backends.base import BackendError
+from lmaudit.backends.openai_wire import parse_retry_after, server_message
+from lmaudit.provenance.redact import redact_text, redact_url
+
+log = logging.getLogger(__name__)
+
+
+class ServerUnreachable(BackendError):
+    """No connection could be made to the server: retrying, or asking other endpoints, is futile."""
+
+
+def _unreachable(e: requests.RequestException) -> bool:
+    if not isinstance(e, requests.ConnectionError) or isinstance(e, requests.Timeout):
+        return False
+    reason = getattr(e.args[0], "reason", e.args[0]) if e.args else None
+    return isinstance(reason, NewConnectionError)
+
+
+class HttpClient:
+    """JSON over HTTP with the retry, deadline and reachability rules above."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key_env: str,
+        timeout_s: float,
+        max_retries: int,
+        backoff_base_s: float,
+        backoff_cap_s: float,
+        deadline_s: float,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        if deadline_s <= 0 or backoff_cap_s < 0:
+            raise BackendError("openai backend config: need request_deadline_s > 0 and backoff_cap_s >= 0")
+        self.base_url = base_url
+        self.api_key_env = api_key_env
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_cap_s = backoff_cap_s
+        self.deadline_s = deadline_s
+        self._sleep = sleep
+        self._clock = clock
+        self._rng = rng or random.Random()  # backoff jitter only: never touches outputs
+        self._local = threading.local()
+        self._checked = False
+        self._check_lock = threading.Lock()
+
+    def _session(self) -> requests.Session:
+        s = getattr(self._local, "session", None)
+        if s is None:
+            s = self._local.session = requests.Session()
+        return s
+
+    def _key(self) -> str:
+        return os.environ.get(self.api_key_env, "")
+
+    def redact(self, text: str) -> str:
+        key = self._key()
+        if key:
+            text = text.replace(key, "***")
+        return redact_text(text)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        key = self._key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    # --- the reachability check ------------------------------------------------------------
+
+    def check_server(self) -> None:
+        """``GET <base_url>/models`` once: ServerUnreachable when nothing answers there, a
+        BackendError when the server refuses the credentials; any other answer is a server."""
+        url = f"{self.base_url}/models"
+        try:
+            resp = self._session().get(
+                url, headers=self._headers(), timeout=min(self.timeout_s, self.deadline_s)
+            )
+        except requests.RequestException as e:
+            if _unreachable(e) or isinstance(e, requests.ConnectTimeout):
+                raise ServerUnreachable(
+                    self.redact(f"cannot reach {redact_url(self.base_url)}: {type(e).__name__}: {e}")
+                ) from None
+            log.warning("%s", self.redact(f"GET {redact_url(url)}: {type(e).__name__}: {e}; carrying on"))
+            return
+        if resp.status_code in (401, 403):
+            raise BackendError(
+                self.redact(
+                    f"{redact_url(self.base_url)} refused the credentials (HTTP {resp.status_code}: "
+                    f"{server_message(resp)}); the key is read from ${self.api_key_env}"
+                )
+            )
+        if resp.status_code >= 300:
+            log.info("GET %s returned HTTP %s; carrying on", redact_url(url), resp.status_code)
+
+    def _ensure_checked(self) -> None:
+        if self._checked:
+            return
+        with self._check_lock:
+            if not self._checked:
+                self.check_server()
+                self._checked = True
+
+    # --- POST with retries ----------------------------------------------------------------------
+
+    def post(self, url: str, body: dict[str, Any]) -> Any:
+        """POST JSON with retries; returns the decoded JSON body or raises BackendError."""
+        self._ensure_checked()
+        where = redact_url(url)
+        start = self._clock()
+        err = "no attempt made"
+        for attempt in range(self.max_retries + 1):
+            left = self.deadline_s - (self._clock() - start)
+            if left <= 0:
+                break
+            retry_after: float | None = None
+            try:
+                resp = self._session().post(
+                    url, json=body, headers=self._headers(), timeout=min(self.timeout_s, left)
+                )
+            except requests.RequestException as e:
+                if _unreachable(e):
+                    raise ServerUnreachable(
+                        self.redact(f"cannot reach {where}: {type(e).__name__}: {e}")
+                    ) from None
+                if not isinstance(
+                    e, requests.ConnectionError | requests.Timeout | requests.exceptions.ChunkedEncodingError
+                ):
+                    raise BackendError(self.redact(f"POST {where} failed: {type(e).__name__}: {e}")) from None
+                err = f"{type(e).__name__}: {e}"
+            else:
+                if resp.status_code < 300:
+                    try:
+                        return resp.json()
+                    except ValueError:
+                        raise BackendError(
+                            self.redact(
+                                f"POST {where}: HTTP {resp.status_code} but the body is not JSON: {resp.text[:300]!r}"
+                            )
+                        ) from None
+                msg = server_message(resp)
+                if resp.status_code != 429 and resp.status_code < 500:
+                    raise BackendError(self.redact(f"POST {where} returned HTTP {resp.status_code}: {msg}"))
+                err = f"HTTP {resp.status_code}: {msg}"
+                retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+            if attempt == self.max_retries:
+                raise BackendError(
+                    self.redact(f"POST {where} failed after {self.max_retries + 1} attempts: {err}")
+                )
+            delay = self.wait_s(attempt, retry_after)
+            left = self.deadline_s - (self._clock() - start)
+            if delay >= left:
+                break
+            log.warning(
+                "%s",
+                self.redact(f"POST {where}: {err}; retry {attempt + 1}/{self.max_retries} in {delay:.2f} s"),
+            )
+            self._sleep(delay)
+        raise BackendError(
+            self.redact(
+                f"POST {where} gave up at its deadline (request_deadline_s={self.deadline_s:g}): {err}"
+            )
+        )
+
+    def wait_s(self, attempt: int, retry_after: float | None) -> float:
+        """The pause before retry ``attempt + 1``: ``Retry-After`` when sent, else full jitter;
+        never more than ``backoff_cap_s``."""
+        if retry_after is not None:
+            return min(retry_after, self.backoff_cap_s)
+        return self._rng.uniform(0.0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
