@@ -137,7 +137,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "config",
             overrides=[
                 "model=sim_projective",
-                "items.ids=[s1-01,s3-01]",
+                "study.items.ids=[s1-01,s3-01]",
                 "mlflow.enabled=false",
                 "study.gates.g3.enabled=false",
                 f"paths.results={root / 'results'}",
