@@ -79,6 +79,11 @@ class CachedBackend:
         self.digest = identity_digest(backend.identity)
         self.reads_meta = bool(getattr(backend, "reads_meta", False))
 
+    def describe(self) -> dict[str, Any]:
+        """What the backend says about itself for the audit record (empty if it says nothing)."""
+        describe = getattr(self.backend, "describe", None)
+        return dict(describe()) if callable(describe) else {}
+
     def _fill(
         self,
         pending: list[int],

@@ -106,14 +106,13 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
         batch = int(cfg.model.get("batch_size", 16))
         cached = CachedBackend(backend, cache, batch_size=batch, progress=ctx.progress)
         measured = study.measure(plan, cached, ctx)
-        describe = backend.describe() if hasattr(backend, "describe") else {}
         label_ids = sorted(
             {f"{k}={v}" for r in measured.rows for k, v in (r.get("label_token_ids") or {}).items()}
         )
         section = {
             "backend_identity": backend.identity,
             "backend_digest": cached.digest,
-            "backend": describe,
+            "backend": cached.describe(),
             "label_token_ids": label_ids,
             "cache": {"dir": str(cache.root), **cache.stats.as_dict()},
             "seconds": {"load": round(t_load, 3), "total": round(time.perf_counter() - t0, 3)},
@@ -175,7 +174,8 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
         raise InputError(f"stage={stage!r} is not one of {', '.join(STAGES)}")
     study = study_of(cfg)
     out = run_dir(cfg)
-    ctx = RunContext(cfg=cfg, stage=stage, run_dir=out)
+    freezing_open = stage == "freeze" and cfg.prereg is not None and cfg.prereg.data == "open"
+    ctx = RunContext(cfg=cfg, stage=stage, run_dir=out, freezing_open=freezing_open)
     # the plan validates every input: bad input is refused before the run directory exists
     plan = study.plan(ctx) if stage != "report" and (stage != "analyze" or cfg.prereg is not None) else None
     if stage == "freeze":

@@ -105,7 +105,7 @@ class SweepCallback(Callback):
             where: str | None = str(run_dir(task))
         except Exception:  # an invalid config: the job failed before it had a run dir
             where = None
-        status = getattr(job_return, "status", None)
+        status = job_return.status
         status_name = status.name if isinstance(status, JobStatus) else str(status)
         error = None
         if status_name == "COMPLETED":

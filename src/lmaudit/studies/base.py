@@ -123,6 +123,9 @@ class RunContext:
     run_dir: Path
     plan: Plan | None = None
     audit: Mapping[str, Any] = field(default_factory=dict)
+    # freezing a registration made before its data exist (prereg data: open): the study's data
+    # inputs may be missing, and the plan binds them by path only
+    freezing_open: bool = False
 
     @property
     def progress(self) -> bool:

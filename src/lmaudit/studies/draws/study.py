@@ -103,12 +103,7 @@ def _requests(cfg: DictConfig, s: DrawsStudyConfig) -> list[Any]:
     )
 
 
-def _freezing_open_registration(cfg: DictConfig, stage: str) -> bool:
-    reg = cfg.get("prereg")
-    return stage == "freeze" and reg is not None and reg.get("data") == "open"
-
-
-def plan(cfg: DictConfig, stage: str) -> Plan:
+def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
     """The resolved plan: config, input digests and (sampling) every request, with its digest."""
     s = settings(cfg)
     analysis_params(s)
@@ -124,7 +119,7 @@ def plan(cfg: DictConfig, stage: str) -> Plan:
         inputs: dict[str, dict[str, str | None]]
         if p.exists():
             inputs = {"import": {"path": str(p), "sha256": file_sha256(p)}}
-        elif _freezing_open_registration(cfg, stage):  # the data come later; the registration omits them
+        elif freezing_open:  # the data come later; the registration omits them
             inputs = {"import": {"path": str(p), "sha256": None}}
         else:
             raise InputError(f"{p}: file not found (study.import_path)")
@@ -294,7 +289,7 @@ class DrawsStudy(Study):
         return default_run_name(cfg)
 
     def plan(self, ctx: RunContext) -> Plan:
-        return plan(ctx.cfg, ctx.stage)
+        return plan(ctx.cfg, freezing_open=ctx.freezing_open)
 
     def needs_backend(self, cfg: DictConfig) -> bool:
         """Imported draws need no model: the pipeline then loads none and records none."""
