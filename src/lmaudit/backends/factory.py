@@ -37,3 +37,25 @@ def build_backend(model_cfg: Mapping[str, Any] | DictConfig) -> Any:
 
         return OpenAIBackend.from_config(cfg)
     raise ValueError(f"model config: field 'backend' = {kind!r} is not one of 'hf', 'openai', 'sim'")
+
+
+def build_embedder(cfg: Mapping[str, Any] | DictConfig) -> Any:
+    """The embedding backend named by ``kind`` (minilm | openai | sim); heavy imports only for it."""
+    c = _plain(cfg)
+    kind = c.get("kind")
+    if kind == "sim":
+        from lmaudit.backends.sim.embed import SimEmbedder
+
+        return SimEmbedder(dim=int(c.get("dim", 256)), seed=int(c.get("seed", 0)))
+    if kind == "minilm":
+        from lmaudit.backends.embed_st import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(c.get("model"), batch_size=int(c.get("batch_size", 64)))
+    if kind == "openai":
+        from lmaudit.backends.embed_openai import OpenAIEmbedder
+
+        if not c.get("base_url") or not c.get("model"):
+            raise ValueError("embedder config: kind=openai needs 'base_url' and 'model'")
+        fields = {k: c[k] for k in ("base_url", "model", "api_key_env") if c.get(k) is not None}
+        return OpenAIEmbedder(fields)
+    raise ValueError(f"embedder config: field 'kind' = {kind!r} is not one of 'minilm', 'openai', 'sim'")

@@ -90,22 +90,25 @@ def _write_artifacts(out: Path, files: dict[str, bytes], *, frozen: bool) -> lis
 def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> None:
     from lmaudit.backends.cached import CachedBackend
     from lmaudit.backends.factory import build_backend
+    from lmaudit.pipeline.backends import Backends
     from lmaudit.provenance.cache import ResponseCache
 
     cfg, out = ctx.cfg, ctx.run_dir
     t0 = time.perf_counter()
     frozen = _write_artifacts(out, study.artifacts(plan), frozen=True)  # before any model call
+    cache = ResponseCache(Path(cfg.paths.cache))
     section: dict[str, Any]
-    if not study.needs_backend(cfg):  # measurements imported from elsewhere: no model loaded
-        measured = study.measure(plan, None, ctx)
-        section = {"backend": None, "imported": True}
+    if not study.needs_backend(cfg):  # no run model: imported measurements, or the study opens its own
+        measured = study.measure(plan, None, ctx.with_backends(Backends(cache, None, ctx.progress)))
+        section = {"backend": None, "imported": not plan.n_requests}
     else:
-        cache = ResponseCache(Path(cfg.paths.cache))
         backend = build_backend(cfg.model)
         t_load = time.perf_counter() - t0
         batch = int(cfg.model.get("batch_size", 16))
         cached = CachedBackend(backend, cache, batch_size=batch, progress=ctx.progress)
-        measured = study.measure(plan, cached, ctx)
+        measured = study.measure(
+            plan, cached, ctx.with_backends(Backends(cache, (cfg.model, cached), ctx.progress))
+        )
         label_ids = sorted(
             {f"{k}={v}" for r in measured.rows for k, v in (r.get("label_token_ids") or {}).items()}
         )

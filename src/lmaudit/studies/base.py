@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -27,6 +27,7 @@ from lmaudit.provenance.digest import json_digest
 
 if TYPE_CHECKING:
     from lmaudit.backends.cached import CachedBackend
+    from lmaudit.backends.embeddings import CachedEmbedder
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,19 @@ class StudyResult:
         return self.results
 
 
+class BackendProvider(Protocol):
+    """Backends beyond the run's own, opened by the pipeline through the same response cache
+    (a study that asks an ensemble of models, or embeds texts)."""
+
+    def sampler(self, model: Mapping[str, Any]) -> CachedBackend:
+        """A model config (as ``conf/model/*.yaml``) seen through the cache."""
+        ...
+
+    def embedder(self, embedder: Mapping[str, Any]) -> CachedEmbedder:
+        """An embedding backend config (``kind``: minilm | openai | sim) seen through the cache."""
+        ...
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What a study sees of the run: the composed config, the run directory, the stage,
@@ -126,6 +140,7 @@ class RunContext:
     # freezing a registration made before its data exist (prereg data: open): the study's data
     # inputs may be missing, and the plan binds them by path only
     freezing_open: bool = False
+    backends: BackendProvider | None = None  # set by the pipeline for measure
 
     @property
     def progress(self) -> bool:
@@ -136,6 +151,9 @@ class RunContext:
 
     def with_audit(self, audit: Mapping[str, Any]) -> RunContext:
         return dataclasses.replace(self, audit=audit)
+
+    def with_backends(self, backends: BackendProvider) -> RunContext:
+        return dataclasses.replace(self, backends=backends)
 
 
 class NotCombinable(Exception):

@@ -29,6 +29,7 @@ BUILTIN: dict[str, str] = {
     "qq": "lmaudit.studies.qq.study",
     "draws": "lmaudit.studies.draws.study",
     "judge": "lmaudit.studies.judge.study",
+    "choir": "lmaudit.studies.choir.study",
 }
 
 _REGISTERED: dict[str, type[Study]] = {}

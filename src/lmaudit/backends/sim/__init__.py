@@ -18,6 +18,7 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lmaudit.backends.sim.freelist import FreeListSampler
 from lmaudit.backends.sim.judge import SimJudge
 from lmaudit.backends.sim.persistent import PersistentSampler
 from lmaudit.backends.sim.qq_agents import (
@@ -32,7 +33,10 @@ from lmaudit.backends.sim.qq_core import SimQQAgent
 from lmaudit.backends.sim.qq_readout import OTHER_TOKEN, SIM_QQ_VERSION, SequentialKernel
 
 SIM_AGENTS: dict[str, type[SimQQAgent]] = dict(QQ_AGENTS)
-SIM_SAMPLERS: dict[str, type[PersistentSampler]] = {"persistent": PersistentSampler}  # sampling only
+SIM_SAMPLERS: dict[str, type[PersistentSampler] | type[FreeListSampler]] = {  # sampling only
+    "persistent": PersistentSampler,
+    "freelist": FreeListSampler,
+}
 SIM_JUDGES: dict[str, type[SimJudge]] = {"judge": SimJudge}  # pairwise judge (both contracts)
 
 __all__ = [
@@ -40,6 +44,7 @@ __all__ = [
     "SIM_AGENTS",
     "SIM_QQ_VERSION",
     "SIM_SAMPLERS",
+    "FreeListSampler",
     "LudersAsymmetricAgent",
     "LudersSymmetricAgent",
     "MixtureRepetitionAgent",
@@ -90,7 +95,7 @@ def build_sim_agent(cfg: Mapping[str, Any]) -> Any:
     if "agent" not in fields:
         raise ValueError(f"sim agent config: missing field 'agent' (one of {known})")
     name = fields.pop("agent")
-    cls: type[SimQQAgent] | type[PersistentSampler] | type[SimJudge] | None = None
+    cls: type[SimQQAgent] | type[PersistentSampler] | type[FreeListSampler] | type[SimJudge] | None = None
     if isinstance(name, str):
         cls = SIM_AGENTS.get(name) or SIM_SAMPLERS.get(name) or SIM_JUDGES.get(name)
     if cls is None:

@@ -1,0 +1,68 @@
+"""The backends a study may open beyond the run's own (an ensemble, an embedder), each seen
+through the run's response cache; the run's own model is served by the backend already loaded."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from lmaudit.backends.base import canonical_json
+from lmaudit.backends.cached import CachedBackend
+from lmaudit.backends.embeddings import CachedEmbedder
+from lmaudit.provenance.cache import ResponseCache
+
+
+def _plain(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
+    if isinstance(cfg, DictConfig):
+        out = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(out, dict)
+        return {str(k): v for k, v in out.items()}
+    return dict(cfg)
+
+
+class Backends:
+    """A :class:`~lmaudit.studies.base.BackendProvider` over one response cache."""
+
+    def __init__(
+        self,
+        cache: ResponseCache,
+        own: tuple[Mapping[str, Any] | DictConfig, CachedBackend] | None,
+        progress: bool,
+    ):
+        self.cache = cache
+        self.progress = progress
+        self._open: dict[str, Any] = {}
+        if own is not None:
+            self._open[canonical_json(_plain(own[0]))] = own[1]
+
+    def sampler(self, model: Mapping[str, Any]) -> CachedBackend:
+        from lmaudit.backends.factory import build_backend
+
+        cfg = _plain(model)
+        key = canonical_json(cfg)
+        if key not in self._open:
+            self._open[key] = CachedBackend(
+                build_backend(cfg),
+                self.cache,
+                batch_size=int(cfg.get("batch_size", 16)),
+                progress=self.progress,
+            )
+        backend: CachedBackend = self._open[key]
+        return backend
+
+    def embedder(self, embedder: Mapping[str, Any]) -> CachedEmbedder:
+        from lmaudit.backends.factory import build_embedder
+
+        cfg = _plain(embedder)
+        key = "embed:" + canonical_json(cfg)
+        if key not in self._open:
+            self._open[key] = CachedEmbedder(
+                build_embedder(cfg),
+                self.cache,
+                batch_size=int(cfg.get("batch_size", 64)),
+                progress=self.progress,
+            )
+        emb: CachedEmbedder = self._open[key]
+        return emb

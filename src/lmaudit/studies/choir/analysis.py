@@ -1,0 +1,262 @@
+"""The choir analysis: pure functions from extracted lists and their embeddings to results.
+
+Per question: the codebook (:mod:`.codebook`), Smith's S per member x condition group (the
+unconditioned group pools every unconditioned template; each persona is its own group;
+temperatures and generations are pooled), each member's concepts ranked by S, the mean
+pairwise cross-member RBO of those rankings (unconditioned: ``R_q``; per persona, averaged over
+personas: same-persona RBO), signal-to-chance of the unconditioned rankings, the echo rate of
+the unconditioned items, ``C_q`` (distinct concepts of unconditioned items), the width ``W_q``
+(eq. 2), absolute and relative persona lift, and the codebook permutation test of the
+member-cluster association (unconditioned clustered items). Across questions: recoverability
+of member and persona from conditioned cells (member x question x persona; features: the mean
+unit embedding of the cell's items, minus the mean over the question's cells), the within-member leave-one-question-out persona
+classifier (appendix C), and the width-bin table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lmaudit.stats.rbo import encode_lists, rbo_all_pairs
+from lmaudit.stats.recover import recoverability, within_model_persona
+from lmaudit.stats.salience import (
+    codebook_permutation_test,
+    echo_rate,
+    persona_lift,
+    prompt_width,
+    signal_to_chance,
+    smiths_s,
+)
+from lmaudit.studies.choir.codebook import build_codebook
+from lmaudit.studies.choir.config import ChoirStudyConfig
+
+__all__ = ["ListRecord", "analyze_lists"]
+
+UNCONDITIONED = "none"
+
+
+@dataclass(frozen=True)
+class ListRecord:
+    model: str
+    question: str
+    condition: str
+    persona: str
+    temperature: float
+    generation: int
+    items: tuple[str, ...]  # concept texts in rank order
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
+
+
+def _mean_pairwise_rbo(rankings: Sequence[Sequence[int]], p: float) -> float | None:
+    if sum(1 for r in rankings if r) < 2:
+        return None
+    vals = rbo_all_pairs(encode_lists([list(r) for r in rankings]).ids, p)
+    return _finite(float(np.nanmean(vals))) if np.isfinite(vals).any() else None
+
+
+def _ranking(lists: list[list[int]], depth: int | None) -> list[int]:
+    order = [int(str(c)) for c in smiths_s(lists).ranking()] if lists else []
+    return order[:depth] if depth else order
+
+
+def _question(
+    q: str,
+    recs: list[ListRecord],
+    vec: Mapping[str, NDArray[np.float32]],
+    vocab: NDArray[np.float32],
+    s: ChoirStudyConfig,
+    rng: np.random.Generator,
+) -> tuple[dict[str, Any], dict[str, int]]:
+    texts = [t for r in recs for t in r.items]
+    cb = build_codebook(
+        texts,
+        np.stack([vec[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32),
+        min_cluster_size=s.codebook.min_cluster_size,
+        epsilon=s.codebook.cluster_selection_epsilon,
+        metric=s.codebook.metric,
+        noise=s.codebook.noise,
+    )
+    models = sorted({r.model for r in recs})
+    groups: dict[tuple[str, str], list[list[int]]] = {}
+    for r in recs:
+        concepts = [cb.concept_of[t] for t in r.items if t in cb.concept_of]
+        groups.setdefault((r.model, r.persona), []).append(list(dict.fromkeys(concepts)))
+    personas = sorted({r.persona for r in recs} - {UNCONDITIONED})
+    ranked = {k: _ranking(v, s.rbo_depth) for k, v in groups.items()}
+    unc = [ranked.get((m, UNCONDITIONED), []) for m in models]
+    r_q = _mean_pairwise_rbo(unc, s.rbo_p)
+    same = {p: _mean_pairwise_rbo([ranked.get((m, p), []) for m in models], s.rbo_p) for p in personas}
+    same_vals = [v for v in same.values() if v is not None]
+    same_mean = float(np.mean(same_vals)) if same_vals else None
+    unc_items = [t for r in recs if r.persona == UNCONDITIONED for t in r.items]
+    c_q = len({cb.concept_of[t] for t in unc_items if t in cb.concept_of})
+    out: dict[str, Any] = {
+        "n_models": len(models),
+        "n_lists": len(recs),
+        "n_items": cb.n_items,
+        "n_concepts": len(cb.labels),
+        "n_clusters": len(cb.clustered),
+        "n_noise_items": cb.n_noise,
+        "C_q": c_q,
+        "R_q": r_q,
+        "width": prompt_width(c_q, r_q, s.width_cap) if r_q is not None else None,
+        "same_persona_rbo": {p: same[p] for p in personas},
+        "same_persona_rbo_mean": same_mean,
+    }
+    if r_q is not None and same_mean is not None:
+        lift = persona_lift(r_q, same_mean)
+        out["lift"] = {"absolute": lift.absolute, "relative": _finite(lift.relative)}
+    else:
+        out["lift"] = None
+    if sum(1 for x in unc if x) >= 2 and s.shuffles > 0:
+        stc = signal_to_chance(unc, rng=rng, n_shuffles=s.shuffles, p=s.rbo_p)
+        out["stc"] = {
+            "observed": stc.observed,
+            "null_mean": stc.null_mean,
+            "ratio": _finite(stc.ratio),
+            "p": stc.p_value,
+        }
+    else:
+        out["stc"] = None
+    if unc_items and vocab.shape[0]:
+        e = echo_rate(np.stack([vec[t] for t in unc_items]), vocab, s.echo_threshold)
+        out["echo_rate"] = _finite(e.rate)
+    else:
+        out["echo_rate"] = None
+    pm = [(r.model, cb.concept_of[t]) for r in recs if r.persona == UNCONDITIONED for t in r.items]
+    pm = [(m, c) for m, c in pm if c in cb.clustered]
+    if len({m for m, _ in pm}) >= 2 and len({c for _, c in pm}) >= 2 and s.permutations > 0:
+        perm = codebook_permutation_test(
+            [m for m, _ in pm], [c for _, c in pm], rng=rng, n_permutations=s.permutations
+        )
+        out["codebook_test"] = {"chi2": perm.statistic, "cramers_v": perm.cramers_v, "p": perm.p_value}
+    else:
+        out["codebook_test"] = None
+    out["top_concepts"] = {m: [cb.labels[c] for c in ranked.get((m, UNCONDITIONED), [])[:5]] for m in models}
+    return out, {t: c for t, c in cb.concept_of.items()}
+
+
+def _cells(
+    recs: list[ListRecord], vec: Mapping[str, NDArray[np.float32]]
+) -> tuple[NDArray[np.float64], list[tuple[str, str, str]]]:
+    acc: dict[tuple[str, str, str], list[NDArray[np.float32]]] = {}
+    for r in recs:
+        if r.persona == UNCONDITIONED or not r.items:
+            continue
+        acc.setdefault((r.model, r.question, r.persona), []).extend(vec[t] for t in r.items)
+    keys = sorted(acc)
+    if not keys:
+        return np.zeros((0, 1)), keys
+    feats = np.array([np.mean(acc[k], axis=0) for k in keys], dtype=np.float64)
+    # the question's own vocabulary dominates every cell's position: classify on what sets a
+    # cell apart from the other cells of its question (the question's mean cell subtracted)
+    qs = np.array([k[1] for k in keys])
+    for q in set(qs.tolist()):
+        rows = qs == q
+        feats[rows] -= feats[rows].mean(axis=0)
+    return feats, keys
+
+
+def _recovery(rec: Any) -> dict[str, Any]:
+    return {
+        "accuracy": rec.accuracy,
+        "ci": list(rec.ci),
+        "chance": rec.chance,
+        "null_mean": _finite(rec.null_mean),
+        "null_band": [_finite(x) for x in rec.null_band],
+        "p": _finite(rec.p_value),
+        "n_cells": rec.n_cells,
+        "per_stratum": rec.per_stratum,
+    }
+
+
+def _bins(
+    per_q: dict[str, dict[str, Any]], s: ChoirStudyConfig, rng: np.random.Generator
+) -> list[dict[str, Any]]:
+    edges = sorted(s.width_bins)
+    rows = []
+    for i, lo in enumerate(edges):
+        hi = edges[i + 1] if i + 1 < len(edges) else math.inf
+        qs = [v for v in per_q.values() if v["width"] is not None and lo <= v["width"] < hi]
+        row: dict[str, Any] = {"lo": lo, "hi": None if hi == math.inf else hi, "n": len(qs)}
+        for key, get in (
+            ("unconditioned_rbo", lambda v: v["R_q"]),
+            ("same_persona_rbo", lambda v: v["same_persona_rbo_mean"]),
+            ("stc", lambda v: v["stc"]["ratio"] if v["stc"] else None),
+            ("relative_lift", lambda v: v["lift"]["relative"] if v["lift"] else None),
+        ):
+            xs = np.array([x for x in (get(v) for v in qs) if x is not None], dtype=float)
+            if xs.size:
+                boot = xs[rng.integers(xs.size, size=(s.n_boot, xs.size))].mean(axis=1) if s.n_boot else xs
+                row[key] = {
+                    "mean": float(xs.mean()),
+                    "ci": [float(np.quantile(boot, s.alpha / 2)), float(np.quantile(boot, 1 - s.alpha / 2))],
+                }
+            else:
+                row[key] = None
+        rows.append(row)
+    return rows
+
+
+def analyze_lists(
+    recs: list[ListRecord],
+    vec: Mapping[str, NDArray[np.float32]],
+    vocab: Mapping[str, list[str]],
+    s: ChoirStudyConfig,
+) -> dict[str, Any]:
+    """Pure: lists, item/term embeddings and question vocabularies in, results body out."""
+    rng = np.random.default_rng(s.analysis_seed)
+    by_q: dict[str, list[ListRecord]] = {}
+    for r in recs:
+        by_q.setdefault(r.question, []).append(r)
+    per_q: dict[str, dict[str, Any]] = {}
+    for q in sorted(by_q):
+        terms = vocab.get(q, [])
+        v = np.stack([vec[t] for t in terms]) if terms else np.zeros((0, 1), dtype=np.float32)
+        per_q[q], _ = _question(q, by_q[q], vec, v, s, rng)
+    feats, keys = _cells(recs, vec)
+    recover: dict[str, Any] = {}
+    if len(keys) >= 2 and len({k[0] for k in keys}) >= 2:
+        members = [k[0] for k in keys]
+        recover["model"] = _recovery(
+            recoverability(feats, members, rng=rng, n_boot=s.n_boot, n_null=s.n_null, alpha=s.alpha)
+        )
+    if len(keys) >= 2 and len({k[2] for k in keys}) >= 2:
+        mm, p, q = [k[0] for k in keys], [k[2] for k in keys], [k[1] for k in keys]
+        recover["persona"] = _recovery(
+            recoverability(
+                feats, p, rng=rng, shuffle_within=mm, n_boot=s.n_boot, n_null=s.n_null, alpha=s.alpha
+            )
+        )
+        if len(set(q)) >= 2:
+            recover["persona_within_model_loqo"] = _recovery(
+                within_model_persona(feats, mm, p, q, rng=rng, n_boot=s.n_boot, n_null=s.n_null)
+            )
+    stc = [v["stc"] for v in per_q.values() if v["stc"]]
+    lifts = [v["lift"]["relative"] for v in per_q.values() if v["lift"] and v["lift"]["relative"] is not None]
+    summary = {
+        "n_questions": len(per_q),
+        "n_stc": len(stc),
+        "above_chance": sum(1 for x in stc if x["ratio"] is not None and x["ratio"] > 1.0),
+        "above_chance_significant": sum(
+            1 for x in stc if x["ratio"] is not None and x["ratio"] > 1.0 and x["p"] < s.alpha
+        ),
+        "n_lift": len(lifts),
+        "lift_up": sum(1 for x in lifts if x > 1.0),
+        "mean_relative_lift": float(np.mean(lifts)) if lifts else None,
+    }
+    return {
+        "summary": summary,
+        "questions": per_q,
+        "width_bins": _bins(per_q, s, rng),
+        "recoverability": recover,
+    }

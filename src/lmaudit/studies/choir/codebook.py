@@ -1,0 +1,110 @@
+"""The per-question codebook: HDBSCAN over the embeddings of every extracted item of the question
+(all members and conditions), cluster labels = medoid text.
+
+Items are clustered as occurrences (an item written twice counts twice toward density) by
+HDBSCAN (``min_cluster_size``, ``cluster_selection_epsilon``, ``metric="precomputed"``) over the
+pairwise distance of unit embeddings (cosine: ``1 - u.v``; euclidean: ``|u - v|``). The
+implementation is the ``hdbscan`` package (scikit-learn-contrib), from which scikit-learn's
+``HDBSCAN`` was ported: scikit-learn's raises a TypeError whenever
+``cluster_selection_epsilon > 0`` under NumPy 2 (its issue #33219, unfixed in the installed
+release); with ``epsilon = 0`` the two agree (a test checks it).
+Identical texts always share a concept. HDBSCAN's noise items (label -1) become one concept per
+distinct text (``noise=singleton``) or are left out of every list (``noise=drop``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["Codebook", "build_codebook"]
+
+
+@dataclass(frozen=True)
+class Codebook:
+    concept_of: dict[str, int]  # item text -> concept id (absent: dropped noise)
+    labels: dict[int, str]  # concept id -> label (medoid text)
+    sizes: dict[int, int]  # concept id -> occurrences
+    clustered: frozenset[int]  # concept ids that are HDBSCAN clusters (not noise singletons)
+    n_items: int
+    n_noise: int
+
+
+def _distances(x: NDArray[np.float32], metric: str) -> NDArray[np.float64]:
+    x64 = x.astype(np.float64)
+    sim = np.clip(x64 @ x64.T, -1.0, 1.0)
+    if metric == "cosine":
+        d = 1.0 - sim
+    elif metric == "euclidean":
+        d = np.sqrt(np.maximum(2.0 - 2.0 * sim, 0.0))
+    else:
+        raise ValueError(f"codebook metric {metric!r} is not cosine or euclidean")
+    np.fill_diagonal(d, 0.0)
+    return np.maximum(d, 0.0)
+
+
+def build_codebook(
+    texts: list[str],
+    vectors: NDArray[np.float32],
+    *,
+    min_cluster_size: int,
+    epsilon: float,
+    metric: str = "cosine",
+    noise: str = "singleton",
+) -> Codebook:
+    """``texts``: every item occurrence of one question; ``vectors``: their unit embeddings."""
+    from hdbscan import HDBSCAN
+
+    if noise not in ("singleton", "drop"):
+        raise ValueError(f"codebook noise handling {noise!r} is not singleton or drop")
+    n = len(texts)
+    uniq = list(dict.fromkeys(texts))
+    index = {t: i for i, t in enumerate(uniq)}
+    occ = np.array([index[t] for t in texts], dtype=np.int64)
+    if n >= max(2, min_cluster_size):
+        d = _distances(vectors, metric)
+        labels = HDBSCAN(
+            min_cluster_size=min_cluster_size,
+            cluster_selection_epsilon=epsilon,
+            metric="precomputed",
+        ).fit_predict(d)
+    else:
+        d = _distances(vectors, metric) if n else np.zeros((0, 0))
+        labels = np.full(n, -1)
+    # one label per distinct text: its most frequent cluster among its occurrences
+    text_label = np.full(len(uniq), -1)
+    for u in range(len(uniq)):
+        ls = labels[occ == u]
+        ls = ls[ls >= 0]
+        if ls.size:
+            vals, counts = np.unique(ls, return_counts=True)
+            text_label[u] = vals[np.argmax(counts)]
+    concept_of: dict[str, int] = {}
+    labels_out: dict[int, str] = {}
+    sizes: dict[int, int] = {}
+    clustered: set[int] = set()
+    next_id = 0
+    for cl in sorted({int(x) for x in text_label if x >= 0}):
+        members = [u for u in range(len(uniq)) if text_label[u] == cl]
+        rows = np.flatnonzero(np.isin(occ, members))
+        medoid = rows[int(np.argmin(d[np.ix_(rows, rows)].sum(axis=1)))]
+        for u in members:
+            concept_of[uniq[u]] = next_id
+        labels_out[next_id] = texts[int(medoid)]
+        sizes[next_id] = int(rows.size)
+        clustered.add(next_id)
+        next_id += 1
+    n_noise = 0
+    for u in range(len(uniq)):
+        if text_label[u] >= 0:
+            continue
+        count = int((occ == u).sum())
+        n_noise += count
+        if noise == "singleton":
+            concept_of[uniq[u]] = next_id
+            labels_out[next_id] = uniq[u]
+            sizes[next_id] = count
+            next_id += 1
+    return Codebook(concept_of, labels_out, sizes, frozenset(clustered), n, n_noise)

@@ -1,0 +1,126 @@
+"""Free lists recorded elsewhere (JSONL), analysed like elicited ones with no model loaded.
+
+One JSON object per line: ``model``, ``question`` (an id of the configured bank, or any id with
+``question_text``), ``template``, ``temperature``, ``persona`` (``none`` for unconditioned
+lists), ``generation``, and either ``raw`` (the answer as written: extracted by rule) or
+``items`` (already extracted: strings, or objects with ``text`` and optional
+``justification``, in rank order). Errors name the file, line and field.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from lmaudit.provenance.io import InputError, iter_jsonl
+from lmaudit.studies.choir.config import ChoirStudyConfig
+from lmaudit.studies.choir.data import NO_PERSONA, ChoirMaterials
+from lmaudit.studies.choir.extract import extract_items
+
+__all__ = ["read_import"]
+
+_REQUIRED = ("model", "question", "template", "temperature", "persona", "generation")
+_KNOWN = {*_REQUIRED, "raw", "items", "question_text"}
+
+
+def _str(obj: dict[str, Any], key: str, where: str) -> str:
+    v = obj[key]
+    if not isinstance(v, str) or not v:
+        raise InputError(f"{where}: field {key!r} must be a non-empty string, got {v!r}")
+    return v
+
+
+def _items(obj: dict[str, Any], where: str, limit: int) -> list[dict[str, Any]]:
+    if "raw" in obj and "items" in obj:
+        raise InputError(f"{where}: give either 'raw' or 'items', not both")
+    if "raw" in obj:
+        raw = obj["raw"]
+        if not isinstance(raw, str):
+            raise InputError(f"{where}: field 'raw' must be a string")
+        return [i.to_json() for i in extract_items(raw, limit).items]
+    if "items" not in obj:
+        raise InputError(f"{where}: missing field 'raw' or 'items'")
+    items = obj["items"]
+    if not isinstance(items, list):
+        raise InputError(f"{where}: field 'items' must be a list")
+    out = []
+    for k, it in enumerate(items[:limit]):
+        text = it.get("text") if isinstance(it, dict) else it
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(
+                f"{where}: field 'items[{k}]' must be a non-empty string or an object with 'text'"
+            )
+        just = it.get("justification") if isinstance(it, dict) else None
+        out.append(
+            {"rank": k + 1, "text": text.strip(), "justification": just, "extraction_uncertain": False}
+        )
+    return out
+
+
+def read_import(
+    path: str | Path, s: ChoirStudyConfig, m: ChoirMaterials
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The list rows of an import file and the text of every question it names."""
+    bank = (
+        {p.id: p.text for p in m.external} if s.bank == "infinity" else {p.code: p.stem for p in m.targeted}
+    )
+    personas = {p.id for p in m.personas}
+    rows: list[dict[str, Any]] = []
+    texts: dict[str, str] = {}
+    seen: set[tuple[Any, ...]] = set()
+    for line, obj in iter_jsonl(path):
+        where = f"{path}: line {line}"
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: not a JSON object")
+        missing = [k for k in _REQUIRED if k not in obj]
+        if missing:
+            raise InputError(f"{where}: missing field(s) {missing}")
+        unknown = sorted(set(obj) - _KNOWN)
+        if unknown:
+            raise InputError(f"{where}: unknown field(s) {unknown}")
+        model, q, template, persona = (
+            _str(obj, k, where) for k in ("model", "question", "template", "persona")
+        )
+        t, g = obj["temperature"], obj["generation"]
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
+            raise InputError(f"{where}: field 'temperature' must be a number >= 0, got {t!r}")
+        if isinstance(g, bool) or not isinstance(g, int) or g < 0:
+            raise InputError(f"{where}: field 'generation' must be an integer >= 0, got {g!r}")
+        if persona != NO_PERSONA and persona not in personas:
+            raise InputError(
+                f"{where}: field 'persona' = {persona!r} is not a persona profile ({sorted(personas)})"
+            )
+        if "question_text" in obj:
+            texts[q] = _str(obj, "question_text", where)
+        elif q in bank:
+            texts[q] = bank[q]
+        else:
+            raise InputError(
+                f"{where}: field 'question' = {q!r} is not in the {s.bank} bank (add 'question_text')"
+            )
+        key = (model, q, template, persona, float(t), g)
+        if key in seen:
+            raise InputError(
+                f"{where}: a second list for model {model}, question {q}, {template}/{persona}, "
+                f"temperature {t}, generation {g}"
+            )
+        seen.add(key)
+        rows.append(
+            {
+                "kind": "list",
+                "model": model,
+                "question": q,
+                "condition": template if persona == NO_PERSONA else f"{template}|{persona}",
+                "template": template,
+                "persona": persona,
+                "temperature": float(t),
+                "generation": g,
+                "raw": obj.get("raw"),
+                "items": _items(obj, where, s.items_per_list),
+                "line": line,
+            }
+        )
+    if not rows:
+        raise InputError(f"{path}: no lists")
+    return rows, texts

@@ -1,0 +1,277 @@
+"""The choir report: one self-contained HTML page with inline SVG figures.
+
+Figures (the seed's views where the data allow them): width vs relative persona lift per
+question; unconditioned and same-persona RBO by width bin with bootstrap bars and STC labels
+(and the width-bin table); recoverability by member and persona with chance lines and the
+shuffle null band; echo rate vs signal-to-chance per question; unconditioned vs same-persona
+RBO per question.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from matplotlib import rc_context
+from matplotlib.figure import Figure
+
+from lmaudit.reporting import fmt, utc_now
+from lmaudit.svg import inline_svg
+
+__all__ = ["render_report"]
+
+_RC: Any = {"svg.fonttype": "none", "font.size": 9.0, "axes.grid": True, "grid.alpha": 0.3}
+
+
+def _fig(w: float = 5.4, h: float = 3.2) -> tuple[Figure, Any]:
+    with rc_context(_RC):
+        fig = Figure(figsize=(w, h))
+        ax = fig.add_subplot(111)
+    return fig, ax
+
+
+def _width_lift(qs: Mapping[str, Any]) -> str | None:
+    pts = [
+        (v["width"], v["lift"]["relative"], q)
+        for q, v in qs.items()
+        if v["width"] is not None and v["lift"] and v["lift"]["relative"] is not None
+    ]
+    if not pts:
+        return None
+    with rc_context(_RC):
+        fig, ax = _fig()
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, color="#2e7d6f")
+        ax.axhline(1.0, color="#888", linestyle=":", linewidth=1)
+        ax.set_xlabel("prompt width W_q")
+        ax.set_ylabel("relative persona lift")
+    return inline_svg(fig, "choir-wl", _RC)
+
+
+def _bins(bins: list[dict[str, Any]]) -> str | None:
+    rows = [b for b in bins if b["n"]]
+    if not rows:
+        return None
+    with rc_context(_RC):
+        fig, ax = _fig()
+        for k, (key, color, marker) in enumerate(
+            (("unconditioned_rbo", "#c2185b", "o"), ("same_persona_rbo", "#00897b", "s"))
+        ):
+            ys, xs, errs = [], [], []
+            for i, b in enumerate(rows):
+                if b[key]:
+                    xs.append(i + (k - 0.5) * 0.15)
+                    ys.append(b[key]["mean"])
+                    errs.append([b[key]["mean"] - b[key]["ci"][0], b[key]["ci"][1] - b[key]["mean"]])
+            if xs:
+                ax.errorbar(
+                    xs,
+                    ys,
+                    yerr=list(zip(*errs, strict=True)),
+                    fmt=marker,
+                    color=color,
+                    label=key.replace("_", " "),
+                    capsize=3,
+                )
+        for i, b in enumerate(rows):
+            if b["stc"]:
+                ax.annotate(
+                    f"STC {b['stc']['mean']:.2f}",
+                    (i, 0.0),
+                    textcoords="offset points",
+                    xytext=(0, 4),
+                    ha="center",
+                    fontsize=7,
+                )
+        ax.set_xticks(
+            range(len(rows)),
+            [f"[{b['lo']:g}, {'∞' if b['hi'] is None else format(b['hi'], 'g')})" for b in rows],
+        )
+        ax.set_xlabel("width bin")
+        ax.set_ylabel("mean cross-model RBO")
+        ax.legend(fontsize=7)
+    return inline_svg(fig, "choir-bins", _RC)
+
+
+def _recover(rec: Mapping[str, Any]) -> str | None:
+    names = [k for k in ("model", "persona", "persona_within_model_loqo") if k in rec]
+    if not names:
+        return None
+    with rc_context(_RC):
+        fig, ax = _fig()
+        for i, k in enumerate(names):
+            r = rec[k]
+            ax.bar(i, r["accuracy"], color="#5c6bc0", width=0.6)
+            ax.errorbar(
+                i,
+                r["accuracy"],
+                yerr=[[r["accuracy"] - r["ci"][0]], [r["ci"][1] - r["accuracy"]]],
+                color="k",
+                capsize=3,
+            )
+            ax.hlines(r["chance"], i - 0.35, i + 0.35, colors="#888", linestyles=":")
+            if r["null_band"][0] is not None:
+                ax.fill_between(
+                    [i - 0.3, i + 0.3], r["null_band"][0], r["null_band"][1], color="#ffab91", alpha=0.5
+                )
+        ax.set_xticks(range(len(names)), [n.replace("_", " ") for n in names])
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("nearest-centroid accuracy")
+    return inline_svg(fig, "choir-rec", _RC)
+
+
+def _scatter(qs: Mapping[str, Any], x: str, y: str, xl: str, yl: str, prefix: str) -> str | None:
+    def val(v: Mapping[str, Any], k: str) -> Any:
+        if k == "stc":
+            return v["stc"]["ratio"] if v["stc"] else None
+        return v[k]
+
+    pts = [(val(v, x), val(v, y)) for v in qs.values()]
+    pts = [p for p in pts if p[0] is not None and p[1] is not None]
+    if not pts:
+        return None
+    with rc_context(_RC):
+        fig, ax = _fig()
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, color="#6d4c41")
+        if x == "R_q":
+            hi = max(max(p) for p in pts) * 1.05
+            ax.plot([0, hi], [0, hi], color="#888", linestyle=":", linewidth=1)
+        ax.set_xlabel(xl)
+        ax.set_ylabel(yl)
+    return inline_svg(fig, prefix, _RC)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_report(
+    results: Mapping[str, Any], plan: Mapping[str, Any] | None, audit: Mapping[str, Any]
+) -> str:
+    qs = results["questions"]
+    s = results["summary"]
+    figs = [
+        ("Prompt width vs relative persona lift", _width_lift(qs)),
+        (
+            "Cross-model RBO by width bin (bars: percentile-bootstrap 95%; labels: mean STC)",
+            _bins(results["width_bins"]),
+        ),
+        (
+            "Recoverability (dotted: chance; shaded: shuffle-null 95% band)",
+            _recover(results["recoverability"]),
+        ),
+        (
+            "Echo rate vs signal-to-chance per question",
+            _scatter(qs, "echo_rate", "stc", "echo rate", "signal-to-chance", "choir-echo"),
+        ),
+        (
+            "Unconditioned vs same-persona RBO per question",
+            _scatter(
+                qs, "R_q", "same_persona_rbo_mean", "unconditioned RBO", "same-persona RBO", "choir-rbo"
+            ),
+        ),
+    ]
+    qrows = [
+        [
+            html.escape(q),
+            str(v["n_lists"]),
+            str(v["C_q"]),
+            fmt(v["R_q"]),
+            fmt(v["width"]),
+            fmt(v["stc"]["ratio"] if v["stc"] else None),
+            fmt(v["stc"]["p"] if v["stc"] else None),
+            fmt(v["echo_rate"]),
+            fmt(v["same_persona_rbo_mean"]),
+            fmt(v["lift"]["relative"] if v["lift"] else None),
+            fmt(v["codebook_test"]["p"] if v["codebook_test"] else None),
+        ]
+        for q, v in qs.items()
+    ]
+    brows = [
+        [f"[{b['lo']:g}, {'∞' if b['hi'] is None else format(b['hi'], 'g')})", str(b["n"])]
+        + [
+            fmt(b[k]["mean"]) + (f" [{fmt(b[k]['ci'][0])}, {fmt(b[k]['ci'][1])}]" if b[k] else "")
+            if b[k]
+            else "—"
+            for k in ("unconditioned_rbo", "same_persona_rbo", "stc", "relative_lift")
+        ]
+        for b in results["width_bins"]
+    ]
+    rec = results["recoverability"]
+    rrows = [
+        [
+            html.escape(k),
+            fmt(r["accuracy"]),
+            f"[{fmt(r['ci'][0])}, {fmt(r['ci'][1])}]",
+            fmt(r["chance"]),
+            fmt(r["null_mean"]),
+            fmt(r["p"]),
+            str(r["n_cells"]),
+        ]
+        for k, r in rec.items()
+    ]
+    preds = results.get("predictions") or []
+    prows = [
+        [
+            html.escape(p["id"]),
+            html.escape(str(p.get("description", ""))),
+            html.escape(str(p["outcome"])),
+            html.escape(json.dumps(p.get("observed"), default=str)),
+        ]
+        for p in preds
+    ]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>choir report</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;font-size:14px}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
+        "figure{display:inline-block;margin:0.5em}</style></head><body>",
+        "<h1>CHOIR: free-list elicitation across models</h1>",
+        f"<p>{s['n_questions']} questions; members: {html.escape(', '.join(results['design']['models']))}; "
+        f"conditions: {html.escape(', '.join(results['design']['conditions']))}; {results['design']['lists']} lists "
+        f"({results['design']['empty_lists']} empty). Above-chance unconditioned agreement (STC &gt; 1): "
+        f"<b>{s['above_chance']}/{s['n_stc']}</b> ({s['above_chance_significant']} at p &lt; alpha); persona lift &gt; 1: "
+        f"<b>{s['lift_up']}/{s['n_lift']}</b>.</p>",
+    ]
+    if prows:
+        parts += ["<h2>Registered predictions</h2>", _table(["id", "claim", "outcome", "observed"], prows)]
+    parts += ["<h2>Figures</h2>"] + [
+        f"<figure><figcaption>{html.escape(t)}</figcaption>{svg}</figure>" for t, svg in figs if svg
+    ]
+    parts += [
+        "<h2>Width bins</h2>",
+        _table(["width", "n", "unconditioned RBO", "same-persona RBO", "STC", "relative lift"], brows),
+    ]
+    parts += [
+        "<h2>Recoverability</h2>",
+        _table(["target", "accuracy", "95% CI", "chance", "null mean", "p", "cells"], rrows),
+    ]
+    parts += [
+        "<h2>Questions</h2>",
+        _table(
+            [
+                "question",
+                "lists",
+                "C_q",
+                "R_q",
+                "W_q",
+                "STC",
+                "STC p",
+                "echo",
+                "same-persona RBO",
+                "lift",
+                "codebook p",
+            ],
+            qrows,
+        ),
+    ]
+    emb = results.get("embedder") or {}
+    parts += [
+        "<h2>Provenance</h2>",
+        f"<p>plan digest {html.escape(str(audit.get('plan_digest')))}; embedder {html.escape(json.dumps(emb, sort_keys=True))}; "
+        f"MLflow run {html.escape(str((audit.get('mlflow') or {}).get('run_id')))}; generated {utc_now()}</p>",
+        "</body></html>",
+    ]
+    return "\n".join(parts)

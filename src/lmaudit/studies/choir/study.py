@@ -1,0 +1,272 @@
+"""The choir study behind the pipeline (seed 003): free-list elicitation across a model ensemble.
+
+Measure elicits every ensemble member's lists (or reads lists recorded elsewhere), extracts
+their concept items (:mod:`.extract`) and embeds every distinct item and question-vocabulary
+term; the measurement file holds the lists, their items and the embeddings, so the analysis
+(:mod:`.analysis`) is a pure function of it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+from omegaconf import DictConfig, OmegaConf
+
+from lmaudit.backends.cached import CachedBackend
+from lmaudit.backends.sim.freelist import question_words
+from lmaudit.provenance.digest import file_sha256
+from lmaudit.provenance.io import InputError
+from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
+from lmaudit.studies.choir import design
+from lmaudit.studies.choir.analysis import ListRecord, analyze_lists
+from lmaudit.studies.choir.config import ChoirStudyConfig
+from lmaudit.studies.choir.extract import extract_items
+from lmaudit.studies.choir.importer import read_import
+from lmaudit.studies.choir.report import render_report
+from lmaudit.studies.choir.views import headline, metrics, plot_data, summary, tags
+from lmaudit.studies.registry import register_study
+
+__all__ = ["ChoirStudy", "settings"]
+
+COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("questions", "metric:n_questions"),
+    ("members", "metric:n_models"),
+    ("above chance", "metric:above_chance"),
+    ("lift up", "metric:lift_up"),
+    ("model acc", "metric:recover.model.accuracy"),
+    ("persona acc", "metric:recover.persona.accuracy"),
+)
+
+
+def settings(cfg: DictConfig) -> ChoirStudyConfig:
+    s = typed(cfg.study, ChoirStudyConfig)
+    assert isinstance(s, ChoirStudyConfig)
+    return s
+
+
+def ensemble(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
+    members = OmegaConf.to_container(cfg.study.ensemble, resolve=True) if s.ensemble else None
+    if not members:
+        model = OmegaConf.to_container(cfg.model, resolve=True)
+        assert isinstance(model, dict)
+        return [{str(k): v for k, v in model.items()}]
+    assert isinstance(members, list)
+    out = []
+    for i, m in enumerate(members):
+        if not isinstance(m, dict) or "backend" not in m:
+            raise InputError(f"study: field 'ensemble[{i}]' must be a model config with 'backend' and 'name'")
+        design.member_name(m, i)
+        out.append(m)
+    names = [m["name"] for m in out]
+    if len(set(names)) != len(names):
+        raise InputError(f"study: field 'ensemble': member names must be distinct, got {names}")
+    return out
+
+
+def _vector_text(v: NDArray[np.float32]) -> str:
+    return base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode("ascii")
+
+
+def _vector(text: str, where: str) -> NDArray[np.float32]:
+    try:
+        return np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4").astype(np.float32)
+    except (ValueError, TypeError):
+        raise InputError(f"{where}: field 'vector' is not base64 float32") from None
+
+
+def plan(cfg: DictConfig) -> Plan:
+    s = settings(cfg)
+    if s.generations < 1 or s.items_per_list < 1 or s.max_tokens < 1:
+        raise InputError("study: generations, items_per_list and max_tokens must be >= 1")
+    resolved = ChoirStudy().plan_config(cfg)
+    inputs: dict[str, Any] = {}
+    if s.import_path:
+        p = Path(s.import_path)
+        if not p.exists():
+            raise InputError(f"{p}: file not found (study.import_path)")
+        inputs["import"] = {"path": str(p), "sha256": file_sha256(p)}
+    m = design.materials(s)
+    for name in ("targeted_bank.jsonl", "infinity_chat_100.jsonl", "templates.json", "personas.jsonl"):
+        p = Path(s.materials) / name
+        inputs[name] = {"path": str(p), "sha256": file_sha256(p)}
+    body: dict[str, Any] = {
+        "study": "choir",
+        "mode": "import" if s.import_path else "elicit",
+        "config": resolved,
+        "inputs": inputs,
+    }
+    n = 0
+    if not s.import_path:
+        qs, conds = design.questions(s, m), design.conditions(s, m)
+        members = ensemble(cfg, s)
+        reqs = design.requests(s, m, qs, conds)
+        body["members"] = [mm["name"] for mm in members]
+        body["requests"] = [
+            {
+                "messages": list(r.messages),
+                "n": r.n,
+                "temperature": r.temperature,
+                "seed": r.seed,
+                "meta": r.meta,
+            }
+            for r in reqs
+        ]
+        n = len(reqs) * len(members)
+    return Plan.make(body, n)
+
+
+def _list_row(
+    member: str, meta: Mapping[str, Any], temperature: float, g: int, raw: str, limit: int
+) -> dict[str, Any]:
+    e = extract_items(raw, limit)
+    return {
+        "kind": "list",
+        "model": member,
+        "question": meta["question"],
+        "condition": meta["condition"],
+        "template": meta["template"],
+        "persona": meta["persona"],
+        "temperature": temperature,
+        "generation": g,
+        "raw": raw,
+        "items": [i.to_json() for i in e.items],
+        "extraction": {"entries": e.n_entries, "na": e.n_na, "empty": e.n_empty, "preamble": e.preamble},
+    }
+
+
+def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
+    s = settings(cfg)
+    m = design.materials(s)
+    if ctx.backends is None:
+        raise InputError("study choir: measuring needs the pipeline's backends")
+    texts_of = {q.id: q.text for q in (design.questions(s, m) if not s.import_path else [])}
+    rows: list[dict[str, Any]] = []
+    members_audit = []
+    if s.import_path:
+        rows, texts_of = read_import(s.import_path, s, m)
+    else:
+        qs, conds = design.questions(s, m), design.conditions(s, m)
+        reqs = design.requests(s, m, qs, conds)
+        for i, member in enumerate(ensemble(cfg, s)):
+            name = design.member_name(member, i)
+            cached: CachedBackend = ctx.backends.sampler(member)
+            results = cached.sample(reqs, desc=f"choir {name}")
+            members_audit.append(
+                {"name": name, "identity": cached.backend.identity, "identity_digest": cached.digest}
+            )
+            for r, res in zip(reqs, results, strict=True):
+                for g, raw in enumerate(res.texts):
+                    rows.append(_list_row(name, r.meta, r.temperature, g, raw, s.items_per_list))
+    vocab = {q: question_words(t) for q, t in sorted(texts_of.items())}
+    texts = sorted({it["text"] for r in rows for it in r["items"]} | {w for ws in vocab.values() for w in ws})
+    emb = ctx.backends.embedder(OmegaConf.to_container(cfg.study.embedder, resolve=True))  # type: ignore[arg-type]
+    vectors = emb.embed(texts, desc="choir embeddings") if texts else np.zeros((0, 1), dtype=np.float32)
+    rows += [{"kind": "vocabulary", "question": q, "terms": ws} for q, ws in vocab.items()]
+    rows.append({"kind": "embedder", "identity": emb.identity, "identity_digest": emb.digest})
+    rows += [
+        {"kind": "embedding", "text": t, "vector": _vector_text(v)}
+        for t, v in zip(texts, vectors, strict=True)
+    ]
+    return Measured(rows, audit={"ensemble": members_audit, "embedder": emb.identity})
+
+
+def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
+    s = settings(cfg)
+    recs: list[ListRecord] = []
+    vec: dict[str, NDArray[np.float32]] = {}
+    vocab: dict[str, list[str]] = {}
+    embedder = None
+    for i, r in enumerate(rows, start=1):
+        where = f"{source}: record {i}"
+        kind = r.get("kind") if isinstance(r, dict) else None
+        if kind == "list":
+            try:
+                items = tuple(str(it["text"]) for it in r["items"])
+                recs.append(
+                    ListRecord(
+                        str(r["model"]),
+                        str(r["question"]),
+                        str(r["condition"]),
+                        str(r["persona"]),
+                        float(r["temperature"]),
+                        int(r["generation"]),
+                        items,
+                    )
+                )
+            except (KeyError, TypeError, ValueError) as e:
+                raise InputError(
+                    f"{where}: a list record needs model, question, condition, persona, "
+                    f"temperature, generation and items[].text ({e})"
+                ) from None
+        elif kind == "embedding":
+            vec[str(r.get("text"))] = _vector(str(r.get("vector")), where)
+        elif kind == "vocabulary":
+            vocab[str(r.get("question"))] = [str(t) for t in r.get("terms", [])]
+        elif kind == "embedder":
+            embedder = r.get("identity")
+        else:
+            raise InputError(
+                f"{where}: field 'kind' = {kind!r} is not list, embedding, vocabulary or embedder"
+            )
+    missing = sorted({t for r in recs for t in r.items} - set(vec))
+    if missing:
+        raise InputError(
+            f"{source}: {len(missing)} item texts have no embedding record (e.g. {missing[0]!r})"
+        )
+    if not recs:
+        raise InputError(f"{source}: no list records to analyse")
+    out = analyze_lists(recs, vec, vocab, s)
+    out["study"] = "choir"
+    out["embedder"] = embedder
+    out["design"] = {
+        "models": sorted({r.model for r in recs}),
+        "questions": len({r.question for r in recs}),
+        "conditions": sorted({r.condition for r in recs}),
+        "lists": len(recs),
+        "empty_lists": sum(1 for r in recs if not r.items),
+    }
+    return out
+
+
+@register_study
+class ChoirStudy(Study):
+    """Free-list elicitation across model ensembles (seed 003)."""
+
+    name = "choir"
+    config = ChoirStudyConfig
+    compare_columns: ClassVar[tuple[tuple[str, str], ...]] = COMPARE_COLUMNS
+    data_keys = ("config.study.import_path", "inputs.import")
+    has_yaml = True
+
+    def default_run_name(self, cfg: DictConfig) -> str:
+        s = settings(cfg)
+        if s.import_path:
+            return f"import-{Path(s.import_path).stem}"
+        return f"{s.bank}-{len(ensemble(cfg, s))}models-g{s.generations}"
+
+    def plan(self, ctx: RunContext) -> Plan:
+        return plan(ctx.cfg)
+
+    def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
+        return measure(ctx.cfg, ctx)
+
+    def needs_backend(self, cfg: DictConfig) -> bool:
+        return False  # every member (and the embedder) is opened through ctx.backends
+
+    def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
+        return self.result(analyze_rows(cfg, measurements.rows, measurements.source))
+
+    def result(self, results: Mapping[str, Any]) -> StudyResult:
+        r = dict(results)
+        return StudyResult(r, headline(r), metrics(r), tags(r), summary(r))
+
+    def report(self, result: StudyResult, ctx: RunContext) -> str:
+        return render_report(result.results, ctx.plan.doc if ctx.plan else None, dict(ctx.audit))
+
+    def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
+        return plot_data(result.results)
