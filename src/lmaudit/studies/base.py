@@ -162,7 +162,10 @@ class NotCombinable(Exception):
 
 
 def typed(node: Any, cls: type) -> Any:
-    """A config node as an instance of its schema dataclass (defaults filled in, types checked)."""
+    """A config node as an instance of its schema dataclass (defaults filled in, types checked);
+    interpolations are resolved against the node's own root first."""
+    if OmegaConf.is_config(node):
+        node = OmegaConf.to_container(node, resolve=True)
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
 
 

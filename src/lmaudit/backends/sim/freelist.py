@@ -210,7 +210,7 @@ class FreeListSampler:
         w = self.weights(question, persona, request.temperature)
         texts = []
         for i in range(request.n):
-            rng = np.random.default_rng(derive_seed(request.seed, i))
+            rng = np.random.default_rng([derive_seed(request.seed, i), self.signature])
             length = min(n_items, len(pool))
             keys = np.log(rng.random(len(pool))) / w  # Plackett-Luce via exponential race
             order = np.argsort(-keys)[:length]

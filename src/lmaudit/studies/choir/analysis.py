@@ -8,8 +8,9 @@ personas: same-persona RBO), signal-to-chance of the unconditioned rankings, the
 the unconditioned items, ``C_q`` (distinct concepts of unconditioned items), the width ``W_q``
 (eq. 2), absolute and relative persona lift, and the codebook permutation test of the
 member-cluster association (unconditioned clustered items). Across questions: recoverability
-of member and persona from conditioned cells (member x question x persona; features: the mean
-unit embedding of the cell's items, minus the mean over the question's cells), the within-member leave-one-question-out persona
+of member and persona from conditioned cells (member x question x persona; features: the
+salience-weighted mean of the unit embeddings of the cell's items, each weighted by
+``(L - rank + 1) / L`` in its list, minus the mean over the question's cells), the within-member leave-one-question-out persona
 classifier (appendix C), and the width-bin table.
 """
 
@@ -148,11 +149,14 @@ def _question(
 def _cells(
     recs: list[ListRecord], vec: Mapping[str, NDArray[np.float32]]
 ) -> tuple[NDArray[np.float64], list[tuple[str, str, str]]]:
-    acc: dict[tuple[str, str, str], list[NDArray[np.float32]]] = {}
+    acc: dict[tuple[str, str, str], list[NDArray[np.float64]]] = {}
     for r in recs:
         if r.persona == UNCONDITIONED or not r.items:
             continue
-        acc.setdefault((r.model, r.question, r.persona), []).extend(vec[t] for t in r.items)
+        n = len(r.items)  # each entry weighted by its Smith salience in its list, (L - rank + 1) / L
+        acc.setdefault((r.model, r.question, r.persona), []).extend(
+            vec[t].astype(np.float64) * (n - k) / n for k, t in enumerate(r.items)
+        )
     keys = sorted(acc)
     if not keys:
         return np.zeros((0, 1)), keys
@@ -231,15 +235,15 @@ def analyze_lists(
             recoverability(feats, members, rng=rng, n_boot=s.n_boot, n_null=s.n_null, alpha=s.alpha)
         )
     if len(keys) >= 2 and len({k[2] for k in keys}) >= 2:
-        mm, p, q = [k[0] for k in keys], [k[2] for k in keys], [k[1] for k in keys]
+        mm, p, qq = [k[0] for k in keys], [k[2] for k in keys], [k[1] for k in keys]
         recover["persona"] = _recovery(
             recoverability(
                 feats, p, rng=rng, shuffle_within=mm, n_boot=s.n_boot, n_null=s.n_null, alpha=s.alpha
             )
         )
-        if len(set(q)) >= 2:
+        if len(set(qq)) >= 2:
             recover["persona_within_model_loqo"] = _recovery(
-                within_model_persona(feats, mm, p, q, rng=rng, n_boot=s.n_boot, n_null=s.n_null)
+                within_model_persona(feats, mm, p, qq, rng=rng, n_boot=s.n_boot, n_null=s.n_null)
             )
     stc = [v["stc"] for v in per_q.values() if v["stc"]]
     lifts = [v["lift"]["relative"] for v in per_q.values() if v["lift"] and v["lift"]["relative"] is not None]

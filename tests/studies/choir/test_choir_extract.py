@@ -1,0 +1,60 @@
+"""Rule extraction: one numbered entry is one concept item (the seed's appendix A.2)."""
+
+from __future__ import annotations
+
+from lmaudit.studies.choir.extract import extract_items
+
+
+def test_the_seeds_worked_example_extracts_as_published():
+    raw = (
+        "2. The correct dose and dosing schedule (how much, how often, and at what\n"
+        "times of day).\n"
+        "[Justification: Underdosing reduces effectiveness; overdosing can be\n"
+        "dangerous. Medication errors often occur at this step.]"
+    )
+    (item,) = extract_items(raw).items
+    assert item.to_json() == {
+        "rank": 1,  # ranks are the kept order; the entry's own number is not trusted
+        "text": "The correct dose and dosing schedule (how much, how often, and at what times of day).",
+        "justification": "Underdosing reduces effectiveness; overdosing can be dangerous. "
+        "Medication errors often occur at this step.",
+        "extraction_uncertain": False,
+    }
+
+
+def test_variants_preambles_na_and_closing_remarks():
+    raw = (
+        "Here are my answers, ranked:\n\n"
+        "1) **Honesty**, courage, and kindness\n"
+        "2. Curiosity\n"
+        "   that keeps going\n"
+        "(3) Craft\n"
+        "4. N/A\n"
+        "5. n/a.\n"
+        "6.\n"
+        "\n"
+        "I hope this list helps."
+    )
+    e = extract_items(raw)
+    assert [i.text for i in e.items] == [
+        "Honesty, courage, and kindness",
+        "Curiosity that keeps going",
+        "Craft",
+    ]
+    assert (e.n_entries, e.n_na, e.n_empty, e.preamble) == (6, 2, 1, True)
+    assert not any(i.extraction_uncertain for i in e.items)
+
+
+def test_bullets_are_items_but_marked_uncertain_and_the_limit_holds():
+    e = extract_items("- alpha\n* beta\n• gamma\n- delta", limit=3)
+    assert [i.text for i in e.items] == ["alpha", "beta", "gamma"]
+    assert [i.rank for i in e.items] == [1, 2, 3] and all(i.extraction_uncertain for i in e.items)
+    # numbers out of order are kept in written order, marked uncertain
+    e = extract_items("1. a\n3. b\n2. c")
+    assert [i.text for i in e.items] == ["a", "b", "c"] and all(i.extraction_uncertain for i in e.items)
+
+
+def test_decimals_and_prose_are_not_entries():
+    e = extract_items("1. Population 3.5 million\n2. Growth of 2.1 percent")
+    assert [i.text for i in e.items] == ["Population 3.5 million", "Growth of 2.1 percent"]
+    assert extract_items("No list here at all.").items == ()
