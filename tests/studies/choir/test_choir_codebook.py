@@ -52,7 +52,7 @@ def test_noise_becomes_singletons_or_is_dropped():
     rng = np.random.default_rng(9)
     stray = rng.standard_normal((3, x.shape[1]))
     stray /= np.linalg.norm(stray, axis=1, keepdims=True)
-    texts, x = texts + ["s1", "s2", "s3"], np.concatenate([x, stray.astype(np.float32)])
+    texts, x = [*texts, "s1", "s2", "s3"], np.concatenate([x, stray.astype(np.float32)])
     single = build_codebook(texts, x, min_cluster_size=5, epsilon=0.0, noise="singleton")
     drop = build_codebook(texts, x, min_cluster_size=5, epsilon=0.0, noise="drop")
     noise = {t for t in texts if single.concept_of[t] not in single.clustered}
