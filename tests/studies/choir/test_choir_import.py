@@ -25,7 +25,7 @@ COMMON = (
     "mlflow.enabled=false",
 )
 ENSEMBLE = (
-    "study.ensemble=[{backend: sim, name: m1, agent: freelist, params: {signature: 1}},"
+    "study.ensemble.members=[{backend: sim, name: m1, agent: freelist, params: {signature: 1}},"
     "{backend: sim, name: m2, agent: freelist, params: {signature: 2}}]"
 )
 

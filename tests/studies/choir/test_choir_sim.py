@@ -28,7 +28,7 @@ def _run(make_cfg: Any, tmp_path: Path, name: str, **params: Any) -> dict[str, A
     members = [_member(f"m{i}", i + 1, **params) for i in range(4)]
     cfg = make_cfg(
         "study=choir",
-        f"study.ensemble=[{', '.join(members)}]",
+        f"study.ensemble.members=[{', '.join(members)}]",
         "study.question_ids=[H001,H002,H003,H007]",
         "study.templates=[A]",
         "study.personas=[archivist,promoter]",

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from omegaconf import MISSING
+
 
 @dataclass
 class ChoirEmbedderConfig:
@@ -26,15 +28,19 @@ class ChoirCodebookConfig:
 
 
 @dataclass
+class ChoirEnsembleConfig:
+    name: str = MISSING
+    members: list[Any] = field(default_factory=list)  # model configs (as conf/model/*.yaml); [] = the run's model
+
+
+@dataclass
 class ChoirStudyConfig:
     name: str = "choir"
     materials: str = "data/choir"  # prompt banks, templates and personas (DVC-tracked)
     bank: str = "infinity"  # infinity (Infinity-Chat 100) | targeted (the diagnostic probe bank)
     question_ids: list[str] | None = None  # None: every question of the bank
     # the design: every ensemble member x question x condition x temperature, `generations` lists each
-    ensemble: list[Any] = field(
-        default_factory=list
-    )  # model configs (as conf/model/*.yaml); [] = the run's model
+    ensemble: ChoirEnsembleConfig = MISSING  # group conf/study/choir/ensemble/ (ensemble=<option>)
     templates: list[str] = field(default_factory=lambda: ["A", "B"])  # unconditioned templates
     persona_template: str = "A"  # the template persona-conditioned lists use
     personas: list[str] = field(default_factory=list)  # persona ids conditioned on ([]: none)

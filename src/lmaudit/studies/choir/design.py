@@ -78,7 +78,7 @@ def conditions(s: ChoirStudyConfig, m: ChoirMaterials) -> list[Condition]:
 def member_name(model: dict[str, Any], i: int) -> str:
     name = model.get("name")
     if not isinstance(name, str) or not name:
-        raise InputError(f"study: field 'ensemble[{i}].name' must be a non-empty string")
+        raise InputError(f"study: field 'ensemble.members[{i}].name' must be a non-empty string")
     return name
 
 

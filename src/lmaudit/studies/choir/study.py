@@ -24,7 +24,7 @@ from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
 from lmaudit.studies.choir import design
 from lmaudit.studies.choir.analysis import ListRecord, analyze_lists
-from lmaudit.studies.choir.config import ChoirStudyConfig
+from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
 from lmaudit.studies.choir.extract import extract_items
 from lmaudit.studies.choir.importer import read_import
 from lmaudit.studies.choir.report import render_report
@@ -50,7 +50,7 @@ def settings(cfg: DictConfig) -> ChoirStudyConfig:
 
 
 def ensemble(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
-    members = OmegaConf.to_container(cfg.study.ensemble, resolve=True) if s.ensemble else None
+    members = OmegaConf.to_container(cfg.study.ensemble.members, resolve=True)
     if not members:
         model = OmegaConf.to_container(cfg.model, resolve=True)
         assert isinstance(model, dict)
@@ -59,12 +59,14 @@ def ensemble(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
     out = []
     for i, m in enumerate(members):
         if not isinstance(m, dict) or "backend" not in m:
-            raise InputError(f"study: field 'ensemble[{i}]' must be a model config with 'backend' and 'name'")
+            raise InputError(
+                f"study: field 'ensemble.members[{i}]' must be a model config with 'backend' and 'name'"
+            )
         design.member_name(m, i)
         out.append(m)
     names = [m["name"] for m in out]
     if len(set(names)) != len(names):
-        raise InputError(f"study: field 'ensemble': member names must be distinct, got {names}")
+        raise InputError(f"study: field 'ensemble.members': member names must be distinct, got {names}")
     return out
 
 
@@ -239,6 +241,7 @@ class ChoirStudy(Study):
 
     name = "choir"
     config = ChoirStudyConfig
+    groups: ClassVar[Mapping[str, type]] = {"ensemble": ChoirEnsembleConfig}
     compare_columns: ClassVar[tuple[tuple[str, str], ...]] = COMPARE_COLUMNS
     data_keys = ("config.study.import_path", "inputs.import")
     has_yaml = True
