@@ -23,11 +23,9 @@ from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
 from lmaudit.studies.choir import design
-from lmaudit.studies.choir.analysis import ListRecord, analyze_lists
 from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
 from lmaudit.studies.choir.extract import extract_items
 from lmaudit.studies.choir.importer import read_import
-from lmaudit.studies.choir.report import render_report
 from lmaudit.studies.choir.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
 
@@ -178,6 +176,8 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
 
 
 def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
+    from lmaudit.studies.choir.analysis import ListRecord, analyze_lists  # scipy, scikit-learn: when used
+
     s = settings(cfg)
     recs: list[ListRecord] = []
     vec: dict[str, NDArray[np.float32]] = {}
@@ -269,6 +269,8 @@ class ChoirStudy(Study):
         return StudyResult(r, headline(r), metrics(r), tags(r), summary(r))
 
     def report(self, result: StudyResult, ctx: RunContext) -> str:
+        from lmaudit.studies.choir.report import render_report  # matplotlib: when used
+
         return render_report(result.results, ctx.plan.doc if ctx.plan else None, dict(ctx.audit))
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
