@@ -114,3 +114,22 @@ def test_codebook_permutation_test() -> None:
     )
     with pytest.raises(ValueError, match="two models"):
         codebook_permutation_test(["A"] * 3, [0, 1, 2], rng=rng)
+
+
+def test_sign_flip_test_is_exact_against_enumeration_and_closed_forms():
+    import itertools
+
+    from lmaudit.stats.permutation import sign_flip_test
+
+    rng = np.random.default_rng(11)
+    for n in (1, 3, 6, 10):
+        d = rng.integers(-3, 4, size=n)
+        obs, p = sign_flip_test(d)
+        sums = [int(np.dot(d, s)) for s in itertools.product((-1, 1), repeat=n)]
+        assert obs == int(d.sum())
+        assert p == sum(abs(x) >= abs(obs) for x in sums) / 2**n
+    # closed forms: n equal positive differences -> only the two all-equal patterns reach |n|
+    assert sign_flip_test([1] * 12)[1] == 2 / 2**12
+    assert sign_flip_test([0, 0, 0])[1] == 1.0
+    with pytest.raises(ValueError, match="integer"):
+        sign_flip_test([0.5, 1.0])

@@ -80,3 +80,38 @@ def test_without_signatures_or_personas_nothing_is_recovered_and_echo_is_measure
     # and the same word capitalised embed identically)
     for v in qs.values():
         assert 0.25 <= v["echo_rate"] <= 0.55, v["echo_rate"]
+
+
+def test_planted_profile_leakage_is_measured_and_stripped(make_cfg, tmp_path):
+    members = [
+        _member("m1", 1, signature_strength=2.0, leak=0.4),
+        _member("m2", 2, signature_strength=2.0, leak=0.4),
+        _member("m3", 3, signature_strength=2.0),
+        _member("m4", 4, signature_strength=2.0),
+    ]
+    cfg = make_cfg(
+        "study=choir",
+        f"study.ensemble.members=[{', '.join(members)}]",
+        "study.question_ids=[H001,H002,H003,H007]",
+        "study.templates=[A]",
+        "study.personas=[archivist,promoter]",
+        "study.generations=4",
+        "study.items_per_list=15",
+        "study.embedder.kind=sim",
+        "study.shuffles=50",
+        "study.permutations=50",
+        "study.n_boot=50",
+        "study.n_null=20",
+        "mlflow.enabled=false",
+        name="leak",
+    )
+    run(cfg)
+    leak = json.loads((tmp_path / "leak/results.json").read_text())["leakage"]
+    rate = leak["model_rate"]
+    # a profile word embeds exactly like itself (sim embedder): planted 40% in m1, m2; none in m3, m4
+    assert 0.3 <= rate["m1"] <= 0.5 and 0.3 <= rate["m2"] <= 0.5
+    assert rate["m3"] < 0.02 and rate["m4"] < 0.02  # (hashed-word collisions aside)
+    kept = [s["kept_share"] for s in leak["stripping"]]
+    # stripping at any threshold drops the leaked words (similarity 1): about 20% of conditioned items
+    assert all(0.7 <= k <= 0.9 for k in kept) and kept == sorted(kept, reverse=True)
+    assert leak["model_spearman"]["n"] == 4

@@ -12,11 +12,12 @@ standard normal draw per (signature, question, concept), so models with differen
 ``signature`` values prefer different concepts; ``P`` is a persona's boosted share of the
 pool (``persona_share``), the same for every model, so a persona raises cross-model agreement;
 ``meta["persona"] == "none"`` boosts nothing. With probability ``echo`` an entry is one of
-the question's own words instead (prompt echo). Draw ``i`` uses only a generator seeded by
+the question's own words instead (prompt echo); with probability ``leak`` (conditioned lists)
+a content word of the persona profile, read from the system turn (profile leakage). Draw ``i`` uses only a generator seeded by
 ``derive_seed(request.seed, i)``.
 
 Fields (all enter :attr:`identity`): ``signature`` (int, default 0), ``signature_strength``
-(1.5), ``persona_strength`` (1.5), ``persona_share`` (0.2), ``echo`` (0.0), ``zipf`` (1.0),
+(1.5), ``persona_strength`` (1.5), ``persona_share`` (0.2), ``echo`` (0.0), ``leak`` (0.0), ``zipf`` (1.0),
 ``widths`` (question -> pool size), ``seed`` (0).
 """
 
@@ -132,6 +133,7 @@ class FreeListSampler:
         persona_strength: float = 1.5,
         persona_share: float = 0.2,
         echo: float = 0.0,
+        leak: float = 0.0,
         zipf: float = 1.0,
         widths: Mapping[str, int] | None = None,
     ) -> None:
@@ -143,6 +145,7 @@ class FreeListSampler:
         self.persona_strength = _num("persona_strength", persona_strength, 0.0)
         self.persona_share = _num("persona_share", persona_share, 0.0, 1.0)
         self.echo = _num("echo", echo, 0.0, 1.0)
+        self.leak = _num("leak", leak, 0.0, 1.0)
         self.zipf = _num("zipf", zipf, 0.0)
         self.widths = {str(k): int(v) for k, v in (widths or {}).items()}
         if any(v < 2 for v in self.widths.values()):
@@ -164,6 +167,7 @@ class FreeListSampler:
             "persona_strength": self.persona_strength,
             "persona_share": self.persona_share,
             "echo": self.echo,
+            "leak": self.leak,
             "zipf": self.zipf,
             "widths": dict(sorted(self.widths.items())),
         }
@@ -205,6 +209,8 @@ class FreeListSampler:
         question = str(meta["question"])
         words = question_words(str(meta.get("question_text", question))) or ["answer"]
         persona = str(meta.get("persona", "none"))
+        system = " ".join(m["content"] for m in request.messages if m.get("role") == "system")
+        profile = question_words(system) if persona != "none" else []
         n_items = int(meta.get("items", 25))
         pool = self.concepts(question)
         w = self.weights(question, persona, request.temperature)
@@ -216,8 +222,11 @@ class FreeListSampler:
             order = np.argsort(-keys)[:length]
             lines = []
             for rank, c in enumerate(order, start=1):
-                if rng.random() < self.echo:
+                u = rng.random()
+                if u < self.echo:
                     text = str(rng.choice(words)).capitalize()
+                elif profile and u < self.echo + self.leak:
+                    text = str(rng.choice(profile)).capitalize()
                 else:
                     text = f"{rng.choice(_FILLERS)} {pool[int(c)]}".capitalize()
                 lines.append(f"{rank}. {text}")

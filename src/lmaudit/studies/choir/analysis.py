@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.stats.rbo import encode_lists, rbo_all_pairs
-from lmaudit.stats.recover import recoverability, within_model_persona
 from lmaudit.stats.salience import (
     codebook_permutation_test,
     echo_rate,
@@ -36,32 +34,17 @@ from lmaudit.stats.salience import (
 )
 from lmaudit.studies.choir.codebook import build_codebook
 from lmaudit.studies.choir.config import ChoirStudyConfig
+from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
+from lmaudit.studies.choir.recovery import leakage, recover_all
 
 __all__ = ["ListRecord", "analyze_lists"]
-
-UNCONDITIONED = "none"
-
-
-@dataclass(frozen=True)
-class ListRecord:
-    model: str
-    question: str
-    condition: str
-    persona: str
-    temperature: float
-    generation: int
-    items: tuple[str, ...]  # concept texts in rank order
-
-
-def _finite(x: float) -> float | None:
-    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
 
 
 def _mean_pairwise_rbo(rankings: Sequence[Sequence[int]], p: float) -> float | None:
     if sum(1 for r in rankings if r) < 2:
         return None
     vals = rbo_all_pairs(encode_lists([list(r) for r in rankings]).ids, p)
-    return _finite(float(np.nanmean(vals))) if np.isfinite(vals).any() else None
+    return finite(float(np.nanmean(vals))) if np.isfinite(vals).any() else None
 
 
 def _ranking(lists: list[list[int]], depth: int | None) -> list[int]:
@@ -115,7 +98,7 @@ def _question(
     }
     if r_q is not None and same_mean is not None:
         lift = persona_lift(r_q, same_mean)
-        out["lift"] = {"absolute": lift.absolute, "relative": _finite(lift.relative)}
+        out["lift"] = {"absolute": lift.absolute, "relative": finite(lift.relative)}
     else:
         out["lift"] = None
     if sum(1 for x in unc if x) >= 2 and s.shuffles > 0:
@@ -123,14 +106,14 @@ def _question(
         out["stc"] = {
             "observed": stc.observed,
             "null_mean": stc.null_mean,
-            "ratio": _finite(stc.ratio),
+            "ratio": finite(stc.ratio),
             "p": stc.p_value,
         }
     else:
         out["stc"] = None
     if unc_items and vocab.shape[0]:
         e = echo_rate(np.stack([vec[t] for t in unc_items]), vocab, s.echo_threshold)
-        out["echo_rate"] = _finite(e.rate)
+        out["echo_rate"] = finite(e.rate)
     else:
         out["echo_rate"] = None
     pm = [(r.model, cb.concept_of[t]) for r in recs if r.persona == UNCONDITIONED for t in r.items]
@@ -144,43 +127,6 @@ def _question(
         out["codebook_test"] = None
     out["top_concepts"] = {m: [cb.labels[c] for c in ranked.get((m, UNCONDITIONED), [])[:5]] for m in models}
     return out, {t: c for t, c in cb.concept_of.items()}
-
-
-def _cells(
-    recs: list[ListRecord], vec: Mapping[str, NDArray[np.float32]]
-) -> tuple[NDArray[np.float64], list[tuple[str, str, str]]]:
-    acc: dict[tuple[str, str, str], list[NDArray[np.float64]]] = {}
-    for r in recs:
-        if r.persona == UNCONDITIONED or not r.items:
-            continue
-        n = len(r.items)  # each entry weighted by its Smith salience in its list, (L - rank + 1) / L
-        acc.setdefault((r.model, r.question, r.persona), []).extend(
-            vec[t].astype(np.float64) * (n - k) / n for k, t in enumerate(r.items)
-        )
-    keys = sorted(acc)
-    if not keys:
-        return np.zeros((0, 1)), keys
-    feats = np.array([np.mean(acc[k], axis=0) for k in keys], dtype=np.float64)
-    # the question's own vocabulary dominates every cell's position: classify on what sets a
-    # cell apart from the other cells of its question (the question's mean cell subtracted)
-    qs = np.array([k[1] for k in keys])
-    for q in set(qs.tolist()):
-        rows = qs == q
-        feats[rows] -= feats[rows].mean(axis=0)
-    return feats, keys
-
-
-def _recovery(rec: Any) -> dict[str, Any]:
-    return {
-        "accuracy": rec.accuracy,
-        "ci": list(rec.ci),
-        "chance": rec.chance,
-        "null_mean": _finite(rec.null_mean),
-        "null_band": [_finite(x) for x in rec.null_band],
-        "p": _finite(rec.p_value),
-        "n_cells": rec.n_cells,
-        "per_stratum": rec.per_stratum,
-    }
 
 
 def _bins(
@@ -216,8 +162,10 @@ def analyze_lists(
     vec: Mapping[str, NDArray[np.float32]],
     vocab: Mapping[str, list[str]],
     s: ChoirStudyConfig,
+    persona_vocab: Mapping[str, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """Pure: lists, item/term embeddings and question vocabularies in, results body out."""
+    """Pure: lists, item/term embeddings, question (and persona profile) vocabularies in,
+    results body out."""
     rng = np.random.default_rng(s.analysis_seed)
     by_q: dict[str, list[ListRecord]] = {}
     for r in recs:
@@ -227,24 +175,8 @@ def analyze_lists(
         terms = vocab.get(q, [])
         v = np.stack([vec[t] for t in terms]) if terms else np.zeros((0, 1), dtype=np.float32)
         per_q[q], _ = _question(q, by_q[q], vec, v, s, rng)
-    feats, keys = _cells(recs, vec)
-    recover: dict[str, Any] = {}
-    if len(keys) >= 2 and len({k[0] for k in keys}) >= 2:
-        members = [k[0] for k in keys]
-        recover["model"] = _recovery(
-            recoverability(feats, members, rng=rng, n_boot=s.n_boot, n_null=s.n_null, alpha=s.alpha)
-        )
-    if len(keys) >= 2 and len({k[2] for k in keys}) >= 2:
-        mm, p, qq = [k[0] for k in keys], [k[2] for k in keys], [k[1] for k in keys]
-        recover["persona"] = _recovery(
-            recoverability(
-                feats, p, rng=rng, shuffle_within=mm, n_boot=s.n_boot, n_null=s.n_null, alpha=s.alpha
-            )
-        )
-        if len(set(qq)) >= 2:
-            recover["persona_within_model_loqo"] = _recovery(
-                within_model_persona(feats, mm, p, qq, rng=rng, n_boot=s.n_boot, n_null=s.n_null)
-            )
+    recover = recover_all(recs, vec, s, rng)
+    leak = leakage(recs, vec, persona_vocab, per_q, recover, s, rng) if persona_vocab else None
     stc = [v["stc"] for v in per_q.values() if v["stc"]]
     lifts = [v["lift"]["relative"] for v in per_q.values() if v["lift"] and v["lift"]["relative"] is not None]
     summary = {
@@ -263,4 +195,5 @@ def analyze_lists(
         "questions": per_q,
         "width_bins": _bins(per_q, s, rng),
         "recoverability": recover,
+        "leakage": leak,
     }

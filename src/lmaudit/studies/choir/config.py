@@ -30,7 +30,9 @@ class ChoirCodebookConfig:
 @dataclass
 class ChoirEnsembleConfig:
     name: str = MISSING
-    members: list[Any] = field(default_factory=list)  # model configs (as conf/model/*.yaml); [] = the run's model
+    members: list[Any] = field(
+        default_factory=list
+    )  # model configs (as conf/model/*.yaml); [] = the run's model
 
 
 @dataclass
@@ -58,7 +60,12 @@ class ChoirStudyConfig:
     rbo_depth: int | None = None  # cut each model's salience ranking at this depth (None: whole list)
     shuffles: int = 1000  # signal-to-chance baseline
     permutations: int = 1000  # codebook permutation test
-    echo_threshold: float = 0.2  # cosine distance to a question-vocabulary term
+    echo_threshold: float = (
+        0.2  # cosine distance to a question-vocabulary term (and, for leakage, a profile's)
+    )
+    strip_thresholds: list[float] = field(
+        default_factory=lambda: [0.5, 0.4, 0.3]
+    )  # cue stripping: similarity
     width_cap: float = 0.35  # eq. 2
     width_bins: list[float] = field(default_factory=lambda: [0.0, 1.0, 2.0, 3.0])  # lower edges
     n_boot: int = 1000

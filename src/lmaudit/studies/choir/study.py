@@ -24,6 +24,7 @@ from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
 from lmaudit.studies.choir import design
 from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
+from lmaudit.studies.choir.data import NO_PERSONA
 from lmaudit.studies.choir.extract import extract_items
 from lmaudit.studies.choir.importer import read_import
 from lmaudit.studies.choir.views import headline, metrics, plot_data, summary, tags
@@ -163,10 +164,17 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
                 for g, raw in enumerate(res.texts):
                     rows.append(_list_row(name, r.meta, r.temperature, g, raw, s.items_per_list))
     vocab = {q: question_words(t) for q, t in sorted(texts_of.items())}
-    texts = sorted({it["text"] for r in rows for it in r["items"]} | {w for ws in vocab.values() for w in ws})
+    used = {r["persona"] for r in rows} - {NO_PERSONA}
+    pvocab = {p.id: question_words(p.text or "") for p in m.personas if p.id in used}
+    texts = sorted(
+        {it["text"] for r in rows for it in r["items"]}
+        | {w for ws in vocab.values() for w in ws}
+        | {w for ws in pvocab.values() for w in ws}
+    )
     emb = ctx.backends.embedder(OmegaConf.to_container(cfg.study.embedder, resolve=True))  # type: ignore[arg-type]
     vectors = emb.embed(texts, desc="choir embeddings") if texts else np.zeros((0, 1), dtype=np.float32)
     rows += [{"kind": "vocabulary", "question": q, "terms": ws} for q, ws in vocab.items()]
+    rows += [{"kind": "profile_vocabulary", "persona": p, "terms": ws} for p, ws in sorted(pvocab.items())]
     rows.append({"kind": "embedder", "identity": emb.identity, "identity_digest": emb.digest})
     rows += [
         {"kind": "embedding", "text": t, "vector": _vector_text(v)}
@@ -182,6 +190,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     recs: list[ListRecord] = []
     vec: dict[str, NDArray[np.float32]] = {}
     vocab: dict[str, list[str]] = {}
+    pvocab: dict[str, list[str]] = {}
     embedder = None
     for i, r in enumerate(rows, start=1):
         where = f"{source}: record {i}"
@@ -209,20 +218,25 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
             vec[str(r.get("text"))] = _vector(str(r.get("vector")), where)
         elif kind == "vocabulary":
             vocab[str(r.get("question"))] = [str(t) for t in r.get("terms", [])]
+        elif kind == "profile_vocabulary":
+            pvocab[str(r.get("persona"))] = [str(t) for t in r.get("terms", [])]
         elif kind == "embedder":
             embedder = r.get("identity")
         else:
             raise InputError(
                 f"{where}: field 'kind' = {kind!r} is not list, embedding, vocabulary or embedder"
             )
-    missing = sorted({t for r in recs for t in r.items} - set(vec))
+    missing = sorted(
+        ({t for r in recs for t in r.items} | {w for ws in [*vocab.values(), *pvocab.values()] for w in ws})
+        - set(vec)
+    )
     if missing:
         raise InputError(
             f"{source}: {len(missing)} item texts have no embedding record (e.g. {missing[0]!r})"
         )
     if not recs:
         raise InputError(f"{source}: no list records to analyse")
-    out = analyze_lists(recs, vec, vocab, s)
+    out = analyze_lists(recs, vec, vocab, s, pvocab)
     out["study"] = "choir"
     out["embedder"] = embedder
     out["design"] = {

@@ -1,0 +1,178 @@
+"""Recoverability and profile leakage (the seed's RQ2 and appendix C).
+
+Cells are member x question x persona (conditioned lists). A cell's feature is the
+salience-weighted mean of its items' unit embeddings (weight ``(L - rank + 1) / L`` in its
+list) minus the mean cell of its question: each question's own vocabulary would otherwise
+dominate every cell's position. Nearest-centroid accuracy by member and by persona, each cell
+held out, percentile-bootstrap interval, label-shuffle null band (persona labels shuffled
+within member); the within-member leave-one-question-out persona classifier.
+
+Profile leakage: a conditioned item leaks when its cosine similarity to some content word of
+its persona's profile reaches ``1 - echo_threshold`` (the echo rule, with the profile as the
+vocabulary). Per question and per member, the leaking share; Spearman correlations of the
+question-level share with the relative persona lift, and of the member-level share with that
+member's persona recoverability (the global persona classifier's accuracy on the member's
+cells). Cue stripping drops items whose similarity to their profile's words reaches each
+threshold of ``strip_thresholds`` and re-reports member recoverability and the within-member
+persona classifier with the share of items kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lmaudit.stats.recover import recoverability, within_model_persona
+from lmaudit.studies.choir.config import ChoirStudyConfig
+from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
+
+__all__ = ["leakage", "recover_all"]
+
+Keep = Callable[[ListRecord, str], bool]
+
+
+def cells(
+    recs: list[ListRecord], vec: Mapping[str, NDArray[np.float32]], keep: Keep | None = None
+) -> tuple[NDArray[np.float64], list[tuple[str, str, str]]]:
+    acc: dict[tuple[str, str, str], list[NDArray[np.float64]]] = {}
+    for r in recs:
+        if r.persona == UNCONDITIONED:
+            continue
+        n = len(r.items)
+        kept = [(k, t) for k, t in enumerate(r.items) if keep is None or keep(r, t)]
+        if kept:
+            acc.setdefault((r.model, r.question, r.persona), []).extend(
+                vec[t].astype(np.float64) * (n - k) / n for k, t in kept
+            )
+    keys = sorted(acc)
+    if not keys:
+        return np.zeros((0, 1)), keys
+    feats = np.array([np.mean(acc[k], axis=0) for k in keys], dtype=np.float64)
+    qs = np.array([k[1] for k in keys])
+    for q in set(qs.tolist()):
+        rows = qs == q
+        feats[rows] -= feats[rows].mean(axis=0)
+    norms = np.linalg.norm(feats, axis=1)
+    ok = norms > 1e-12  # a question with one cell has nothing left to tell it apart
+    return feats[ok], [k for k, good in zip(keys, ok, strict=True) if good]
+
+
+def _summary(rec: Any) -> dict[str, Any]:
+    return {
+        "accuracy": rec.accuracy,
+        "ci": list(rec.ci),
+        "chance": rec.chance,
+        "null_mean": finite(rec.null_mean),
+        "null_band": [finite(x) for x in rec.null_band],
+        "p": finite(rec.p_value),
+        "n_cells": rec.n_cells,
+        "per_stratum": rec.per_stratum,
+    }
+
+
+def recover_all(
+    recs: list[ListRecord],
+    vec: Mapping[str, NDArray[np.float32]],
+    s: ChoirStudyConfig,
+    rng: np.random.Generator,
+    keep: Keep | None = None,
+) -> dict[str, Any]:
+    feats, keys = cells(recs, vec, keep)
+    out: dict[str, Any] = {}
+    members, personas, questions = [k[0] for k in keys], [k[2] for k in keys], [k[1] for k in keys]
+    if len(keys) >= 2 and len(set(members)) >= 2:
+        out["model"] = _summary(
+            recoverability(feats, members, rng=rng, n_boot=s.n_boot, n_null=s.n_null, alpha=s.alpha)
+        )
+    if len(keys) >= 2 and len(set(personas)) >= 2:
+        rec = recoverability(
+            feats, personas, rng=rng, shuffle_within=members, n_boot=s.n_boot, n_null=s.n_null, alpha=s.alpha
+        )
+        out["persona"] = _summary(rec)
+        out["persona"]["per_model"] = {
+            m: float(np.mean([c for c, mm in zip(rec.correct, members, strict=True) if mm == m]))
+            for m in sorted(set(members))
+        }
+        if len(set(questions)) >= 2:
+            out["persona_within_model_loqo"] = _summary(
+                within_model_persona(
+                    feats, members, personas, questions, rng=rng, n_boot=s.n_boot, n_null=s.n_null
+                )
+            )
+    return out
+
+
+def _spearman(x: list[float], y: list[float | None]) -> dict[str, Any] | None:
+    pairs = [(a, b) for a, b in zip(x, y, strict=True) if a is not None and b is not None]
+    if len(pairs) < 3 or len({a for a, _ in pairs}) < 2 or len({b for _, b in pairs}) < 2:
+        return None
+    from scipy.stats import spearmanr
+
+    r = spearmanr([a for a, _ in pairs], [b for _, b in pairs])
+    return {"rho": finite(float(r.statistic)), "p": finite(float(r.pvalue)), "n": len(pairs)}
+
+
+def leakage(
+    recs: list[ListRecord],
+    vec: Mapping[str, NDArray[np.float32]],
+    persona_vocab: Mapping[str, list[str]],
+    per_q: Mapping[str, Mapping[str, Any]],
+    recover: Mapping[str, Any],
+    s: ChoirStudyConfig,
+    rng: np.random.Generator,
+) -> dict[str, Any] | None:
+    terms = {p: np.stack([vec[t] for t in ws]) for p, ws in persona_vocab.items() if ws}
+    sim: dict[tuple[str, str], float] = {}
+    for r in recs:
+        if r.persona == UNCONDITIONED or r.persona not in terms:
+            continue
+        for t in r.items:
+            if (r.persona, t) not in sim:
+                sim[(r.persona, t)] = float(np.max(terms[r.persona] @ vec[t]))
+    if not sim:
+        return None
+    cut = 1.0 - s.echo_threshold
+    by_q: dict[str, list[bool]] = {}
+    by_m: dict[str, list[bool]] = {}
+    for r in recs:
+        if r.persona == UNCONDITIONED or r.persona not in terms:
+            continue
+        for t in r.items:
+            leak = sim[(r.persona, t)] >= cut
+            by_q.setdefault(r.question, []).append(leak)
+            by_m.setdefault(r.model, []).append(leak)
+    q_rate = {q: float(np.mean(v)) for q, v in sorted(by_q.items())}
+    m_rate = {m: float(np.mean(v)) for m, v in sorted(by_m.items())}
+    lifts = {q: (v["lift"] or {}).get("relative") for q, v in per_q.items()}
+    per_model_acc = (recover.get("persona") or {}).get("per_model", {})
+    qs, ms = sorted(q_rate), sorted(m_rate)
+    out: dict[str, Any] = {
+        "threshold_distance": s.echo_threshold,
+        "question_rate": q_rate,
+        "model_rate": m_rate,
+        "question_spearman": _spearman([q_rate[q] for q in qs], [lifts.get(q) for q in qs]),
+        "model_spearman": _spearman([m_rate[m] for m in ms], [per_model_acc.get(m) for m in ms]),
+        "stripping": [],
+    }
+    n_all = sum(len(r.items) for r in recs if r.persona != UNCONDITIONED)
+    for cut_sim in s.strip_thresholds:
+
+        def keep(r: ListRecord, text: str, c: float = float(cut_sim)) -> bool:
+            return sim.get((r.persona, text), -1.0) < c
+
+        kept = sum(1 for r in recs if r.persona != UNCONDITIONED for x in r.items if keep(r, x))
+        rec = recover_all(recs, vec, s, rng, keep)
+        out["stripping"].append(
+            {
+                "threshold_similarity": cut_sim,
+                "kept_share": kept / n_all if n_all else None,
+                "model_accuracy": (rec.get("model") or {}).get("accuracy"),
+                "persona_within_model_loqo_accuracy": (rec.get("persona_within_model_loqo") or {}).get(
+                    "accuracy"
+                ),
+            }
+        )
+    return out
