@@ -112,6 +112,8 @@ def test_planted_profile_leakage_is_measured_and_stripped(make_cfg, tmp_path):
     assert 0.3 <= rate["m1"] <= 0.5 and 0.3 <= rate["m2"] <= 0.5
     assert rate["m3"] < 0.02 and rate["m4"] < 0.02  # (hashed-word collisions aside)
     kept = [s["kept_share"] for s in leak["stripping"]]
-    # stripping at any threshold drops the leaked words (similarity 1): about 20% of conditioned items
-    assert all(0.7 <= k <= 0.9 for k in kept) and kept == sorted(kept, reverse=True)
+    # stripping at any threshold drops at least the leaked words (similarity 1, ~20% of the
+    # conditioned items; a concept whose filler word is also a profile word goes too), and a lower
+    # threshold never keeps more
+    assert all(k <= 0.85 for k in kept) and kept == sorted(kept, reverse=True)
     assert leak["model_spearman"]["n"] == 4
