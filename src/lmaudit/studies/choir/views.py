@@ -26,6 +26,11 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
     out["n_models"] = float(len(results["design"]["models"]))
     for what, r in results["recoverability"].items():
         out[f"recover.{what}.accuracy"] = float(r["accuracy"])
+    leak = results.get("leakage") or {}
+    for k in ("question_spearman", "model_spearman"):
+        rho = (leak.get(k) or {}).get("rho")
+        if isinstance(rho, int | float):
+            out[f"leakage.{k}"] = float(rho)
     for q, v in results["questions"].items():
         for name, x in (
             ("R_q", v["R_q"]),
