@@ -53,6 +53,7 @@ class ChoirStudyConfig:
     seed: int = 20261101  # request seeds derive from it
     # import: free lists recorded elsewhere (JSONL, docs/choir.md) instead of eliciting
     import_path: str | None = None
+    calibration_path: str | None = None  # human calibration of the ranking (JSONL, docs/choir.md)
     # analysis
     embedder: ChoirEmbedderConfig = field(default_factory=ChoirEmbedderConfig)
     codebook: ChoirCodebookConfig = field(default_factory=ChoirCodebookConfig)

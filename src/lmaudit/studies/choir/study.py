@@ -23,6 +23,7 @@ from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
 from lmaudit.studies.choir import design
+from lmaudit.studies.choir.calibration import analyze_calibration, read_calibration
 from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA
 from lmaudit.studies.choir.extract import extract_items
@@ -86,11 +87,12 @@ def plan(cfg: DictConfig) -> Plan:
         raise InputError("study: generations, items_per_list and max_tokens must be >= 1")
     resolved = ChoirStudy().plan_config(cfg)
     inputs: dict[str, Any] = {}
-    if s.import_path:
-        p = Path(s.import_path)
-        if not p.exists():
-            raise InputError(f"{p}: file not found (study.import_path)")
-        inputs["import"] = {"path": str(p), "sha256": file_sha256(p)}
+    for key, given in (("import", s.import_path), ("calibration", s.calibration_path)):
+        if given:
+            p = Path(given)
+            if not p.exists():
+                raise InputError(f"{p}: file not found (study.{key}_path)")
+            inputs[key] = {"path": str(p), "sha256": file_sha256(p)}
     m = design.materials(s)
     for name in ("targeted_bank.jsonl", "infinity_chat_100.jsonl", "templates.json", "personas.jsonl"):
         p = Path(s.materials) / name
@@ -176,6 +178,8 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
     rows += [{"kind": "vocabulary", "question": q, "terms": ws} for q, ws in vocab.items()]
     rows += [{"kind": "profile_vocabulary", "persona": p, "terms": ws} for p, ws in sorted(pvocab.items())]
     rows.append({"kind": "embedder", "identity": emb.identity, "identity_digest": emb.digest})
+    if s.calibration_path:
+        rows += read_calibration(s.calibration_path)
     rows += [
         {"kind": "embedding", "text": t, "vector": _vector_text(v)}
         for t, v in zip(texts, vectors, strict=True)
@@ -191,6 +195,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     vec: dict[str, NDArray[np.float32]] = {}
     vocab: dict[str, list[str]] = {}
     pvocab: dict[str, list[str]] = {}
+    calibration: list[dict[str, Any]] = []
     embedder = None
     for i, r in enumerate(rows, start=1):
         where = f"{source}: record {i}"
@@ -222,6 +227,8 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
             pvocab[str(r.get("persona"))] = [str(t) for t in r.get("terms", [])]
         elif kind == "embedder":
             embedder = r.get("identity")
+        elif isinstance(kind, str) and kind.startswith("calibration_"):
+            calibration.append(r)
         else:
             raise InputError(
                 f"{where}: field 'kind' = {kind!r} is not list, embedding, vocabulary or embedder"
@@ -237,6 +244,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     if not recs:
         raise InputError(f"{source}: no list records to analyse")
     out = analyze_lists(recs, vec, vocab, s, pvocab)
+    out["calibration"] = analyze_calibration(calibration)
     out["study"] = "choir"
     out["embedder"] = embedder
     out["design"] = {
