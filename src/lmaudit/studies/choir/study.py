@@ -9,6 +9,7 @@ term; the measurement file holds the lists, their items and the embeddings, so t
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,8 +22,17 @@ from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.sim.freelist import question_words
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
-from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
-from lmaudit.studies.choir import design
+from lmaudit.studies.base import (
+    Measured,
+    Measurements,
+    NotCombinable,
+    Plan,
+    RunContext,
+    Study,
+    StudyResult,
+    typed,
+)
+from lmaudit.studies.choir import design, sweep
 from lmaudit.studies.choir.calibration import analyze_calibration, read_calibration
 from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA
@@ -272,7 +282,9 @@ class ChoirStudy(Study):
         s = settings(cfg)
         if s.import_path:
             return f"import-{Path(s.import_path).stem}"
-        return f"{s.bank}-{len(ensemble(cfg, s))}models-g{s.generations}"
+        names = "+".join(m["name"] for m in ensemble(cfg, s))
+        tag = hashlib.sha256(names.encode()).hexdigest()[:6]  # the members, short
+        return f"{s.bank}-{s.ensemble.name}-{tag}-g{s.generations}"
 
     def plan(self, ctx: RunContext) -> Plan:
         return plan(ctx.cfg)
@@ -297,3 +309,12 @@ class ChoirStudy(Study):
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
         return plot_data(result.results)
+
+    def design_key(self, cfg: DictConfig) -> str | None:
+        return sweep.design_key(cfg)
+
+    def combine_sweep(self, cfgs: list[DictConfig], run_dirs: list[Path], out: Path) -> DictConfig:
+        try:
+            return sweep.combine_sweep(cfgs, run_dirs, out)
+        except InputError as e:
+            raise NotCombinable(str(e)) from None
