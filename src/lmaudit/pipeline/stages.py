@@ -100,7 +100,11 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
     section: dict[str, Any]
     if not study.needs_backend(cfg):  # no run model: imported measurements, or the study opens its own
         measured = study.measure(plan, None, ctx.with_backends(Backends(cache, None, ctx.progress)))
-        section = {"backend": None, "imported": not plan.n_requests}
+        section = {
+            "backend": None,
+            "imported": not plan.n_requests,
+            "seconds": {"total": round(time.perf_counter() - t0, 3)},
+        }
     else:
         backend = build_backend(cfg.model)
         t_load = time.perf_counter() - t0

@@ -36,6 +36,12 @@ class ChoirEnsembleConfig:
 
 
 @dataclass
+class ChoirExemplarConfig:
+    question: str = MISSING  # shown through the same template, before the question asked
+    answer: str = MISSING  # a short numbered list (an answer-format turn for base models)
+
+
+@dataclass
 class ChoirStudyConfig:
     name: str = "choir"
     materials: str = "data/choir"  # prompt banks, templates and personas (DVC-tracked)
@@ -49,6 +55,7 @@ class ChoirStudyConfig:
     temperatures: list[float] = field(default_factory=lambda: [0.7])
     generations: int = 5  # lists per cell (draw index in the cache key)
     items_per_list: int = 25  # entries kept per list (the templates ask for 25)
+    exemplars: list[ChoirExemplarConfig] = field(default_factory=list)  # answer-format turns (base models)
     max_tokens: int = 1024
     seed: int = 20261101  # request seeds derive from it
     # import: free lists recorded elsewhere (JSONL, docs/choir.md) instead of eliciting

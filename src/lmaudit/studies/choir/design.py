@@ -97,9 +97,17 @@ def requests(
         for c in conds:
             prompt = m.templates[c.template].render(q.text)
             persona_text = personas[c.persona].text if c.conditioned else None
+            shots: tuple[dict[str, str], ...] = ()
+            for ex in s.exemplars:
+                shots += (
+                    {"role": "user", "content": m.templates[c.template].render(ex.question)},
+                    {"role": "assistant", "content": ex.answer},
+                )
             messages: tuple[dict[str, str], ...] = (
-                ({"role": "system", "content": str(persona_text)},) if persona_text else ()
-            ) + ({"role": "user", "content": prompt},)
+                (({"role": "system", "content": str(persona_text)},) if persona_text else ())
+                + shots
+                + ({"role": "user", "content": prompt},)
+            )
             for t in s.temperatures:
                 out.append(
                     SampleRequest(
