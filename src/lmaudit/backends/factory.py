@@ -8,7 +8,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 
-def _plain(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
+def plain_config(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
+    """A config node as a plain dict (interpolations resolved)."""
     if isinstance(cfg, DictConfig):
         out = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(out, dict)
@@ -18,7 +19,7 @@ def _plain(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
 
 def build_backend(model_cfg: Mapping[str, Any] | DictConfig) -> Any:
     """The backend named by ``model.backend``; heavy imports happen only for the one asked for."""
-    cfg = _plain(model_cfg)
+    cfg = plain_config(model_cfg)
     cfg.pop("base_model", None)  # describes the checkpoint for framing choices; not a backend option
     kind = cfg.get("backend")
     if kind == "sim":
@@ -41,7 +42,7 @@ def build_backend(model_cfg: Mapping[str, Any] | DictConfig) -> Any:
 
 def build_embedder(cfg: Mapping[str, Any] | DictConfig) -> Any:
     """The embedding backend named by ``kind`` (minilm | openai | sim); heavy imports only for it."""
-    c = _plain(cfg)
+    c = plain_config(cfg)
     kind = c.get("kind")
     if kind == "sim":
         from lmaudit.backends.sim.embed import SimEmbedder

@@ -6,20 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from lmaudit.backends.base import canonical_json
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.embeddings import CachedEmbedder
+from lmaudit.backends.factory import plain_config as _plain
 from lmaudit.provenance.cache import ResponseCache
-
-
-def _plain(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
-    if isinstance(cfg, DictConfig):
-        out = OmegaConf.to_container(cfg, resolve=True)
-        assert isinstance(out, dict)
-        return {str(k): v for k, v in out.items()}
-    return dict(cfg)
 
 
 class Backends:

@@ -241,9 +241,26 @@ class Study(ABC):
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
         """Pure: measurements and config in, result out (no model, no clock)."""
 
-    @abstractmethod
     def result(self, results: Mapping[str, Any]) -> StudyResult:
-        """The typed view of a stored ``results.json`` body (headline, metrics, tags, summary)."""
+        """The typed view of a stored ``results.json`` body, from the four views below."""
+        r = dict(results)
+        return StudyResult(r, self.headline(r), self.metrics(r), self.tags(r), self.summary(r))
+
+    def headline(self, results: Mapping[str, Any]) -> float | None:
+        """The one number a Hydra sweeper optimises (None: none)."""
+        return None
+
+    def metrics(self, results: Mapping[str, Any]) -> dict[str, float]:
+        """Headline numbers for ``metrics.json`` and MLflow."""
+        return {}
+
+    def tags(self, results: Mapping[str, Any]) -> dict[str, str]:
+        """Gate outcomes and verdicts (MLflow tags)."""
+        return {}
+
+    def summary(self, results: Mapping[str, Any]) -> str:
+        """One line for the console."""
+        return f"{self.name}: results written"
 
     @abstractmethod
     def report(self, result: StudyResult, ctx: RunContext) -> str:

@@ -220,9 +220,10 @@ class JudgeStudy(Study):
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
         return self.result(analyze_rows(cfg, measurements.rows, measurements.source))
 
-    def result(self, results: Mapping[str, Any]) -> StudyResult:
-        r = dict(results)
-        return StudyResult(r, headline(r), metrics(r), tags(r), summary(r))
+    headline = staticmethod(headline)  # type: ignore[assignment]
+    metrics = staticmethod(metrics)  # type: ignore[assignment]
+    tags = staticmethod(tags)  # type: ignore[assignment]
+    summary = staticmethod(summary)  # type: ignore[assignment]
 
     def report(self, result: StudyResult, ctx: RunContext) -> str:
         plan_doc = ctx.plan.doc if ctx.plan is not None else None
