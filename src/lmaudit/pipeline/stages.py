@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from lmaudit.config.checks import validate
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now
 from lmaudit.pipeline.context import run_dir, study_of
 from lmaudit.pipeline.record import log_to_mlflow, write_dvc_views
@@ -169,6 +170,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
 
     ``sweep_dir``: the ``-m`` sweep this run belongs to (found from Hydra when not given); its
     MLflow run nests under the sweep's parent run."""
+    validate(cfg)  # every ranged field, before a plan is built or a run directory exists
     stage = str(cfg.stage)
     if stage not in STAGES:
         raise InputError(f"stage={stage!r} is not one of {', '.join(STAGES)}")
