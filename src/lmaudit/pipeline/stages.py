@@ -8,7 +8,6 @@ through its :class:`RunContext`, and every run file is written here.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from lmaudit.pipeline.audit import AuditRecord, environment, utc_now
 from lmaudit.pipeline.context import run_dir, study_of
 from lmaudit.pipeline.record import log_to_mlflow, write_dvc_views
 from lmaudit.pipeline.registration import Registration, check, freeze, score
+from lmaudit.pipeline.rundir import ARTIFACTS, claim_plan, claim_results, clear_from, run_lock
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import (
     InputError,
@@ -33,39 +33,6 @@ from lmaudit.provenance.io import (
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study
 
 STAGES = ("plan", "freeze", "measure", "analyze", "report", "all")
-ARTIFACTS = "artifacts"  # the run folder's subfolder for a study's own files
-DERIVED = ("results.json", "metrics.json", "report.html")  # stale once the plan changes
-
-
-def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        out: list[str] = []
-        for k in sorted(set(a) | set(b)):
-            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
-        return out
-    return [] if a == b else [prefix.rstrip(".")]
-
-
-def _write_plan(plan: Plan, out: Path) -> None:
-    """Write plan.json. A run directory re-planned under a different config or inputs drops its
-    now-stale downstream files (results, metrics, plots, report, artifacts), so it never mixes
-    two plans."""
-    path = out / "plan.json"
-    if path.exists():
-        old = read_json(path)
-        if old.get("plan_digest") != plan.digest:
-            diffs = _diff_keys(old.get("config", {}), plan.config)
-            if old.get("inputs") != plan.inputs:
-                diffs.append("inputs")
-            print(
-                f"{path}: the plan changed ({', '.join(diffs) or 'rendered prompts'}); "
-                "re-planning this run directory"
-            )
-            for stale in DERIVED:
-                (out / stale).unlink(missing_ok=True)
-            for folder in ("plots", ARTIFACTS):
-                shutil.rmtree(out / folder, ignore_errors=True)
-    atomic_write_json(path, plan.doc)
 
 
 def _write_artifacts(out: Path, files: dict[str, bytes], *, frozen: bool) -> list[str]:
@@ -120,6 +87,9 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
         }
     if not isinstance(measured, Measured):
         raise TypeError(f"{study.name}.measure returned {type(measured).__name__}, not Measured")
+    clear_from(out, "analyze")  # results of earlier measurements go before the new ones land
+    for later in ("analyze", "report"):
+        audit.data.pop(later, None)
     path = atomic_write_jsonl(out / "measurements.jsonl", measured.rows)
     written = _write_artifacts(out, measured.artifacts, frozen=False)
     audit.update(
@@ -145,9 +115,14 @@ def _analyze(
     mpath = Path(cfg.measurements) if cfg.measurements else out / "measurements.jsonl"
     if not mpath.exists():
         raise InputError(f"{mpath}: no measurement file; run stage=measure first or pass measurements=<path>")
+    sha = file_sha256(mpath)
+    claim_results(out, mpath, sha, overwrite=bool(cfg.get("overwrite", False)))
     rows = [obj for _, obj in iter_jsonl(mpath)]
     result = study.analyze(cfg, Measurements(rows, str(mpath)))
-    sha = file_sha256(mpath)
+    clear_from(out, "analyze")  # results, metrics, plots and the report derived from them, as a set
+    for later in ("analyze", "report"):
+        audit.data.pop(later, None)
+    audit.save()
     results = {**result.results, "source": {"measurements_sha256": sha}}
     if reg is not None:
         results = score(study.result(results), reg, plan, sha)
@@ -185,12 +160,21 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
         freeze(cfg, study, plan)
         return None
     reg = check(cfg, study, plan) if plan is not None else None
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"lmaudit {study.name}: stage={stage} run dir {out}")
+    with run_lock(out, stage):
+        return _run_locked(ctx, study, plan, reg, sweep_dir)
 
+
+def _run_locked(
+    ctx: RunContext, study: Study, plan: Plan | None, reg: Registration | None, sweep_dir: Path | None
+) -> float | None:
+    cfg, out, stage = ctx.cfg, ctx.run_dir, ctx.stage
+    print(f"lmaudit {study.name}: stage={stage} run dir {out}")
+    if plan is not None and claim_plan(out, plan.doc, overwrite=bool(cfg.get("overwrite", False))):
+        clear_from(out, "plan")
+        (out / "audit_record.json").unlink(missing_ok=True)
     if stage in ("plan", "measure", "all"):
         assert plan is not None
-        _write_plan(plan, out)
+        atomic_write_json(out / "plan.json", plan.doc)
     elif (out / "plan.json").exists():
         plan = Plan.from_json(read_json(out / "plan.json"))
     ctx = ctx.with_plan(plan)
