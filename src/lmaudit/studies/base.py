@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.provenance.digest import json_digest
+from lmaudit.provenance.redact import redact_config
 
 if TYPE_CHECKING:
     from lmaudit.backends.cached import CachedBackend
@@ -41,7 +42,11 @@ class Plan:
 
     @classmethod
     def make(cls, body: Mapping[str, Any], n_requests: int) -> Plan:
+        """The plan of ``body``; credentials in its config's URLs are redacted before the
+        digest, so the same server behind another password makes the same plan."""
         body = dict(body)
+        if "config" in body:
+            body["config"] = redact_config(body["config"])
         return cls({**body, "n_requests": int(n_requests), "plan_digest": json_digest(body)})
 
     @classmethod
@@ -188,7 +193,7 @@ class Study(ABC):
         out["model"] = OmegaConf.to_container(cfg.model, resolve=True)
         for g in self.groups:
             out[g] = study.get(g)
-        return out
+        return dict(redact_config(out))
 
     @abstractmethod
     def default_run_name(self, cfg: DictConfig) -> str:

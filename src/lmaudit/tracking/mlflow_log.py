@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lmaudit.provenance.redact import redact_config, redact_text
+
 
 def tracking_uri(mlruns: str | Path) -> str:
     db = Path(mlruns).resolve() / "mlflow.db"
@@ -79,8 +81,12 @@ def log_run(
     """Log a job into its started run ``run_id``: params (flattened), finite metrics, tags and
     artifact files or folders; returns the run id."""
     mlflow = _mlflow(mlruns)
-    with mlflow.start_run(run_id=run_id, tags=dict(tags)) as run:
-        flat = {k: ("" if v is None else str(v))[:6000] for k, v in flatten(params).items()}
+    safe_tags = {k: redact_text(str(v)) for k, v in tags.items()}
+    with mlflow.start_run(run_id=run_id, tags=safe_tags) as run:
+        flat = {
+            k: redact_text("" if v is None else str(v))[:6000]
+            for k, v in flatten(redact_config(params)).items()
+        }
         if flat:
             mlflow.log_params(flat)
         finite = {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
