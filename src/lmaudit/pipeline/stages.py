@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from lmaudit.config.checks import validate
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now
 from lmaudit.pipeline.context import run_dir, study_of
-from lmaudit.pipeline.record import log_to_mlflow, write_dvc_views
+from lmaudit.pipeline.record import log_to_mlflow, signals_raise, write_dvc_views
 from lmaudit.pipeline.registration import Registration, check, freeze, score
 from lmaudit.pipeline.rundir import ARTIFACTS, claim_plan, claim_results, clear_from, run_lock
 from lmaudit.provenance.digest import file_sha256
@@ -160,7 +160,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
         freeze(cfg, study, plan)
         return None
     reg = check(cfg, study, plan) if plan is not None else None
-    with run_lock(out, stage):
+    with signals_raise(), run_lock(out, stage):
         return _run_locked(ctx, study, plan, reg, sweep_dir)
 
 
