@@ -8,18 +8,19 @@ through its :class:`RunContext`, and every run file is written here.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lmaudit.config.checks import validate
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now
 from lmaudit.pipeline.context import run_dir, study_of
 from lmaudit.pipeline.record import log_to_mlflow, signals_raise, write_dvc_views
 from lmaudit.pipeline.registration import Registration, check, freeze, score
-from lmaudit.pipeline.rundir import ARTIFACTS, claim_plan, claim_results, clear_from, run_lock
+from lmaudit.pipeline.rundir import ARTIFACTS, claim_plan, claim_results, clear_from, diff_keys, run_lock
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import (
     InputError,
@@ -30,6 +31,7 @@ from lmaudit.provenance.io import (
     iter_jsonl,
     read_json,
 )
+from lmaudit.provenance.redact import redact_config
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study
 
 STAGES = ("plan", "freeze", "measure", "analyze", "report", "all")
@@ -104,6 +106,56 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
     )
 
 
+def _measured_plan(cfg: DictConfig, out: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The plan the measurements being analysed were made under: ``plan.json`` beside them."""
+    m = Path(cfg.measurements) if cfg.get("measurements") else out / "measurements.jsonl"
+    p = m.parent / "plan.json"
+    return (p, read_json(p)) if p.exists() else None
+
+
+def _measured_under(cfg: DictConfig, out: Path) -> dict[str, Any] | None:
+    """For the audit record: the plan and model the analysed measurements were made under."""
+    found = _measured_plan(cfg, out)
+    if found is None:
+        return None
+    path, doc = found
+    model = (doc.get("config") or {}).get("model") or {}
+    return {"plan": str(path), "plan_digest": doc.get("plan_digest"), "model": model.get("name")}
+
+
+def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration | None) -> RunContext:
+    """Provenance of an analysis comes from what was measured, not from the command line: the
+    model recorded in the measurements' plan replaces the config's (MLflow params, run name,
+    audit record, report). With a registration, measurements made with another model than the
+    registered one are refused."""
+    cfg = ctx.cfg
+    found = _measured_plan(cfg, ctx.run_dir)
+    if found is None:
+        return ctx
+    path, measured = found
+    model = (measured.get("config") or {}).get("model")
+    if not isinstance(model, dict):
+        return ctx
+    if reg is not None and plan is not None:
+        diffs = diff_keys(plan.config.get("model"), model)
+        if diffs:
+            raise InputError(
+                f"{path}: the measurements were made with another model than {reg[1]} registers "
+                f"(differs in: {', '.join('model.' + d if d else 'model' for d in diffs)}); "
+                "a registration scores only measurements of its own model"
+            )
+        return ctx
+    current = OmegaConf.to_container(cfg.model, resolve=True)
+    if diff_keys(redact_config(current), model):
+        print(
+            f"{path}: analysing measurements of model {model.get('name')!r} (not the config's {cfg.model.name!r})"
+        )
+        cfg = cfg.copy()
+        with open_dict(cfg):
+            cfg.model = OmegaConf.create(model)
+    return dataclasses.replace(ctx, cfg=cfg)
+
+
 def _analyze(
     ctx: RunContext,
     study: Study,
@@ -134,6 +186,7 @@ def _analyze(
             "finished_utc": utc_now(),
             "measurements": str(mpath),
             "measurements_sha256": sha,
+            "measured_under": _measured_under(cfg, out),
             "results_sha256": file_sha256(results_path),
         },
     )
@@ -177,6 +230,9 @@ def _run_locked(
         atomic_write_json(out / "plan.json", plan.doc)
     elif (out / "plan.json").exists():
         plan = Plan.from_json(read_json(out / "plan.json"))
+    if stage in ("analyze", "report"):
+        ctx = _with_measured_model(ctx, plan, reg)
+        cfg = ctx.cfg
     ctx = ctx.with_plan(plan)
     audit = AuditRecord(out / "audit_record.json", plan.digest if plan else None)
     if plan is not None and stage in ("plan", "measure", "all"):
