@@ -9,6 +9,7 @@ through its :class:`RunContext`, and every run file is written here.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,26 @@ def _analyze(
     return results
 
 
+def _print_predictions(results: dict[str, Any]) -> None:
+    """A registered run ends with each prediction's outcome; when none could be evaluated (the
+    data do not hold what the registration speaks of) it says so loudly."""
+    preds = results.get("predictions")
+    if not preds:
+        return
+    name = (results.get("prereg") or {}).get("name", "?")
+    print(f"registered predictions ({name}):")
+    for p in preds:
+        why = f" ({p['reason']})" if p.get("outcome") == "not evaluable" and p.get("reason") else ""
+        print(f"  {p.get('id')}: {p.get('outcome')}{why}; observed {p.get('observed')!r}")
+    if all(p.get("outcome") == "not evaluable" for p in preds):
+        print(
+            f"WARNING: none of the {len(preds)} predictions of registration {name!r} could be evaluated: "
+            "the results do not hold the metrics they name (e.g. family names that match no data). "
+            "Nothing was tested.",
+            file=sys.stderr,
+        )
+
+
 def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     """Run the configured stage(s); returns the study's headline metric.
 
@@ -276,6 +297,7 @@ def _run_locked(
         ctx, study, result, audit, report, sweep_dir=sweep_dir, registration_file=reg[1] if reg else None
     )
     print(result.summary)
+    _print_predictions(result.results)
     names = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")
     print(f"wrote {out}/{{{', '.join(n for n in names if (out / n).exists())}}}")
     return result.headline
