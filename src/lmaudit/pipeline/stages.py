@@ -9,6 +9,8 @@ through its :class:`RunContext`, and every run file is written here.
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -124,6 +126,22 @@ def _measured_under(cfg: DictConfig, out: Path) -> dict[str, Any] | None:
     return {"plan": str(path), "plan_digest": doc.get("plan_digest"), "model": model.get("name")}
 
 
+def _source_of(path: Path) -> str:
+    """A measurement file's source: its first record's ``source`` field, else its name (the
+    folder's, for a file named measurements.jsonl)."""
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    first = json.loads(line)
+                except ValueError:
+                    break
+                if isinstance(first, dict) and isinstance(first.get("source"), str) and first["source"]:
+                    return str(first["source"])
+                break
+    return path.parent.name if path.stem == "measurements" else path.stem
+
+
 def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration | None) -> RunContext:
     """Provenance of an analysis comes from what was measured, not from the command line: the
     model recorded in the measurements' plan replaces the config's (MLflow params, run name,
@@ -132,7 +150,17 @@ def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration |
     cfg = ctx.cfg
     found = _measured_plan(cfg, ctx.run_dir)
     if found is None:
-        return ctx
+        if not cfg.get("measurements") or reg is not None:
+            return ctx
+        # measurements made elsewhere, without a plan: named by their source, never by the
+        # config's (default) model
+        name = str(cfg.get("run_name") or _source_of(Path(cfg.measurements)))
+        print(f"{cfg.measurements}: measurements of {name!r} (no plan beside them); recorded under that name")
+        cfg = cfg.copy()
+        with open_dict(cfg):
+            cfg.model = OmegaConf.create({"backend": "import", "name": name})
+            cfg.run_name = re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "measurements"
+        return dataclasses.replace(ctx, cfg=cfg)
     path, measured = found
     model = (measured.get("config") or {}).get("model")
     if not isinstance(model, dict):
@@ -188,6 +216,7 @@ def _analyze(
             "measurements": str(mpath),
             "measurements_sha256": sha,
             "measured_under": _measured_under(cfg, out),
+            "inputs": study.analysis_inputs(cfg),
             "results_sha256": file_sha256(results_path),
         },
     )

@@ -233,6 +233,11 @@ class Study(ABC):
     def report(self, result: StudyResult, ctx: RunContext) -> str:
         """The HTML report (self-contained: inline figures)."""
 
+    def analysis_inputs(self, cfg: DictConfig) -> dict[str, Any]:
+        """Files besides the measurements that an analysis reads (name -> ``{"path", "sha256"}``),
+        recorded in the audit record's analyze section. Default: none."""
+        return {}
+
     def audit_section(self, result: StudyResult) -> dict[str, Any] | None:
         """A section of the audit record under the study's name (None: no section)."""
         return None
