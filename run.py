@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from lmaudit.config.overrides import with_canonical_overrides
 from lmaudit.config.schema import register_configs
+from lmaudit.pipeline.record import Terminated
 from lmaudit.pipeline.sweep import JobFailed
 from lmaudit.provenance.io import InputError
 
@@ -25,6 +26,9 @@ def main(cfg: DictConfig) -> float | JobFailed | None:
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         return run(cfg)
+    except Terminated as e:  # SIGTERM: the run's MLflow record says KILLED, its lock is released
+        print(f"error: stopped by {e}", file=sys.stderr)
+        sys.exit(143)
     except InputError as e:  # errors for people: no traceback, the message names file/item/field
         print(f"error: {e}", file=sys.stderr)
         if sweeping:  # the sweep goes on; its end reports the failure and exits non-zero

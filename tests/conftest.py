@@ -48,3 +48,89 @@ def make_cfg(tmp_path: Path) -> Iterator[Callable[..., DictConfig]]:
             return compose(config_name="config", overrides=[*base, *args])
 
     yield _make
+
+
+class StubState:
+    """What the stub OpenAI server does: ``delay`` seconds before each POST answer."""
+
+    def __init__(self) -> None:
+        self.delay = 0.0
+        self.posts = 0
+
+
+@pytest.fixture
+def openai_stub() -> Iterator[tuple[StubState, str]]:
+    """A tiny OpenAI-compatible server on 127.0.0.1 (chat completions with top logprobs over
+    A/B/Yes/No, sampled answers "A", a llama-cpp-python tokenize API); yields its state and its
+    ``/v1`` base URL."""
+    import json
+    import math
+    import re
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    state = StubState()
+    top = {"A": 0.45, "B": 0.35, "Yes": 0.1, "No": 0.08, "C": 0.02}
+    words = {"Yes": 2, "No": 3}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _send(self, body: object, status: int = 200) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._send({"object": "list", "data": [{"id": "toy", "object": "model"}]})
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            state.posts += 1
+            if state.delay:
+                time.sleep(state.delay)
+            if self.path.endswith("/extras/tokenize"):  # one token per character, but Yes and No
+                pieces = re.findall(r"Yes|No|.", body["input"], flags=re.S)
+                self._send({"tokens": [1] + [words[p] if p in words else ord(p) + 10 for p in pieces]})
+            elif self.path.endswith("/extras/detokenize"):
+                back = {v: k for k, v in words.items()}
+                self._send({"text": "".join(back.get(t) or chr(t - 10) for t in body["tokens"] if t > 1)})
+            elif self.path.endswith("/chat/completions") and body.get("logprobs"):
+                tops = [
+                    {"token": t, "logprob": math.log(p), "id": 100 + i}
+                    for i, (t, p) in enumerate(top.items())
+                ]
+                lp = {"content": [{"token": "A", "logprob": math.log(0.45), "top_logprobs": tops}]}
+                self._send({"choices": [{"index": 0, "message": {"content": "A"}, "logprobs": lp}]})
+            elif self.path.endswith("/chat/completions"):
+                self._send({"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}}]})
+            else:
+                self._send({"detail": "Not Found"}, 404)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+STUB_TEMPLATE = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>"
+
+
+def stub_model_args(url: str) -> list[str]:
+    """Overrides that point the openai backend at :func:`openai_stub`."""
+    return [
+        "model=openai",
+        f"model.base_url={url}",
+        "model.model=toy",
+        f"model.chat_template='{STUB_TEMPLATE}'",
+    ]

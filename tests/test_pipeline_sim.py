@@ -117,16 +117,18 @@ def test_replanning_a_run_dir_drops_stale_results(make_cfg, tmp_path):
     run(make_cfg("model=sim_projective", "mlflow.enabled=false", "items=sim_demo", name="d"))
     out = tmp_path / "d"
     old_plan = json.loads((out / "plan.json").read_text())
-    run(
-        make_cfg(
-            "model=sim_projective",
-            "mlflow.enabled=false",
-            "items=sim_demo",
-            "stage=measure",
-            "study.epsilon=0.05",
-            name="d",
-        )
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    other = (
+        "model=sim_projective",
+        "mlflow.enabled=false",
+        "items=sim_demo",
+        "stage=measure",
+        "study.epsilon=0.05",
     )
+    with pytest.raises(InputError, match=r"differs in: study\.epsilon.*overwrite=true"):
+        run(make_cfg(*other, name="d"))
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # nothing touched
+    run(make_cfg(*other, "overwrite=true", name="d"))
     new_plan = json.loads((out / "plan.json").read_text())
     assert new_plan["plan_digest"] != old_plan["plan_digest"]
     assert new_plan["config"]["study"]["epsilon"] == 0.05

@@ -14,13 +14,15 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from lmaudit.config.checks import ranged
+
 # --- model -------------------------------------------------------------------------------
 
 
 @dataclass
 class ModelConfig:
     backend: str = MISSING  # "hf" | "openai" | "sim"
-    name: str = MISSING  # display name used in run names and MLflow
+    name: str = ranged(MISSING, nonempty=True)  # display name used in run names and MLflow
 
 
 @dataclass
@@ -28,10 +30,10 @@ class HFModelConfig(ModelConfig):
     backend: str = "hf"
     model: str = MISSING  # "embedded:gemma3-270m" or a hub id / local path
     revision: str | None = None
-    dtype: str = "float32"
+    dtype: str = ranged("float32", choices=("float32", "bfloat16", "float16"))
     chat_template: str | None = None  # overrides the tokenizer's template
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
-    batch_size: int = 16
+    batch_size: int = ranged(16, ge=1)
     base_model: bool = False  # a base checkpoint (no instruction tuning)
 
 
@@ -40,22 +42,23 @@ class OpenAIModelConfig(ModelConfig):
     backend: str = "openai"
     base_url: str = MISSING
     model: str = MISSING
-    endpoint: str = "chat"  # "chat" | "completions"
+    endpoint: str = ranged("chat", choices=("chat", "completions"))
     chat_template: str | None = None  # required for endpoint=completions
     api_key_env: str = "OPENAI_API_KEY"
     revision: str | None = None
-    top_logprobs: int = 20
+    top_logprobs: int = ranged(20, ge=1)
     label_space_variants: bool = False  # also count " A" for label "A" (recorded per result)
     bos_token: str = ""  # completions mode: servers add their own BOS
-    tokenizer: str = "auto"  # G1 tokenize endpoint: auto | llama_cpp_python | llama_cpp | vllm | none
+    # G1 tokenize endpoint
+    tokenizer: str = ranged("auto", choices=("auto", "llama-cpp-python", "llama.cpp", "vllm", "none"))
     server_root: str | None = None  # default: base_url without a trailing /v1
-    timeout_s: float = 60.0
-    max_retries: int = 5
-    backoff_base_s: float = 0.5
-    backoff_cap_s: float = 30.0
-    request_deadline_s: float = 600.0  # total time for one request, retries and waits included
-    max_concurrency: int = 1
-    batch_size: int = 8
+    timeout_s: float = ranged(60.0, gt=0)
+    max_retries: int = ranged(5, ge=0)
+    backoff_base_s: float = ranged(0.5, ge=0)
+    backoff_cap_s: float = ranged(30.0, ge=0)
+    request_deadline_s: float = ranged(600.0, gt=0)  # total time for one request, retries and waits included
+    max_concurrency: int = ranged(1, ge=1)
+    batch_size: int = ranged(8, ge=1)
     base_model: bool = False
 
 
@@ -67,7 +70,7 @@ class SimModelConfig(ModelConfig):
     )
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
-    batch_size: int = 256
+    batch_size: int = ranged(256, ge=1)
     base_model: bool = False
 
 
@@ -78,21 +81,22 @@ class PreregConfig:
     A prereg config may also select the study's other groups (``defaults: - override /framing: ...``)
     so that ``prereg=<name>`` alone names the whole registered design."""
 
-    name: str = MISSING
+    name: str = ranged(MISSING, nonempty=True)
     description: str = ""
     predictions: list[Any] = field(default_factory=list)
     # bound: the plan's data inputs are part of the registration (the default). open: the
     # registration precedes its data (predictions about a file still to be imported); it binds
     # everything but the study's data keys, and the data scored are digested with the scores.
-    data: str = "bound"
+    data: str = ranged("bound", choices=("bound", "open"))
 
 
 @dataclass
 class PathsConfig:
-    results: str = "results"
-    cache: str = ".cache/responses"  # ad-hoc runs (git-ignored); DVC runs pass cache/<study>/<run>
-    mlruns: str = "mlruns"
-    prereg: str = "prereg"
+    results: str = ranged("results", nonempty=True)
+    # ad-hoc runs (git-ignored); DVC runs pass cache/<study>/<run>
+    cache: str = ranged(".cache/responses", nonempty=True)
+    mlruns: str = ranged("mlruns", nonempty=True)
+    prereg: str = ranged("prereg", nonempty=True)
 
 
 @dataclass
@@ -106,13 +110,23 @@ class RootConfig:
     study: Any = MISSING  # the selected study's schema (studies/<name>/config.py)
     model: Any = MISSING
     prereg: PreregConfig | None = None  # a registration when prereg=<name> is selected
-    stage: str = "all"  # plan | freeze | measure | analyze | report | all
+    stage: str = ranged("all", choices=("plan", "freeze", "measure", "analyze", "report", "all"))
     out_dir: str | None = None  # default: <paths.results>/<study>/<run_name>
-    run_name: str | None = None  # default: the study's (qq: <model>-<framing>-<mapping>-<estimand>)
+    # default: the study's (qq: <model>-<framing>-<mapping>-<estimand>); one path component
+    run_name: str | None = ranged(None, nonempty=True)
     measurements: str | None = None  # analyze: a measurement file to (re-)analyse
+    # replace a run directory's plan or results made under another config (nothing is deleted without it)
+    overwrite: bool = False
     progress: bool = True
     paths: PathsConfig = field(default_factory=PathsConfig)
     mlflow: MLflowConfig = field(default_factory=MLflowConfig)
+
+
+MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {
+    "hf": HFModelConfig,
+    "openai": OpenAIModelConfig,
+    "sim": SimModelConfig,
+}
 
 
 def register_configs() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from lmaudit import __version__
 from lmaudit.provenance.io import atomic_write_json, read_json
+from lmaudit.provenance.redact import redact_config
 
 
 def utc_now() -> str:
@@ -52,4 +53,6 @@ class AuditRecord:
         self.save()
 
     def save(self) -> None:
+        """Write the record; credentials in any URL it holds are redacted."""
+        self.data = redact_config(self.data)
         atomic_write_json(self.path, self.data)

@@ -7,10 +7,12 @@ default. The MLflow experiment is ``mlflow.experiment`` or ``lmaudit-<study>``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from omegaconf import DictConfig
 
+from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import Study
 from lmaudit.studies.registry import get_study
 
@@ -19,18 +21,40 @@ def study_of(cfg: DictConfig) -> Study:
     return get_study(str(cfg.study.name))
 
 
+_UNSAFE = re.compile(r"[/\\\x00-\x1f]")
+
+
+def path_component(name: str, what: str) -> str:
+    """``name`` when it is safe as one path component: not empty, not ``.`` or ``..``, no
+    path separator or control character, no leading ``-`` or ``~``. Else an error naming
+    ``what`` (the field the name came from)."""
+    if not name.strip() or name in (".", "..") or _UNSAFE.search(name) or name[0] in "-~":
+        raise InputError(
+            f"{what} = {name!r} cannot name a run folder: use one path component without "
+            "'/', '\\', control characters, a leading '-' or '~', and not '.' or '..' "
+            "(out_dir= places a run anywhere)"
+        )
+    return name
+
+
 def run_name(cfg: DictConfig) -> str:
+    """The run's name, validated as one path component."""
     if cfg.get("run_name"):
-        return str(cfg.run_name)
+        return path_component(str(cfg.run_name), "run_name")
     if cfg.get("prereg") is not None:
-        return str(cfg.prereg.name)
-    return str(study_of(cfg).default_run_name(cfg))
+        return path_component(str(cfg.prereg.name), "prereg.name")
+    name = str(study_of(cfg).default_run_name(cfg))
+    return path_component(name, f"the {cfg.study.name} study's run name (from model.name and its groups)")
 
 
 def run_dir(cfg: DictConfig) -> Path:
     if cfg.get("out_dir"):
         return Path(cfg.out_dir)
-    return Path(cfg.paths.results) / str(cfg.study.name) / run_name(cfg)
+    root = Path(cfg.paths.results)
+    out = root / path_component(str(cfg.study.name), "study.name") / run_name(cfg)
+    if root.resolve() not in out.resolve().parents:  # a symlinked study folder, say
+        raise InputError(f"run directory {out} lies outside paths.results ({root})")
+    return out
 
 
 def experiment_name(cfg: DictConfig) -> str:

@@ -1,17 +1,24 @@
 """The record step: DVC views of a result, and the job's MLflow run (started before the
-report is written, so the report can name it; marked FAILED if anything after that raises)."""
+report is written, so the report can name it; marked FAILED if anything after that raises,
+KILLED on a signal). Tracking failures are reported, never fatal to results and report."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
-from collections.abc import Callable
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from lmaudit.pipeline.audit import AuditRecord
 from lmaudit.pipeline.context import experiment_name, run_name
 from lmaudit.pipeline.registration import prediction_metrics, prediction_tags
 from lmaudit.provenance.io import atomic_write_json, atomic_write_text
+from lmaudit.provenance.redact import redact_text
 from lmaudit.studies.base import RunContext, Study, StudyResult
 
 RUN_FILES = ("plan.json", "results.json", "audit_record.json", "report.html", "measurements.jsonl")
@@ -44,6 +51,36 @@ def _sweep_dir() -> Path | None:
     return Path(hc.sweep.dir)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the run is (so its MLflow run is marked KILLED and its lock freed)."""
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """While the block runs (in the main thread), SIGTERM raises :class:`Terminated`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise Terminated(f"signal {signal.Signals(signum).name}")
+
+    old = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _end_status(e: BaseException) -> str:
+    return "KILLED" if isinstance(e, (Terminated, KeyboardInterrupt, SystemExit)) else "FAILED"
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return redact_text(f"{type(e).__name__}: {text[0] if text else ''}")[:300]
+
+
 def log_to_mlflow(
     ctx: RunContext,
     study: Study,
@@ -55,47 +92,80 @@ def log_to_mlflow(
     registration_file: Path | None,
 ) -> str | None:
     """Start the job's MLflow run (nested under the sweep's parent), write the report, log the
-    run; returns its id (None with ``mlflow.enabled=false``)."""
+    run; returns its id (None with ``mlflow.enabled=false`` or when tracking failed).
+
+    Tracking never stops results and report from being written: a store that cannot be reached,
+    is locked or is damaged is reported (on the console and in the audit record's ``mlflow``
+    section), and the run goes on. A run left RUNNING by an earlier, killed process in this run
+    directory is marked KILLED; a signal during the report or logging marks this one KILLED."""
     cfg, out = ctx.cfg, ctx.run_dir
     if not cfg.mlflow.enabled:
         write_report(None)
         return None
-    from lmaudit.tracking.mlflow_log import fail_job, log_run, start_job, tracking_uri
+    from lmaudit.tracking.mlflow_log import close_running, fail_job, log_run, start_job, tracking_uri
     from lmaudit.tracking.sweeps import sweep_parent
 
     experiment = experiment_name(cfg)
-    sweep = sweep_dir or _sweep_dir()
-    parent = sweep_parent(sweep, cfg.paths.mlruns, experiment) if sweep is not None else None
-    run_id = start_job(
-        mlruns=cfg.paths.mlruns, experiment=experiment, run_name=run_name(cfg), parent_run_id=parent
-    )
-    audit.data["mlflow"] = {
-        "run_id": run_id,
-        "experiment": experiment,
-        "tracking_uri": tracking_uri(cfg.paths.mlruns),
-    }
+    uri = tracking_uri(cfg.paths.mlruns)
+    problem: str | None = None
+    run_id: str | None = None
+    where = str(out.resolve())
+    try:
+        for earlier in close_running(cfg.paths.mlruns, experiment, where):
+            print(f"MLflow run {earlier} of an earlier, interrupted run of {out} marked KILLED")
+        sweep = sweep_dir or _sweep_dir()
+        parent = sweep_parent(sweep, cfg.paths.mlruns, experiment) if sweep is not None else None
+        run_id = start_job(
+            mlruns=cfg.paths.mlruns,
+            experiment=experiment,
+            run_name=run_name(cfg),
+            parent_run_id=parent,
+            run_dir=where,
+        )
+    except Exception as e:
+        problem = f"no MLflow run was started in {uri} ({_one_line(e)})"
+    except BaseException:  # a signal while the run was being created: it must not stay RUNNING
+        with contextlib.suppress(Exception):
+            close_running(cfg.paths.mlruns, experiment, where)
+        raise
+    audit.data["mlflow"] = {"run_id": run_id, "experiment": experiment, "tracking_uri": uri}
+    if problem:
+        audit.data["mlflow"]["not_logged"] = problem
     audit.save()
     try:
         write_report(run_id)
-        plan_cfg = ctx.plan.config if ctx.plan is not None else study.plan_config(cfg)
-        log_run(
-            mlruns=cfg.paths.mlruns,
-            run_id=run_id,
-            params=plan_cfg,
-            metrics={**result.metrics, **prediction_metrics(result.results)},
-            tags={
-                **result.tags,
-                **prediction_tags(result.results),
-                "plan_digest": str(audit.data.get("plan_digest")),
-                "run_dir": str(out),
-                "study": study.name,
-            },
-            artifacts=[out / n for n in RUN_FILES]
-            + ([out / "artifacts"] if (out / "artifacts").is_dir() else [])
-            + ([registration_file] if registration_file is not None else []),
-        )
-    except BaseException:  # the run's MLflow record says it failed rather than staying RUNNING
-        fail_job(cfg.paths.mlruns, run_id)
+    except BaseException as e:
+        if run_id is not None:
+            fail_job(cfg.paths.mlruns, run_id, _end_status(e))
         raise
-    print(f"MLflow run {run_id} ({tracking_uri(cfg.paths.mlruns)})")
+    if run_id is not None:
+        try:
+            plan_cfg = ctx.plan.config if ctx.plan is not None else study.plan_config(cfg)
+            log_run(
+                mlruns=cfg.paths.mlruns,
+                run_id=run_id,
+                params=plan_cfg,
+                metrics={**result.metrics, **prediction_metrics(result.results)},
+                tags={
+                    **result.tags,
+                    **prediction_tags(result.results),
+                    "plan_digest": str(audit.data.get("plan_digest")),
+                    "run_dir": str(out),
+                    "study": study.name,
+                },
+                artifacts=[out / n for n in RUN_FILES]
+                + ([out / "artifacts"] if (out / "artifacts").is_dir() else [])
+                + ([registration_file] if registration_file is not None else []),
+            )
+        except BaseException as e:  # the run's MLflow record says how it ended, never RUNNING
+            fail_job(cfg.paths.mlruns, run_id, _end_status(e))
+            if not isinstance(e, Exception):
+                raise
+            problem = f"MLflow run {run_id} is marked FAILED: its params, metrics, tags or artifacts were not all logged ({_one_line(e)})"
+            audit.data["mlflow"]["not_logged"] = problem
+            audit.save()
+    if problem:
+        print(f"warning: {problem}; results.json and report.html are written in {out}", file=sys.stderr)
+        return None
+    print(f"MLflow run {run_id} ({uri})")
     return run_id

@@ -9,6 +9,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit import __version__
+from lmaudit.pipeline.context import path_component
 from lmaudit.provenance import prereg
 from lmaudit.studies.base import Plan, Study, StudyResult
 
@@ -34,7 +35,7 @@ def freeze(cfg: DictConfig, study: Study, plan: Plan) -> Path:
         raise prereg.PreregError(
             "stage=freeze needs a registration: add prereg=<name> (a file in conf/prereg/)"
         )
-    name = str(cfg.prereg.name)
+    name = path_component(str(cfg.prereg.name), "prereg.name")
     source = f"conf/prereg/{name}"
     preds = prereg.parse_predictions(OmegaConf.to_container(cfg.prereg.predictions, resolve=True), source)
     keys = data_keys(cfg, study)
@@ -71,7 +72,7 @@ def check(cfg: DictConfig, study: Study, plan: Plan) -> Registration | None:
     or the predictions differ from it. Happens before any model call."""
     if cfg.prereg is None:
         return None
-    name = str(cfg.prereg.name)
+    name = path_component(str(cfg.prereg.name), "prereg.name")
     preds = prereg.parse_predictions(
         OmegaConf.to_container(cfg.prereg.predictions, resolve=True), f"conf/prereg/{name}"
     )

@@ -8,17 +8,22 @@ through its :class:`RunContext`, and every run file is written here.
 
 from __future__ import annotations
 
-import shutil
+import dataclasses
+import json
+import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
+from lmaudit.config.checks import validate
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now
 from lmaudit.pipeline.context import run_dir, study_of
-from lmaudit.pipeline.record import log_to_mlflow, write_dvc_views
+from lmaudit.pipeline.record import log_to_mlflow, signals_raise, write_dvc_views
 from lmaudit.pipeline.registration import Registration, check, freeze, score
+from lmaudit.pipeline.rundir import ARTIFACTS, claim_plan, claim_results, clear_from, diff_keys, run_lock
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import (
     InputError,
@@ -29,42 +34,10 @@ from lmaudit.provenance.io import (
     iter_jsonl,
     read_json,
 )
+from lmaudit.provenance.redact import redact_config
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study
 
 STAGES = ("plan", "freeze", "measure", "analyze", "report", "all")
-ARTIFACTS = "artifacts"  # the run folder's subfolder for a study's own files
-DERIVED = ("results.json", "metrics.json", "report.html")  # stale once the plan changes
-
-
-def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        out: list[str] = []
-        for k in sorted(set(a) | set(b)):
-            out += _diff_keys(a.get(k), b.get(k), f"{prefix}{k}.")
-        return out
-    return [] if a == b else [prefix.rstrip(".")]
-
-
-def _write_plan(plan: Plan, out: Path) -> None:
-    """Write plan.json. A run directory re-planned under a different config or inputs drops its
-    now-stale downstream files (results, metrics, plots, report, artifacts), so it never mixes
-    two plans."""
-    path = out / "plan.json"
-    if path.exists():
-        old = read_json(path)
-        if old.get("plan_digest") != plan.digest:
-            diffs = _diff_keys(old.get("config", {}), plan.config)
-            if old.get("inputs") != plan.inputs:
-                diffs.append("inputs")
-            print(
-                f"{path}: the plan changed ({', '.join(diffs) or 'rendered prompts'}); "
-                "re-planning this run directory"
-            )
-            for stale in DERIVED:
-                (out / stale).unlink(missing_ok=True)
-            for folder in ("plots", ARTIFACTS):
-                shutil.rmtree(out / folder, ignore_errors=True)
-    atomic_write_json(path, plan.doc)
 
 
 def _write_artifacts(out: Path, files: dict[str, bytes], *, frozen: bool) -> list[str]:
@@ -126,6 +99,9 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
         }
     if not isinstance(measured, Measured):
         raise TypeError(f"{study.name}.measure returned {type(measured).__name__}, not Measured")
+    clear_from(out, "analyze")  # results of earlier measurements go before the new ones land
+    for later in ("analyze", "report"):
+        audit.data.pop(later, None)
     path = atomic_write_jsonl(out / "measurements.jsonl", measured.rows)
     written = _write_artifacts(out, measured.artifacts, frozen=False)
     audit.update(
@@ -140,6 +116,82 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
     )
 
 
+def _measured_plan(cfg: DictConfig, out: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The plan the measurements being analysed were made under: ``plan.json`` beside them."""
+    m = Path(cfg.measurements) if cfg.get("measurements") else out / "measurements.jsonl"
+    p = m.parent / "plan.json"
+    return (p, read_json(p)) if p.exists() else None
+
+
+def _measured_under(cfg: DictConfig, out: Path) -> dict[str, Any] | None:
+    """For the audit record: the plan and model the analysed measurements were made under."""
+    found = _measured_plan(cfg, out)
+    if found is None:
+        return None
+    path, doc = found
+    model = (doc.get("config") or {}).get("model") or {}
+    return {"plan": str(path), "plan_digest": doc.get("plan_digest"), "model": model.get("name")}
+
+
+def _source_of(path: Path) -> str:
+    """A measurement file's source: its first record's ``source`` field, else its name (the
+    folder's, for a file named measurements.jsonl)."""
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    first = json.loads(line)
+                except ValueError:
+                    break
+                if isinstance(first, dict) and isinstance(first.get("source"), str) and first["source"]:
+                    return str(first["source"])
+                break
+    return path.parent.name if path.stem == "measurements" else path.stem
+
+
+def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration | None) -> RunContext:
+    """Provenance of an analysis comes from what was measured, not from the command line: the
+    model recorded in the measurements' plan replaces the config's (MLflow params, run name,
+    audit record, report). With a registration, measurements made with another model than the
+    registered one are refused."""
+    cfg = ctx.cfg
+    found = _measured_plan(cfg, ctx.run_dir)
+    if found is None:
+        if not cfg.get("measurements") or reg is not None:
+            return ctx
+        # measurements made elsewhere, without a plan: named by their source, never by the
+        # config's (default) model
+        name = str(cfg.get("run_name") or _source_of(Path(cfg.measurements)))
+        print(f"{cfg.measurements}: measurements of {name!r} (no plan beside them); recorded under that name")
+        cfg = cfg.copy()
+        with open_dict(cfg):
+            cfg.model = OmegaConf.create({"backend": "import", "name": name})
+            cfg.run_name = re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "measurements"
+        return dataclasses.replace(ctx, cfg=cfg)
+    path, measured = found
+    model = (measured.get("config") or {}).get("model")
+    if not isinstance(model, dict):
+        return ctx
+    if reg is not None and plan is not None:
+        diffs = diff_keys(plan.config.get("model"), model)
+        if diffs:
+            raise InputError(
+                f"{path}: the measurements were made with another model than {reg[1]} registers "
+                f"(differs in: {', '.join('model.' + d if d else 'model' for d in diffs)}); "
+                "a registration scores only measurements of its own model"
+            )
+        return ctx
+    current = OmegaConf.to_container(cfg.model, resolve=True)
+    if diff_keys(redact_config(current), model):
+        print(
+            f"{path}: analysing measurements of model {model.get('name')!r} (not the config's {cfg.model.name!r})"
+        )
+        cfg = cfg.copy()
+        with open_dict(cfg):
+            cfg.model = OmegaConf.create(model)
+    return dataclasses.replace(ctx, cfg=cfg)
+
+
 def _analyze(
     ctx: RunContext,
     study: Study,
@@ -151,9 +203,14 @@ def _analyze(
     mpath = Path(cfg.measurements) if cfg.measurements else out / "measurements.jsonl"
     if not mpath.exists():
         raise InputError(f"{mpath}: no measurement file; run stage=measure first or pass measurements=<path>")
+    sha = file_sha256(mpath)
+    claim_results(out, mpath, sha, overwrite=bool(cfg.get("overwrite", False)))
     rows = [obj for _, obj in iter_jsonl(mpath)]
     result = study.analyze(cfg, Measurements(rows, str(mpath)))
-    sha = file_sha256(mpath)
+    clear_from(out, "analyze")  # results, metrics, plots and the report derived from them, as a set
+    for later in ("analyze", "report"):
+        audit.data.pop(later, None)
+    audit.save()
     results = {**result.results, "source": {"measurements_sha256": sha}}
     if reg is not None:
         results = score(study.result(results), reg, plan, sha)
@@ -165,10 +222,32 @@ def _analyze(
             "finished_utc": utc_now(),
             "measurements": str(mpath),
             "measurements_sha256": sha,
+            "measured_under": _measured_under(cfg, out),
+            "inputs": study.analysis_inputs(cfg),
             "results_sha256": file_sha256(results_path),
         },
     )
     return results
+
+
+def _print_predictions(results: dict[str, Any]) -> None:
+    """A registered run ends with each prediction's outcome; when none could be evaluated (the
+    data do not hold what the registration speaks of) it says so loudly."""
+    preds = results.get("predictions")
+    if not preds:
+        return
+    name = (results.get("prereg") or {}).get("name", "?")
+    print(f"registered predictions ({name}):")
+    for p in preds:
+        why = f" ({p['reason']})" if p.get("outcome") == "not evaluable" and p.get("reason") else ""
+        print(f"  {p.get('id')}: {p.get('outcome')}{why}; observed {p.get('observed')!r}")
+    if all(p.get("outcome") == "not evaluable" for p in preds):
+        print(
+            f"WARNING: none of the {len(preds)} predictions of registration {name!r} could be evaluated: "
+            "the results do not hold the metrics they name (e.g. family names that match no data). "
+            "Nothing was tested.",
+            file=sys.stderr,
+        )
 
 
 def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
@@ -176,6 +255,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
 
     ``sweep_dir``: the ``-m`` sweep this run belongs to (found from Hydra when not given); its
     MLflow run nests under the sweep's parent run."""
+    validate(cfg)  # every ranged field, before a plan is built or a run directory exists
     stage = str(cfg.stage)
     if stage not in STAGES:
         raise InputError(f"stage={stage!r} is not one of {', '.join(STAGES)}")
@@ -190,14 +270,26 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
         freeze(cfg, study, plan)
         return None
     reg = check(cfg, study, plan) if plan is not None else None
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"lmaudit {study.name}: stage={stage} run dir {out}")
+    with signals_raise(), run_lock(out, stage):
+        return _run_locked(ctx, study, plan, reg, sweep_dir)
 
+
+def _run_locked(
+    ctx: RunContext, study: Study, plan: Plan | None, reg: Registration | None, sweep_dir: Path | None
+) -> float | None:
+    cfg, out, stage = ctx.cfg, ctx.run_dir, ctx.stage
+    print(f"lmaudit {study.name}: stage={stage} run dir {out}")
+    if plan is not None and claim_plan(out, plan.doc, overwrite=bool(cfg.get("overwrite", False))):
+        clear_from(out, "plan")
+        (out / "audit_record.json").unlink(missing_ok=True)
     if stage in ("plan", "measure", "all"):
         assert plan is not None
-        _write_plan(plan, out)
+        atomic_write_json(out / "plan.json", plan.doc)
     elif (out / "plan.json").exists():
         plan = Plan.from_json(read_json(out / "plan.json"))
+    if stage in ("analyze", "report"):
+        ctx = _with_measured_model(ctx, plan, reg)
+        cfg = ctx.cfg
     ctx = ctx.with_plan(plan)
     audit = AuditRecord(out / "audit_record.json", plan.digest if plan else None)
     if plan is not None and stage in ("plan", "measure", "all"):
@@ -241,6 +333,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
         ctx, study, result, audit, report, sweep_dir=sweep_dir, registration_file=reg[1] if reg else None
     )
     print(result.summary)
+    _print_predictions(result.results)
     names = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")
     print(f"wrote {out}/{{{', '.join(n for n in names if (out / n).exists())}}}")
     return result.headline

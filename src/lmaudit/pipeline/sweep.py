@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import traceback
 from pathlib import Path
@@ -21,7 +22,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from lmaudit.config.overrides import display
 from lmaudit.pipeline.audit import utc_now
 from lmaudit.pipeline.context import experiment_name, run_dir
-from lmaudit.provenance.io import atomic_write_json
+from lmaudit.provenance.io import atomic_write_json, atomic_write_text
+from lmaudit.provenance.redact import redact_config, redact_text
 from lmaudit.studies.base import NotCombinable
 from lmaudit.studies.registry import get_study
 from lmaudit.tracking.sweeps import JOBS_DIR, PARENTS_FILE, SWEEP_FILE, job_records, log_comparison
@@ -78,6 +80,22 @@ def combine(sweep_dir: Path, records: list[dict[str, Any]]) -> None:
             run(cfg, sweep_dir=sweep_dir)
 
 
+def _recorded(override: str) -> str:
+    """An override as the sweep records it: its short spelling, Hydra's escapes undone so that
+    credentials in a URL are found and redacted."""
+    return redact_text(display(re.sub(r"\\(.)", r"\1", override)))
+
+
+def _redact_multirun_yaml(sweep_dir: Path) -> None:
+    """Hydra's own record of the sweep (``multirun.yaml``) with credentials in URLs redacted."""
+    path = sweep_dir / "multirun.yaml"
+    if path.exists():
+        text = path.read_text()
+        safe = redact_text(text)
+        if safe != text:
+            atomic_write_text(path, safe)
+
+
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -87,8 +105,13 @@ class SweepCallback(Callback):
         (sweep_dir / PARENTS_FILE).unlink(missing_ok=True)
         atomic_write_json(
             sweep_dir / SWEEP_FILE,
-            {"overrides": [display(o) for o in config.hydra.overrides.task], "started_utc": utc_now()},
+            {"overrides": [_recorded(o) for o in config.hydra.overrides.task], "started_utc": utc_now()},
         )
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        hc = config.get("hydra")
+        if hc is not None and hc.get("sweep") is not None and hc.sweep.get("dir"):
+            _redact_multirun_yaml(Path(hc.sweep.dir))
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         from hydra.core.utils import JobStatus
@@ -114,19 +137,20 @@ class SweepCallback(Callback):
                 status_name, error = "FAILED", value.error
         rec = {
             "num": int(hc.job.num),
-            "overrides": [display(o) for o in hc.overrides.task],
+            "overrides": [_recorded(o) for o in hc.overrides.task],
             "study": str(task.study.name),
             "experiment": experiment_name(task),
             "run_dir": where,
             "status": status_name,
-            "error": error,
-            "config": OmegaConf.to_container(task, resolve=True),
+            "error": None if error is None else redact_text(error),
+            "config": redact_config(OmegaConf.to_container(task, resolve=True)),
             "ended_utc": utc_now(),
         }
         atomic_write_json(Path(hc.sweep.dir) / JOBS_DIR / f"{int(hc.job.num):04d}.json", rec)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
+        _redact_multirun_yaml(sweep_dir)
         records = job_records(sweep_dir)
         failed = [r for r in records if r["status"] != "COMPLETED"]
         try:

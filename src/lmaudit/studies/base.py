@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.provenance.digest import json_digest
+from lmaudit.provenance.redact import redact_config
 
 if TYPE_CHECKING:
     from lmaudit.backends.cached import CachedBackend
@@ -42,7 +43,11 @@ class Plan:
 
     @classmethod
     def make(cls, body: Mapping[str, Any], n_requests: int) -> Plan:
+        """The plan of ``body``; credentials in its config's URLs are redacted before the
+        digest, so the same server behind another password makes the same plan."""
         body = dict(body)
+        if "config" in body:
+            body["config"] = redact_config(body["config"])
         return cls({**body, "n_requests": int(n_requests), "plan_digest": json_digest(body)})
 
     @classmethod
@@ -209,7 +214,7 @@ class Study(ABC):
         out["model"] = OmegaConf.to_container(cfg.model, resolve=True)
         for g in self.groups:
             out[g] = study.get(g)
-        return out
+        return dict(redact_config(out))
 
     @abstractmethod
     def default_run_name(self, cfg: DictConfig) -> str:
@@ -265,6 +270,11 @@ class Study(ABC):
     @abstractmethod
     def report(self, result: StudyResult, ctx: RunContext) -> str:
         """The HTML report (self-contained: inline figures)."""
+
+    def analysis_inputs(self, cfg: DictConfig) -> dict[str, Any]:
+        """Files besides the measurements that an analysis reads (name -> ``{"path", "sha256"}``),
+        recorded in the audit record's analyze section. Default: none."""
+        return {}
 
     def audit_section(self, result: StudyResult) -> dict[str, Any] | None:
         """A section of the audit record under the study's name (None: no section)."""

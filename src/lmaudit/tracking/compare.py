@@ -19,6 +19,7 @@ from lmaudit.tracking.mlflow_log import _mlflow
 # columns that are empty for every run shown
 COMMON_COLUMNS: list[tuple[str, str]] = [
     ("run", "info:run_name"),
+    ("status", "info:status"),  # FINISHED, FAILED, KILLED, or RUNNING (still running, or died unrecorded)
     ("study", "tag:study"),
     ("model", "param:model.name"),
 ]
@@ -49,7 +50,7 @@ def fetch_runs(
     parent_run_id: str | None = None,
     last: int | None = None,
 ) -> list[Any]:
-    """Finished (or failed) job runs, newest first; sweep parents are left out."""
+    """Job runs of every status, newest first; sweep parents are left out."""
     mlflow = _mlflow(mlruns)
     client = mlflow.tracking.MlflowClient()
     if experiments:
@@ -73,6 +74,8 @@ def fetch_runs(
 
 def _value(r: Any, src: str) -> Any:
     kind, key = src.split(":", 1)
+    if kind == "info" and key == "status":
+        return r.info.status
     if kind == "info":
         return r.data.tags.get("mlflow.runName") or r.info.run_id[:8]
     if kind == "param":

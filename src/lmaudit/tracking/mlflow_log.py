@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lmaudit.provenance.redact import redact_config, redact_text
+
 
 def tracking_uri(mlruns: str | Path) -> str:
     db = Path(mlruns).resolve() / "mlflow.db"
@@ -55,11 +57,23 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def start_job(*, mlruns: str | Path, experiment: str, run_name: str, parent_run_id: str | None = None) -> str:
+RUN_DIR_TAG = "lmaudit.run_dir"  # the run directory a job's run belongs to, set when it is created
+
+
+def start_job(
+    *,
+    mlruns: str | Path,
+    experiment: str,
+    run_name: str,
+    parent_run_id: str | None = None,
+    run_dir: str | None = None,
+) -> str:
     """Create the job's MLflow run (so its id can go into the report) and return its id."""
     mlflow = _mlflow(mlruns)
     exp_id = ensure_experiment(mlruns, experiment)
     tags = {"lmaudit.kind": "job"}
+    if run_dir is not None:
+        tags[RUN_DIR_TAG] = run_dir
     if parent_run_id:
         tags["mlflow.parentRunId"] = parent_run_id
     run = mlflow.start_run(experiment_id=exp_id, run_name=run_name, tags=tags)
@@ -79,8 +93,12 @@ def log_run(
     """Log a job into its started run ``run_id``: params (flattened), finite metrics, tags and
     artifact files or folders; returns the run id."""
     mlflow = _mlflow(mlruns)
-    with mlflow.start_run(run_id=run_id, tags=dict(tags)) as run:
-        flat = {k: ("" if v is None else str(v))[:6000] for k, v in flatten(params).items()}
+    safe_tags = {k: redact_text(str(v)) for k, v in tags.items()}
+    with mlflow.start_run(run_id=run_id, tags=safe_tags) as run:
+        flat = {
+            k: redact_text("" if v is None else str(v))[:6000]
+            for k, v in flatten(redact_config(params)).items()
+        }
         if flat:
             mlflow.log_params(flat)
         finite = {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
@@ -95,7 +113,23 @@ def log_run(
         return str(run.info.run_id)
 
 
-def fail_job(mlruns: str | Path, run_id: str) -> None:
-    """Mark a job's run FAILED (its analysis or report raised after the run was started)."""
+def fail_job(mlruns: str | Path, run_id: str, status: str = "FAILED") -> None:
+    """Mark a job's run FAILED (its report or logging raised after the run was started) or
+    KILLED (a signal stopped it)."""
     with contextlib.suppress(Exception):  # never mask the error that got us here
-        _mlflow(mlruns).tracking.MlflowClient().set_terminated(run_id, status="FAILED")
+        _mlflow(mlruns).tracking.MlflowClient().set_terminated(run_id, status=status)
+
+
+def close_running(mlruns: str | Path, experiment: str, run_dir: str, status: str = "KILLED") -> list[str]:
+    """Mark ``status`` every job run of ``run_dir`` still RUNNING: runs of a process that was
+    killed before it could say so (the run directory's lock guarantees no live process owns
+    them). Returns their ids."""
+    client = _mlflow(mlruns).tracking.MlflowClient()
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    runs = client.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'")
+    ids = [r.info.run_id for r in runs if r.data.tags.get(RUN_DIR_TAG) == run_dir]
+    for run_id in ids:
+        client.set_terminated(run_id, status=status)
+    return ids

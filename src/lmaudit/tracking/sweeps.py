@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.provenance.io import atomic_write_json, atomic_write_text
+from lmaudit.provenance.redact import redact_text
 
 SWEEP_FILE = "sweep.json"
 PARENTS_FILE = "mlflow_parents.json"
@@ -57,7 +58,7 @@ def sweep_parent(sweep_dir: str | Path, mlruns: str | Path, experiment: str) -> 
             tags={
                 "lmaudit.kind": "sweep",
                 "sweep_dir": str(sweep_dir),
-                "sweep_overrides": " ".join(meta.get("overrides", []))[:5000],
+                "sweep_overrides": redact_text(" ".join(meta.get("overrides", [])))[:5000],
             },
         )
         mlflow.end_run(status="RUNNING")

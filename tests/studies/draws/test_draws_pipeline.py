@@ -149,7 +149,7 @@ def test_an_import_file_can_be_analysed_directly(make_cfg, tmp_path) -> None:
 
 
 def test_plan_refuses_bad_settings(make_cfg) -> None:
-    with pytest.raises(InputError, match="field 'kind'"):
+    with pytest.raises(InputError, match=r"study\.normalise\.kind"):
         run(
             make_cfg(
                 "study=draws",

@@ -8,11 +8,15 @@ from dataclasses import dataclass, field
 
 from omegaconf import MISSING
 
+from lmaudit.config.checks import ranged
+
 
 @dataclass
 class JudgeConditionSpec:
     id: str = MISSING  # P0, PA, PB, PAB, SWAP ...
-    wrap: list[str] = field(default_factory=list)  # displayed sides that get the wrapper: A and/or B
+    wrap: list[str] = ranged(
+        factory=list, distinct=True, subset=("A", "B")
+    )  # displayed sides that get the wrapper: A and/or B
     swap: bool = False  # responses A and B exchanged (the parent study's position design)
     description: str = ""
 
@@ -43,7 +47,7 @@ class JudgeRubricConfig:
 
 @dataclass
 class JudgeRetryConfig:
-    max_attempts: int = 2  # attempts per judgment, the first included (1: no retry)
+    max_attempts: int = ranged(2, ge=1)  # attempts per judgment, the first included (1: no retry)
 
 
 @dataclass
@@ -52,17 +56,19 @@ class JudgeStudyConfig:
     candidates_path: str = "data/judge/demo/candidates.jsonl"
     mapping_path: str | None = "data/judge/demo/mapping.json"  # hidden from the judge; read to unblind
     prompt_ids: list[str] | None = None  # None: every prompt of the candidate set
-    k: int = 1  # independent judgments per prompt and condition
-    temperature: float = 0.7
-    top_p: float = 1.0
-    max_tokens: int = 64
+    k: int = ranged(1, ge=1)  # independent judgments per prompt and condition
+    temperature: float = ranged(0.7, ge=0)
+    top_p: float = ranged(1.0, gt=0, le=1)
+    max_tokens: int = ranged(64, ge=1)
     seed: int = 20261007  # every judgment's seed derives from it (recorded per judgment)
-    isolation: str = "fresh"  # fresh | shared (shared reproduces a deviation and is recorded as one)
+    isolation: str = ranged(
+        "fresh", choices=("fresh", "shared")
+    )  # fresh | shared (shared reproduces a deviation and is recorded as one)
     retry: JudgeRetryConfig = field(default_factory=JudgeRetryConfig)
     readout: bool = True  # P(A), P(B), P(TIE) where the backend has the log-prob contract
     readout_labels: dict[str, str] = field(default_factory=lambda: {"A": "A", "B": "B", "TIE": "TIE"})
-    top_k: int = 10
-    alpha: float = 0.05  # exact intervals and tests
+    top_k: int = ranged(10, ge=1)
+    alpha: float = ranged(0.05, gt=0, lt=1)  # exact intervals and tests
     import_dir: str | None = None  # analyse recorded results (results_<condition>.json) instead of judging
     # the study's groups (conf/study/judge/<group>/), chosen with judge/<group>=<option>
     condition: JudgeConditionSetConfig = MISSING

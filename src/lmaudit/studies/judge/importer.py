@@ -15,6 +15,7 @@ marked invalid, never coerced. An optional ``execution.json`` describes the exec
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,13 @@ def import_files(folder: str | Path, conds: Sequence[Condition]) -> dict[str, Pa
     if not found:
         names = ", ".join(f"results_{c.id}.json" for c in conds)
         raise InputError(f"{root}: no result file for any configured condition (looked for {names})")
+    left = sorted(p.name for p in root.glob("results_*.json") if p.stem.removeprefix("results_") not in found)
+    if left:
+        print(
+            f"warning: {root}: {', '.join(left)} not analysed: the selected condition set holds only "
+            f"{', '.join(c.id for c in conds)} (judge/condition=all includes the position swap SWAP)",
+            file=sys.stderr,
+        )
     return found
 
 

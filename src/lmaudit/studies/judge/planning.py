@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.provenance.digest import file_sha256, sha256_text
 from lmaudit.provenance.io import InputError, dumps_json
+from lmaudit.provenance.redact import redact_config
 from lmaudit.studies.base import (
     Plan,
 )
@@ -131,11 +132,12 @@ def plan_config(cfg: DictConfig) -> dict[str, Any]:
     presentation (its condition set, rubric and wrapper) under ``judge``."""
     study = OmegaConf.to_container(cfg.study, resolve=True)
     assert isinstance(study, dict)
-    return {
+    out = {
         "study": {k: v for k, v in study.items() if k not in GROUPS},
         "model": OmegaConf.to_container(cfg.model, resolve=True),
         "judge": {g: study.get(g) for g in GROUPS},
     }
+    return dict(redact_config(out))
 
 
 def plan(cfg: DictConfig) -> Plan:

@@ -15,6 +15,12 @@ from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.analysis import QQParams, analyze
+from lmaudit.studies.qq.analysis_bank import (
+    bank_digest,
+    check_against_bank,
+    load_analysis_bank,
+    memorization_pairs,
+)
 from lmaudit.studies.qq.config import (
     EstimandConfig,
     FramingConfig,
@@ -147,14 +153,9 @@ def measure(cfg: DictConfig, cached: CachedBackend) -> list[dict[str, Any]]:
     return rows
 
 
-def analysis_params(cfg: DictConfig, items: list[Item]) -> QQParams:
+def analysis_params(cfg: DictConfig, pairs: dict[str, str]) -> QQParams:
     study = QQStudy().plan_config(cfg)["study"]
-    ids = {it.id for it in items}
-    pairs = (
-        {it.id: it.matched_to for it in items if it.matched_to and it.matched_to in ids}
-        if cfg.study["items"].matched_pairs
-        else {}
-    )
+    pairs = pairs if cfg.study["items"].matched_pairs else {}
     return QQParams.from_mapping(
         {
             **{str(k): v for k, v in study.items()},
@@ -168,13 +169,11 @@ def analysis_params(cfg: DictConfig, items: list[Item]) -> QQParams:
 def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
     """Pure: measurement rows + config in, results dict out (no model, no clock)."""
     positions, g1, g3_rows = split_rows(rows, source)
-    items = load_items(cfg)
-    known = {it.id for it in load_bank(cfg.study["items"].path).items}
-    unknown = sorted({m.item for m in positions} - known)
-    if unknown:
-        raise InputError(f"{source}: items {unknown} are not in the item bank {cfg.study['items'].path}")
+    bank_path = str(cfg.study["items"].path)
+    bank = load_analysis_bank(bank_path)  # ids, strata, options, pairings: all analysis needs
+    check_against_bank(positions, bank, source, bank_path)
     check_label_assignment(positions, cfg.study.mapping.labels, cfg.study.mapping.yesno_labels, source)
-    params = analysis_params(cfg, items)
+    params = analysis_params(cfg, memorization_pairs(bank, {m.item for m in positions}))
     try:
         result = analyze(positions, params).to_json()
     except ValueError as e:
@@ -252,6 +251,9 @@ class QQStudy(Study):
         if backend is None:
             raise InputError("study qq: measuring needs a backend")
         return Measured(measure(ctx.cfg, backend))
+
+    def analysis_inputs(self, cfg: DictConfig) -> dict[str, Any]:
+        return {"items": bank_digest(cfg.study["items"].path)}
 
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
         return self.result(analyze_rows(cfg, measurements.rows, measurements.source))
