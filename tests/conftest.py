@@ -121,16 +121,3 @@ def openai_stub() -> Iterator[tuple[StubState, str]]:
     finally:
         httpd.shutdown()
         httpd.server_close()
-
-
-STUB_TEMPLATE = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>"
-
-
-def stub_model_args(url: str) -> list[str]:
-    """Overrides that point the openai backend at :func:`openai_stub`."""
-    return [
-        "model=openai",
-        f"model.base_url={url}",
-        "model.model=toy",
-        f"model.chat_template='{STUB_TEMPLATE}'",
-    ]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import stub_model_args
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
+from stub_server import stub_model_args
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1"}

@@ -157,7 +157,10 @@ def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration |
     cfg = ctx.cfg
     found = _measured_plan(cfg, ctx.run_dir)
     if found is None:
-        if not cfg.get("measurements") or reg is not None:
+        external = (
+            cfg.get("measurements") and Path(cfg.measurements).resolve().parent != ctx.run_dir.resolve()
+        )
+        if not external or reg is not None:
             return ctx
         # measurements made elsewhere, without a plan: named by their source, never by the
         # config's (default) model

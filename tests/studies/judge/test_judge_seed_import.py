@@ -158,6 +158,7 @@ def test_bad_import_records_name_file_record_and_field(make_cfg, tmp_path):
             ]
         )
     )
+    cfg.overwrite = True  # the edited import is another input: the run directory is re-planned
     run(cfg)
     res = json.loads((tmp_path / "run/results.json").read_text())
     assert res["conditions"]["P0"]["counts"] == {"A": 0, "B": 0, "TIE": 1, "INVALID": 2}
