@@ -197,6 +197,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ),
         )
         rates.append(matmul_flops_per_s())
+        print(
+            f"round {r + 1}/{args.rounds}: lmaudit {ours_s[-1]:.1f} s, llama.cpp "
+            f"{llama_s[-1] if llama_s else float('nan'):.1f} s, naive so far {naive_s:.1f} s, "
+            f"matmul {rates[-1] / 1e9:.1f} GFLOP/s",
+            flush=True,
+        )
     ours, rate = statistics.median(ours_s), statistics.median(rates)
     bound_s = bound_flops / rate
     llama_med = statistics.median(llama_s) if llama_s else None
