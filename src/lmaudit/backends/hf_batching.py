@@ -35,7 +35,7 @@ import torch
 #: node cost nothing beyond its tokens, so by default nothing is folded.
 DEFAULT_MIN_SHARED_TOKENS = 1
 #: Tokens per packed forward (queries); keys add the ancestors' cached tokens.
-DEFAULT_PACK_TOKENS = 256
+DEFAULT_PACK_TOKENS = 512
 
 
 @dataclass
