@@ -43,6 +43,7 @@ from lmaudit.backends.hf_batching import (
     ForwardStats,
     next_token_logits,
 )
+from lmaudit.backends.hf_labels import label_results, label_tails, label_token_ids, pieces
 from lmaudit.backends.hf_sampling import sample_completions
 
 #: Bump whenever a change alters what the backend returns for the same model and request.
@@ -278,23 +279,6 @@ class HFBackend:
     def encode(self, messages: Sequence[Message]) -> list[int]:
         return self._encode_texts([self.render(messages)])[0]
 
-    def _label_tails(
-        self, text: str, ids: list[int], labels: Sequence[str]
-    ) -> dict[str, tuple[bool, list[int]]]:
-        """For each label: (prompt ids are a prefix of ids(prompt + label), ids after the common prefix)."""
-        with_labels = self._encode_texts([text + label for label in labels])
-        out: dict[str, tuple[bool, list[int]]] = {}
-        for label, full in zip(labels, with_labels, strict=True):
-            common = 0
-            while common < min(len(ids), len(full)) and ids[common] == full[common]:
-                common += 1
-            out[label] = (common == len(ids), full[common:])
-        return out
-
-    def _pieces(self, ok: bool, tail: list[int]) -> list[str]:
-        pieces = [str(p) for p in self.tokenizer.convert_ids_to_tokens(tail)]
-        return pieces if ok else ["<merges-with-prompt>", *pieces]
-
     def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
         """Gate G1: each label's token pieces after the rendered prompt (passes when exactly one).
 
@@ -303,24 +287,11 @@ class HFBackend:
         """
         text = self.render(request.messages)
         ids = self._encode_texts([text])[0]
-        tails = self._label_tails(text, ids, request.labels)
-        return {label: self._pieces(ok, tail) for label, (ok, tail) in tails.items()}
+        tails = label_tails(self._encode_texts, text, ids, request.labels)
+        return {label: pieces(self.tokenizer, ok, tail) for label, (ok, tail) in tails.items()}
 
     def _label_ids(self, request: LabelRequest, text: str, ids: list[int]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for label, (ok, tail) in self._label_tails(text, ids, request.labels).items():
-            if not ok or len(tail) != 1:
-                raise BackendError(
-                    f"hf backend: label {label!r} is not a single token after the rendered prompt (gate G1): "
-                    f"it tokenizes to {self._pieces(ok, tail)} after a prompt ending {text[-40:]!r} "
-                    f"(model {self.model_id})"
-                )
-            out[label] = tail[0]
-        if len(set(out.values())) != len(out):
-            raise BackendError(
-                f"hf backend: labels {list(out)} share token ids {out} (model {self.model_id})"
-            )
-        return out
+        return label_token_ids(self._encode_texts, self.tokenizer, text, ids, request.labels, self.model_id)
 
     # ------------------------------------------------------------------ contracts
 
@@ -344,8 +315,6 @@ class HFBackend:
         All requests share one prefix trie, so a caller should pass every request it has;
         every request is checked (gate G1) before the model runs.
         """
-        import torch
-
         k = self.top_k if top_k is None else int(top_k)
         if not requests:
             return
@@ -361,27 +330,7 @@ class HFBackend:
                 min_shared=self.min_shared_tokens,
                 on_chunk=bar.update,
             ):
-                probs = torch.softmax(logits.double(), dim=-1)
-                tops = torch.topk(probs, min(k, probs.shape[-1]), dim=-1) if k else None
-                for row, i in enumerate(idx):
-                    p = {label: float(probs[row, t]) for label, t in label_ids[i].items()}
-                    top: list[tuple[str, float]] = []
-                    if tops is not None:
-                        top = [
-                            (self.tokenizer.decode([int(t)]), float(v))
-                            for v, t in zip(
-                                tops.values[row].tolist(), tops.indices[row].tolist(), strict=True
-                            )
-                        ]
-                    yield (
-                        i,
-                        LabelResult(
-                            probs=p,
-                            other=1.0 - sum(p.values()),
-                            top_k=top,
-                            label_token_ids=dict(label_ids[i]),
-                        ),
-                    )
+                yield from label_results(logits, idx, label_ids, k, self.tokenizer)
 
     def sample_key_extra(self, request: SampleRequest) -> dict[str, Any] | None:
         """A multi-token draw decodes in a block of ``sample_block`` rows, and its arithmetic (so,
