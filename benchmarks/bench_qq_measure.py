@@ -1,19 +1,25 @@
-"""QQ measurement throughput of the ``hf`` backend on the embedded Gemma 3 270M.
+"""QQ label scoring on the default audit's prompts: lmaudit against three baselines, one run.
 
-Scores a realistic QQ workload (items x mappings x orders x positions; chat prompts with a
-system prompt carrying the label legend) two ways in the same run, interleaved in rounds so
-both see the same machine load:
+The workload is the default run's own requests (``python run.py``: its study config, few-shot
+framing, counterbalanced mappings, the model config's batch size), scored cold (a fresh
+response cache each round) through the same ``CachedBackend`` the pipeline uses. In every
+round, under the same machine load, in this order:
 
-* ``HFBackend.label_logprobs``: batched, prefix-sharing, ``logits_to_keep=1``, on every item;
-* a naive baseline: one prompt at a time, full forward (logits at every position), no reuse,
-  on the first item of each round (it is slow).
+* lmaudit: ``CachedBackend.label_logprobs`` on every request;
+* llama.cpp: llama-cpp-python on the same token ids and the same GGUF the embedded model is
+  converted from, prompts sorted, keeping the KV cache of the prefix shared with the previous
+  prompt (what llama.cpp does by default); skipped, and said so, if it is not installed;
+* naive: one prompt at a time, ``logits_to_keep=1``, no cache reuse, on every ``rounds``-th
+  request (round ``r`` takes requests ``r, r + R, ...``, so over the rounds it scores each
+  request once and its total is a whole pass, not an extrapolation);
+* the fp32 matmul rate (2048 x 2048 ``torch.mm``, best of 3).
 
-Prints prompts/s of both and their ratio (target >= 5x), the largest probability difference
-between them, and the ratio of the achieved FLOP rate to this machine's measured fp32 matmul
-rate. Writes the same numbers to ``benchmarks/results/qq_measure.json``. No absolute-time
-assertions: the machine, its load and its thread count are recorded beside the numbers.
+The FLOP bound is the time the unique trie tokens need at the measured matmul rate:
+``(2 x non-embedding params x unique tokens + 2 x head params x prompts) / rate``.
+Printed ratios: lmaudit / llama.cpp time (goal <= 0.8), bound / lmaudit time (goal >= 0.6),
+bound / llama.cpp time, naive / lmaudit time, and the largest probability differences.
 
-    python benchmarks/bench_qq_measure.py [--items 18] [--round-items 3] [--batch-size 32] [--threads N]
+    python benchmarks/bench_qq_measure.py [--rounds 3] [--threads 2] [override ...]
 """
 
 from __future__ import annotations
@@ -22,80 +28,45 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 import argparse
 import json
 import platform
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from lmaudit.backends.base import LabelRequest
-from lmaudit.backends.hf import HFBackend
-from lmaudit.backends.hf_batching import ForwardStats
-
-RESULTS = Path(__file__).resolve().parent / "results" / "qq_measure.json"
-
-# 18 question pairs in the style of the QQ survey items (Moore 2002; Wang & Busemeyer 2013).
-ITEMS: list[tuple[str, str]] = [
-    (
-        "Do you think Bill Clinton is honest and trustworthy?",
-        "Do you think Al Gore is honest and trustworthy?",
-    ),
-    ("Do you think Newt Gingrich is honest?", "Do you think Bob Dole is honest?"),
-    ("Is Pete Rose worthy of the Hall of Fame?", "Is Shoeless Joe Jackson worthy of the Hall of Fame?"),
-    ("Do most white people dislike black people?", "Do most black people dislike white people?"),
-    ("Should the government raise the minimum wage?", "Should the government cut payroll taxes?"),
-    ("Is climate change mostly caused by human activity?", "Will climate change harm you personally?"),
-    ("Should voting be compulsory?", "Should the voting age be lowered to sixteen?"),
-    ("Is nuclear power safe?", "Should your country build more nuclear plants?"),
-    ("Do you trust national newspapers?", "Do you trust television news?"),
-    ("Is social media good for democracy?", "Is social media good for teenagers?"),
-    ("Should college tuition be free?", "Should student debt be cancelled?"),
-    ("Is the economy getting better?", "Is your own financial situation getting better?"),
-    ("Should cities ban cars from their centres?", "Should public transport be free?"),
-    ("Do you trust scientists?", "Do you trust doctors?"),
-    ("Should the death penalty be abolished?", "Should life sentences be abolished?"),
-    ("Is artificial intelligence a threat to jobs?", "Is artificial intelligence a threat to humanity?"),
-    ("Should your country accept more refugees?", "Should your country accept more skilled migrants?"),
-    ("Is working from home as productive as the office?", "Should employers allow a four-day week?"),
-]
-SYSTEM = (
-    "You are a respondent in a public opinion survey. You will be asked a sequence of yes/no "
-    "questions. Answer every question with exactly one letter and nothing else.\n"
-    "Legend: {legend}.\nDo not explain your answer."
-)
-MAPPINGS = ({"A": "Yes", "B": "No"}, {"A": "No", "B": "Yes"})
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results" / "qq_measure.json"
 
 
-def qq_workload(items: list[tuple[str, str]]) -> list[LabelRequest]:
-    """Per item x mapping x order: position 1, and position 2 after each committed label."""
-    out: list[LabelRequest] = []
-    for q_a, q_b in items:
-        for mapping in MAPPINGS:
-            legend = ", ".join(f"{label} = {meaning}" for label, meaning in mapping.items())
-            system = {"role": "system", "content": SYSTEM.format(legend=legend)}
-            suffix = f"\nAnswer A or B ({legend})."
-            for first, second in ((q_a, q_b), (q_b, q_a)):
-                user1 = {"role": "user", "content": f"Question 1: {first}{suffix}"}
-                out.append(LabelRequest((system, user1), ("A", "B")))
-                for committed in ("A", "B"):
-                    msgs = (
-                        system,
-                        user1,
-                        {"role": "assistant", "content": committed},
-                        {"role": "user", "content": f"Question 2: {second}{suffix}"},
-                    )
-                    out.append(LabelRequest(msgs, ("A", "B")))
-    return out
+def default_requests(overrides: list[str]) -> tuple[Any, list[Any], int]:
+    """(config, the default run's label requests, its top_k), composed as ``run.py`` composes them."""
+    from hydra import compose, initialize_config_dir
+
+    from lmaudit.config.overrides import canonical
+    from lmaudit.config.schema import register_configs
+    from lmaudit.studies.qq.study import cells_for
+
+    register_configs()
+    args, _ = canonical(overrides)
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(
+            config_name="config", overrides=[f"study.items.path={REPO / 'data/qq/items/pilot.json'}", *args]
+        )
+    requests = [r for cell in cells_for(cfg) for r in cell.requests]
+    return cfg, requests, int(cfg.study.top_k)
 
 
 def matmul_flops_per_s(n: int = 2048, repeats: int = 3) -> float:
     a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)  # warm-up
+    torch.mm(a, b)
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -105,129 +76,205 @@ def matmul_flops_per_s(n: int = 2048, repeats: int = 3) -> float:
 
 
 @torch.inference_mode()
-def naive_probs(backend: HFBackend, requests: list[LabelRequest]) -> tuple[list[torch.Tensor], int]:
-    """The baseline: one prompt at a time, full-sequence logits, no cache reuse."""
-    out, tokens = [], 0
-    for req in requests:
-        ids = backend.encode(req.messages)
-        tokens += len(ids)
-        logits = backend.model(input_ids=torch.tensor([ids])).logits  # [1, T, V]: every position
-        out.append(torch.softmax(logits[0, -1].double(), dim=-1))
-    return out, tokens
+def naive_probs(model: Any, ids: list[list[int]]) -> list[torch.Tensor]:
+    """One prompt at a time, unpadded, no cache reuse, logits of the last position only."""
+    return [
+        torch.softmax(model(input_ids=torch.tensor([seq]), logits_to_keep=1).logits[0, -1].double(), dim=-1)
+        for seq in ids
+    ]
+
+
+class LlamaCppScorer:
+    """llama-cpp-python over token ids, keeping the KV cache of the prefix shared with the previous prompt."""
+
+    def __init__(self, gguf: Path, threads: int, n_ctx: int) -> None:
+        from llama_cpp import Llama
+
+        self.llm = Llama(
+            model_path=str(gguf),
+            n_ctx=n_ctx,
+            n_batch=512,
+            n_threads=threads,
+            n_threads_batch=threads,
+            logits_all=False,
+            verbose=False,
+        )
+        self.n_vocab = self.llm.n_vocab()
+
+    def score(self, ids: list[list[int]]) -> tuple[dict[int, np.ndarray], int]:
+        """Next-token log-probabilities per prompt (prompts taken in sorted order), tokens evaluated."""
+        self.llm.reset()
+        prev: list[int] = []
+        evaluated = 0
+        out: dict[int, np.ndarray] = {}
+        for i in sorted(range(len(ids)), key=lambda k: ids[k]):
+            seq = ids[i]
+            lcp = 0
+            while lcp < min(len(prev), len(seq)) and prev[lcp] == seq[lcp]:
+                lcp += 1
+            lcp = min(lcp, len(seq) - 1)  # at least one token is evaluated, to get its logits
+            self.llm.n_tokens = lcp
+            self.llm.eval(seq[lcp:])
+            evaluated += len(seq) - lcp
+            logits = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.n_vocab,)).astype(
+                np.float64
+            )
+            out[i] = logits - np.logaddexp.reduce(logits)
+            prev = seq
+        return out, evaluated
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=18, help="question pairs in the workload (max 18)")
-    parser.add_argument("--round-items", type=int, default=3, help="items per round (see README)")
-    parser.add_argument("--batch-size", type=int, default=None, help="default: the backend's")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2, help="torch and llama.cpp threads")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("overrides", nargs="*", help="config overrides, as run.py takes them")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
 
-    t0 = time.perf_counter()
-    kwargs = {} if args.batch_size is None else {"batch_size": args.batch_size}
-    backend = HFBackend(progress=False, **kwargs)
+    from lmaudit.backends.cached import CachedBackend
+    from lmaudit.backends.embedded import embedded_gguf_path
+    from lmaudit.backends.factory import build_backend
+    from lmaudit.backends.hf_batching import ForwardStats, pack_forest
+    from lmaudit.provenance.cache import ResponseCache
+
+    cfg, requests, top_k = default_requests(args.overrides)
+    backend = build_backend(cfg.model)
     model = backend.model
-    load_s = time.perf_counter() - t0
+    batch_size = int(cfg.model.get("batch_size", 16))
+    ids = [backend.encode(r.messages) for r in requests]
+    unique = len(pack_forest(ids, backend.min_shared_tokens).tokens)
     n_params = sum(p.numel() for p in model.parameters())
-    n_embed = model.get_input_embeddings().weight.numel()
-    head_params = model.get_output_embeddings().weight.numel()
+    non_embed = n_params - model.get_input_embeddings().weight.numel()
+    head = model.get_output_embeddings().weight.numel()
+    bound_flops = 2.0 * non_embed * unique + 2.0 * head * len(requests)
 
-    items = ITEMS[: max(1, min(args.items, len(ITEMS)))]
-    backend.label_logprobs(qq_workload(items[:1])[:3])  # warm-up (allocator, kernels)
-    backend.stats = ForwardStats()
-    # Rounds interleave the two paths so both see the same machine load: per round, the
-    # optimized path scores the round's items, the naive loop the round's first item.
-    requests: list[LabelRequest] = []
-    naive_requests: list[LabelRequest] = []
-    fast_s = naive_s = 0.0
-    max_diff = 0.0
-    naive_tokens = 0
-    matmul_rates = []
-    for start in range(0, len(items), args.round_items):
-        round_requests = qq_workload(items[start : start + args.round_items])
+    llama: LlamaCppScorer | None = None
+    llama_note = ""
+    try:
+        llama = LlamaCppScorer(embedded_gguf_path(), args.threads, n_ctx=max(512, max(map(len, ids)) + 16))
+    except ImportError as exc:
+        llama_note = f"llama-cpp-python not installed ({exc}); run `make install-server`"
+
+    naive_probs(model, ids[:1])  # warm-up
+    ours_s: list[float] = []
+    llama_s: list[float] = []
+    naive_s = 0.0
+    rates: list[float] = []
+    diff_naive = diff_llama = 0.0
+    llama_evaluated = 0
+    for r in range(args.rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            cached = CachedBackend(backend, ResponseCache(Path(tmp)), batch_size=batch_size, progress=False)
+            backend.stats = ForwardStats()
+            t0 = time.perf_counter()
+            results = cached.label_logprobs(requests, top_k=top_k)
+            ours_s.append(time.perf_counter() - t0)
+        stats = backend.stats.as_dict()
+        if llama is not None:
+            t0 = time.perf_counter()
+            ref, llama_evaluated = llama.score(ids)
+            llama_s.append(time.perf_counter() - t0)
+            diff_llama = max(
+                diff_llama,
+                *(
+                    abs(res.probs[lab] - float(np.exp(ref[i][t])))
+                    for i, res in enumerate(results)
+                    for lab, t in res.label_token_ids.items()
+                ),
+            )
+        part = list(range(r, len(requests), args.rounds))
         t0 = time.perf_counter()
-        results = backend.label_logprobs(round_requests)
-        fast_s += time.perf_counter() - t0
-        round_naive = qq_workload(items[start : start + 1])
-        t0 = time.perf_counter()
-        naive, tokens = naive_probs(backend, round_naive)
+        naive = naive_probs(model, [ids[i] for i in part])
         naive_s += time.perf_counter() - t0
-        max_diff = max(
-            max_diff,
+        diff_naive = max(
+            diff_naive,
             *(
-                abs(res.probs[label] - float(ref[tid]))
-                for res, ref in zip(results, naive, strict=False)  # round_naive prefixes round_requests
-                for label, tid in res.label_token_ids.items()
+                abs(results[i].probs[lab] - float(p[t]))
+                for i, p in zip(part, naive, strict=True)
+                for lab, t in results[i].label_token_ids.items()
             ),
         )
-        requests += round_requests
-        naive_requests += round_naive
-        naive_tokens += tokens
-        matmul_rates.append(matmul_flops_per_s())
-    stats = backend.stats.as_dict()
-    prompt_tokens = sum(len(backend.encode(r.messages)) for r in requests)
-    matmul = statistics.median(matmul_rates)
-    useful_flops = 2.0 * (n_params - n_embed) * stats["tokens_real"] + 2.0 * head_params * len(requests)
-    fast_rate, naive_rate = len(requests) / fast_s, len(naive_requests) / naive_s
+        rates.append(matmul_flops_per_s())
+        print(
+            f"round {r + 1}/{args.rounds}: lmaudit {ours_s[-1]:.1f} s, llama.cpp "
+            f"{llama_s[-1] if llama_s else float('nan'):.1f} s, naive so far {naive_s:.1f} s, "
+            f"matmul {rates[-1] / 1e9:.1f} GFLOP/s",
+            flush=True,
+        )
+    ours, rate = statistics.median(ours_s), statistics.median(rates)
+    bound_s = bound_flops / rate
+    llama_med = statistics.median(llama_s) if llama_s else None
     report: dict[str, Any] = {
         "workload": {
-            "items": len(items),
-            "round_items": args.round_items,
             "prompts": len(requests),
-            "prompt_tokens": prompt_tokens,
-            "naive_prompts": len(naive_requests),
-            "naive_prompt_tokens": naive_tokens,
+            "prompt_tokens": sum(map(len, ids)),
+            "unique_trie_tokens": unique,
+            "batch_size": batch_size,
+            "top_k": top_k,
+            "model": cfg.model.name,
         },
-        "optimized": {"seconds": fast_s, "prompts_per_s": fast_rate, **stats},
-        "naive": {"seconds": naive_s, "prompts_per_s": naive_rate},
-        "speedup": fast_rate / naive_rate,
-        "max_abs_prob_diff_vs_naive": max_diff,
-        "tokens_processed_fraction": stats["tokens_real"] / prompt_tokens,
-        "achieved_flops_per_s": useful_flops / fast_s,
-        "matmul_flops_per_s": matmul,
-        "matmul_flops_per_s_per_round": matmul_rates,
-        "flop_rate_vs_matmul": useful_flops / fast_s / matmul,
-        "model": {
-            "identity": backend.identity,
-            "params": n_params,
-            "non_embedding_params": n_params - n_embed,
+        "lmaudit": {"seconds_per_round": ours_s, "seconds": ours, **stats},
+        "llama_cpp_prefix_cache": {
+            "seconds_per_round": llama_s,
+            "seconds": llama_med,
+            "tokens_evaluated": llama_evaluated,
+            "note": llama_note,
         },
+        "naive": {"seconds_all_prompts": naive_s, "prompts_per_round": f"every {args.rounds}th"},
+        "matmul_flops_per_s": rate,
+        "matmul_flops_per_s_per_round": rates,
+        "flop_bound_seconds": bound_s,
+        "ratios": {
+            "lmaudit_over_llama_cpp": ours / llama_med if llama_med else None,
+            "flop_bound_over_lmaudit": bound_s / ours,
+            "flop_bound_over_llama_cpp": bound_s / llama_med if llama_med else None,
+            "naive_over_lmaudit": naive_s / ours,
+        },
+        "max_abs_prob_diff": {"vs_naive": diff_naive, "vs_llama_cpp_q4_k_m": diff_llama if llama else None},
         "machine": {
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
+            "threads": args.threads,
             "load_average_1m": os.getloadavg()[0],
             "torch": torch.__version__,
         },
-        "load_seconds": load_s,
-        "batch_size": backend.batch_size,
+        "backend": backend.identity,
     }
+    rat = report["ratios"]
     rows = [
-        ("prompts scored (optimized / naive)", f"{len(requests)} / {len(naive_requests)}"),
-        ("optimized prompts/s", f"{fast_rate:.2f}"),
-        ("naive prompts/s", f"{naive_rate:.2f}"),
-        ("speedup (target >= 5x)", f"{report['speedup']:.1f}x"),
-        ("max |p - p_naive|", f"{max_diff:.2e}"),
-        ("tokens run / prompt tokens", f"{stats['tokens_real']} / {prompt_tokens}"),
-        ("padding overhead", f"{stats['tokens_padded'] / max(stats['tokens_real'], 1) - 1:.1%}"),
-        ("forward calls", str(stats["forward_calls"])),
-        ("achieved GFLOP/s", f"{useful_flops / fast_s / 1e9:.1f}"),
-        ("fp32 matmul GFLOP/s", f"{matmul / 1e9:.1f}"),
-        ("FLOP rate / matmul rate", f"{report['flop_rate_vs_matmul']:.2f}"),
-        ("torch threads, load avg", f"{torch.get_num_threads()}, {os.getloadavg()[0]:.1f}"),
+        (
+            "prompts / prompt tokens / unique trie tokens",
+            f"{len(requests)} / {sum(map(len, ids))} / {unique}",
+        ),
+        ("lmaudit s (median of rounds)", f"{ours:.2f}  {[round(s, 2) for s in ours_s]}"),
+        (
+            "llama.cpp prefix-cache s",
+            f"{llama_med:.2f}  {[round(s, 2) for s in llama_s]}" if llama_med else llama_note,
+        ),
+        ("naive s (all prompts, over the rounds)", f"{naive_s:.2f}"),
+        ("FLOP bound s", f"{bound_s:.2f}  (matmul {rate / 1e9:.1f} GFLOP/s)"),
+        ("lmaudit / llama.cpp (goal <= 0.8)", f"{rat['lmaudit_over_llama_cpp']:.2f}" if llama_med else "-"),
+        ("FLOP bound / lmaudit (goal >= 0.6)", f"{rat['flop_bound_over_lmaudit']:.2f}"),
+        ("FLOP bound / llama.cpp", f"{rat['flop_bound_over_llama_cpp']:.2f}" if llama_med else "-"),
+        ("naive / lmaudit", f"{rat['naive_over_lmaudit']:.2f}"),
+        (
+            "lmaudit tokens run / padded / forwards",
+            f"{stats['tokens_real']} / {stats['tokens_padded']} / {stats['forward_calls']}",
+        ),
+        ("max |p - p_naive|", f"{diff_naive:.1e}"),
+        ("max |p - p_llama.cpp| (Q4_K_M, informational)", f"{diff_llama:.1e}" if llama else "-"),
+        ("threads, load avg", f"{args.threads}, {os.getloadavg()[0]:.1f}"),
     ]
     width = max(len(k) for k, _ in rows)
-    print(f"QQ measure benchmark (embedded Gemma 3 270M, batch_size={backend.batch_size})")
+    print(f"QQ label scoring, default audit prompts ({cfg.model.name}, {args.rounds} rounds)")
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2, sort_keys=True), encoding="utf-8")
-    tmp.replace(args.out)
+    tmp_out = args.out.with_suffix(".json.tmp")
+    tmp_out.write_text(json.dumps(report, indent=2, sort_keys=True, default=str), encoding="utf-8")
+    tmp_out.replace(args.out)
     print(f"  wrote {args.out}")
     return report
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib import rc_context
-from matplotlib.backends.backend_svg import FigureCanvasSVG
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _TAG = re.compile(r"<[^<>]*>")  # matplotlib escapes < and > in text and attribute values
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
@@ -22,6 +21,9 @@ def inline_svg(fig: Figure, prefix: str, rc: Mapping[str, Any]) -> str:
     one) gets ``prefix``, so several figures can share one HTML page without id clashes.
     ``rc`` is the study's matplotlib style; the id hash salt is derived from ``prefix``.
     """
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+
     buf = io.StringIO()
     style: Any = {**rc, "svg.hashsalt": f"lmaudit-{prefix}"}
     with rc_context(style):

@@ -102,7 +102,16 @@ def _naive(backend: HFBackend, req: LabelRequest) -> Any:
         return torch.softmax(backend.model(input_ids=torch.tensor([ids])).logits[0, -1].double(), -1)
 
 
-def test_label_probabilities_valid_and_equal_naive(backend: HFBackend) -> None:
+@pytest.fixture(params=[512, 37])
+def pack_tokens(backend: HFBackend, request: pytest.FixtureRequest) -> Iterator[int]:
+    """The default chunk, and one that cuts trie nodes across chunks."""
+    before = backend.pack_tokens
+    backend.pack_tokens = request.param
+    yield request.param
+    backend.pack_tokens = before
+
+
+def test_label_probabilities_valid_and_equal_naive(backend: HFBackend, pack_tokens: int) -> None:
     results = backend.label_logprobs(REQUESTS, top_k=10)
     for req, res in zip(REQUESTS, results, strict=True):
         assert set(res.probs) == set(LABELS)
@@ -111,19 +120,19 @@ def test_label_probabilities_valid_and_equal_naive(backend: HFBackend) -> None:
         assert [p for _, p in res.top_k] == sorted((p for _, p in res.top_k), reverse=True)
         ref = _naive(backend, req)
         for label, tid in res.label_token_ids.items():
-            assert abs(res.probs[label] - float(ref[tid])) < 1e-4
+            assert abs(res.probs[label] - float(ref[tid])) < 1e-5
         for (_, p), q in zip(res.top_k, torch.topk(ref, 10).values.tolist(), strict=True):
-            assert abs(p - q) < 1e-4
+            assert abs(p - q) < 1e-5
     assert backend.stats.tokens_real < sum(len(backend.encode(r.messages)) for r in REQUESTS)
 
 
-def test_prompts_longer_than_the_sliding_window_equal_naive(backend: HFBackend) -> None:
+def test_prompts_longer_than_the_sliding_window_equal_naive(backend: HFBackend, pack_tokens: int) -> None:
     long_system = {"role": "system", "content": " ".join(["Answer the survey honestly and briefly."] * 90)}
     requests = [LabelRequest((long_system, *r.messages[1:]), LABELS) for r in REQUESTS[:3]]
     assert len(backend.encode(requests[0].messages)) > 512  # Gemma 3 270M's sliding window
     for req, res in zip(requests, backend.label_logprobs(requests), strict=True):
         ref = _naive(backend, req)
-        assert all(abs(res.probs[lab] - float(ref[t])) < 1e-4 for lab, t in res.label_token_ids.items())
+        assert all(abs(res.probs[lab] - float(ref[t])) < 1e-5 for lab, t in res.label_token_ids.items())
 
 
 def test_model_is_sensible(backend: HFBackend) -> None:

@@ -24,7 +24,12 @@ tokenizers = pytest.importorskip("tokenizers")
 from lmaudit.backends import embedded  # noqa: E402
 from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, identity_digest  # noqa: E402
 from lmaudit.backends.hf import HFBackend  # noqa: E402
-from lmaudit.backends.hf_batching import ForwardStats, build_prefix_tree, next_token_logits  # noqa: E402
+from lmaudit.backends.hf_batching import (  # noqa: E402
+    ForwardStats,
+    build_prefix_tree,
+    next_token_logits,
+    pack_forest,
+)
 
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }} {{ m['content'] }}<end_of_turn>"
@@ -191,48 +196,80 @@ def _naive_probs(backend: HFBackend, req: LabelRequest) -> Any:
 # ----------------------------------------------------------------------------- scoring
 
 
-@pytest.mark.parametrize("batch_size", [1, 4, 64])
-def test_batched_prefix_reuse_equals_naive(tiny_dir: Path, batch_size: int) -> None:
-    backend = _backend(tiny_dir, batch_size=batch_size, min_shared_tokens=2)
-    requests = _qq_requests() + _qq_requests(2, system=False)
-    requests.append(LabelRequest(({"role": "user", "content": "A"},), ("A", "B")))
-    results = backend.label_logprobs(requests, top_k=5)
+def _worst_vs_naive(backend: HFBackend, requests: list[LabelRequest], results: list[Any]) -> float:
     worst = 0.0
     for req, res in zip(requests, results, strict=True):
         ref = _naive_probs(backend, req)
         for label, tid in res.label_token_ids.items():
             worst = max(worst, abs(res.probs[label] - float(ref[tid])))
-        ref_top = torch.topk(ref, 5)
+        ref_top = torch.topk(ref, len(res.top_k))
         worst = max(
             worst, max(abs(p - float(v)) for (_, p), v in zip(res.top_k, ref_top.values, strict=True))
         )
-    assert worst < 1e-5
-    if batch_size > 1:  # prefixes were shared: fewer tokens than the prompts hold
-        total = sum(len(backend.encode(r.messages)) for r in requests)
-        assert backend.stats.tokens_real < 0.75 * total
+    return worst
+
+
+@pytest.mark.parametrize("pack_tokens", [1, 7, 64, 4096])
+def test_packed_prefix_reuse_equals_naive(tiny_dir: Path, pack_tokens: int) -> None:
+    backend = _backend(tiny_dir, pack_tokens=pack_tokens)
+    requests = _qq_requests() + _qq_requests(2, system=False)
+    requests.append(LabelRequest(({"role": "user", "content": "A"},), ("A", "B")))
+    requests.append(requests[3])  # a duplicate prompt: one node, two requests
+    results = backend.label_logprobs(requests, top_k=5)
+    assert _worst_vs_naive(backend, requests, results) < 1e-5
+    ids = [backend.encode(r.messages) for r in requests]
+    forest = pack_forest(ids)
+    stats = backend.stats
+    # each token of the trie is run exactly once, without padding
+    assert stats.tokens_real == stats.tokens_padded == len(forest.tokens) < 0.6 * sum(map(len, ids))
+    assert len({tuple(i) for i in ids}) == len(ids) - 1 and stats.requests == len(requests)
+    assert stats.forward_calls == -(-len(forest.tokens) // pack_tokens)
+
+
+def test_pack_forest_is_a_depth_first_trie() -> None:
+    p1 = list(range(1, 21))
+    ids = [[*p1, 50, 7, 8], p1, [*p1, 51, 7, 8], [99, 1, 2], [*p1, 50, 7, 9], [99, 1, 2]]
+    forest = pack_forest(ids)
+    assert len(forest.tokens) == 20 + 2 + 1 + 1 + 3 + 3 == len(forest.positions)  # shared once
+    for n, parent in enumerate(
+        forest.parent
+    ):  # a parent's segment comes first and ends where its child starts
+        if parent >= 0:
+            assert forest.first[parent] < forest.first[n] < forest.sub_end[parent]
+            assert (
+                forest.positions[forest.first[n]]
+                == forest.positions[forest.first[parent]] + forest.length[parent]
+            )
+    for n in range(len(forest.first)):  # the tokens of every path are the prompt's tokens
+        for i in forest.ends[n]:
+            path, m = [], n
+            while m >= 0:
+                path = forest.tokens[forest.first[m] : forest.first[m] + forest.length[m]] + path
+                m = forest.parent[m]
+            assert path == ids[i]
+    assert sorted(i for e in forest.ends for i in e) == list(range(6))
 
 
 def test_full_distribution_equals_naive(tiny_dir: Path) -> None:
-    backend = _backend(tiny_dir, batch_size=8, min_shared_tokens=1)
+    backend = _backend(tiny_dir)
     requests = _qq_requests(3)
     ids = [backend.encode(r.messages) for r in requests]
-    got = dict(
-        next_token_logits(backend.model, ids, batch_size=8, pad_id=0, stats=ForwardStats(), min_shared=1)
-    )
+    got: dict[int, Any] = {}
+    for idx, logits in next_token_logits(backend.model, ids, stats=ForwardStats(), pack_tokens=16):
+        got.update(zip(idx, logits, strict=True))
     assert sorted(got) == list(range(len(requests)))
     for i, req in enumerate(requests):
         diff = (torch.softmax(got[i].double(), -1) - _naive_probs(backend, req)).abs().max()
         assert float(diff) < 1e-5
 
 
-def test_sliding_window_shorter_than_prompts_still_exact(gemma_dir: Path) -> None:
-    backend = _backend(gemma_dir, batch_size=16, min_shared_tokens=2)
+@pytest.mark.parametrize("pack_tokens", [5, 256])
+def test_sliding_window_shorter_than_prompts_still_exact(gemma_dir: Path, pack_tokens: int) -> None:
+    backend = _backend(gemma_dir, pack_tokens=pack_tokens)
     requests = _qq_requests(2)
     ids = [backend.encode(r.messages) for r in requests]
     assert all(len(seq) > 8 for seq in ids)
-    for req, res in zip(requests, backend.label_logprobs(requests), strict=True):
-        ref = _naive_probs(backend, req)
-        assert all(abs(res.probs[lab] - float(ref[t])) < 1e-5 for lab, t in res.label_token_ids.items())
+    assert _worst_vs_naive(backend, requests, backend.label_logprobs(requests)) < 1e-5
     stats = backend.stats
     assert stats.tokens_padded == stats.tokens_real < 0.75 * sum(map(len, ids))  # unpadded, still shared
 
@@ -517,3 +554,19 @@ def test_the_decode_block_keys_multi_token_draws_only(tiny_dir: Path, tmp_path: 
     assert cache.stats.writes == 10  # 2 requests x 5 draws; the single-token draws were shared
     four.sample([_sample_req(max_tokens=4)])
     assert cache.stats.writes == 15  # multi-token draws under another block are not taken from cache
+
+
+def test_cached_scoring_streams_all_requests_into_one_trie(tiny_dir: Path, tmp_path: Path) -> None:
+    from lmaudit.backends.cached import CachedBackend
+    from lmaudit.provenance.cache import ResponseCache
+
+    requests = _qq_requests(3)
+    direct = _backend(tiny_dir).label_logprobs(requests, top_k=3)
+    backend = _backend(tiny_dir, pack_tokens=4096)
+    cache = ResponseCache(tmp_path / "cache")
+    cached = CachedBackend(backend, cache, batch_size=2, progress=False)  # batch_size: not a trie cut
+    got = cached.label_logprobs(requests, top_k=3)
+    assert backend.stats.forward_calls == 1 and cache.stats.writes == len(requests)
+    assert [g.probs for g in got] == [d.probs for d in direct]
+    again = CachedBackend(backend, cache, batch_size=2, progress=False).label_logprobs(requests, top_k=3)
+    assert [a.to_json() for a in again] == [g.to_json() for g in got] and backend.stats.forward_calls == 1

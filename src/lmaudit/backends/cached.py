@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -89,11 +89,15 @@ class CachedBackend:
         pending: list[int],
         claim_key: Callable[[int], str],
         load: Callable[[int], bool],
-        compute: Callable[[list[int]], None],
+        compute: Callable[[list[int], Callable[[int], None]], None],
         bar: Any,
         weight: Callable[[int], int],
+        whole: bool = False,
     ) -> None:
-        """Compute ``pending`` indices: claim, compute in batches, release; wait for others' claims."""
+        """Compute ``pending`` indices: claim, compute in batches (all at once when ``whole``),
+        release each as it is stored; wait for others' claims.
+
+        ``compute(indices, stored)`` calls ``stored(i)`` once index ``i``'s answer is in the cache."""
         while pending:
             mine: list[int] = []
             theirs: list[int] = []
@@ -106,13 +110,15 @@ class CachedBackend:
                         mine.append(i)
                 else:
                     theirs.append(i)
+
+            def stored(i: int) -> None:
+                self.cache.release(claim_key(i))
+                bar.update(weight(i))
+
+            step = max(1, len(mine)) if whole else self.batch_size
             try:
-                for s in range(0, len(mine), self.batch_size):
-                    chunk = mine[s : s + self.batch_size]
-                    compute(chunk)
-                    for i in chunk:
-                        self.cache.release(claim_key(i))
-                    bar.update(sum(weight(i) for i in chunk))
+                for s in range(0, len(mine), step):
+                    compute(mine[s : s + step], stored)
             finally:
                 for i in mine:
                     self.cache.release(claim_key(i))
@@ -141,13 +147,27 @@ class CachedBackend:
                 out[i] = hit
             return hit is not None
 
-        def compute(idx: list[int]) -> None:
-            results = self.backend.label_logprobs([requests[i] for i in idx], top_k=top_k)
-            if len(results) != len(idx):
-                raise RuntimeError("backend returned a different number of results than requests")
-            for i, res in zip(idx, results, strict=True):
+        # A backend that streams results (hf: one prefix trie over all requests) gets every
+        # missing request at once and stores each answer as soon as it is ready.
+        stream = getattr(self.backend, "iter_label_logprobs", None)
+
+        def compute(idx: list[int], stored: Callable[[int], None]) -> None:
+            pairs: Iterable[tuple[int, LabelResult]]
+            if stream is not None:
+                pairs = ((idx[j], res) for j, res in stream([requests[i] for i in idx], top_k=top_k))
+            else:
+                results = self.backend.label_logprobs([requests[i] for i in idx], top_k=top_k)
+                if len(results) != len(idx):
+                    raise RuntimeError("backend returned a different number of results than requests")
+                pairs = zip(idx, results, strict=True)
+            seen = 0
+            for i, res in pairs:
                 self.cache.put(keys[i], res.to_json())
                 out[i] = res
+                stored(i)
+                seen += 1
+            if seen != len(idx):
+                raise RuntimeError("backend returned a different number of results than requests")
 
         missing = [i for i in range(len(requests)) if not load(i)]
         with tqdm(
@@ -158,7 +178,7 @@ class CachedBackend:
             disable=not self.progress,
             leave=False,
         ) as bar:
-            self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1)
+            self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1, whole=stream is not None)
         return [r for r in out if r is not None]
 
     # -- sampling --------------------------------------------------------------------------
@@ -186,7 +206,7 @@ class CachedBackend:
             out[i] = SampleResult(texts=[str(t) for t in texts])
             return True
 
-        def compute(idx: list[int]) -> None:
+        def compute(idx: list[int], stored: Callable[[int], None]) -> None:
             results = self.backend.sample([requests[i] for i in idx])
             for i, res in zip(idx, results, strict=True):
                 if len(res.texts) != requests[i].n:
@@ -194,6 +214,7 @@ class CachedBackend:
                 for k, t in zip(all_keys[i], res.texts, strict=True):
                     self.cache.put(k, t)
                 out[i] = res
+                stored(i)
 
         missing = [i for i in range(len(requests)) if not load(i)]
         total = sum(r.n for r in requests)

@@ -21,7 +21,7 @@ PyPI), :mod:`lmaudit.backends.embed_openai` (OpenAI-compatible ``/v1/embeddings`
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -105,12 +105,13 @@ class CachedEmbedder(CachedBackend):
             found[i] = decode_vector(self.cache.get(keys[i]))
             return found[i] is not None
 
-        def compute(idx: list[int]) -> None:
+        def compute(idx: list[int], stored: Callable[[int], None]) -> None:
             batch = [unique[i] for i in idx]
             rows = as_unit_rows(self.backend.embed(batch), len(batch), type(self.backend).__name__)
             for i, row in zip(idx, rows, strict=True):
                 self.cache.put(keys[i], encode_vector(row))
                 found[i] = row
+                stored(i)
 
         missing = [i for i in range(len(unique)) if not load(i)]
         with tqdm(

@@ -6,8 +6,10 @@ template writes ``<bos>`` itself; a tokenizer that also added one would double i
 leading BOS is collapsed all the same.
 
 A label is scored by the single token it adds to the rendered prompt:
-``ids(prompt + label) == ids(prompt) + [t]`` (gate G1). Scoring runs the batched, prefix-sharing,
-``logits_to_keep=1`` forward of :mod:`lmaudit.backends.hf_batching`; sampling prefills each
+``ids(prompt + label) == ids(prompt) + [t]`` (gate G1). Scoring runs the prefix-cached, packed
+forward of :mod:`lmaudit.backends.hf_batching` over all the prompts of a call (each shared
+prefix computed once, the vocabulary head only at each prompt's last token), and results are
+streamed as they are ready (:meth:`HFBackend.iter_label_logprobs`); sampling prefills each
 prompt alone (so a draw never depends on which other prompts were in the batch) and draws
 ``i`` with a generator seeded by ``derive_seed(seed, i)``.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,13 @@ from lmaudit.backends.embedded import (
     ensure_embedded_model,
     gguf_sha256,
 )
-from lmaudit.backends.hf_batching import DEFAULT_MIN_SHARED_TOKENS, ForwardStats, next_token_logits
+from lmaudit.backends.hf_batching import (
+    DEFAULT_MIN_SHARED_TOKENS,
+    DEFAULT_PACK_TOKENS,
+    ForwardStats,
+    next_token_logits,
+)
+from lmaudit.backends.hf_labels import label_results, label_tails, label_token_ids, pieces
 from lmaudit.backends.hf_sampling import sample_completions
 
 #: Bump whenever a change alters what the backend returns for the same model and request.
@@ -76,13 +84,16 @@ class HFBackend:
         min_shared_tokens: int = DEFAULT_MIN_SHARED_TOKENS,
         sample_block: int = 1,
         attn_implementation: str | None = None,
+        pack_tokens: int = DEFAULT_PACK_TOKENS,
     ) -> None:
         if dtype is None:
             dtype = "float32" if device == "cpu" else "bfloat16"
         if dtype not in _DTYPES:
             raise BackendError(f"hf backend: dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
-        if batch_size < 1 or sample_block < 1 or top_k < 0:
-            raise BackendError("hf backend: batch_size and sample_block must be >= 1 and top_k >= 0")
+        if batch_size < 1 or sample_block < 1 or pack_tokens < 1 or top_k < 0:
+            raise BackendError(
+                "hf backend: batch_size, sample_block and pack_tokens must be >= 1 and top_k >= 0"
+            )
         self.model_name = model
         self.revision = revision
         self.dtype = dtype
@@ -92,6 +103,7 @@ class HFBackend:
         self.progress = bool(progress)
         self.min_shared_tokens = int(min_shared_tokens)
         self.sample_block = int(sample_block)
+        self.pack_tokens = int(pack_tokens)
         self.attn_implementation = attn_implementation
         self.chat_template_kwargs: dict[str, Any] = dict(chat_template_kwargs or {})
         self.stats = ForwardStats()
@@ -223,6 +235,7 @@ class HFBackend:
                 "torch": torch.__version__,
                 "batch_size": self.batch_size,
                 "sample_block": self.sample_block,
+                "pack_tokens": self.pack_tokens,
                 "top_k": self.top_k,
                 "bos": {
                     "token": self.tokenizer.bos_token,
@@ -266,23 +279,6 @@ class HFBackend:
     def encode(self, messages: Sequence[Message]) -> list[int]:
         return self._encode_texts([self.render(messages)])[0]
 
-    def _label_tails(
-        self, text: str, ids: list[int], labels: Sequence[str]
-    ) -> dict[str, tuple[bool, list[int]]]:
-        """For each label: (prompt ids are a prefix of ids(prompt + label), ids after the common prefix)."""
-        with_labels = self._encode_texts([text + label for label in labels])
-        out: dict[str, tuple[bool, list[int]]] = {}
-        for label, full in zip(labels, with_labels, strict=True):
-            common = 0
-            while common < min(len(ids), len(full)) and ids[common] == full[common]:
-                common += 1
-            out[label] = (common == len(ids), full[common:])
-        return out
-
-    def _pieces(self, ok: bool, tail: list[int]) -> list[str]:
-        pieces = [str(p) for p in self.tokenizer.convert_ids_to_tokens(tail)]
-        return pieces if ok else ["<merges-with-prompt>", *pieces]
-
     def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
         """Gate G1: each label's token pieces after the rendered prompt (passes when exactly one).
 
@@ -291,24 +287,11 @@ class HFBackend:
         """
         text = self.render(request.messages)
         ids = self._encode_texts([text])[0]
-        tails = self._label_tails(text, ids, request.labels)
-        return {label: self._pieces(ok, tail) for label, (ok, tail) in tails.items()}
+        tails = label_tails(self._encode_texts, text, ids, request.labels)
+        return {label: pieces(self.tokenizer, ok, tail) for label, (ok, tail) in tails.items()}
 
     def _label_ids(self, request: LabelRequest, text: str, ids: list[int]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for label, (ok, tail) in self._label_tails(text, ids, request.labels).items():
-            if not ok or len(tail) != 1:
-                raise BackendError(
-                    f"hf backend: label {label!r} is not a single token after the rendered prompt (gate G1): "
-                    f"it tokenizes to {self._pieces(ok, tail)} after a prompt ending {text[-40:]!r} "
-                    f"(model {self.model_id})"
-                )
-            out[label] = tail[0]
-        if len(set(out.values())) != len(out):
-            raise BackendError(
-                f"hf backend: labels {list(out)} share token ids {out} (model {self.model_id})"
-            )
-        return out
+        return label_token_ids(self._encode_texts, self.tokenizer, text, ids, request.labels, self.model_id)
 
     # ------------------------------------------------------------------ contracts
 
@@ -319,38 +302,35 @@ class HFBackend:
 
     def label_logprobs(self, requests: list[LabelRequest], top_k: int | None = None) -> list[LabelResult]:
         """Next-token probabilities of each request's labels, the remaining mass and the top-k tokens."""
-        import torch
+        results: list[LabelResult | None] = [None] * len(requests)
+        for i, res in self.iter_label_logprobs(requests, top_k):
+            results[i] = res
+        return [r for r in results if r is not None]
 
+    def iter_label_logprobs(
+        self, requests: Sequence[LabelRequest], top_k: int | None = None
+    ) -> Iterator[tuple[int, LabelResult]]:
+        """``(index, result)`` for every request, as each packed forward finishes (any order).
+
+        All requests share one prefix trie, so a caller should pass every request it has;
+        every request is checked (gate G1) before the model runs.
+        """
         k = self.top_k if top_k is None else int(top_k)
         if not requests:
-            return []
+            return
         texts = [self.render(r.messages) for r in requests]
         ids = self._encode_texts(texts)
         label_ids = [self._label_ids(r, t, i) for r, t, i in zip(requests, texts, ids, strict=True)]
-        results: list[LabelResult | None] = [None] * len(requests)
         with self._progress(len(requests), "hf label_logprobs") as bar:
-            for i, logits in next_token_logits(
+            for idx, logits in next_token_logits(
                 self.model,
                 ids,
-                batch_size=self.batch_size,
-                pad_id=self.pad_token_id,
                 stats=self.stats,
+                pack_tokens=self.pack_tokens,
                 min_shared=self.min_shared_tokens,
                 on_chunk=bar.update,
             ):
-                probs = torch.softmax(logits.double(), dim=-1)
-                p = {label: float(probs[t]) for label, t in label_ids[i].items()}
-                top: list[tuple[str, float]] = []
-                if k:
-                    vals, idx = torch.topk(probs, min(k, probs.numel()))
-                    top = [
-                        (self.tokenizer.decode([int(t)]), float(v))
-                        for v, t in zip(vals.tolist(), idx.tolist(), strict=True)
-                    ]
-                results[i] = LabelResult(
-                    probs=p, other=1.0 - sum(p.values()), top_k=top, label_token_ids=dict(label_ids[i])
-                )
-        return [r for r in results if r is not None]
+                yield from label_results(logits, idx, label_ids, k, self.tokenizer)
 
     def sample_key_extra(self, request: SampleRequest) -> dict[str, Any] | None:
         """A multi-token draw decodes in a block of ``sample_block`` rows, and its arithmetic (so,

@@ -1,36 +1,41 @@
-"""Prefix-sharing batched next-token forward passes for the ``hf`` backend.
+"""Prefix-cached, packed next-token forward passes for the ``hf`` backend.
 
-Only the next-token distribution after each prompt is ever needed, so:
+Only the next-token distribution after each prompt is ever needed, and prompts share long
+token prefixes (system prompt, few-shot exemplars, a QQ cell's position-1 prompt), so:
 
-* the model is asked for ``logits_to_keep=1``: the vocabulary head (262k rows for Gemma 3)
-  runs on one position per row instead of every position;
-* prompts that share a token prefix share its computation. The requests of a chunk are put
-  in a compressed token trie (:func:`build_prefix_tree`); the trie is run level by level, each
-  level one batched forward that continues the key/value cache of its parent nodes
-  (:func:`next_token_logits`). A QQ cell's position-1 prompt is an internal node and its two
-  position-2 prompts are its children; a system prompt shared by many cells is one node above.
+* every prompt of a call goes into one compressed token trie per first token
+  (:func:`build_prefix_tree`); each trie node is a token segment computed exactly once;
+* the nodes are laid out in depth-first order as one token stream (:func:`pack_forest`), a
+  parent always before its children, and the stream is cut into chunks of ``pack_tokens``
+  tokens. A chunk is one forward of a single packed row: its queries are the chunk's tokens,
+  its keys the key/value cache of the ancestors computed in earlier chunks plus the chunk
+  itself; an explicit 4-D mask lets each token see exactly its own prompt's earlier tokens
+  (its ancestors' segments and its own segment up to itself), and position ids are each
+  token's position in its prompt. There is no padding, nothing is computed twice, and the
+  cache kept between chunks is only that of the current depth-first path (bounded memory);
+* sliding-window layers get a mask that also drops keys more than ``window - 1`` prompt
+  positions back, so the packing is exact for any window;
+* the model is asked for the logits of the last token of each prompt only
+  (``logits_to_keep`` as an index tensor): the vocabulary head (262k rows for Gemma 3) runs
+  once per prompt.
 
-Within a level, segments are *left*-padded, so every row's last real token is at the last
-position (``logits_to_keep=1`` stays valid) and padding sits between the parent's cache and
-the segment. Pads are masked out of attention and real tokens get explicit position ids, so
-each row computes what an unpadded forward would (checked against a naive forward in the
-tests). Attention windows count cache slots, pads included, so a chunk whose padded length
-could reach a model's sliding window is walked depth-first without padding instead (one row
-per forward, each child continuing a copy of its parent's cache: still shared, still exact).
+Each token's arithmetic matches an unpadded, uncached forward of its own prompt up to
+floating-point reassociation (checked against a naive forward in the tests).
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-#: Internal trie nodes shorter than this are not run on their own: their tokens are repeated in
-#: each child instead (an extra batched forward costs more than re-running a few tokens).
-DEFAULT_MIN_SHARED_TOKENS = 12
+#: Internal trie nodes shorter than this are folded into their children. Packing makes a
+#: node cost nothing beyond its tokens, so by default nothing is folded.
+DEFAULT_MIN_SHARED_TOKENS = 1
+#: Tokens per packed forward (queries); keys add the ancestors' cached tokens.
+DEFAULT_PACK_TOKENS = 512
 
 
 @dataclass
@@ -93,7 +98,7 @@ def build_prefix_tree(
             else:
                 runs.append([i])
         if not is_root and runs and end - start < min_shared:
-            # Too short to be worth its own forward: fold the segment into each consumer.
+            # Too short to be worth its own node: fold the segment into each consumer.
             for i in ends:
                 nodes.append(PrefixNode(start, end, i, parent, depth, [i]))
             for run in runs:
@@ -114,28 +119,63 @@ def build_prefix_tree(
     return out
 
 
-def plan_chunks(ids: Sequence[Sequence[int]], batch_size: int) -> list[list[int]]:
-    """Split request indices into chunks of at most ``batch_size`` sharing a first token.
+@dataclass
+class PackedForest:
+    """The tries of a call laid out depth-first as one token stream.
 
-    Requests are sorted by token ids so prompts with shared prefixes are adjacent; a full
-    chunk is cut where neighbouring prompts share the fewest tokens.
+    Node ``n`` owns stream indices ``first[n] .. first[n] + length[n] - 1``; its subtree ends
+    before ``sub_end[n]``; ``parent[n]`` is -1 for a root.
     """
+
+    tokens: list[int]
+    positions: list[int]
+    node_of: list[int]
+    parent: list[int]
+    first: list[int]
+    length: list[int]
+    sub_end: list[int]
+    ends: list[list[int]]
+
+
+def pack_forest(ids: Sequence[Sequence[int]], min_shared: int = DEFAULT_MIN_SHARED_TOKENS) -> PackedForest:
+    """One trie per first token, nodes in depth-first pre-order (prompts in sorted order)."""
+    if any(len(seq) == 0 for seq in ids):
+        raise ValueError("cannot score an empty prompt")
     order = sorted(range(len(ids)), key=lambda i: list(ids[i]))
-    chunks: list[list[int]] = []
-    cur: list[int] = []
+    groups: list[list[int]] = []
     for i in order:
-        if cur and ids[cur[-1]][:1] != ids[i][:1]:
-            chunks.append(cur)
-            cur = []
-        cur.append(i)
-        if len(cur) > batch_size:
-            lo = max(1, batch_size // 2)
-            cut = min(range(lo, len(cur)), key=lambda k: (_lcp(ids[cur[k - 1]], ids[cur[k]], 0), -k))
-            chunks.append(cur[:cut])
-            cur = cur[cut:]
-    if cur:
-        chunks.append(cur)
-    return chunks
+        if groups and ids[groups[-1][0]][:1] == ids[i][:1]:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    out = PackedForest([], [], [], [], [], [], [], [])
+    for group in groups:
+        nodes = build_prefix_tree(ids, group, min_shared)
+        children: dict[int, list[int]] = {}
+        for k, node in enumerate(nodes):
+            children.setdefault(node.parent, []).append(k)
+        stack: list[tuple[int, int]] = [(0, -1)]  # (node in this trie, parent in the forest)
+        visited: list[int] = []
+        while stack:
+            k, parent = stack.pop()
+            node = nodes[k]
+            me = len(out.first)
+            visited.append(me)
+            out.parent.append(parent)
+            out.first.append(len(out.tokens))
+            out.length.append(node.end - node.start)
+            out.sub_end.append(0)
+            out.ends.append(list(node.ends))
+            out.tokens.extend(ids[node.rep][node.start : node.end])
+            out.positions.extend(range(node.start, node.end))
+            out.node_of.extend([me] * (node.end - node.start))
+            stack.extend((kid, me) for kid in reversed(children.get(k, [])))
+        for me in reversed(visited):  # children were visited after their parent
+            out.sub_end[me] = max(out.sub_end[me], out.first[me] + out.length[me])
+            if out.parent[me] >= 0:
+                p = out.parent[me]
+                out.sub_end[p] = max(out.sub_end[p], out.sub_end[me])
+    return out
 
 
 def _sliding_window(model: Any) -> int | None:
@@ -146,139 +186,142 @@ def _sliding_window(model: Any) -> int | None:
     return int(window)
 
 
+def _mask_argument(model: Any, allowed: torch.Tensor, near: torch.Tensor, dtype: torch.dtype) -> Any:
+    """The attention mask in the form the model takes: one additive 4-D mask, or one per layer type."""
+    window = _sliding_window(model)
+    neg = torch.finfo(dtype).min
+
+    def additive(ok: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(ok.shape, dtype=dtype).masked_fill_(~ok, neg)[None, None]
+
+    full = additive(allowed)
+    types = set(getattr(model.config, "layer_types", None) or [])
+    if not types:
+        return full if window is None else additive(allowed & near)
+    unknown = types - {"full_attention", "sliding_attention"}
+    if unknown:
+        raise ValueError(f"packed scoring does not support attention layer types {sorted(unknown)}")
+    if "sliding_attention" not in types:
+        return full
+    return {"full_attention": full, "sliding_attention": additive(allowed & near)}
+
+
+def _kv(cache: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+    entry = cache.layers[layer]
+    return entry.keys, entry.values
+
+
 @torch.inference_mode()
-def _run_tree(
-    model: Any,
-    ids: Sequence[Sequence[int]],
-    nodes: list[PrefixNode],
-    pad_id: int,
-    stats: ForwardStats,
-) -> Iterator[tuple[int, torch.Tensor]]:
-    """Run a prefix tree level by level; yield (request index, next-token logits [V])."""
-    device = next(model.parameters()).device
-    depth_of = [n.depth for n in nodes]
-    max_depth = max(depth_of)
-    row_of: dict[int, int] = {}  # node index -> row in its level's batch
-    real_len = torch.zeros(0, dtype=torch.long)  # per row of previous level: real tokens so far
-    mask_prev = torch.zeros(0, 0, dtype=torch.long)
-    cache: Any = None
-    for depth in range(max_depth + 1):
-        level = [k for k in range(len(nodes)) if depth_of[k] == depth]
-        seg_lens = [nodes[k].end - nodes[k].start for k in level]
-        width = max(seg_lens)
-        batch = len(level)
-        input_ids = torch.full((batch, width), pad_id, dtype=torch.long)
-        seg_mask = torch.zeros(batch, width, dtype=torch.long)
-        for r, k in enumerate(level):
-            n = nodes[k]
-            seg = ids[n.rep][n.start : n.end]
-            if seg_lens[r]:
-                input_ids[r, width - seg_lens[r] :] = torch.tensor(seg, dtype=torch.long)
-                seg_mask[r, width - seg_lens[r] :] = 1
-        if depth == 0:
-            base = torch.zeros(batch, dtype=torch.long)
-            full_mask = seg_mask
-            past_len = 0
-        else:
-            parent_rows = torch.tensor([row_of[nodes[k].parent] for k in level], dtype=torch.long)
-            base = real_len[parent_rows]
-            full_mask = torch.cat([mask_prev[parent_rows], seg_mask], dim=1)
-            past_len = mask_prev.shape[1]
-            cache.batch_select_indices(parent_rows.to(device))
-        offsets = torch.arange(width, dtype=torch.long) - (width - torch.tensor(seg_lens)).unsqueeze(1)
-        position_ids = (base.unsqueeze(1) + offsets).clamp(min=0)
-        has_next = depth < max_depth
-        out = model(
-            input_ids=input_ids.to(device),
-            attention_mask=full_mask.to(device),
-            position_ids=position_ids.to(device),
-            cache_position=torch.arange(past_len, past_len + width, device=device),
-            past_key_values=cache,
-            use_cache=has_next,
-            logits_to_keep=1,
-        )
-        stats.forward_calls += 1
-        stats.tokens_real += sum(seg_lens)
-        stats.tokens_padded += batch * width
-        logits = out.logits[:, -1, :]
-        for r, k in enumerate(level):
-            for i in nodes[k].ends:
-                yield i, logits[r]
-        if has_next:
-            cache = out.past_key_values
-            row_of = {k: r for r, k in enumerate(level)}
-            real_len = base + torch.tensor(seg_lens, dtype=torch.long)
-            mask_prev = full_mask
-
-
 def next_token_logits(
     model: Any,
     ids: Sequence[Sequence[int]],
     *,
-    batch_size: int,
-    pad_id: int,
     stats: ForwardStats,
+    pack_tokens: int = DEFAULT_PACK_TOKENS,
     min_shared: int = DEFAULT_MIN_SHARED_TOKENS,
     on_chunk: Callable[[int], None] | None = None,
-) -> Iterator[tuple[int, torch.Tensor]]:
-    """Yield ``(i, logits)`` — next-token logits after ``ids[i]`` — for every request, chunk by chunk.
+) -> Iterator[tuple[list[int], torch.Tensor]]:
+    """Yield ``(indices, logits)`` per packed forward: next-token logits ``[len(indices), V]``
+    after ``ids[i]`` for the requests ending in that chunk. Every request is yielded once, in
+    the trie's depth-first order. ``on_chunk(n)`` follows each chunk with ``n`` requests."""
+    from transformers import DynamicCache
 
-    Order of yield is not the input order. ``on_chunk(n)`` is called after each chunk of ``n``
-    requests (progress bars).
-    """
-    if any(len(seq) == 0 for seq in ids):
-        raise ValueError("cannot score an empty prompt")
-    window = _sliding_window(model)
-    for chunk in plan_chunks(ids, batch_size):
-        nodes = build_prefix_tree(ids, chunk, min_shared)
-        if window is not None and _padded_slots(nodes) >= window - 1:
-            # Padding would shift the attention window: walk the tree unpadded instead.
-            yield from _run_tree_unpadded(model, ids, nodes, stats)
-        else:
-            yield from _run_tree(model, ids, nodes, pad_id, stats)
-        stats.requests += len(chunk)
-        if on_chunk is not None:
-            on_chunk(len(chunk))
-
-
-@torch.inference_mode()
-def _run_tree_unpadded(
-    model: Any, ids: Sequence[Sequence[int]], nodes: list[PrefixNode], stats: ForwardStats
-) -> Iterator[tuple[int, torch.Tensor]]:
-    """Depth-first, one row per forward, no padding: each child continues a copy of its parent's
-    cache. Slower than the level-batched walk but exact for any attention window."""
+    forest = pack_forest(ids, min_shared)
     device = next(model.parameters()).device
-    children: dict[int, list[int]] = {}
-    for k, node in enumerate(nodes):
-        children.setdefault(node.parent, []).append(k)
-
-    def visit(k: int, cache: Any) -> Iterator[tuple[int, torch.Tensor]]:
-        node = nodes[k]
-        kids = children.get(k, [])
-        positions = torch.arange(node.start, node.end, device=device)
+    dtype = next(model.parameters()).dtype
+    window = _sliding_window(model)
+    n_layers: int | None = None
+    store: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # node -> per-layer (K, V)
+    total = len(forest.tokens)
+    a = 0
+    while a < total:
+        b = min(total, a + max(1, pack_tokens))
+        chunk_nodes = sorted(set(forest.node_of[a:b]))
+        # keys from earlier chunks: every ancestor (and the node itself if it began earlier)
+        past_nodes: set[int] = set()
+        ancestors: dict[int, set[int]] = {}
+        for n in chunk_nodes:
+            path = {n}
+            p = forest.parent[n]
+            while p >= 0:
+                path.add(p)
+                p = forest.parent[p]
+            ancestors[n] = path
+            past_nodes.update(m for m in path if forest.first[m] < a)
+        past = sorted(past_nodes, key=lambda m: forest.first[m])
+        key_node: list[int] = []
+        key_pos: list[int] = []
+        for m in past:
+            stop = min(forest.first[m] + forest.length[m], a)
+            key_node.extend(forest.node_of[forest.first[m] : stop])
+            key_pos.extend(forest.positions[forest.first[m] : stop])
+        n_past = len(key_node)
+        key_node.extend(forest.node_of[a:b])
+        key_pos.extend(forest.positions[a:b])
+        local = {n: j for j, n in enumerate(sorted(set(key_node)))}
+        anc = torch.zeros(len(local), len(local), dtype=torch.bool)
+        for n in chunk_nodes:
+            anc[local[n], [local[m] for m in ancestors[n] if m in local]] = True
+        q_local = torch.tensor([local[n] for n in forest.node_of[a:b]])
+        k_local = torch.tensor([local[n] for n in key_node])
+        q_pos = torch.tensor(forest.positions[a:b])
+        k_pos = torch.tensor(key_pos)
+        allowed = anc[q_local][:, k_local] & (k_pos[None, :] <= q_pos[:, None])
+        near = (q_pos[:, None] - k_pos[None, :]) < (window if window is not None else total + 1)
+        cache = (
+            DynamicCache(
+                ddp_cache_data=[
+                    (
+                        torch.cat([store[m][layer][0] for m in past], dim=2),
+                        torch.cat([store[m][layer][1] for m in past], dim=2),
+                    )
+                    for layer in range(n_layers or 0)
+                ]
+            )
+            if past and n_layers
+            else DynamicCache()
+        )
+        finishing = [
+            n for n in chunk_nodes if forest.ends[n] and a <= forest.first[n] + forest.length[n] - 1 < b
+        ]
+        keep = torch.tensor([forest.first[n] + forest.length[n] - 1 - a for n in finishing], dtype=torch.long)
         out = model(
-            input_ids=torch.tensor([list(ids[node.rep][node.start : node.end])], device=device),
-            position_ids=positions.unsqueeze(0),
-            cache_position=positions,
+            input_ids=torch.tensor([forest.tokens[a:b]], device=device),
+            attention_mask=_mask_argument(model, allowed, near, dtype),
+            position_ids=q_pos.unsqueeze(0).to(device),
+            cache_position=torch.arange(n_past, n_past + b - a, device=device),
             past_key_values=cache,
-            use_cache=bool(kids),
-            logits_to_keep=1,
+            use_cache=True,
+            logits_to_keep=keep.to(device) if finishing else 1,
         )
         stats.forward_calls += 1
-        stats.tokens_real += node.end - node.start
-        stats.tokens_padded += node.end - node.start
-        for i in node.ends:
-            yield i, out.logits[0, -1]
-        for j, kid in enumerate(kids):  # the last child may consume the parent's cache itself
-            yield from visit(
-                kid, out.past_key_values if j == len(kids) - 1 else copy.deepcopy(out.past_key_values)
-            )
-
-    yield from visit(0, None)
-
-
-def _padded_slots(nodes: list[PrefixNode]) -> int:
-    widths: dict[int, int] = {}
-    for n in nodes:
-        widths[n.depth] = max(widths.get(n.depth, 0), n.end - n.start)
-    return sum(widths.values())
+        stats.tokens_real += b - a
+        stats.tokens_padded += b - a
+        new_cache = out.past_key_values
+        n_layers = len(new_cache.layers)
+        fresh = [
+            tuple(t[:, :, n_past:, :].clone() for t in _kv(new_cache, layer)) for layer in range(n_layers)
+        ]
+        for n in chunk_nodes:
+            if forest.sub_end[n] <= b:  # nothing after this chunk needs it
+                store.pop(n, None)
+                continue
+            lo = max(forest.first[n], a) - a
+            hi = min(forest.first[n] + forest.length[n], b) - a
+            parts = [(k[:, :, lo:hi, :], v[:, :, lo:hi, :]) for k, v in fresh]
+            if n in store:  # began in an earlier chunk
+                parts = [
+                    (torch.cat([k0, k1], dim=2), torch.cat([v0, v1], dim=2))
+                    for (k0, v0), (k1, v1) in zip(store[n], parts, strict=True)
+                ]
+            store[n] = parts
+        for m in [m for m in store if forest.sub_end[m] <= b]:
+            del store[m]
+        a = b
+        done = [i for n in finishing for i in forest.ends[n]]
+        if finishing:
+            rows = torch.tensor([r for r, n in enumerate(finishing) for _ in forest.ends[n]])
+            yield done, out.logits[0, rows.to(device), :]
+        stats.requests += len(done)
+        if on_chunk is not None and done:
+            on_chunk(len(done))

@@ -13,7 +13,6 @@ from typing import Any, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
 FloatArray = NDArray[np.float64]
 
@@ -56,6 +55,8 @@ def clopper_pearson(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> tuple[An
     ``1 - alpha`` for every true ``p``. ``n = 0`` gives the uninformative ``(0, 1)``.
     Matches R's ``binom.test(k, n, conf.level = 1 - alpha)$conf.int``.
     """
+    from scipy import stats  # imported here: most runs never compute an interval
+
     _check_alpha(alpha)
     scalar = np.ndim(k) == 0 and np.ndim(n) == 0
     k_int, n_int = _counts(k, n)
@@ -83,6 +84,8 @@ def wilson(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> tuple[Any, Any]:
     k_int, n_int = _counts(k, n)
     kf = k_int.astype(np.float64)
     nf = n_int.astype(np.float64)
+    from scipy import stats
+
     z = float(stats.norm.ppf(1 - alpha / 2))
     z2 = z * z
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import sparse
 
 from lmaudit.stats.permutation import monte_carlo_pvalue
 
@@ -87,6 +86,8 @@ def _predict_stratum(st: _Stratum, y: IntArray, n_classes: int) -> IntArray:
     """
     xs, g, C = st.x, st.group, n_classes
     n = xs.shape[0]
+    from scipy import sparse
+
     onehot = sparse.csr_matrix((np.ones(n), (y, np.arange(n))), shape=(C, n))
     totals = np.asarray(onehot @ xs)  # S: (C, dim)
     xs_s = xs @ totals.T  # (n, C)

@@ -12,13 +12,14 @@ Both take one family's results dict and return ``None`` when there is nothing to
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib import rc_context
-from matplotlib.figure import Figure
 
 from lmaudit.svg import inline_svg
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["null_svg", "rho_curve_svg"]
 
@@ -30,7 +31,11 @@ def _svg(fig: Figure, prefix: str) -> str:
 
 
 def _fig() -> tuple[Figure, Any]:
+    from matplotlib import rc_context
+
     with rc_context(_RC):
+        from matplotlib.figure import Figure
+
         fig = Figure(figsize=(5.2, 2.9))
         ax = fig.add_subplot(111)
     return fig, ax
@@ -41,6 +46,8 @@ def null_svg(family: Mapping[str, Any], prefix: str) -> str | None:
     t, c = np.asarray(null.get("T") or [], dtype=float), np.asarray(null.get("count") or [], dtype=float)
     if t.size == 0:
         return None
+    from matplotlib import rc_context
+
     with rc_context(_RC):
         fig, ax = _fig()
         width = float(np.min(np.diff(t))) * 0.9 if t.size > 1 else 0.5
@@ -76,6 +83,8 @@ def rho_curve_svg(family: Mapping[str, Any], alpha: float, prefix: str) -> str |
     rho, share = curve.get("rho") or [], curve.get("share_le") or []
     if not rho:
         return None
+    from matplotlib import rc_context
+
     with rc_context(_RC):
         fig, ax = _fig()
         ax.plot(

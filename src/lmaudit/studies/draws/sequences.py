@@ -23,7 +23,6 @@ from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import gammaln
 
 IntArray = NDArray[np.int64]
 Codes = NDArray[np.signedinteger[Any]]
@@ -151,6 +150,8 @@ class SequenceStats:
 
 def sequence_stats(sset: SequenceSet) -> SequenceStats:
     """R, sum c_k^2, D, runs, K and the grouped probability of every sequence."""
+    from scipy.special import gammaln  # imported here: plans and reports do not need scipy
+
     s = sset.n_sequences
     n, k, rep, sq, dr, runs = (np.zeros(s, dtype=np.int64) for _ in range(6))
     gp = np.zeros(s, dtype=np.float64)

@@ -20,8 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats
-
 from lmaudit.stats.intervals import proportion_ci
 
 __all__ = [
@@ -79,6 +77,8 @@ def sign_test(up: int, down: int) -> float:
     n = up + down
     if n == 0:
         return 1.0
+    from scipy import stats
+
     return float(stats.binomtest(up, n, 0.5, alternative="two-sided").pvalue)
 
 

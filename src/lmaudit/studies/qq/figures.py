@@ -17,14 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib import rc_context
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from lmaudit.svg import inline_svg
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "D_CLIP",
@@ -61,6 +61,8 @@ def _num(x: Any) -> float | None:
 
 def _style(extra: Mapping[str, Any] | None = None) -> AbstractContextManager[None]:
     """The report's matplotlib style (``rcParams`` are typed by literal key, hence ``Any``)."""
+    from matplotlib import rc_context  # imported here: only a report draws figures
+
     rc: Any = {**_RC, **(extra or {})}
     return rc_context(rc)
 
@@ -119,6 +121,9 @@ def saturation_cdf_svg(results: Mapping[str, Any]) -> str | None:
     if len(groups) > 1:
         curves.append(("all", [d for v in groups.values() for d in v]))
     with _style():
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
         fig = Figure(figsize=(6.6, 3.7))
         fig.subplots_adjust(left=0.1, right=0.98, bottom=0.15, top=0.91)
         ax = fig.add_subplot()
@@ -203,6 +208,8 @@ def label_effect_svg(results: Mapping[str, Any], annotate_above: float = 0.3) ->
     if pair is None or not pts:
         return None
     with _style():
+        from matplotlib.figure import Figure
+
         fig = Figure(figsize=(4.8, 5.2))
         fig.subplots_adjust(left=0.14, right=0.97, bottom=0.17, top=0.94)
         ax = fig.add_subplot()
