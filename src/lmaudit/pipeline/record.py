@@ -63,13 +63,45 @@ def signals_raise() -> Iterator[None]:
         return
 
     def _raise(signum: int, frame: Any) -> None:
-        raise Terminated(f"signal {signal.Signals(signum).name}")
+        what = f"signal {signal.Signals(signum).name}"
+        if _DEFER.depth:
+            _DEFER.pending = what
+            return
+        raise Terminated(what)
 
     old = signal.signal(signal.SIGTERM, _raise)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+class _Deferred:
+    """A SIGTERM that arrived while the MLflow run was being created."""
+
+    depth = 0
+    pending: str | None = None
+
+
+_DEFER = _Deferred()
+
+
+def _hold_sigterm() -> bool:
+    """From now on a SIGTERM is recorded, not raised (the handler runs in the main thread
+    whichever thread the signal reached, so blocking the signal would not be enough)."""
+    _DEFER.depth += 1
+    return True
+
+
+def _release_sigterm(held: bool) -> None:
+    """Raise a SIGTERM recorded while held (now that the run's id is known)."""
+    if not held:
+        return
+    _DEFER.depth = max(0, _DEFER.depth - 1)
+    pending = _DEFER.pending
+    if pending and not _DEFER.depth:
+        _DEFER.pending = None
+        raise Terminated(pending)
 
 
 def _end_status(e: BaseException) -> str:
@@ -110,6 +142,9 @@ def log_to_mlflow(
     problem: str | None = None
     run_id: str | None = None
     where = str(out.resolve())
+    # SIGTERM is held while the run is created, so that a signal arriving then is raised below
+    # with the run id known (and the run marked KILLED), never half-way through its creation
+    held = _hold_sigterm()
     try:
         for earlier in close_running(cfg.paths.mlruns, experiment, where):
             print(f"MLflow run {earlier} of an earlier, interrupted run of {out} marked KILLED")
@@ -127,12 +162,14 @@ def log_to_mlflow(
     except BaseException:  # a signal while the run was being created: it must not stay RUNNING
         with contextlib.suppress(Exception):
             close_running(cfg.paths.mlruns, experiment, where)
+        _release_sigterm(held)
         raise
     audit.data["mlflow"] = {"run_id": run_id, "experiment": experiment, "tracking_uri": uri}
     if problem:
         audit.data["mlflow"]["not_logged"] = problem
     audit.save()
     try:
+        _release_sigterm(held)  # a SIGTERM held during creation is raised here
         write_report(run_id)
     except BaseException as e:
         if run_id is not None:
