@@ -19,8 +19,12 @@ install:
 
 # The study inputs (item banks, ...) are DVC-tracked (data.dvc); their content lives in the
 # in-repo DVC remote dvc-store/, so a fresh clone restores them without any network remote.
+# The store also holds every registered run's outputs (response caches, measurements, results):
+# after `make install`, `dvc status` has nothing to do. Outputs missing from the store (a repro
+# not yet pushed) are named and left to `dvc repro`; the inputs are required.
 data:
 	dvc pull --quiet data.dvc
+	@dvc pull --quiet || echo "warning: some registered run outputs are not in dvc-store/ (see 'dvc status'; 'dvc repro' rebuilds them)" >&2
 
 # llama-cpp-python[server] for the OpenAI-compatible backend's slow test (compiled once, cached).
 install-server:

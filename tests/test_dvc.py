@@ -38,12 +38,15 @@ def clone(tmp_path_factory) -> Path:
     dst = tmp_path_factory.mktemp("dvc") / "repo"
     files = sh("git", "ls-files", "-co", "--exclude-standard", cwd=REPO).stdout.splitlines()
     for f in files:
+        if f.startswith("dvc-store/"):
+            continue  # the in-repo store is read in place (it holds every registered run's outputs)
         src = REPO / f
         if src.is_file():
             (dst / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dst / f)
     assert not (dst / "data").exists()  # the inputs are DVC-tracked, not in git
     sh("git", "init", "-q", cwd=dst)
+    sh("dvc", "remote", "modify", "--local", "store", "url", str(REPO / "dvc-store"), cwd=dst)
     sh("git", "add", "-A", cwd=dst)
     sh("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "clone", cwd=dst)
     sh("dvc", "pull", "-q", "data.dvc", cwd=dst)  # from the in-repo remote: no network needed
@@ -123,3 +126,56 @@ def test_push_and_pull_round_trip_through_a_local_remote(clone, tmp_path):
     shutil.rmtree(clone / ".dvc" / "cache")
     sh("dvc", "pull", "-r", "roundtrip", "analyze@qq_sim_mixture", cwd=clone)
     assert target.read_bytes() == want
+
+
+def test_a_second_clone_pulls_the_first_ones_work_and_asks_the_backend_nothing(clone, tmp_path):
+    """The cluster-to-laptop round trip: clone A measures and pushes to a shared remote; clone B
+    (a git clone of A) pulls, finds nothing to do, and a forced re-measure is served entirely
+    from the pulled response cache."""
+    remote = tmp_path / "shared"
+    sh("dvc", "remote", "add", "-f", "shared", str(remote), cwd=clone)
+    # the workspace's outputs into its DVC cache (an earlier test emptied it), then to the remote
+    sh("dvc", "commit", "-f", "-q", "--with-deps", *SIM_TARGETS, "data.dvc", cwd=clone)
+    sh("dvc", "push", "-q", "-r", "shared", "--with-deps", *SIM_TARGETS, "data.dvc", cwd=clone)
+    sh("git", "add", "-A", cwd=clone)
+    sh("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "measured", cwd=clone, check=False)
+    laptop = tmp_path / "laptop"
+    sh("git", "clone", "-q", str(clone), str(laptop), cwd=tmp_path)
+    assert not (laptop / "results").exists()
+    sh("dvc", "pull", "-q", "-r", "shared", *SIM_TARGETS, "--with-deps", cwd=laptop)
+    status = sh("dvc", "status", *SIM_TARGETS, cwd=laptop).stdout
+    assert "changed" not in status and "deleted" not in status, status
+    runs = [("qq", "qq_sim_demo"), ("judge", "judge_sim_attraction")]
+    before = {r: (laptop / "results" / s / r / "measurements.jsonl").read_bytes() for s, r in runs}
+    out = sh("dvc", "repro", "-f", "-s", *(f"measure@{r}" for _, r in runs), cwd=laptop).stdout
+    assert _ran(out) == {f"measure@{r}" for _, r in runs}
+    for study, run in runs:
+        record = json.loads((laptop / "results" / study / run / "audit_record.json").read_text())
+        cache = record["measure"]["cache"]
+        assert cache["hits"] > 0 and cache["misses"] == 0 and cache["writes"] == 0, (run, cache)
+        assert (laptop / "results" / study / run / "measurements.jsonl").read_bytes() == before[run]
+    assert sh("git", "status", "--porcelain", "dvc.lock", cwd=laptop).stdout == ""
+
+
+def _store_has(md5: str) -> bool:
+    return (REPO / "dvc-store" / "files" / "md5" / md5[:2] / md5[2:]).is_file()
+
+
+def test_the_in_repo_store_holds_every_output_dvc_lock_names():
+    """A fresh clone's `dvc pull` restores every registered run: nothing dvc.lock pins is missing
+    from dvc-store/ (a repro whose outputs were not pushed fails here)."""
+    import yaml
+
+    lock = yaml.safe_load((REPO / "dvc.lock").read_text())
+    missing = []
+    for name, stage in lock["stages"].items():
+        for out in stage.get("outs", []):
+            md5 = out["md5"]
+            if not _store_has(md5):
+                missing.append(f"{name}: {out['path']}")
+            elif md5.endswith(".dir"):
+                entries = json.loads((REPO / "dvc-store/files/md5" / md5[:2] / md5[2:]).read_text())
+                lost = [e["relpath"] for e in entries if not _store_has(e["md5"])]
+                if lost:
+                    missing.append(f"{name}: {out['path']} ({len(lost)} files, e.g. {lost[0]})")
+    assert not missing, "not in dvc-store/ (run `dvc push`): " + "; ".join(missing[:10])

@@ -46,7 +46,6 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "model": "embedded:gemma3-270m",
                     "gguf_sha256": gguf_sha256(),
-                    "converted_dir": str(path),
                     "transformers": transformers.__version__,
                     "weights_sha256": {w.name: file_sha256(w) for w in weights},
                 },
