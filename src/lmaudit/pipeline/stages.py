@@ -76,6 +76,7 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
         section = {
             "backend": None,
             "imported": not plan.n_requests,
+            "cache": {"dir": str(cache.root), **cache.stats.as_dict()},
             "seconds": {"total": round(time.perf_counter() - t0, 3)},
         }
     else:

@@ -47,66 +47,66 @@ def _codes(values: Sequence[Hashable] | None, n: int, what: str) -> tuple[IntArr
 
 @dataclass(frozen=True)
 class _Stratum:
-    """What stays fixed while labels are shuffled: the stratum's cells, their groups, and the
-    dot products of every pair of cells held out together (``i`` with itself included)."""
+    """What stays fixed while labels are shuffled: the stratum's cells, their groups, and each
+    group's Gram matrix (dot products of the cells held out together, zero-padded to the
+    largest group)."""
 
     idx: IntArray
     x: FloatArray  # the stratum's cells
     group: IntArray
     n_groups: int
-    pair_i: IntArray
-    pair_j: IntArray
-    pair_dot: FloatArray
+    block: IntArray  # (groups, size): the group's cells (positions in the stratum), -1 pads
+    gram: FloatArray  # (groups, size, size)
 
 
 def _stratum(x: FloatArray, idx: IntArray, groups: IntArray) -> _Stratum:
     _, g = np.unique(groups[idx], return_inverse=True)
+    g = g.astype(np.int64)
+    n_groups = int(g.max()) + 1 if g.size else 0
     order = np.argsort(g, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(g[order]) != 0])
-    sizes = np.diff(np.r_[starts, order.size])
-    pi_parts, pj_parts = [], []
-    for start, size in zip(starts, sizes, strict=True):
-        members = order[start : start + size]
-        pi_parts.append(np.repeat(members, size))
-        pj_parts.append(np.tile(members, size))
-    pi = np.concatenate(pi_parts) if pi_parts else np.zeros(0, dtype=np.int64)
-    pj = np.concatenate(pj_parts) if pj_parts else np.zeros(0, dtype=np.int64)
+    sizes = np.bincount(g, minlength=n_groups)
+    width = int(sizes.max(initial=0))
+    starts = np.r_[0, np.cumsum(sizes)[:-1]] if n_groups else np.zeros(0, dtype=np.int64)
+    block = np.full((n_groups, width), -1, dtype=np.int64)
+    col = np.arange(order.size) - np.repeat(starts, sizes)
+    block[g[order], col] = order
     xs = x[idx]
-    dots = np.einsum("pd,pd->p", xs[pi], xs[pj])
-    return _Stratum(idx, xs, g.astype(np.int64), int(g.max()) + 1 if g.size else 0, pi, pj, dots)
+    xb = np.where((block >= 0)[..., None], xs[np.maximum(block, 0)], 0.0)  # (G, size, dim)
+    return _Stratum(idx, xs, g, n_groups, block, xb @ xb.transpose(0, 2, 1))
 
 
 def _predict_stratum(st: _Stratum, y: IntArray, n_classes: int) -> IntArray:
-    """Leave-group-out nearest-centroid (cosine) class codes for one stratum.
+    """Leave-group-out nearest-centroid (cosine) class codes for one stratum, for a batch of
+    labellings at once (``y``: ``(B, n)``; returns ``(B, n)``).
 
     For cell ``i`` in group ``g`` and class ``c``, with ``S_c`` the class sum and ``G_gc`` the
     sum over the group's cells of class ``c``, the score is
-    ``x_i . (S_c - G_gc) / |S_c - G_gc|``, expanded into dot products so that no
+    ``x_i . (S_c - G_gc) / |S_c - G_gc|``, expanded into dot products (class sums by one
+    matrix product, the group terms from each group's Gram matrix), so that no
     group-by-class-by-dimension array is formed.
     """
-    xs, g, C = st.x, st.group, n_classes
-    n = xs.shape[0]
-    from scipy import sparse
-
-    onehot = sparse.csr_matrix((np.ones(n), (y, np.arange(n))), shape=(C, n))
-    totals = np.asarray(onehot @ xs)  # S: (C, dim)
-    xs_s = xs @ totals.T  # (n, C)
-    yj = y[st.pair_j]
-    dots = xs_s - np.bincount(st.pair_i * C + yj, weights=st.pair_dot, minlength=n * C).reshape(n, C)
-    same = yj == y[st.pair_i]
-    g_sq = np.bincount(
-        g[st.pair_i][same] * C + yj[same], weights=st.pair_dot[same], minlength=st.n_groups * C
-    ).reshape(st.n_groups, C)
-    s_g = np.bincount(g * C + y, weights=xs_s[np.arange(n), y], minlength=st.n_groups * C).reshape(
-        st.n_groups, C
-    )
-    sq = (totals**2).sum(axis=1)[None, :] - 2.0 * s_g + g_sq
-    per_count = np.bincount(g * C + y, minlength=st.n_groups * C).reshape(st.n_groups, C)
-    left = (per_count.sum(axis=0)[None, :] - per_count)[g] > 0
-    norms = np.sqrt(np.maximum(sq, 0.0))[g]
+    xs, g, C, G = st.x, st.group, n_classes, st.n_groups
+    b_n, n = y.shape
+    onehot = np.zeros((b_n, C, n))
+    np.put_along_axis(onehot, y[:, None, :], 1.0, axis=1)
+    totals = (onehot.reshape(b_n * C, n) @ xs).reshape(b_n, C, -1)  # S: (B, C, dim)
+    xs_s = (xs @ totals.reshape(b_n * C, -1).T).reshape(n, b_n, C).transpose(1, 0, 2)  # (B, n, C)
+    pad = st.block < 0
+    yb = onehot.transpose(0, 2, 1)[:, np.maximum(st.block, 0)]  # (B, G, size, C)
+    yb[:, pad] = 0.0
+    within = st.gram[None] @ yb  # (B, G, size, C): x_i . G_gc for the cells of each group
+    g_sq = (yb * within).sum(axis=2)  # (B, G, C): |G_gc|^2
+    inside = np.zeros((b_n, n, C))
+    inside[:, st.block[~pad]] = within[:, ~pad]
+    dots = xs_s - inside
+    counts = yb.sum(axis=2)  # (B, G, C)
+    s_g = (yb * xs_s[:, np.maximum(st.block, 0)]).sum(axis=2)  # (B, G, C): S_c . G_gc
+    sq = (totals**2).sum(axis=2)[:, None, :] - 2.0 * s_g + g_sq
+    left = (counts.sum(axis=1, keepdims=True) - counts)[:, g] > 0  # (B, n, C)
+    norms = np.sqrt(np.maximum(sq, 0.0))[:, g]
     usable = left & (norms > 1e-9)
     scores = np.where(usable, dots / np.where(usable, norms, 1.0), -np.inf)
-    return np.asarray(scores.argmax(axis=1), dtype=np.int64)
+    return np.asarray(scores.argmax(axis=2), dtype=np.int64)
 
 
 def _unit(x: ArrayLike) -> FloatArray:
@@ -124,10 +124,12 @@ def _plan(x: FloatArray, g: IntArray, s: IntArray) -> list[_Stratum]:
 
 
 def _predict_all(plan: list[_Stratum], y: IntArray, n_classes: int) -> IntArray:
-    out = np.empty_like(y)
+    """Predicted codes for one labelling ``(n,)`` or a batch of labellings ``(B, n)``."""
+    batch = np.atleast_2d(y)
+    out = np.empty_like(batch)
     for st in plan:
-        out[st.idx] = _predict_stratum(st, y[st.idx], n_classes)
-    return out
+        out[:, st.idx] = _predict_stratum(st, batch[:, st.idx], n_classes)
+    return out if y.ndim == 2 else out[0]
 
 
 def nearest_centroid_predict(
@@ -202,12 +204,12 @@ def recoverability(
         ci = (float(np.quantile(boot, lo_q)), float(np.quantile(boot, hi_q)))
     else:
         ci = (float("nan"), float("nan"))
-    null = np.array(
-        [
-            float((_predict_all(plan, yy, len(names)) == yy).mean())
-            for yy in (_shuffle_within(y, blocks, rng) for _ in range(n_null))
-        ]
-    )
+    shuffled = np.array([_shuffle_within(y, blocks, rng) for _ in range(n_null)]).reshape(n_null, n)
+    null = np.empty(n_null)
+    step = max(1, min(n_null, 2_000_000 // max(1, n * len(names))))  # labellings per batch
+    for start in range(0, n_null, step):
+        yy = shuffled[start : start + step]
+        null[start : start + step] = (_predict_all(plan, yy, len(names)) == yy).mean(axis=1)
     per = {str(s_names[k]): float(correct[s == k].mean()) for k in range(len(s_names))}
     return Recovery(
         accuracy=accuracy,

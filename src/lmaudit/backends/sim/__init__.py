@@ -18,6 +18,7 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lmaudit.backends.sim.extractor import SimExtractor
 from lmaudit.backends.sim.freelist import FreeListSampler
 from lmaudit.backends.sim.judge import SimJudge
 from lmaudit.backends.sim.persistent import PersistentSampler
@@ -33,9 +34,10 @@ from lmaudit.backends.sim.qq_core import SimQQAgent
 from lmaudit.backends.sim.qq_readout import OTHER_TOKEN, SIM_QQ_VERSION, SequentialKernel
 
 SIM_AGENTS: dict[str, type[SimQQAgent]] = dict(QQ_AGENTS)
-SIM_SAMPLERS: dict[str, type[PersistentSampler] | type[FreeListSampler]] = {  # sampling only
-    "persistent": PersistentSampler,
+SIM_SAMPLERS: dict[str, type[PersistentSampler] | type[FreeListSampler] | type[SimExtractor]] = {
+    "persistent": PersistentSampler,  # sampling only
     "freelist": FreeListSampler,
+    "extractor": SimExtractor,
 }
 SIM_JUDGES: dict[str, type[SimJudge]] = {"judge": SimJudge}  # pairwise judge (both contracts)
 
@@ -52,6 +54,7 @@ __all__ = [
     "ProjectiveAgent",
     "RepetitionAgent",
     "SequentialKernel",
+    "SimExtractor",
     "SimQQAgent",
     "accepted_fields",
     "build_sim_agent",
@@ -95,7 +98,9 @@ def build_sim_agent(cfg: Mapping[str, Any]) -> Any:
     if "agent" not in fields:
         raise ValueError(f"sim agent config: missing field 'agent' (one of {known})")
     name = fields.pop("agent")
-    cls: type[SimQQAgent] | type[PersistentSampler] | type[FreeListSampler] | type[SimJudge] | None = None
+    cls: (
+        type[SimQQAgent] | type[PersistentSampler] | type[FreeListSampler] | type[SimExtractor] | type[SimJudge] | None
+    ) = None
     if isinstance(name, str):
         cls = SIM_AGENTS.get(name) or SIM_SAMPLERS.get(name) or SIM_JUDGES.get(name)
     if cls is None:

@@ -32,6 +32,14 @@ class ChoirCodebookConfig:
 
 
 @dataclass
+class ChoirExtractorConfig:
+    kind: str = ranged("rule", choices=("rule", "llm"))  # rule: extract.py; llm: llm_extract.py
+    model: Any = None  # llm: a model config (as conf/model/*.yaml); None: the run's model
+    max_tokens: int = ranged(1024, ge=1)  # llm: the reply's length limit
+    on_invalid: str = ranged("drop", choices=("drop", "rule"))  # llm: a list whose reply is not valid JSON
+
+
+@dataclass
 class ChoirEnsembleConfig:
     name: str = MISSING
     members: list[Any] = field(
@@ -67,6 +75,7 @@ class ChoirStudyConfig:
     # import: free lists recorded elsewhere (JSONL, docs/choir.md) instead of eliciting
     import_path: str | None = None
     calibration_path: str | None = None  # human calibration of the ranking (JSONL, docs/choir.md)
+    extractor: ChoirExtractorConfig = field(default_factory=ChoirExtractorConfig)
     # analysis
     embedder: ChoirEmbedderConfig = field(default_factory=ChoirEmbedderConfig)
     codebook: ChoirCodebookConfig = field(default_factory=ChoirCodebookConfig)

@@ -175,6 +175,14 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
             for r, res in zip(reqs, results, strict=True):
                 for g, raw in enumerate(res.texts):
                     rows.append(_list_row(name, r.meta, r.temperature, g, raw, s.items_per_list))
+    extraction = None
+    if s.extractor.kind == "llm":
+        from lmaudit.studies.choir.llm_extract import extract_rows
+
+        model = OmegaConf.to_container(cfg.study.extractor.model, resolve=True) if s.extractor.model else None
+        sampler = ctx.backends.sampler(model if isinstance(model, dict) else cfg.model)
+        extraction = extract_rows(rows, sampler, s.items_per_list, s.extractor.max_tokens, s.extractor.on_invalid)
+        extraction["identity"] = sampler.backend.identity
     vocab = {q: question_words(t) for q, t in sorted(texts_of.items())}
     used = {r["persona"] for r in rows} - {NO_PERSONA}
     pvocab = {p.id: question_words(p.text or "") for p in m.personas if p.id in used}
@@ -194,7 +202,11 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
         {"kind": "embedding", "text": t, "vector": _vector_text(v)}
         for t, v in zip(texts, vectors, strict=True)
     ]
-    return Measured(rows, audit={"ensemble": members_audit, "embedder": emb.identity})
+    if extraction is not None:
+        rows.append({"kind": "extractor", **extraction})
+    return Measured(
+        rows, audit={"ensemble": members_audit, "embedder": emb.identity, "extraction": extraction}
+    )
 
 
 def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
@@ -207,6 +219,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     pvocab: dict[str, list[str]] = {}
     calibration: list[dict[str, Any]] = []
     embedder = None
+    extractor: dict[str, Any] = {"method": "rule"}
     for i, r in enumerate(rows, start=1):
         where = f"{source}: record {i}"
         kind = r.get("kind") if isinstance(r, dict) else None
@@ -237,6 +250,8 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
             pvocab[str(r.get("persona"))] = [str(t) for t in r.get("terms", [])]
         elif kind == "embedder":
             embedder = r.get("identity")
+        elif kind == "extractor":
+            extractor = {k: r.get(k) for k in ("lists", "distinct_answers", "invalid", "on_invalid", "identity")}
         elif isinstance(kind, str) and kind.startswith("calibration_"):
             calibration.append(r)
         else:
@@ -263,6 +278,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         "conditions": sorted({r.condition for r in recs}),
         "lists": len(recs),
         "empty_lists": sum(1 for r in recs if not r.items),
+        "extraction": {"method": "llm", **extractor} if "lists" in extractor else extractor,
     }
     return out
 

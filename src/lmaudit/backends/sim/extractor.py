@@ -1,0 +1,95 @@
+"""The ``extractor`` sim agent: an LLM concept extractor with known output (sampling only).
+
+It reads the raw answer from request ``meta["raw"]`` (as the choir study's extraction
+requests carry it) and replies with the JSON object the extraction prompt asks for: every
+line that starts ``<number>.``, ``<number>)`` or a bullet is one item, its text after the
+marker; a ``[Justification: ...]`` on that line becomes the item's justification. With
+probability ``invalid_rate`` per answer (drawn from ``(seed, answer)``, so the same answer
+always gets the same reply) it replies with prose instead of JSON, which the study must
+count as an invalid extraction. Temperature and draw index do not change the reply.
+
+Fields (all enter :attr:`identity`): ``seed`` (integer >= 0), ``invalid_rate`` (in [0, 1]).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lmaudit.backends.base import BackendError, SampleRequest, SampleResult
+
+__all__ = ["SIM_EXTRACTOR_VERSION", "SimExtractor"]
+
+SIM_EXTRACTOR_VERSION = "extractor-sim/1"
+_ENTRY = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*•])\s+(.*\S)\s*$")
+_JUST = re.compile(r"\s*\[\s*justification\s*:\s*(.*?)\]\s*", re.IGNORECASE)
+
+
+class SimExtractor:
+    """Sampling contract only (:class:`~lmaudit.backends.base.SamplingBackend`)."""
+
+    reads_meta: bool = True
+    name: ClassVar[str] = "extractor"
+    version: ClassVar[str] = SIM_EXTRACTOR_VERSION
+
+    def __init__(self, *, seed: int = 0, invalid_rate: float = 0.0) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"sim agent 'extractor': field 'seed' must be an integer >= 0, got {seed!r}")
+        if (
+            isinstance(invalid_rate, bool)
+            or not isinstance(invalid_rate, int | float)
+            or not 0.0 <= float(invalid_rate) <= 1.0
+        ):
+            raise ValueError(
+                f"sim agent 'extractor': field 'invalid_rate' must be a number in [0, 1], got {invalid_rate!r}"
+            )
+        self.seed = int(seed)
+        self.invalid_rate = float(invalid_rate)
+
+    @classmethod
+    def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(fields)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": "sim",
+            "agent": self.name,
+            "version": self.version,
+            "seed": self.seed,
+            "invalid_rate": self.invalid_rate,
+        }
+
+    def invalid(self, raw: str) -> bool:
+        """Whether this agent answers ``raw`` with prose (deterministic in seed and answer)."""
+        h = hashlib.sha256(f"{self.seed}:{raw}".encode()).digest()
+        return bool(np.random.default_rng(int.from_bytes(h[:8], "big")).random() < self.invalid_rate)
+
+    @staticmethod
+    def items(raw: str) -> list[dict[str, str | None]]:
+        out: list[dict[str, str | None]] = []
+        for line in raw.splitlines():
+            m = _ENTRY.match(line)
+            if m:
+                just = _JUST.search(m.group(1))
+                text = _JUST.sub(" ", m.group(1)).strip()
+                out.append({"text": text, "justification": just.group(1).strip() if just else None})
+        return out
+
+    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
+        out = []
+        for r in requests:
+            raw = r.meta.get("raw")
+            if not isinstance(raw, str):
+                raise BackendError("sim agent 'extractor': a request needs the raw answer in meta['raw']")
+            if self.invalid(raw):
+                reply = "Sure! The answer lists several ideas; the main one is the first."
+            else:
+                reply = json.dumps({"items": self.items(raw)}, ensure_ascii=False)
+            out.append(SampleResult([reply] * r.n))
+        return out
