@@ -138,7 +138,18 @@ def test_a_second_clone_pulls_the_first_ones_work_and_asks_the_backend_nothing(c
     sh("dvc", "commit", "-f", "-q", "--with-deps", *SIM_TARGETS, "data.dvc", cwd=clone)
     sh("dvc", "push", "-q", "-r", "shared", "--with-deps", *SIM_TARGETS, "data.dvc", cwd=clone)
     sh("git", "add", "-A", cwd=clone)
-    sh("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "measured", cwd=clone, check=False)
+    sh(
+        "git",
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "measured",
+        cwd=clone,
+        check=False,
+    )
     laptop = tmp_path / "laptop"
     sh("git", "clone", "-q", str(clone), str(laptop), cwd=tmp_path)
     assert not (laptop / "results").exists()

@@ -12,7 +12,6 @@ References (independent of ``lmaudit.stats.rbo``):
 from __future__ import annotations
 
 import itertools
-
 import math
 import random
 

@@ -327,9 +327,7 @@ def _swap_chain(draws: IntArray, valid: NDArray[np.bool_], rng: np.random.Genera
         flat[r, s2[r]] = xa
 
 
-def shuffle_assignments(
-    ids: IntArray, n: int, *, rng: np.random.Generator, sweeps: float = 1.0
-) -> IntArray:
+def shuffle_assignments(ids: IntArray, n: int, *, rng: np.random.Generator, sweeps: float = 1.0) -> IntArray:
     """``n`` null draws of ``(M, depth)`` rankings for the signal-to-chance baseline.
 
     The concept ids of all lists are pooled and dealt back across lists and ranks, each list
@@ -355,5 +353,5 @@ def shuffle_assignments(
     # a uniform order within each list (the constraint does not depend on order)
     order = np.argsort(np.where(valid[None], rng.random(out.shape), 2.0), axis=-1)
     out = np.take_along_axis(out, order, axis=-1)
-    _swap_chain(out, valid, rng, int(round(sweeps * valid.sum())))
+    _swap_chain(out, valid, rng, round(float(sweeps) * int(valid.sum())))
     return _dedup_rows(out)

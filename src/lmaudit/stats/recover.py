@@ -85,7 +85,7 @@ def _predict_stratum(st: _Stratum, y: IntArray, n_classes: int) -> IntArray:
     matrix product, the group terms from each group's Gram matrix), so that no
     group-by-class-by-dimension array is formed.
     """
-    xs, g, C, G = st.x, st.group, n_classes, st.n_groups
+    xs, g, C = st.x, st.group, n_classes
     b_n, n = y.shape
     onehot = np.zeros((b_n, C, n))
     np.put_along_axis(onehot, y[:, None, :], 1.0, axis=1)

@@ -99,7 +99,12 @@ def build_sim_agent(cfg: Mapping[str, Any]) -> Any:
         raise ValueError(f"sim agent config: missing field 'agent' (one of {known})")
     name = fields.pop("agent")
     cls: (
-        type[SimQQAgent] | type[PersistentSampler] | type[FreeListSampler] | type[SimExtractor] | type[SimJudge] | None
+        type[SimQQAgent]
+        | type[PersistentSampler]
+        | type[FreeListSampler]
+        | type[SimExtractor]
+        | type[SimJudge]
+        | None
     ) = None
     if isinstance(name, str):
         cls = SIM_AGENTS.get(name) or SIM_SAMPLERS.get(name) or SIM_JUDGES.get(name)

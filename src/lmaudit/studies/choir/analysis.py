@@ -34,6 +34,7 @@ from lmaudit.stats.salience import (
 )
 from lmaudit.studies.choir.codebook import build_codebook
 from lmaudit.studies.choir.config import ChoirStudyConfig
+from lmaudit.studies.choir.cues import anchor_echo, pair_table
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
 from lmaudit.studies.choir.recovery import leakage, recover_all
 
@@ -59,6 +60,7 @@ def _question(
     vocab: NDArray[np.float32],
     s: ChoirStudyConfig,
     rng: np.random.Generator,
+    anchors: Sequence[str] = (),
 ) -> tuple[dict[str, Any], dict[str, int]]:
     texts = [t for r in recs for t in r.items]
     cb = build_codebook(
@@ -125,6 +127,11 @@ def _question(
         out["codebook_test"] = {"chi2": perm.statistic, "cramers_v": perm.cramers_v, "p": perm.p_value}
     else:
         out["codebook_test"] = None
+    if anchors:
+        unc_concepts = sorted({cb.concept_of[t] for t in unc_items if t in cb.concept_of})
+        out["anchor_echo"] = anchor_echo(
+            unc_items, [cb.labels[c] for c in unc_concepts], anchors, vec, s.echo_threshold
+        )
     out["top_concepts"] = {m: [cb.labels[c] for c in ranked.get((m, UNCONDITIONED), [])[:5]] for m in models}
     return out, {t: c for t, c in cb.concept_of.items()}
 
@@ -163,9 +170,14 @@ def analyze_lists(
     vocab: Mapping[str, list[str]],
     s: ChoirStudyConfig,
     persona_vocab: Mapping[str, list[str]] | None = None,
+    cue_pairs: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """Pure: lists, item/term embeddings, question (and persona profile) vocabularies in,
-    results body out."""
+    """Pure: lists, item/term embeddings, question (and persona profile) vocabularies, the
+    matched cue pairs in; results body out. The stripped prompts of cue pairs are analysed
+    like any question but left out of the summary and the width bins (they are not prompts
+    of the bank); they appear under ``cue_stripping``."""
+    anchors_of = {str(q): list(p["anchors"]) for p in cue_pairs for q in (p["original"], p["stripped"])}
+    stripped = {str(p["stripped"]) for p in cue_pairs}
     rng = np.random.default_rng(s.analysis_seed)
     by_q: dict[str, list[ListRecord]] = {}
     for r in recs:
@@ -174,13 +186,20 @@ def analyze_lists(
     for q in sorted(by_q):
         terms = vocab.get(q, [])
         v = np.stack([vec[t] for t in terms]) if terms else np.zeros((0, 1), dtype=np.float32)
-        per_q[q], _ = _question(q, by_q[q], vec, v, s, rng)
-    recover = recover_all(recs, vec, s, rng)
-    leak = leakage(recs, vec, persona_vocab, per_q, recover, s, rng) if persona_vocab else None
-    stc = [v["stc"] for v in per_q.values() if v["stc"]]
-    lifts = [v["lift"]["relative"] for v in per_q.values() if v["lift"] and v["lift"]["relative"] is not None]
+        per_q[q], _ = _question(q, by_q[q], vec, v, s, rng, anchors_of.get(q, ()))
+        if q in stripped:
+            per_q[q]["stripped_of"] = next(str(p["original"]) for p in cue_pairs if p["stripped"] == q)
+    cues = pair_table(cue_pairs, per_q) if cue_pairs else None
+    bank_q = {q: v for q, v in per_q.items() if q not in stripped}
+    recover = recover_all([r for r in recs if r.question not in stripped], vec, s, rng)
+    kept = [r for r in recs if r.question not in stripped]
+    leak = leakage(kept, vec, persona_vocab, bank_q, recover, s, rng) if persona_vocab else None
+    stc = [v["stc"] for v in bank_q.values() if v["stc"]]
+    lifts = [
+        v["lift"]["relative"] for v in bank_q.values() if v["lift"] and v["lift"]["relative"] is not None
+    ]
     summary = {
-        "n_questions": len(per_q),
+        "n_questions": len(bank_q),
         "n_stc": len(stc),
         "above_chance": sum(1 for x in stc if x["ratio"] is not None and x["ratio"] > 1.0),
         "above_chance_significant": sum(
@@ -193,7 +212,8 @@ def analyze_lists(
     return {
         "summary": summary,
         "questions": per_q,
-        "width_bins": _bins(per_q, s, rng),
+        "width_bins": _bins(bank_q, s, rng),
         "recoverability": recover,
         "leakage": leak,
+        "cue_stripping": cues,
     }

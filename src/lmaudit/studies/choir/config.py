@@ -66,6 +66,9 @@ class ChoirStudyConfig:
     templates: list[str] = field(default_factory=lambda: ["A", "B"])  # unconditioned templates
     persona_template: str = "A"  # the template persona-conditioned lists use
     personas: list[str] = field(default_factory=list)  # persona ids conditioned on ([]: none)
+    # matched cue stripping (infinity bank): these prompts and their reworded twins in
+    # data/choir/cue_pairs.jsonl, unconditioned lists only (["all"]: every pair)
+    cue_pairs: list[str] = field(default_factory=list)
     temperatures: list[float] = ranged(factory=lambda: [0.7], min_len=1, distinct=True, each={"ge": 0})
     generations: int = ranged(5, ge=1)  # lists per cell (draw index in the cache key)
     items_per_list: int = ranged(25, ge=1)  # entries kept per list (the templates ask for 25)

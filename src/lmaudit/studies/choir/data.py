@@ -118,11 +118,23 @@ class Persona:
 
 
 @dataclass(frozen=True)
+class CuePair:
+    """A matched cue-stripping pair: an Infinity-Chat prompt and our rewording of it without
+    its lexical anchors (the words an answer would echo)."""
+
+    original: str  # the Infinity-Chat prompt id
+    id: str  # the stripped prompt's id
+    text: str
+    anchors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ChoirMaterials:
     targeted: tuple[Probe, ...]
     external: tuple[ExternalPrompt, ...]
     templates: dict[str, Template]
     personas: tuple[Persona, ...]
+    cue_pairs: tuple[CuePair, ...] = ()
 
 
 def _fields(obj: dict[str, Any], where: str, required: Iterable[str], optional: Iterable[str] = ()) -> None:
@@ -298,12 +310,50 @@ def load_personas(path: str | Path) -> tuple[Persona, ...]:
     return tuple(rows)
 
 
+def _cue_pair(obj: dict[str, Any], where: str) -> CuePair:
+    _fields(obj, where, ("original", "id", "text", "anchors"))
+    anchors = obj["anchors"]
+    if (
+        not isinstance(anchors, list)
+        or not anchors
+        or not all(isinstance(a, str) and a.strip() for a in anchors)
+    ):
+        raise InputError(f"{where}: field 'anchors' must be a non-empty list of words")
+    return CuePair(
+        str(_text(obj, "original", where)),
+        str(_text(obj, "id", where)),
+        str(_text(obj, "text", where)),
+        tuple(a.strip().lower() for a in anchors),
+    )
+
+
+def load_cue_pairs(path: str | Path, external: tuple[ExternalPrompt, ...]) -> tuple[CuePair, ...]:
+    """The matched cue-stripping pairs; each original must be an Infinity-Chat prompt, each
+    stripped id new."""
+    path = Path(path)
+    rows = _read_rows(path, _cue_pair, lambda p: p.id)
+    known = {p.id: p.text for p in external}
+    for pair in rows:
+        where = f"{path}: pair {pair.id!r}"
+        if pair.original not in known:
+            raise InputError(f"{where}: field 'original' = {pair.original!r} is not an Infinity-Chat prompt")
+        if pair.id in known:
+            raise InputError(f"{where}: field 'id' is already an Infinity-Chat prompt id")
+        missing = [a for a in pair.anchors if a not in known[pair.original].lower()]
+        if missing:
+            raise InputError(f"{where}: field 'anchors': {missing} do not occur in prompt {pair.original}")
+    return tuple(rows)
+
+
 def load_materials(root: str | Path) -> ChoirMaterials:
-    """All four files from ``root`` (normally ``data/choir``)."""
+    """All files from ``root`` (normally ``data/choir``); ``cue_pairs.jsonl`` is optional."""
     root = Path(root)
+    external = load_external_prompts(root / "infinity_chat_100.jsonl")
+    pairs = root / "cue_pairs.jsonl"
     return ChoirMaterials(
         targeted=load_targeted_bank(root / "targeted_bank.jsonl"),
-        external=load_external_prompts(root / "infinity_chat_100.jsonl"),
+        external=external,
         templates=load_templates(root / "templates.json"),
         personas=load_personas(root / "personas.jsonl"),
+        cue_pairs=load_cue_pairs(pairs, external) if pairs.exists() else (),
     )

@@ -15,7 +15,7 @@ from typing import Any
 from lmaudit.backends.base import SampleRequest
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.config import ChoirStudyConfig
-from lmaudit.studies.choir.data import NO_PERSONA, ChoirMaterials, load_materials
+from lmaudit.studies.choir.data import NO_PERSONA, ChoirMaterials, CuePair, load_materials
 
 __all__ = ["Condition", "Question", "conditions", "member_name", "questions", "requests"]
 
@@ -48,13 +48,42 @@ def questions(s: ChoirStudyConfig, m: ChoirMaterials) -> list[Question]:
         ]
     else:
         raise InputError(f"study: field 'bank' = {s.bank!r} is not infinity or targeted")
-    if s.question_ids is None:
-        return pool
     by = {q.id: q for q in pool}
-    unknown = [q for q in s.question_ids if q not in by]
+    chosen = pool
+    if s.question_ids is not None:
+        unknown = [q for q in s.question_ids if q not in by]
+        if unknown:
+            raise InputError(f"study: field 'question_ids': {unknown} are not in the {s.bank} bank")
+        chosen = [by[q] for q in s.question_ids]
+    return chosen + stripped_questions(s, m, chosen, by)
+
+
+def cue_pairs(s: ChoirStudyConfig, m: ChoirMaterials) -> list[CuePair]:
+    """The matched cue-stripping pairs the design asks for (``study.cue_pairs``)."""
+    if not s.cue_pairs:
+        return []
+    if s.bank != "infinity":
+        raise InputError(
+            "study: field 'cue_pairs' needs bank=infinity (the pairs reword Infinity-Chat prompts)"
+        )
+    by = {p.original: p for p in m.cue_pairs}
+    wanted = list(by) if list(s.cue_pairs) == ["all"] else list(s.cue_pairs)
+    unknown = [q for q in wanted if q not in by]
     if unknown:
-        raise InputError(f"study: field 'question_ids': {unknown} are not in the {s.bank} bank")
-    return [by[q] for q in s.question_ids]
+        raise InputError(
+            f"study: field 'cue_pairs': {unknown} have no pair in {s.materials}/cue_pairs.jsonl ({sorted(by)})"
+        )
+    return [by[q] for q in dict.fromkeys(wanted)]
+
+
+def stripped_questions(
+    s: ChoirStudyConfig, m: ChoirMaterials, chosen: list[Question], by: dict[str, Question]
+) -> list[Question]:
+    """The originals of the pairs not already chosen, then every pair's stripped prompt."""
+    pairs = cue_pairs(s, m)
+    have = {q.id for q in chosen}
+    extra = [by[p.original] for p in pairs if p.original not in have]
+    return extra + [Question(p.id, p.text, {"stripped_of": p.original}) for p in pairs]
 
 
 def conditions(s: ChoirStudyConfig, m: ChoirMaterials) -> list[Condition]:
@@ -95,6 +124,8 @@ def requests(
     out = []
     for q in qs:
         for c in conds:
+            if c.conditioned and "stripped_of" in q.info:
+                continue  # cue stripping compares unconditioned lists only
             prompt = m.templates[c.template].render(q.text)
             persona_text = personas[c.persona].text if c.conditioned else None
             shots: tuple[dict[str, str], ...] = ()

@@ -119,7 +119,9 @@ def extract_rows(
     distinct = sorted({r["raw"] for r in todo})
     replies = {}
     if distinct:
-        results = sampler.sample([extraction_request(raw, max_tokens) for raw in distinct], desc="choir extraction")
+        results = sampler.sample(
+            [extraction_request(raw, max_tokens) for raw in distinct], desc="choir extraction"
+        )
         replies = {raw: res.texts[0] for raw, res in zip(distinct, results, strict=True)}
     invalid = 0
     for r in todo:
@@ -142,4 +144,9 @@ def extract_rows(
             "empty": e.n_empty,
             "preamble": e.preamble,
         }
-    return {"lists": len(todo), "distinct_answers": len(distinct), "invalid": invalid, "on_invalid": on_invalid}
+    return {
+        "lists": len(todo),
+        "distinct_answers": len(distinct),
+        "invalid": invalid,
+        "on_invalid": on_invalid,
+    }

@@ -142,6 +142,44 @@ def _scatter(qs: Mapping[str, Any], x: str, y: str, xl: str, yl: str, prefix: st
     return inline_svg(fig, prefix, _RC)
 
 
+def _cue_pairs(cues: Mapping[str, Any] | None) -> tuple[str | None, list[list[str]]]:
+    """Echo vs signal-to-chance for matched cue pairs (arrow: original to stripped), and rows."""
+    pairs = (cues or {}).get("pairs") or []
+    rows = [
+        [html.escape(f"{p['original']} → {p['stripped']}"), html.escape(", ".join(p["anchors"]))]
+        + [
+            f"{fmt(p['before'][k])} → {fmt(p['after'][k])}"
+            for k in ("item_echo", "cluster_echo", "rbo", "stc")
+        ]
+        for p in pairs
+    ]
+    pts = [
+        p
+        for p in pairs
+        if None
+        not in (p["before"]["item_echo"], p["after"]["item_echo"], p["before"]["stc"], p["after"]["stc"])
+    ]
+    if not pts:
+        return None, rows
+    with rc_context(_RC):
+        fig, ax = _fig()
+        for p in pts:
+            b, a = p["before"], p["after"]
+            ax.annotate(
+                "",
+                xy=(a["item_echo"], a["stc"]),
+                xytext=(b["item_echo"], b["stc"]),
+                arrowprops={"arrowstyle": "->", "color": "#888"},
+            )
+            ax.scatter([b["item_echo"]], [b["stc"]], s=16, color="#c2185b")
+            ax.scatter([a["item_echo"]], [a["stc"]], s=16, color="#00796b", marker="s")
+            ax.annotate(str(p["original"]), (b["item_echo"], b["stc"]), fontsize=7)
+        ax.axhline(1.0, color="#888", linestyle=":", linewidth=1)
+        ax.set_xlabel("item-level anchor echo")
+        ax.set_ylabel("signal-to-chance")
+    return inline_svg(fig, "choir-cues", _RC), rows
+
+
 def _table(headers: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
@@ -174,6 +212,8 @@ def render_report(
             ),
         ),
     ]
+    cue_svg, cue_rows = _cue_pairs(results.get("cue_stripping"))
+    figs.append(("Matched cue pairs: anchor echo vs signal-to-chance (original → stripped)", cue_svg))
     qrows = [
         [
             html.escape(q),
@@ -248,6 +288,15 @@ def render_report(
         "<h2>Recoverability</h2>",
         _table(["target", "accuracy", "95% CI", "chance", "null mean", "p", "cells"], rrows),
     ]
+    if cue_rows:
+        c = results["cue_stripping"]["counts"]
+        parts += [
+            "<h2>Matched cue stripping</h2>",
+            f"<p>Stripping the anchors lowered item echo in {c['item_echo_lower']['yes']}/{c['item_echo_lower']['n']} "
+            f"pairs, cluster echo in {c['cluster_echo_lower']['yes']}/{c['cluster_echo_lower']['n']}, "
+            f"cross-model RBO in {c['rbo_lower']['yes']}/{c['rbo_lower']['n']}.</p>",
+            _table(["pair", "anchors", "item echo", "cluster echo", "RBO", "STC"], cue_rows),
+        ]
     parts += [
         "<h2>Questions</h2>",
         _table(

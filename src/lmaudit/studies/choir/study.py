@@ -180,9 +180,19 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
         from lmaudit.studies.choir.llm_extract import extract_rows
 
         model = OmegaConf.to_container(cfg.study.extractor.model, resolve=True) if s.extractor.model else None
-        sampler = ctx.backends.sampler(model if isinstance(model, dict) else cfg.model)
-        extraction = extract_rows(rows, sampler, s.items_per_list, s.extractor.max_tokens, s.extractor.on_invalid)
+        if model is not None and not isinstance(model, dict):
+            raise InputError(
+                "study: field 'extractor.model' must be a model config (as conf/model/*.yaml) or null"
+            )
+        sampler = ctx.backends.sampler({str(k): v for k, v in model.items()} if model else cfg.model)
+        extraction = extract_rows(
+            rows, sampler, s.items_per_list, s.extractor.max_tokens, s.extractor.on_invalid
+        )
         extraction["identity"] = sampler.backend.identity
+    pairs = [
+        {"kind": "cue_pair", "original": p.original, "stripped": p.id, "anchors": list(p.anchors)}
+        for p in design.cue_pairs(s, m)
+    ]
     vocab = {q: question_words(t) for q, t in sorted(texts_of.items())}
     used = {r["persona"] for r in rows} - {NO_PERSONA}
     pvocab = {p.id: question_words(p.text or "") for p in m.personas if p.id in used}
@@ -190,11 +200,13 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
         {it["text"] for r in rows for it in r["items"]}
         | {w for ws in vocab.values() for w in ws}
         | {w for ws in pvocab.values() for w in ws}
+        | {a for p in pairs for a in p["anchors"]}
     )
     emb = ctx.backends.embedder(OmegaConf.to_container(cfg.study.embedder, resolve=True))  # type: ignore[arg-type]
     vectors = emb.embed(texts, desc="choir embeddings") if texts else np.zeros((0, 1), dtype=np.float32)
     rows += [{"kind": "vocabulary", "question": q, "terms": ws} for q, ws in vocab.items()]
     rows += [{"kind": "profile_vocabulary", "persona": p, "terms": ws} for p, ws in sorted(pvocab.items())]
+    rows += pairs
     rows.append({"kind": "embedder", "identity": emb.identity, "identity_digest": emb.digest})
     if s.calibration_path:
         rows += read_calibration(s.calibration_path)
@@ -220,6 +232,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     calibration: list[dict[str, Any]] = []
     embedder = None
     extractor: dict[str, Any] = {"method": "rule"}
+    cue_pairs: list[dict[str, Any]] = []
     for i, r in enumerate(rows, start=1):
         where = f"{source}: record {i}"
         kind = r.get("kind") if isinstance(r, dict) else None
@@ -250,16 +263,35 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
             pvocab[str(r.get("persona"))] = [str(t) for t in r.get("terms", [])]
         elif kind == "embedder":
             embedder = r.get("identity")
+        elif kind == "cue_pair":
+            try:
+                cue_pairs.append(
+                    {
+                        "original": str(r["original"]),
+                        "stripped": str(r["stripped"]),
+                        "anchors": list(r["anchors"]),
+                    }
+                )
+            except (KeyError, TypeError) as e:
+                raise InputError(
+                    f"{where}: a cue_pair record needs original, stripped and anchors ({e})"
+                ) from None
         elif kind == "extractor":
-            extractor = {k: r.get(k) for k in ("lists", "distinct_answers", "invalid", "on_invalid", "identity")}
+            extractor = {
+                k: r.get(k) for k in ("lists", "distinct_answers", "invalid", "on_invalid", "identity")
+            }
         elif isinstance(kind, str) and kind.startswith("calibration_"):
             calibration.append(r)
         else:
             raise InputError(
-                f"{where}: field 'kind' = {kind!r} is not list, embedding, vocabulary or embedder"
+                f"{where}: field 'kind' = {kind!r} is not list, embedding, vocabulary, profile_vocabulary, cue_pair, extractor or embedder"
             )
     missing = sorted(
-        ({t for r in recs for t in r.items} | {w for ws in [*vocab.values(), *pvocab.values()] for w in ws})
+        (
+            {t for r in recs for t in r.items}
+            | {w for ws in [*vocab.values(), *pvocab.values()] for w in ws}
+            | {a for p in cue_pairs for a in p["anchors"]}
+        )
         - set(vec)
     )
     if missing:
@@ -268,7 +300,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         )
     if not recs:
         raise InputError(f"{source}: no list records to analyse")
-    out = analyze_lists(recs, vec, vocab, s, pvocab)
+    out = analyze_lists(recs, vec, vocab, s, pvocab, cue_pairs)
     out["calibration"] = analyze_calibration(calibration)
     out["study"] = "choir"
     out["embedder"] = embedder
