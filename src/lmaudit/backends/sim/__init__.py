@@ -31,11 +31,13 @@ from lmaudit.backends.sim.qq_agents import (
 )
 from lmaudit.backends.sim.qq_core import SimQQAgent
 from lmaudit.backends.sim.qq_readout import OTHER_TOKEN, SIM_QQ_VERSION, SequentialKernel
+from lmaudit.backends.sim.ranker import RankingSampler
 
 SIM_AGENTS: dict[str, type[SimQQAgent]] = dict(QQ_AGENTS)
-SIM_SAMPLERS: dict[str, type[PersistentSampler] | type[FreeListSampler]] = {  # sampling only
-    "persistent": PersistentSampler,
+SIM_SAMPLERS: dict[str, type[PersistentSampler] | type[FreeListSampler] | type[RankingSampler]] = {
+    "persistent": PersistentSampler,  # sampling only
     "freelist": FreeListSampler,
+    "ranker": RankingSampler,
 }
 SIM_JUDGES: dict[str, type[SimJudge]] = {"judge": SimJudge}  # pairwise judge (both contracts)
 
@@ -50,6 +52,7 @@ __all__ = [
     "MixtureRepetitionAgent",
     "PersistentSampler",
     "ProjectiveAgent",
+    "RankingSampler",
     "RepetitionAgent",
     "SequentialKernel",
     "SimQQAgent",
@@ -95,7 +98,14 @@ def build_sim_agent(cfg: Mapping[str, Any]) -> Any:
     if "agent" not in fields:
         raise ValueError(f"sim agent config: missing field 'agent' (one of {known})")
     name = fields.pop("agent")
-    cls: type[SimQQAgent] | type[PersistentSampler] | type[FreeListSampler] | type[SimJudge] | None = None
+    cls: (
+        type[SimQQAgent]
+        | type[PersistentSampler]
+        | type[FreeListSampler]
+        | type[RankingSampler]
+        | type[SimJudge]
+        | None
+    ) = None
     if isinstance(name, str):
         cls = SIM_AGENTS.get(name) or SIM_SAMPLERS.get(name) or SIM_JUDGES.get(name)
     if cls is None:

@@ -33,11 +33,13 @@ from lmaudit.studies.base import (
     typed,
 )
 from lmaudit.studies.choir import design, sweep
+from lmaudit.studies.choir.ballots import read_ballots
 from lmaudit.studies.choir.calibration import analyze_calibration, read_calibration
 from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA
 from lmaudit.studies.choir.extract import extract_items
 from lmaudit.studies.choir.importer import read_import
+from lmaudit.studies.choir.ranking import analyze_ranking, cohort_tops, measure_ranking
 from lmaudit.studies.choir.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
 
@@ -97,11 +99,15 @@ def plan(cfg: DictConfig) -> Plan:
         raise InputError("study: generations, items_per_list and max_tokens must be >= 1")
     resolved = ChoirStudy().plan_config(cfg)
     inputs: dict[str, Any] = {}
-    for key, given in (("import", s.import_path), ("calibration", s.calibration_path)):
+    for key, field_name, given in (
+        ("import", "import_path", s.import_path),
+        ("calibration", "calibration_path", s.calibration_path),
+        ("ballots", "ranking.import_path", s.ranking.import_path),
+    ):
         if given:
             p = Path(given)
             if not p.exists():
-                raise InputError(f"{p}: file not found (study.{key}_path)")
+                raise InputError(f"{p}: file not found (study.{field_name})")
             inputs[key] = {"path": str(p), "sha256": file_sha256(p)}
     m = design.materials(s)
     for name in ("targeted_bank.jsonl", "infinity_chat_100.jsonl", "templates.json", "personas.jsonl"):
@@ -130,7 +136,37 @@ def plan(cfg: DictConfig) -> Plan:
             for r in reqs
         ]
         n = len(reqs) * len(members)
+    body["ranking"] = ranking_mode(s)
+    if body["ranking"] == "elicit":
+        body["evaluators"] = [e["name"] for e in evaluators(cfg, s)]
     return Plan.make(body, n)
+
+
+def ranking_mode(s: ChoirStudyConfig) -> str | None:
+    """How the source-blind ranking runs: ``import`` (ballots recorded elsewhere), ``elicit``
+    (the evaluators rank), or None (off; ``enabled: null`` means on when the ensemble lists evaluators)."""
+    if s.ranking.import_path:
+        return "import"
+    if s.ranking.enabled is False:
+        return None
+    return "elicit" if s.ranking.enabled or s.ensemble.evaluators else None
+
+
+def evaluators(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
+    given = OmegaConf.to_container(cfg.study.ensemble.evaluators, resolve=True)
+    if not given:
+        return ensemble(cfg, s)
+    assert isinstance(given, list)
+    for i, e in enumerate(given):
+        if not isinstance(e, dict) or "backend" not in e:
+            raise InputError(
+                f"study: field 'ensemble.evaluators[{i}]' must be a model config with 'backend' and 'name'"
+            )
+        design.member_name(e, i)
+    names = [e["name"] for e in given]
+    if len(set(names)) != len(names):
+        raise InputError(f"study: field 'ensemble.evaluators': names must be distinct, got {names}")
+    return [{str(k): v for k, v in e.items()} for e in given]
 
 
 def _list_row(
@@ -190,11 +226,22 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
     rows.append({"kind": "embedder", "identity": emb.identity, "identity_digest": emb.digest})
     if s.calibration_path:
         rows += read_calibration(s.calibration_path)
+    mode = ranking_mode(s)
+    if mode == "import":
+        rows += read_ballots(str(s.ranking.import_path))
+    elif mode == "elicit":
+        lists = [r for r in rows if r["kind"] == "list"]
+        vec = dict(zip(texts, vectors, strict=True))
+        more, ranking_audit = measure_ranking(s, m, lists, vec, texts_of, evaluators(cfg, s), ctx.backends)
+        rows += more
     rows += [
         {"kind": "embedding", "text": t, "vector": _vector_text(v)}
         for t, v in zip(texts, vectors, strict=True)
     ]
-    return Measured(rows, audit={"ensemble": members_audit, "embedder": emb.identity})
+    audit: dict[str, Any] = {"ensemble": members_audit, "embedder": emb.identity, "ranking": mode}
+    if mode == "elicit":
+        audit["evaluators"] = ranking_audit
+    return Measured(rows, audit=audit)
 
 
 def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
@@ -206,6 +253,8 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     vocab: dict[str, list[str]] = {}
     pvocab: dict[str, list[str]] = {}
     calibration: list[dict[str, Any]] = []
+    ballots: list[dict[str, Any]] = []
+    pools: list[dict[str, Any]] = []
     embedder = None
     for i, r in enumerate(rows, start=1):
         where = f"{source}: record {i}"
@@ -239,9 +288,14 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
             embedder = r.get("identity")
         elif isinstance(kind, str) and kind.startswith("calibration_"):
             calibration.append(r)
+        elif kind == "ballot":
+            ballots.append(r)
+        elif kind == "ranking_pool":
+            pools.append(r)
         else:
             raise InputError(
-                f"{where}: field 'kind' = {kind!r} is not list, embedding, vocabulary or embedder"
+                f"{where}: field 'kind' = {kind!r} is not list, embedding, vocabulary, embedder, "
+                "ballot, ranking_pool or calibration_*"
             )
     missing = sorted(
         ({t for r in recs for t in r.items} | {w for ws in [*vocab.values(), *pvocab.values()] for w in ws})
@@ -254,7 +308,8 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     if not recs:
         raise InputError(f"{source}: no list records to analyse")
     out = analyze_lists(recs, vec, vocab, s, pvocab)
-    out["calibration"] = analyze_calibration(calibration)
+    out["ranking"] = analyze_ranking(ballots, pools, source)
+    out["calibration"] = analyze_calibration(calibration, cohort_tops(out["ranking"]))
     out["study"] = "choir"
     out["embedder"] = embedder
     out["design"] = {
@@ -275,7 +330,14 @@ class ChoirStudy(Study):
     config = ChoirStudyConfig
     groups: ClassVar[Mapping[str, type]] = {"ensemble": ChoirEnsembleConfig}
     compare_columns: ClassVar[tuple[tuple[str, str], ...]] = COMPARE_COLUMNS
-    data_keys = ("config.study.import_path", "inputs.import")
+    data_keys = (
+        "config.study.import_path",
+        "inputs.import",
+        "config.study.ranking.import_path",
+        "inputs.ballots",
+        "config.study.calibration_path",
+        "inputs.calibration",
+    )
     has_yaml = True
 
     def default_run_name(self, cfg: DictConfig) -> str:
