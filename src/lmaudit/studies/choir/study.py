@@ -34,12 +34,13 @@ from lmaudit.studies.base import (
 )
 from lmaudit.studies.choir import design, sweep
 from lmaudit.studies.choir.ballots import read_ballots
+from lmaudit.studies.choir.borda import analyze_ranking, cohort_tops
 from lmaudit.studies.choir.calibration import analyze_calibration, read_calibration
 from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA
 from lmaudit.studies.choir.extract import extract_items
 from lmaudit.studies.choir.importer import read_import
-from lmaudit.studies.choir.ranking import analyze_ranking, cohort_tops, measure_ranking
+from lmaudit.studies.choir.ranking import evaluators, measure_ranking, ranking_mode
 from lmaudit.studies.choir.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
 
@@ -80,6 +81,10 @@ def ensemble(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
     if len(set(names)) != len(names):
         raise InputError(f"study: field 'ensemble.members': member names must be distinct, got {names}")
     return out
+
+
+def _evaluators(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
+    return evaluators(OmegaConf.to_container(cfg.study.ensemble.evaluators, resolve=True), ensemble(cfg, s))
 
 
 def _vector_text(v: NDArray[np.float32]) -> str:
@@ -138,35 +143,8 @@ def plan(cfg: DictConfig) -> Plan:
         n = len(reqs) * len(members)
     body["ranking"] = ranking_mode(s)
     if body["ranking"] == "elicit":
-        body["evaluators"] = [e["name"] for e in evaluators(cfg, s)]
+        body["evaluators"] = [e["name"] for e in _evaluators(cfg, s)]
     return Plan.make(body, n)
-
-
-def ranking_mode(s: ChoirStudyConfig) -> str | None:
-    """How the source-blind ranking runs: ``import`` (ballots recorded elsewhere), ``elicit``
-    (the evaluators rank), or None (off; ``enabled: null`` means on when the ensemble lists evaluators)."""
-    if s.ranking.import_path:
-        return "import"
-    if s.ranking.enabled is False:
-        return None
-    return "elicit" if s.ranking.enabled or s.ensemble.evaluators else None
-
-
-def evaluators(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
-    given = OmegaConf.to_container(cfg.study.ensemble.evaluators, resolve=True)
-    if not given:
-        return ensemble(cfg, s)
-    assert isinstance(given, list)
-    for i, e in enumerate(given):
-        if not isinstance(e, dict) or "backend" not in e:
-            raise InputError(
-                f"study: field 'ensemble.evaluators[{i}]' must be a model config with 'backend' and 'name'"
-            )
-        design.member_name(e, i)
-    names = [e["name"] for e in given]
-    if len(set(names)) != len(names):
-        raise InputError(f"study: field 'ensemble.evaluators': names must be distinct, got {names}")
-    return [{str(k): v for k, v in e.items()} for e in given]
 
 
 def _list_row(
@@ -232,7 +210,7 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
     elif mode == "elicit":
         lists = [r for r in rows if r["kind"] == "list"]
         vec = dict(zip(texts, vectors, strict=True))
-        more, ranking_audit = measure_ranking(s, m, lists, vec, texts_of, evaluators(cfg, s), ctx.backends)
+        more, ranking_audit = measure_ranking(s, m, lists, vec, texts_of, _evaluators(cfg, s), ctx.backends)
         rows += more
     rows += [
         {"kind": "embedding", "text": t, "vector": _vector_text(v)}
