@@ -4,7 +4,7 @@ Figures (the seed's views where the data allow them): width vs relative persona 
 question; unconditioned and same-persona RBO by width bin with bootstrap bars and STC labels
 (and the width-bin table); recoverability by member and persona with chance lines and the
 shuffle null band; echo rate vs signal-to-chance per question; unconditioned vs same-persona
-RBO per question.
+RBO per question; the source-blind ranking's outcomes (:mod:`.report_ranking`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from lmaudit.reporting import fmt, utc_now
+from lmaudit.studies.choir.report_ranking import ranking_section
 from lmaudit.svg import inline_svg
 
 __all__ = ["render_report"]
@@ -248,6 +249,7 @@ def render_report(
         "<h2>Recoverability</h2>",
         _table(["target", "accuracy", "95% CI", "chance", "null mean", "p", "cells"], rrows),
     ]
+    parts += ranking_section(results.get("ranking"))
     parts += [
         "<h2>Questions</h2>",
         _table(
