@@ -219,6 +219,13 @@ def render_report(
         [
             html.escape(p["id"]),
             html.escape(str(p.get("description", ""))),
+            html.escape(
+                "; ".join(
+                    f"{c['metric']} {c['op']} {c['value']}"
+                    for c in (p.get("checks") or [p])
+                    if c.get("metric")
+                )
+            ),
             html.escape(str(p["outcome"])),
             html.escape(json.dumps(p.get("observed"), default=str)),
         ]
@@ -237,7 +244,10 @@ def render_report(
         f"<b>{s['lift_up']}/{s['n_lift']}</b>.</p>",
     ]
     if prows:
-        parts += ["<h2>Registered predictions</h2>", _table(["id", "claim", "outcome", "observed"], prows)]
+        parts += [
+            "<h2>Registered predictions</h2>",
+            _table(["id", "claim", "rule", "outcome", "observed"], prows),
+        ]
     parts += ["<h2>Figures</h2>"] + [
         f"<figure><figcaption>{html.escape(t)}</figcaption>{svg}</figure>" for t, svg in figs if svg
     ]

@@ -98,7 +98,7 @@ def _vector(text: str, where: str) -> NDArray[np.float32]:
         raise InputError(f"{where}: field 'vector' is not base64 float32") from None
 
 
-def plan(cfg: DictConfig) -> Plan:
+def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
     s = settings(cfg)
     if s.generations < 1 or s.items_per_list < 1 or s.max_tokens < 1:
         raise InputError("study: generations, items_per_list and max_tokens must be >= 1")
@@ -111,9 +111,12 @@ def plan(cfg: DictConfig) -> Plan:
     ):
         if given:
             p = Path(given)
-            if not p.exists():
+            if p.exists():
+                inputs[key] = {"path": str(p), "sha256": file_sha256(p)}
+            elif freezing_open:  # an open registration: the data come later and are not bound
+                inputs[key] = {"path": str(p), "sha256": None}
+            else:
                 raise InputError(f"{p}: file not found (study.{field_name})")
-            inputs[key] = {"path": str(p), "sha256": file_sha256(p)}
     m = design.materials(s)
     for name in ("targeted_bank.jsonl", "infinity_chat_100.jsonl", "templates.json", "personas.jsonl"):
         p = Path(s.materials) / name
@@ -327,7 +330,7 @@ class ChoirStudy(Study):
         return f"{s.bank}-{s.ensemble.name}-{tag}-g{s.generations}"
 
     def plan(self, ctx: RunContext) -> Plan:
-        return plan(ctx.cfg)
+        return plan(ctx.cfg, freezing_open=ctx.freezing_open)
 
     def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
         return measure(ctx.cfg, ctx)
