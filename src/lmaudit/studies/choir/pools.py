@@ -13,8 +13,8 @@ first mention). With ``n`` members on the side:
   and stable: in at least ``rare_min_recurrence`` lists of one member.
 
 So the four pools are unconditioned consensus, unconditioned rare, conditioned consensus and
-conditioned rare. Each pool's ``k`` candidates are drawn uniformly (a generator seeded by
-``ranking.seed`` and the question) from its concepts in order of salience; a candidate is shown
+conditioned rare. Each pool's ``k`` candidates are drawn uniformly from its concepts (listed by
+salience, then permuted by a generator seeded by ``ranking.seed`` and the question); a candidate is shown
 as the concept's most frequent item text on its side (ties: the alphabetically first), so the
 same concept may appear once per side under different wording: the ranking's family collapse
 counts it once. Pools are drawn in the order above; a concept whose text an earlier pool has

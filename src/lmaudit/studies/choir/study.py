@@ -3,7 +3,9 @@
 Measure elicits every ensemble member's lists (or reads lists recorded elsewhere), extracts
 their concept items (:mod:`.extract`) and embeds every distinct item and question-vocabulary
 term; the measurement file holds the lists, their items and the embeddings, so the analysis
-(:mod:`.analysis`) is a pure function of it.
+(:mod:`.analysis`) is a pure function of it. With the source-blind ranking on, measure then
+draws the candidate pools and asks the evaluators (:mod:`.ranking`), or reads ballots recorded
+elsewhere; the ballots are measurement records too (analysed by :mod:`.borda`).
 """
 
 from __future__ import annotations
