@@ -32,12 +32,16 @@ from lmaudit.backends.sim.qq_agents import (
 )
 from lmaudit.backends.sim.qq_core import SimQQAgent
 from lmaudit.backends.sim.qq_readout import OTHER_TOKEN, SIM_QQ_VERSION, SequentialKernel
+from lmaudit.backends.sim.ranker import RankingSampler
 
 SIM_AGENTS: dict[str, type[SimQQAgent]] = dict(QQ_AGENTS)
-SIM_SAMPLERS: dict[str, type[PersistentSampler] | type[FreeListSampler] | type[SimExtractor]] = {
+SIM_SAMPLERS: dict[
+    str, type[PersistentSampler] | type[FreeListSampler] | type[SimExtractor] | type[RankingSampler]
+] = {
     "persistent": PersistentSampler,  # sampling only
     "freelist": FreeListSampler,
     "extractor": SimExtractor,
+    "ranker": RankingSampler,
 }
 SIM_JUDGES: dict[str, type[SimJudge]] = {"judge": SimJudge}  # pairwise judge (both contracts)
 
@@ -52,6 +56,7 @@ __all__ = [
     "MixtureRepetitionAgent",
     "PersistentSampler",
     "ProjectiveAgent",
+    "RankingSampler",
     "RepetitionAgent",
     "SequentialKernel",
     "SimExtractor",
@@ -103,6 +108,7 @@ def build_sim_agent(cfg: Mapping[str, Any]) -> Any:
         | type[PersistentSampler]
         | type[FreeListSampler]
         | type[SimExtractor]
+        | type[RankingSampler]
         | type[SimJudge]
         | None
     ) = None

@@ -209,11 +209,29 @@ def analyze_lists(
         "lift_up": sum(1 for x in lifts if x > 1.0),
         "mean_relative_lift": float(np.mean(lifts)) if lifts else None,
     }
+    bins = _bins(bank_q, s, rng)
+    summary.update(_headline_fields(summary, bins, recover))
     return {
         "summary": summary,
         "questions": per_q,
-        "width_bins": _bins(bank_q, s, rng),
+        "width_bins": bins,
         "recoverability": recover,
         "leakage": leak,
         "cue_stripping": cues,
+    }
+
+
+def _headline_fields(
+    summary: Mapping[str, Any], bins: list[dict[str, Any]], recover: Mapping[str, Any]
+) -> dict[str, float | None]:
+    """Shares and contrasts the seed's headline claims are stated in (registered predictions name them)."""
+    lifted = [b["relative_lift"]["mean"] for b in bins if b["n"] and b["relative_lift"]]
+    model, persona = recover.get("model"), recover.get("persona")
+    return {
+        "above_chance_share": summary["above_chance"] / summary["n_stc"] if summary["n_stc"] else None,
+        "lift_up_share": summary["lift_up"] / summary["n_lift"] if summary["n_lift"] else None,
+        # mean relative lift in the lowest and the highest width bin that hold a question
+        "lift_low_width": lifted[0] if lifted else None,
+        "lift_high_width": lifted[-1] if lifted else None,
+        "recover_model_minus_persona": model["accuracy"] - persona["accuracy"] if model and persona else None,
     }

@@ -76,14 +76,21 @@ def _block(choices: list[Mapping[str, Any]], top: Mapping[tuple[str, str], Any])
     }
 
 
-def analyze_calibration(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
+def analyze_calibration(
+    rows: Iterable[Mapping[str, Any]], ranking_tops: Iterable[Mapping[str, Any]] = ()
+) -> dict[str, Any] | None:
+    """``ranking_tops``: the ranking module's cohort tops (``calibration_cohort_top`` records),
+    used when the calibration file gives none."""
     rows = list(rows)
     choices = [r for r in rows if r["kind"] == "calibration_choice"]
     if not choices:
         return None
-    top = {(r["cohort"], r["question"]): r["item"] for r in rows if r["kind"] == "calibration_cohort_top"}
+    given = [r for r in rows if r["kind"] == "calibration_cohort_top"]
+    tops_from = "records" if given else "ranking"
+    top = {(r["cohort"], r["question"]): r["item"] for r in (given or list(ranking_tops))}
     pools = {r["question"]: r for r in rows if r["kind"] == "calibration_pool"}
     out = _block(choices, top)
+    out["cohort_tops_from"] = tops_from
     out["conditioned_source"] = sum(1 for c in choices if c["source"] == "conditioned")
     if all(c["question"] in pools for c in choices):
         out["conditioned_expected"] = sum(

@@ -45,12 +45,33 @@ class ChoirEnsembleConfig:
     members: list[Any] = field(
         default_factory=list
     )  # model configs (as conf/model/*.yaml); [] = the run's model
+    # the source-blind ranking's evaluators (model configs); [] = the members themselves
+    evaluators: list[Any] = field(default_factory=list)
 
 
 @dataclass
 class ChoirExemplarConfig:
     question: str = MISSING  # shown through the same template, before the question asked
     answer: str = MISSING  # a short numbered list (an answer-format turn for base models)
+
+
+@dataclass
+class ChoirRankingConfig:
+    """The source-blind ranking module (appendix D; docs/choir.md, "Source-blind ranking")."""
+
+    enabled: bool | None = None  # None: on when the ensemble lists evaluators
+    question_ids: list[str] | None = None  # None: every question analysed
+    k: int = ranged(3, ge=1)  # candidates drawn per pool
+    consensus_share: float = ranged(0.5, gt=0, le=1)  # consensus: surfaced by >= this share of members
+    rare_max_share: float = ranged(0.25, gt=0, le=1)  # rare: by <= max(1, floor(share x members))
+    rare_min_recurrence: int = ranged(2, ge=1)  # rare: in >= this many lists of one member
+    personas: list[str] | None = None  # the conditioned cohort's personas (None: study.personas)
+    replicates: int = ranged(1, ge=1)  # ballots per evaluator x persona x question (own shuffle each)
+    temperature: float = ranged(0.0, ge=0)
+    max_tokens: int = ranged(96, ge=1)
+    prompt: str | None = None  # None: the built-in prompt ({QUESTION}, {CANDIDATES}, {N}, {EXAMPLE})
+    seed: int = 20261101  # candidate draws, shuffles and request seeds derive from it
+    import_path: str | None = None  # ballots recorded elsewhere (JSONL, docs/choir.md)
 
 
 @dataclass
@@ -79,6 +100,7 @@ class ChoirStudyConfig:
     import_path: str | None = None
     calibration_path: str | None = None  # human calibration of the ranking (JSONL, docs/choir.md)
     extractor: ChoirExtractorConfig = field(default_factory=ChoirExtractorConfig)
+    ranking: ChoirRankingConfig = field(default_factory=ChoirRankingConfig)
     # analysis
     embedder: ChoirEmbedderConfig = field(default_factory=ChoirEmbedderConfig)
     codebook: ChoirCodebookConfig = field(default_factory=ChoirCodebookConfig)

@@ -4,7 +4,7 @@ Figures (the seed's views where the data allow them): width vs relative persona 
 question; unconditioned and same-persona RBO by width bin with bootstrap bars and STC labels
 (and the width-bin table); recoverability by member and persona with chance lines and the
 shuffle null band; echo rate vs signal-to-chance per question; unconditioned vs same-persona
-RBO per question.
+RBO per question; the source-blind ranking's outcomes (:mod:`.report_ranking`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from lmaudit.reporting import fmt, utc_now
+from lmaudit.studies.choir.report_ranking import ranking_section
 from lmaudit.svg import inline_svg
 
 __all__ = ["render_report"]
@@ -258,6 +259,13 @@ def render_report(
         [
             html.escape(p["id"]),
             html.escape(str(p.get("description", ""))),
+            html.escape(
+                "; ".join(
+                    f"{c['metric']} {c['op']} {c['value']}"
+                    for c in (p.get("checks") or [p])
+                    if c.get("metric")
+                )
+            ),
             html.escape(str(p["outcome"])),
             html.escape(json.dumps(p.get("observed"), default=str)),
         ]
@@ -276,7 +284,10 @@ def render_report(
         f"<b>{s['lift_up']}/{s['n_lift']}</b>.</p>",
     ]
     if prows:
-        parts += ["<h2>Registered predictions</h2>", _table(["id", "claim", "outcome", "observed"], prows)]
+        parts += [
+            "<h2>Registered predictions</h2>",
+            _table(["id", "claim", "rule", "outcome", "observed"], prows),
+        ]
     parts += ["<h2>Figures</h2>"] + [
         f"<figure><figcaption>{html.escape(t)}</figcaption>{svg}</figure>" for t, svg in figs if svg
     ]
@@ -297,6 +308,7 @@ def render_report(
             f"cross-model RBO in {c['rbo_lower']['yes']}/{c['rbo_lower']['n']}.</p>",
             _table(["pair", "anchors", "item echo", "cluster echo", "RBO", "STC"], cue_rows),
         ]
+    parts += ranking_section(results.get("ranking"))
     parts += [
         "<h2>Questions</h2>",
         _table(

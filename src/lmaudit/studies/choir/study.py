@@ -3,7 +3,9 @@
 Measure elicits every ensemble member's lists (or reads lists recorded elsewhere), extracts
 their concept items (:mod:`.extract`) and embeds every distinct item and question-vocabulary
 term; the measurement file holds the lists, their items and the embeddings, so the analysis
-(:mod:`.analysis`) is a pure function of it.
+(:mod:`.analysis`) is a pure function of it. With the source-blind ranking on, measure then
+draws the candidate pools and asks the evaluators (:mod:`.ranking`), or reads ballots recorded
+elsewhere; the ballots are measurement records too (analysed by :mod:`.borda`).
 """
 
 from __future__ import annotations
@@ -33,11 +35,14 @@ from lmaudit.studies.base import (
     typed,
 )
 from lmaudit.studies.choir import design, sweep
+from lmaudit.studies.choir.ballots import read_ballots
+from lmaudit.studies.choir.borda import analyze_ranking, cohort_tops
 from lmaudit.studies.choir.calibration import analyze_calibration, read_calibration
 from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA
 from lmaudit.studies.choir.extract import extract_items
 from lmaudit.studies.choir.importer import read_import
+from lmaudit.studies.choir.ranking import evaluators, measure_ranking, ranking_mode
 from lmaudit.studies.choir.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
 
@@ -80,6 +85,10 @@ def ensemble(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
     return out
 
 
+def _evaluators(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
+    return evaluators(OmegaConf.to_container(cfg.study.ensemble.evaluators, resolve=True), ensemble(cfg, s))
+
+
 def _vector_text(v: NDArray[np.float32]) -> str:
     return base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode("ascii")
 
@@ -91,18 +100,25 @@ def _vector(text: str, where: str) -> NDArray[np.float32]:
         raise InputError(f"{where}: field 'vector' is not base64 float32") from None
 
 
-def plan(cfg: DictConfig) -> Plan:
+def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
     s = settings(cfg)
     if s.generations < 1 or s.items_per_list < 1 or s.max_tokens < 1:
         raise InputError("study: generations, items_per_list and max_tokens must be >= 1")
     resolved = ChoirStudy().plan_config(cfg)
     inputs: dict[str, Any] = {}
-    for key, given in (("import", s.import_path), ("calibration", s.calibration_path)):
+    for key, field_name, given in (
+        ("import", "import_path", s.import_path),
+        ("calibration", "calibration_path", s.calibration_path),
+        ("ballots", "ranking.import_path", s.ranking.import_path),
+    ):
         if given:
             p = Path(given)
-            if not p.exists():
-                raise InputError(f"{p}: file not found (study.{key}_path)")
-            inputs[key] = {"path": str(p), "sha256": file_sha256(p)}
+            if p.exists():
+                inputs[key] = {"path": str(p), "sha256": file_sha256(p)}
+            elif freezing_open:  # an open registration: the data come later and are not bound
+                inputs[key] = {"path": str(p), "sha256": None}
+            else:
+                raise InputError(f"{p}: file not found (study.{field_name})")
     m = design.materials(s)
     for name in ("targeted_bank.jsonl", "infinity_chat_100.jsonl", "templates.json", "personas.jsonl"):
         p = Path(s.materials) / name
@@ -130,6 +146,9 @@ def plan(cfg: DictConfig) -> Plan:
             for r in reqs
         ]
         n = len(reqs) * len(members)
+    body["ranking"] = ranking_mode(s)
+    if body["ranking"] == "elicit":
+        body["evaluators"] = [e["name"] for e in _evaluators(cfg, s)]
     return Plan.make(body, n)
 
 
@@ -210,15 +229,29 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
     rows.append({"kind": "embedder", "identity": emb.identity, "identity_digest": emb.digest})
     if s.calibration_path:
         rows += read_calibration(s.calibration_path)
+    mode = ranking_mode(s)
+    if mode == "import":
+        rows += read_ballots(str(s.ranking.import_path))
+    elif mode == "elicit":
+        lists = [r for r in rows if r["kind"] == "list"]
+        vec = dict(zip(texts, vectors, strict=True))
+        more, ranking_audit = measure_ranking(s, m, lists, vec, texts_of, _evaluators(cfg, s), ctx.backends)
+        rows += more
     rows += [
         {"kind": "embedding", "text": t, "vector": _vector_text(v)}
         for t, v in zip(texts, vectors, strict=True)
     ]
+    audit: dict[str, Any] = {
+        "ensemble": members_audit,
+        "embedder": emb.identity,
+        "ranking": mode,
+        "extraction": extraction,
+    }
+    if mode == "elicit":
+        audit["evaluators"] = ranking_audit
     if extraction is not None:
         rows.append({"kind": "extractor", **extraction})
-    return Measured(
-        rows, audit={"ensemble": members_audit, "embedder": emb.identity, "extraction": extraction}
-    )
+    return Measured(rows, audit=audit)
 
 
 def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
@@ -230,6 +263,8 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     vocab: dict[str, list[str]] = {}
     pvocab: dict[str, list[str]] = {}
     calibration: list[dict[str, Any]] = []
+    ballots: list[dict[str, Any]] = []
+    pools: list[dict[str, Any]] = []
     embedder = None
     extractor: dict[str, Any] = {"method": "rule"}
     cue_pairs: list[dict[str, Any]] = []
@@ -282,9 +317,14 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
             }
         elif isinstance(kind, str) and kind.startswith("calibration_"):
             calibration.append(r)
+        elif kind == "ballot":
+            ballots.append(r)
+        elif kind == "ranking_pool":
+            pools.append(r)
         else:
             raise InputError(
-                f"{where}: field 'kind' = {kind!r} is not list, embedding, vocabulary, profile_vocabulary, cue_pair, extractor or embedder"
+                f"{where}: field 'kind' = {kind!r} is not list, embedding, vocabulary, profile_vocabulary, "
+                "embedder, extractor, cue_pair, ballot, ranking_pool or calibration_*"
             )
     missing = sorted(
         (
@@ -301,7 +341,8 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     if not recs:
         raise InputError(f"{source}: no list records to analyse")
     out = analyze_lists(recs, vec, vocab, s, pvocab, cue_pairs)
-    out["calibration"] = analyze_calibration(calibration)
+    out["ranking"] = analyze_ranking(ballots, pools, source)
+    out["calibration"] = analyze_calibration(calibration, cohort_tops(out["ranking"]))
     out["study"] = "choir"
     out["embedder"] = embedder
     out["design"] = {
@@ -323,7 +364,14 @@ class ChoirStudy(Study):
     config = ChoirStudyConfig
     groups: ClassVar[Mapping[str, type]] = {"ensemble": ChoirEnsembleConfig}
     compare_columns: ClassVar[tuple[tuple[str, str], ...]] = COMPARE_COLUMNS
-    data_keys = ("config.study.import_path", "inputs.import")
+    data_keys = (
+        "config.study.import_path",
+        "inputs.import",
+        "config.study.ranking.import_path",
+        "inputs.ballots",
+        "config.study.calibration_path",
+        "inputs.calibration",
+    )
     has_yaml = True
 
     def default_run_name(self, cfg: DictConfig) -> str:
@@ -335,7 +383,7 @@ class ChoirStudy(Study):
         return f"{s.bank}-{s.ensemble.name}-{tag}-g{s.generations}"
 
     def plan(self, ctx: RunContext) -> Plan:
-        return plan(ctx.cfg)
+        return plan(ctx.cfg, freezing_open=ctx.freezing_open)
 
     def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
         return measure(ctx.cfg, ctx)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["headline", "metrics", "plot_data", "summary", "tags"]
+__all__ = ["headline", "metrics", "plot_data", "ranking_rows", "summary", "tags"]
 
 
 def _key(name: str) -> str:
@@ -31,6 +31,14 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
         rho = (leak.get(k) or {}).get("rho")
         if isinstance(rho, int | float):
             out[f"leakage.{k}"] = float(rho)
+    rank = (results.get("ranking") or {}).get("summary")
+    if rank:
+        for k in ("n_ballots", "n_valid", "n_invalid", "n_completed"):
+            out[f"ranking.{k}"] = float(rank[k])
+        for k in ("conditioned_cohort", "unconditioned_cohort", "agree_top", "agree_family"):
+            if rank[k]["share"] is not None:
+                out[f"ranking.{k}.count"] = float(rank[k]["count"])
+                out[f"ranking.{k}.share"] = float(rank[k]["share"])
     for q, v in results["questions"].items():
         for name, x in (
             ("R_q", v["R_q"]),
@@ -44,9 +52,21 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _fraction(c: dict[str, Any]) -> str:
+    return f"{c['count']}/{c['n']}"
+
+
 def tags(results: dict[str, Any]) -> dict[str, str]:
     d = results["design"]
-    return {"models": ",".join(d["models"])[:500], "conditions": ",".join(d["conditions"])[:500]}
+    out = {"models": ",".join(d["models"])[:500], "conditions": ",".join(d["conditions"])[:500]}
+    rank = (results.get("ranking") or {}).get("summary")
+    if rank:
+        out["ranking"] = (
+            f"conditioned cohort advanced conditioned-source pools {_fraction(rank['conditioned_cohort'])}; "
+            f"unconditioned cohort {_fraction(rank['unconditioned_cohort'])}; "
+            f"cohorts agree on the top candidate {_fraction(rank['agree_top'])}"
+        )
+    return out
 
 
 def summary(results: dict[str, Any]) -> str:
@@ -62,7 +82,27 @@ def summary(results: dict[str, Any]) -> str:
             parts.append(
                 f"{what} recoverability {rec[what]['accuracy']:.3f} (chance {rec[what]['chance']:.3f})"
             )
+    rank = (results.get("ranking") or {}).get("summary")
+    if rank:
+        parts.append(
+            f"ranking: conditioned-source advanced {_fraction(rank['conditioned_cohort'])} (conditioned cohort), "
+            f"{_fraction(rank['unconditioned_cohort'])} (unconditioned), top agreed "
+            f"{_fraction(rank['agree_top'])}, {rank['n_invalid']} invalid ballots"
+        )
     return " | ".join(parts)
+
+
+def ranking_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per question: each cohort's advanced pool and source, and whether the cohorts' tops agree."""
+    rows = []
+    for q, v in ((results.get("ranking") or {}).get("questions") or {}).items():
+        row: dict[str, Any] = {"question": q, "agree_top": v["agree_top"]}
+        for c in ("conditioned", "unconditioned"):
+            o = (v.get("cohorts") or {}).get(c) or {}
+            row[f"{c}_advanced_pool"] = o.get("advanced_pool")
+            row[f"{c}_advanced_source"] = o.get("advanced_source")
+        rows.append(row)
+    return rows
 
 
 def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -91,4 +131,7 @@ def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         }
         for b in results["width_bins"]
     ]
-    return {"width_lift": width, "width_bins": bins}
+    out = {"width_lift": width, "width_bins": bins}
+    if results.get("ranking"):
+        out["ranking"] = ranking_rows(results)
+    return out

@@ -1,0 +1,137 @@
+"""The ``ranker`` sim evaluator: source-blind ranking ballots with a planted preference (choir
+ground truth for the ranking module).
+
+A ranking request's ``meta["candidates"]`` lists the shown candidates (``label``, ``source``,
+``pool``, ``text``) in the order shown; ``meta["persona"]`` is ``none`` for the unconditioned
+cohort. Each candidate gets the score
+
+    conditioned_preference * [source is conditioned]
+    + persona_preference * [source is conditioned and the ballot has a persona]
+    + rare_preference * [pool is a rare pool]
+    + taste * z(text) + noise * g
+
+where ``z(text)`` is a standard normal fixed by the text and ``seed`` (a taste every evaluator
+with the same ``seed`` shares: it makes cohorts agree) and ``g`` a standard Gumbel draw of the
+ballot (a generator seeded by ``derive_seed(request.seed, i)`` and ``seed``). The ranking is the
+candidates by decreasing score, written as ``C > A > B`` (``style: chain``), a numbered list of
+letters and texts (``numbered``), or either with a sentence around it (``chatty``). With
+probability ``invalid`` the answer is a refusal with no ranking. Temperature is ignored.
+
+Fields (all enter :attr:`identity`): ``conditioned_preference`` (1.0; negative: favours
+unconditioned sources), ``persona_preference`` (0.0), ``rare_preference`` (0.0), ``taste``
+(0.5), ``noise`` (1.0), ``style`` (``chain``), ``invalid`` (0.0), ``seed`` (0).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lmaudit.backends.base import BackendError, SampleRequest, SampleResult, derive_seed
+
+__all__ = ["SIM_RANKER_VERSION", "RankingSampler"]
+
+SIM_RANKER_VERSION = "ranker-sim/1"
+STYLES = ("chain", "numbered", "chatty")
+
+
+def _num(name: str, value: Any, lo: float = -math.inf, hi: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= float(value) <= hi:
+        raise ValueError(
+            f"sim agent 'ranker': field {name!r} must be a number in [{lo}, {hi}], got {value!r}"
+        )
+    return float(value)
+
+
+class RankingSampler:
+    """Sampling contract only; reads ``meta`` (candidates, persona)."""
+
+    reads_meta: bool = True
+    name: ClassVar[str] = "ranker"
+    version: ClassVar[str] = SIM_RANKER_VERSION
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        conditioned_preference: float = 1.0,
+        persona_preference: float = 0.0,
+        rare_preference: float = 0.0,
+        taste: float = 0.5,
+        noise: float = 1.0,
+        style: str = "chain",
+        invalid: float = 0.0,
+    ) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"sim agent 'ranker': field 'seed' must be an integer >= 0, got {seed!r}")
+        if style not in STYLES:
+            raise ValueError(f"sim agent 'ranker': field 'style' = {style!r} is not one of {list(STYLES)}")
+        self.seed, self.style = int(seed), style
+        self.conditioned_preference = _num("conditioned_preference", conditioned_preference)
+        self.persona_preference = _num("persona_preference", persona_preference)
+        self.rare_preference = _num("rare_preference", rare_preference)
+        self.taste = _num("taste", taste, 0.0)
+        self.noise = _num("noise", noise, 0.0)
+        self.invalid = _num("invalid", invalid, 0.0, 1.0)
+
+    @classmethod
+    def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(fields)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": "sim",
+            "agent": self.name,
+            "version": self.version,
+            "seed": self.seed,
+            "conditioned_preference": self.conditioned_preference,
+            "persona_preference": self.persona_preference,
+            "rare_preference": self.rare_preference,
+            "taste": self.taste,
+            "noise": self.noise,
+            "style": self.style,
+            "invalid": self.invalid,
+        }
+
+    def _taste(self, text: str) -> float:
+        h = hashlib.sha256(f"{self.seed}:taste:{text}".encode()).digest()
+        return float(np.random.default_rng(int.from_bytes(h[:8], "big")).standard_normal())
+
+    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
+        return [self._one(r) for r in requests]
+
+    def _one(self, request: SampleRequest) -> SampleResult:
+        cands = request.meta.get("candidates")
+        if not isinstance(cands, list) or not cands:
+            raise BackendError("sim agent 'ranker': request meta has no 'candidates' (not a ranking request)")
+        persona = str(request.meta.get("persona", "none")) != "none"
+        base = np.array(
+            [
+                (self.conditioned_preference + self.persona_preference * persona)
+                * (c["source"] == "conditioned")
+                + self.rare_preference * str(c["pool"]).endswith("rare")
+                + self.taste * self._taste(str(c["text"]))
+                for c in cands
+            ]
+        )
+        texts = []
+        for i in range(request.n):
+            rng = np.random.default_rng([derive_seed(request.seed, i), self.seed])
+            if rng.random() < self.invalid:
+                texts.append("I cannot rank these answers; they all have merit.")
+                continue
+            score = base + self.noise * rng.gumbel(size=len(cands))
+            order = [cands[j] for j in np.argsort(-score, kind="stable")]
+            if self.style == "numbered":
+                texts.append("\n".join(f"{k}. {c['label']}. {c['text']}" for k, c in enumerate(order, 1)))
+            else:
+                chain = " > ".join(c["label"] for c in order)
+                texts.append(
+                    chain if self.style == "chain" else f"Here is my ranking:\n\n**{chain}**\n\nThanks!"
+                )
+        return SampleResult(texts=texts)

@@ -1,0 +1,239 @@
+"""Ranking ballots: the evaluators' prompt, the rule that reads a ranking out of their answer, and
+ballots recorded elsewhere (JSONL).
+
+The prompt shows the question and the candidates, source hidden, each under a letter (``A``,
+``B``, ...) in a shuffled order, and asks for the letters best first, separated by ``>``.
+:func:`parse_ranking` reads, in this order of preference:
+
+1. a *chain*: one line whose content is letters joined by ``>``, ``,``, ``;``, ``→`` or ``-``
+   (``C > A > B``, ``Ranking: C, A, B``, ``c > a > b``); two different chains are refused;
+2. a *numbered list*: the first block of lines starting ``1.``, ``1)``, ``#1``, ``-`` or ``•``
+   whose first token is a letter (``C``, ``Candidate C``, ``(C)``, ``[C]``), alone or followed by
+   ``.``, ``:``, ``)``, ``-`` or ``,`` and the text, taken in the order written (a line that
+   starts with a word such as "A good answer" is not read as a letter).
+
+Markdown emphasis and back-ticks are ignored. A ranking must name only shown letters, each at
+most once; one omitted letter is placed last (``completed``); more omissions, an unknown or a
+repeated letter make the ballot invalid: it is kept with its raw text and the rule it broke,
+and counted, never used.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lmaudit.provenance.io import InputError, iter_jsonl
+from lmaudit.studies.choir.pools import POOLS, source_of
+
+__all__ = [
+    "COHORTS",
+    "DEFAULT_PROMPT",
+    "Parsed",
+    "check_ranking",
+    "labels_for",
+    "parse_ranking",
+    "read_ballots",
+    "render_prompt",
+]
+
+COHORTS = ("conditioned", "unconditioned")
+DEFAULT_PROMPT = (
+    "Question: {QUESTION}\n\n"
+    "Here are {N} candidate answers to this question, in random order:\n\n"
+    "{CANDIDATES}\n\n"
+    "Rank all {N} candidates from best to worst: the most insightful, distinctive and useful "
+    "answer to the question first. Reply with the letters only, best first, separated by "
+    '" > " (for example: {EXAMPLE}). Do not explain.'
+)
+_SEP = r"\s*(?:>|,|;|→|->|-)\s*"
+_CHAIN = re.compile(rf"^(?:[A-Za-z ]{{0,30}}:\s*)?([A-Za-z](?:{_SEP}[A-Za-z])+)\s*\.?$")
+_ITEM = re.compile(
+    r"^\s*(?:#?\d+\s*[.):]?|[-•])\s*(?:candidate\s+|option\s+)?"
+    r"(?:[(\[]([A-Za-z])[)\]]|([A-Za-z])(?=$|\s*[.:)\-–,]))",
+    re.IGNORECASE,
+)
+
+
+def labels_for(n: int) -> list[str]:
+    if not 1 <= n <= 26:
+        raise InputError(f"ranking: {n} candidates cannot be lettered A-Z (at most 26)")
+    return [chr(ord("A") + i) for i in range(n)]
+
+
+def render_prompt(template: str | None, question: str, texts: list[str]) -> str:
+    labels = labels_for(len(texts))
+    lines = "\n".join(f"{lab}. {t}" for lab, t in zip(labels, texts, strict=True))
+    example = " > ".join(labels[::-1][: min(3, len(labels))]) + (" > ..." if len(labels) > 3 else "")
+    t = template or DEFAULT_PROMPT
+    return (
+        t.replace("{QUESTION}", question)
+        .replace("{CANDIDATES}", lines)
+        .replace("{N}", str(len(texts)))
+        .replace("{EXAMPLE}", example)
+    )
+
+
+@dataclass(frozen=True)
+class Parsed:
+    valid: bool
+    ranking: list[str] = field(default_factory=list)  # letters, best first (valid ballots)
+    completed: bool = False  # one omitted letter was placed last
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid,
+            "ranking": self.ranking,
+            "completed": self.completed,
+            "error": self.error,
+        }
+
+
+def check_ranking(found: list[str], labels: list[str]) -> Parsed:
+    unknown = [x for x in found if x not in labels]
+    if unknown:
+        return Parsed(False, error=f"letter {unknown[0]} is not a shown candidate")
+    dup = [x for i, x in enumerate(found) if x in found[:i]]
+    if dup:
+        return Parsed(False, error=f"letter {dup[0]} is ranked twice")
+    missing = [x for x in labels if x not in found]
+    if len(missing) > 1:
+        return Parsed(False, error=f"ranks {len(found)} of {len(labels)} candidates")
+    return Parsed(True, found + missing, completed=bool(missing))
+
+
+def parse_ranking(raw: Any, labels: list[str]) -> Parsed:
+    """The ranking (letters best first) in an evaluator's answer, or an invalid ballot saying why."""
+    if not isinstance(raw, str):
+        return Parsed(False, error="not text")
+    text = re.sub(r"[*_`]", "", raw.replace("\r\n", "\n"))
+    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+    if not lines:
+        return Parsed(False, error="empty output")
+    chains = []
+    for ln in lines:
+        m = _CHAIN.match(ln)
+        if m:
+            chains.append([x.upper() for x in re.findall(r"[A-Za-z]", m.group(1))])
+    if chains:
+        if any(c != chains[0] for c in chains[1:]):
+            return Parsed(False, error="two different rankings")
+        return check_ranking(chains[0], labels)
+    items = []
+    for ln in lines:
+        m = _ITEM.match(ln)
+        if m:
+            items.append((m.group(1) or m.group(2)).upper())
+        elif items:
+            break  # the first block of list lines is the ranking
+    if items:
+        return check_ranking(items, labels)
+    return Parsed(False, error="no ranking found (neither 'C > A > B' nor a numbered list of letters)")
+
+
+# --- ballots recorded elsewhere --------------------------------------------------------------
+
+_REQUIRED = ("question", "cohort", "evaluator", "candidates")
+_KNOWN = {*_REQUIRED, "persona", "replicate", "raw", "ranking", "question_text"}
+
+
+def _candidate(c: Any, where: str, k: int) -> dict[str, Any]:
+    w = f"{where}: field 'candidates[{k}]'"
+    if not isinstance(c, dict):
+        raise InputError(f"{w} must be an object with label, text and pool or source")
+    unknown = sorted(set(c) - {"label", "text", "pool", "source", "family", "id"})
+    if unknown:
+        raise InputError(f"{w}: unknown field(s) {unknown}")
+    for key in ("label", "text"):
+        if not isinstance(c.get(key), str) or not c[key].strip():
+            raise InputError(f"{w}: field {key!r} must be a non-empty string")
+    pool, source = c.get("pool"), c.get("source")
+    if pool is not None and pool not in POOLS:
+        raise InputError(f"{w}: field 'pool' = {pool!r} is not one of {list(POOLS)}")
+    if source is not None and source not in COHORTS:
+        raise InputError(f"{w}: field 'source' = {source!r} is not conditioned or unconditioned")
+    derived = None if pool is None else source_of(pool)
+    if pool is None and source is None:
+        raise InputError(f"{w}: needs 'pool' or 'source'")
+    if source is not None and derived is not None and source != derived:
+        raise InputError(f"{w}: field 'source' = {source!r} contradicts pool {pool!r}")
+    text = c["text"].strip()
+    return {
+        "label": c["label"],
+        "id": str(c.get("id") or text),
+        "text": text,
+        "pool": pool or f"{source}_unspecified",
+        "source": source or derived,
+        "family": str(c.get("family") or text),
+    }
+
+
+def read_ballots(path: str | Path) -> list[dict[str, Any]]:
+    """``ballot`` measurement records from a JSONL file (docs/choir.md); errors name line and field."""
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
+    for line, obj in iter_jsonl(path):
+        where = f"{path}: line {line}"
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: not a JSON object")
+        missing = [k for k in _REQUIRED if k not in obj]
+        if missing:
+            raise InputError(f"{where}: missing field(s) {missing}")
+        unknown = sorted(set(obj) - _KNOWN)
+        if unknown:
+            raise InputError(f"{where}: unknown field(s) {unknown}")
+        for key in ("question", "evaluator"):
+            if not isinstance(obj[key], str) or not obj[key]:
+                raise InputError(f"{where}: field {key!r} must be a non-empty string")
+        if obj["cohort"] not in COHORTS:
+            raise InputError(
+                f"{where}: field 'cohort' = {obj['cohort']!r} is not conditioned or unconditioned"
+            )
+        rep = obj.get("replicate", 0)
+        if isinstance(rep, bool) or not isinstance(rep, int) or rep < 0:
+            raise InputError(f"{where}: field 'replicate' must be an integer >= 0, got {rep!r}")
+        cands = obj["candidates"]
+        if not isinstance(cands, list) or not cands:
+            raise InputError(f"{where}: field 'candidates' must be a non-empty list")
+        shown = [_candidate(c, where, k) for k, c in enumerate(cands)]
+        labels = [c["label"] for c in shown]
+        if len(set(labels)) != len(labels):
+            raise InputError(f"{where}: field 'candidates': labels must be distinct, got {labels}")
+        if ("raw" in obj) == ("ranking" in obj):
+            raise InputError(
+                f"{where}: give exactly one of 'raw' (the answer) or 'ranking' (labels, best first)"
+            )
+        if "ranking" in obj and not (
+            isinstance(obj["ranking"], list) and all(isinstance(x, str) for x in obj["ranking"])
+        ):
+            raise InputError(f"{where}: field 'ranking' must be a list of candidate labels")
+        if "raw" in obj and not isinstance(obj["raw"], str):
+            raise InputError(f"{where}: field 'raw' must be a string")
+        persona = str(obj.get("persona") or ("none" if obj["cohort"] == "unconditioned" else "unnamed"))
+        seen_key = (obj["question"], obj["cohort"], obj["evaluator"], persona, rep)
+        if seen_key in seen:
+            raise InputError(
+                f"{where}: a second ballot of evaluator {obj['evaluator']} ({obj['cohort']}, persona "
+                f"{persona}, replicate {rep}) on question {obj['question']}"
+            )
+        seen.add(seen_key)
+        rows.append(
+            {
+                "kind": "ballot",
+                "question": obj["question"],
+                "cohort": obj["cohort"],
+                "evaluator": obj["evaluator"],
+                "persona": persona,
+                "replicate": rep,
+                "candidates": shown,
+                "raw": obj.get("raw"),
+                "ranking": obj.get("ranking"),
+                "line": line,
+            }
+        )
+    if not rows:
+        raise InputError(f"{path}: no ballots")
+    return rows

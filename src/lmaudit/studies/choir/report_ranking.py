@@ -1,0 +1,142 @@
+"""The choir report's ranking section: the outcomes figure (the seed's figure E.2) and tables."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+from matplotlib import rc_context
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from lmaudit.svg import inline_svg
+
+__all__ = ["ranking_section"]
+
+_RC: Any = {"svg.fonttype": "none", "font.size": 9.0}
+_COLOUR = {"conditioned": "#2e7d32", "unconditioned": "#c2185b", None: "#bdbdbd"}
+COHORTS = ("conditioned", "unconditioned")
+
+
+def _figure(qs: Mapping[str, Any]) -> str | None:
+    rows = [(q, v) for q, v in qs.items() if v.get("cohorts")]
+    if not rows:
+        return None
+    with rc_context(_RC):
+        fig = Figure(figsize=(5.4, 0.45 * len(rows) + 1.2))
+        ax = fig.add_subplot(111)
+        for i, (_q, v) in enumerate(rows):
+            y = len(rows) - 1 - i
+            for k, c in enumerate(COHORTS):
+                src = v["cohorts"][c]["advanced_source"]
+                ax.barh(y, 1.0, left=k, color=_COLOUR[src], edgecolor="white", height=0.7)
+                pool = v["cohorts"][c]["advanced_pool"]
+                ax.text(
+                    k + 0.5,
+                    y,
+                    (pool or "no valid ballot").replace("_", " "),
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if src else "black",
+                )
+            ax.text(
+                2.05,
+                y,
+                "agree" if v["agree_top"] else "differ" if v["agree_top"] is False else "—",
+                va="center",
+                fontsize=7,
+            )
+        ax.set_yticks(range(len(rows)), [q for q, _ in reversed(rows)])
+        ax.set_xticks([0.5, 1.5], ["conditioned cohort", "unconditioned cohort"])
+        ax.set_xlim(0, 2.4)
+        ax.legend(
+            handles=[Patch(color=_COLOUR[s], label=f"{s}-source advanced pool") for s in COHORTS],
+            fontsize=7,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.12),
+            ncol=2,
+        )
+        fig.tight_layout()
+    return inline_svg(fig, "choir-rank", _RC)
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(o: Mapping[str, Any]) -> list[str]:
+    top = o.get("top")
+    return [
+        f"{o['n_valid']}/{o['n_ballots']}",
+        html.escape(str(o.get("advanced_pool") or "—")),
+        html.escape(top["text"] if top else "—") + (" (tie)" if o.get("tie") else ""),
+    ]
+
+
+def ranking_section(ranking: Mapping[str, Any] | None) -> list[str]:
+    """HTML parts of the ranking section (none without ballots)."""
+    if not ranking:
+        return []
+    s = ranking["summary"]
+    qs = ranking["questions"]
+
+    def frac(k: str) -> str:
+        return f"{s[k]['count']}/{s[k]['n']}"
+
+    parts = [
+        "<h2>Source-blind ranking</h2>",
+        f"<p>{s['n_ballots']} ballots ({s['n_valid']} valid, {s['n_invalid']} invalid, "
+        f"{s['n_completed']} completed by one omitted letter). The conditioned cohort advanced "
+        f"conditioned-source pools in <b>{frac('conditioned_cohort')}</b> questions, the unconditioned "
+        f"cohort in <b>{frac('unconditioned_cohort')}</b>; the cohorts agree on the top candidate in "
+        f"<b>{frac('agree_top')}</b> (on its concept family in {frac('agree_family')}).</p>",
+    ]
+    svg = _figure(qs)
+    if svg:
+        parts.append(
+            "<figure><figcaption>Advanced pool per question and cohort (green: conditioned source; "
+            f"magenta: unconditioned source)</figcaption>{svg}</figure>"
+        )
+    rows = []
+    for q, v in qs.items():
+        if not v.get("cohorts"):
+            rows.append([html.escape(q), "0", "—", "—", "—", "—", "—", "—", "—"])
+            continue
+        agree = {True: "yes", False: "no", None: "—"}[v["agree_top"]]
+        rows.append(
+            [
+                html.escape(q),
+                str(v["n_candidates"]),
+                *_cell(v["cohorts"]["conditioned"]),
+                *_cell(v["cohorts"]["unconditioned"]),
+                agree,
+            ]
+        )
+    parts.append(
+        _table(
+            [
+                "question",
+                "candidates",
+                "cond. valid",
+                "cond. advanced pool",
+                "cond. top",
+                "unc. valid",
+                "unc. advanced pool",
+                "unc. top",
+                "tops agree",
+            ],
+            rows,
+        )
+    )
+    if s["invalid_by_error"]:
+        parts.append(
+            _table(
+                ["invalid ballots: rule broken", "n"],
+                [[html.escape(k), str(n)] for k, n in s["invalid_by_error"].items()],
+            )
+        )
+    return parts

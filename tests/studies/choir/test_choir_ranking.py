@@ -1,0 +1,246 @@
+"""The source-blind ranking module (appendix D): Borda with family collapse against a worked
+example, ballot parsing on messy answers, planted evaluator preferences recovered through the
+pipeline, ballots imported from JSONL, and the calibration reading the ranking's cohort tops."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmaudit.pipeline import run
+from lmaudit.provenance.io import InputError
+from lmaudit.studies.choir.ballots import parse_ranking, read_ballots, render_prompt
+from lmaudit.studies.choir.borda import borda
+from lmaudit.studies.choir.calibration import analyze_calibration
+
+LABELS = ["A", "B", "C", "D"]
+
+
+def test_borda_with_family_collapse_matches_the_worked_example() -> None:
+    # a1 and a2 are one concept family (F1); b (F2) and c (F3) are their own
+    family = {"a1": "F1", "a2": "F1", "b": "F2", "c": "F3"}
+    ballots = [["a1", "b", "a2", "c"], ["b", "a2", "c", "a1"], ["c", "a1", "b", "a2"]]
+    # by hand: three families per ballot score 2, 1, 0 in order of first appearance
+    #   ballot 1: F1 2 (a1), F2 1 (b), F3 0;  ballot 2: F2 2 (b), F1 1 (a2), F3 0;
+    #   ballot 3: F3 2 (c), F1 1 (a1), F2 0
+    b = borda(ballots, family)
+    assert b.family_points == {"F1": 4, "F2": 3, "F3": 2}
+    assert b.candidate_points == {"a1": 3, "a2": 1, "b": 3, "c": 2}
+    assert b.family_firsts == {"F1": 1, "F2": 1, "F3": 1}
+    # without the collapse (4 candidates: 3, 2, 1, 0) b would win: a1 5, a2 3, b 6, c 4
+    plain = borda(ballots, {c: c for c in family})
+    assert plain.family_points == {"a1": 5, "a2": 3, "b": 6, "c": 4}
+
+
+@pytest.mark.parametrize(
+    ("raw", "ranking", "completed"),
+    [
+        ("C > A > D > B", ["C", "A", "D", "B"], False),
+        ("  c>a>d>b.\n", ["C", "A", "D", "B"], False),
+        ("Ranking: C, A, D, B", ["C", "A", "D", "B"], False),
+        ("Here is my ranking:\n\n**C > A > D > B**\n\nHope this helps!", ["C", "A", "D", "B"], False),
+        ("1. C. The first text\n2. A - another\n3. D: third\n4. B", ["C", "A", "D", "B"], False),
+        (
+            "My ranking:\n1) (C) text\n2) [A] text\n3) Candidate D\n4) B\n\nB is weakest.",
+            ["C", "A", "D", "B"],
+            False,
+        ),
+        ("C > A > D", ["C", "A", "D", "B"], True),  # one omitted letter goes last
+        ("```\nC > A > D > B\n```", ["C", "A", "D", "B"], False),
+    ],
+)
+def test_messy_answers_are_read(raw: str, ranking: list[str], completed: bool) -> None:
+    p = parse_ranking(raw, LABELS)
+    assert p.valid and p.ranking == ranking and p.completed == completed, p
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        ("", "empty output"),
+        ("I cannot rank these; all have merit.", "no ranking found"),
+        ("C > A", "ranks 2 of 4"),
+        ("C > A > C > B", "letter C is ranked twice"),
+        ("C > E > A > B", "letter E is not a shown candidate"),
+        ("C > A > D > B\nActually: A > C > D > B", "two different rankings"),
+        ("1. A good answer is hard to pick\n2. Both are fine", "no ranking found"),
+    ],
+)
+def test_invalid_ballots_say_why(raw: str, error: str) -> None:
+    p = parse_ranking(raw, LABELS)
+    assert not p.valid and p.ranking == [] and error in str(p.error)
+
+
+def test_prompt_hides_sources_and_letters_the_candidates() -> None:
+    text = render_prompt(None, "Why?", ["one", "two", "three"])
+    assert "A. one\nB. two\nC. three" in text and "C > B > A" in text
+    assert "conditioned" not in text and "pool" not in text
+
+
+def _ranker(name: str, **params: Any) -> str:
+    inner = ", ".join(f"{k}: {v}" for k, v in params.items())
+    return f"{{backend: sim, name: {name}, agent: ranker, params: {{{inner}}}}}"
+
+
+COMMON = (
+    "study=choir",
+    "study.ensemble.members=[{backend: sim, name: m1, agent: freelist, params: {signature: 1}},"
+    "{backend: sim, name: m2, agent: freelist, params: {signature: 2}},"
+    "{backend: sim, name: m3, agent: freelist, params: {signature: 3}}]",
+    "study.question_ids=[H001,H002,H007]",
+    "study.templates=[A]",
+    "study.personas=[archivist,promoter]",
+    "study.generations=3",
+    "study.items_per_list=12",
+    "study.embedder.kind=sim",
+    "study.shuffles=50",
+    "study.permutations=50",
+    "study.n_boot=50",
+    "study.n_null=20",
+    "mlflow.enabled=false",
+)
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_planted_preferences_are_recovered_and_ballots_round_trip(make_cfg, tmp_path) -> None:
+    # unconditioned ballots favour unconditioned sources (-3); a persona turns that round (+6)
+    evaluators = [
+        _ranker("r1", conditioned_preference=-3.0, persona_preference=6.0, noise=0.3),
+        _ranker(
+            "r2", conditioned_preference=-3.0, persona_preference=6.0, noise=0.3, style="numbered", seed=1
+        ),
+        _ranker("r3", conditioned_preference=0.0, invalid=1.0),  # never answers with a ranking
+    ]
+    run(make_cfg(*COMMON, f"study.ensemble.evaluators=[{', '.join(evaluators)}]", name="planted"))
+    res = json.loads((tmp_path / "planted/results.json").read_text())["ranking"]
+    s = res["summary"]
+    # 3 questions x 3 evaluators x (no persona + 2 personas)
+    assert s["n_ballots"] == 27 and s["n_invalid"] == 9
+    assert s["invalid_by_error"] == {
+        "no ranking found (neither 'C > A > B' nor a numbered list of letters)": 9
+    }
+    assert s["conditioned_cohort"] == {"count": 3, "n": 3, "share": 1.0}
+    assert s["unconditioned_cohort"] == {"count": 0, "n": 3, "share": 0.0}
+    assert s["agree_top"]["count"] == 0
+    for v in res["questions"].values():
+        assert {p for p, x in v["pools"].items() if x["drawn"]} >= {
+            "conditioned_consensus",
+            "unconditioned_consensus",
+        }
+        assert v["cohorts"]["conditioned"]["top"]["source"] == "conditioned"
+    rows = _rows(tmp_path / "planted/measurements.jsonl")
+    ballots = [r for r in rows if r["kind"] == "ballot"]
+    assert len(ballots) == 27 and all(r["raw"] and r["prompt"] and r["order_seed"] for r in ballots)
+    conditioned = [b for b in ballots if b["cohort"] == "conditioned"]
+    assert all(b["prompt"][0]["role"] == "system" for b in conditioned)
+    assert all(b["prompt"][0]["role"] == "user" for b in ballots if b["cohort"] == "unconditioned")
+    # export lists and ballots, import both: the same ranking outcomes without any model
+    lists = [r for r in rows if r["kind"] == "list"]
+    lp, bp = tmp_path / "lists.jsonl", tmp_path / "ballots.jsonl"
+    keys = ("model", "question", "template", "temperature", "persona", "generation")
+    lp.write_text("".join(json.dumps({**{k: r[k] for k in keys}, "raw": r["raw"]}) + "\n" for r in lists))
+    bkeys = ("question", "cohort", "evaluator", "persona", "replicate", "raw")
+    bp.write_text(
+        "".join(
+            json.dumps(
+                {
+                    **{k: b[k] for k in bkeys},
+                    "candidates": [
+                        {k: c[k] for k in ("label", "id", "text", "pool", "family")} for c in b["candidates"]
+                    ],
+                }
+            )
+            + "\n"
+            for b in ballots
+        )
+    )
+    run(make_cfg(*COMMON, f"study.import_path={lp}", f"study.ranking.import_path={bp}", name="imported"))
+    again = json.loads((tmp_path / "imported/results.json").read_text())["ranking"]
+    assert again["summary"] == s
+    assert {q: v["cohorts"] for q, v in again["questions"].items()} == {
+        q: v["cohorts"] for q, v in res["questions"].items()
+    }
+
+
+def test_the_ranking_is_off_without_evaluators(make_cfg, tmp_path) -> None:
+    run(make_cfg(*COMMON, name="off"))
+    assert json.loads((tmp_path / "off/results.json").read_text())["ranking"] is None
+
+
+BALLOT = {
+    "question": "H001",
+    "cohort": "conditioned",
+    "evaluator": "e1",
+    "persona": "archivist",
+    "candidates": [
+        {"label": "A", "text": "x", "pool": "conditioned_rare"},
+        {"label": "B", "text": "y", "source": "unconditioned"},
+    ],
+    "ranking": ["B", "A"],
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"cohort": "both"}, "line 1: field 'cohort' = 'both'"),
+        (
+            {"candidates": [{"label": "A", "text": "x"}]},
+            "line 1: field 'candidates[0]': needs 'pool' or 'source'",
+        ),
+        ({"candidates": [{"label": "A", "text": "x", "pool": "deep"}]}, "field 'pool' = 'deep'"),
+        (
+            {
+                "candidates": [
+                    {"label": "A", "text": "x", "pool": "conditioned_rare", "source": "unconditioned"}
+                ]
+            },
+            "contradicts",
+        ),
+        ({"raw": "B > A"}, "give exactly one of 'raw'"),
+        ({"extra": 1}, "unknown field(s) ['extra']"),
+        ({"replicate": -1}, "field 'replicate' must be an integer >= 0"),
+    ],
+)
+def test_bad_ballots_name_file_line_and_field(tmp_path, change: dict[str, Any], message: str) -> None:
+    path = tmp_path / "b.jsonl"
+    path.write_text(json.dumps({**BALLOT, **change}) + "\n")
+    with pytest.raises(InputError, match=None) as e:
+        read_ballots(path)
+    assert str(path) in str(e.value) and message in str(e.value)
+
+
+def test_a_second_ballot_of_the_same_evaluator_is_refused(tmp_path) -> None:
+    path = tmp_path / "b.jsonl"
+    path.write_text((json.dumps(BALLOT) + "\n") * 2)
+    with pytest.raises(InputError, match="line 2: a second ballot of evaluator e1"):
+        read_ballots(path)
+
+
+def test_calibration_reads_the_ranking_tops_when_none_are_given() -> None:
+    tops = [
+        {"kind": "calibration_cohort_top", "cohort": "conditioned", "question": "q", "item": "c"},
+        {"kind": "calibration_cohort_top", "cohort": "unconditioned", "question": "q", "item": "u"},
+    ]
+    choices = [
+        {
+            "kind": "calibration_choice",
+            "participant": f"p{i}",
+            "question": "q",
+            "item": item,
+            "source": "conditioned",
+        }
+        for i, item in enumerate(["c", "c", "u", "x"])
+    ]
+    out = analyze_calibration(choices, tops)
+    assert out is not None and out["cohort_tops_from"] == "ranking"
+    assert (out["match_conditioned_top"], out["match_unconditioned_top"]) == (2, 1)
+    given = [{**tops[0], "item": "x"}, tops[1]]
+    out = analyze_calibration(choices + given, tops)
+    assert out is not None and out["cohort_tops_from"] == "records" and out["match_conditioned_top"] == 1
