@@ -251,8 +251,9 @@ class LightningRunner:
             params.update({"max_tokens": r.max_tokens, "seed": r.seed})
             item = {"keys": keys, "messages": list(r.messages), "params": params}
             shards.append({"kind": "sample", "items": [item]})
-        if self.execution["strategy"] == "fsdp":  # every rank runs the same number of steps
-            shards += [{"kind": "sample", "items": []}] * (-len(shards) % self.world)
+        # every rank gets the same number of shards (Lightning's sampler wants at least one per
+        # rank; fsdp needs the ranks in step); an empty shard is answered with nothing
+        shards += [{"kind": "sample", "items": []}] * (-len(shards) % self.world)
         self._run(cache_root, shards)
 
     def _setup(self) -> dict[str, Any]:
@@ -305,9 +306,13 @@ class LightningRunner:
         for rank in range(self.world):
             done = pool / f"done-{n}.{rank}.json"
             while not done.exists():
-                error = pool / f"error-{n}.{rank}.txt"
-                if error.exists():
-                    raise BackendError(f"lightning runner: rank {rank} failed:\n{error.read_text()[-3000:]}")
+                if any(pool.glob(f"error-{n}.*.txt")):
+                    time.sleep(1.0)  # a rank's failure breaks the others' collectives: report them all
+                    texts = [
+                        f"rank {e.name.split('.')[1]}: {e.read_text()[-2000:]}"
+                        for e in sorted(pool.glob(f"error-{n}.*.txt"))
+                    ]
+                    raise BackendError("lightning runner: job failed\n" + "\n".join(texts))
                 if rank < len(self._procs) and self._procs[rank].poll() is not None:
                     log = (pool / f"log-{rank}.txt").read_text(errors="replace")[-3000:]
                     raise BackendError(

@@ -44,3 +44,21 @@ def execution_problems(node: Any) -> list[str]:
             f"(use {TRUE_PRECISION.get(dtype)!r}, or change model.dtype)"
         )
     return out
+
+
+def tasks_per_node(runner: str, devices: int) -> int:
+    """SLURM tasks per node for a model config: one per device with the Lightning runner."""
+    return int(devices) if runner == "lightning" else 1
+
+
+def gpus_per_node(runner: str, accelerator: str, devices: int) -> int:
+    """SLURM GPUs per node: one per device with the Lightning runner, unless it runs on CPU."""
+    return int(devices) if runner == "lightning" and accelerator != "cpu" else 0
+
+
+def register_resolvers() -> None:
+    """``${lmaudit.tasks_per_node:...}`` and ``${lmaudit.gpus_per_node:...}`` for the SLURM launcher."""
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("lmaudit.tasks_per_node", tasks_per_node, replace=True)
+    OmegaConf.register_new_resolver("lmaudit.gpus_per_node", gpus_per_node, replace=True)

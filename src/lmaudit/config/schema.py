@@ -150,6 +150,9 @@ def register_configs() -> None:
     (``study/_<name>``) with its groups' (``study/<name>/<group>/_<group>``)."""
     from lmaudit.studies.registry import all_studies
 
+    from lmaudit.config.execution import register_resolvers
+
+    register_resolvers()
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RootConfig)
     cs.store(group="model", name="_hf", node=HFModelConfig)
