@@ -87,7 +87,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     startup: dict[str, float] = {}
     for d in args.devices:
         t0 = time.perf_counter()
-        runner = build_backend({**model_cfg, "runner": "lightning", "devices": d, "accelerator": args.accelerator})
+        runner = build_backend(
+            {**model_cfg, "runner": "lightning", "devices": d, "accelerator": args.accelerator}
+        )
         runner.label_logprobs(labels[:1], top_k=top_k)  # starts the workers, loads the model
         startup[f"lightning-{d}"] = time.perf_counter() - t0
         paths[f"lightning-{d}"] = runner
@@ -105,7 +107,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             else:
                 diff = max(
                     diff,
-                    *(abs(g.probs[k] - x.probs[k]) for g, x in zip(got_labels, ref[0], strict=True) for k in x.probs),
+                    *(
+                        abs(g.probs[k] - x.probs[k])
+                        for g, x in zip(got_labels, ref[0], strict=True)
+                        for k in x.probs
+                    ),
                 )
                 same_draws &= [g.texts for g in got_draws] == [x.texts for x in ref[1]]
             print(f"round {r + 1} {name}: labels {t_lab:.2f} s, draws {t_smp:.2f} s", flush=True)

@@ -60,7 +60,9 @@ def _measure(cfg: dict[str, Any], cache_dir: Path) -> tuple[list[Any], list[Any]
         cached = CachedBackend(backend, ResponseCache(cache_dir), progress=False)
         labels = cached.label_logprobs(_qq_requests(4), top_k=5)
         # a call with fewer requests than ranks (as gate G3 makes) leaves a rank without work
-        draws = cached.sample(_samples()) + cached.sample([SampleRequest(_samples()[0].messages, n=3, seed=99)])
+        draws = cached.sample(_samples()) + cached.sample(
+            [SampleRequest(_samples()[0].messages, n=3, seed=99)]
+        )
     finally:
         close = getattr(backend, "close", None)
         if close is not None:
