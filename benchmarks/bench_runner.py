@@ -67,9 +67,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
 
     import torch
-    from bench_qq_measure import default_requests
     from omegaconf import OmegaConf
 
+    from bench_qq_measure import default_requests
     from lmaudit.backends.base import SampleRequest
     from lmaudit.backends.factory import build_backend
 

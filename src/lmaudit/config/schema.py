@@ -148,9 +148,8 @@ MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {
 def register_configs() -> None:
     """Store every schema in Hydra's ConfigStore: the shared ones, and each known study's
     (``study/_<name>``) with its groups' (``study/<name>/<group>/_<group>``)."""
-    from lmaudit.studies.registry import all_studies
-
     from lmaudit.config.execution import register_resolvers
+    from lmaudit.studies.registry import all_studies
 
     register_resolvers()
     cs = ConfigStore.instance()
