@@ -132,6 +132,13 @@ class CachedBackend:
                     still.append(i)
             pending = still
 
+    def _read_back(self, idx: list[int], load: Callable[[int], bool], stored: Callable[[int], None]) -> None:
+        """After a backend wrote ``idx``'s answers into the cache itself: load each one."""
+        for i in idx:
+            if not load(i):
+                raise RuntimeError(f"the backend did not store an answer for request {i}")
+            stored(i)
+
     # -- label log-probabilities ---------------------------------------------------------
     def label_logprobs(
         self, requests: Sequence[LabelRequest], top_k: int, desc: str = "measuring"
@@ -150,8 +157,15 @@ class CachedBackend:
         # A backend that streams results (hf: one prefix trie over all requests) gets every
         # missing request at once and stores each answer as soon as it is ready.
         stream = getattr(self.backend, "iter_label_logprobs", None)
+        # A backend whose workers write the cache themselves (the Lightning runner) gets every
+        # missing request with its key; the answers are then read back from the cache.
+        fill = getattr(self.backend, "fill_labels", None)
 
         def compute(idx: list[int], stored: Callable[[int], None]) -> None:
+            if fill is not None:
+                fill(self.cache.root, [(keys[i], requests[i]) for i in idx], top_k)
+                self._read_back(idx, load, stored)
+                return
             pairs: Iterable[tuple[int, LabelResult]]
             if stream is not None:
                 pairs = ((idx[j], res) for j, res in stream([requests[i] for i in idx], top_k=top_k))
@@ -178,7 +192,8 @@ class CachedBackend:
             disable=not self.progress,
             leave=False,
         ) as bar:
-            self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1, whole=stream is not None)
+            whole = stream is not None or fill is not None
+            self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1, whole=whole)
         return [r for r in out if r is not None]
 
     # -- sampling --------------------------------------------------------------------------
@@ -206,7 +221,13 @@ class CachedBackend:
             out[i] = SampleResult(texts=[str(t) for t in texts])
             return True
 
+        fill = getattr(self.backend, "fill_samples", None)
+
         def compute(idx: list[int], stored: Callable[[int], None]) -> None:
+            if fill is not None:
+                fill(self.cache.root, [(all_keys[i], requests[i]) for i in idx])
+                self._read_back(idx, load, stored)
+                return
             results = self.backend.sample([requests[i] for i in idx])
             for i, res in zip(idx, results, strict=True):
                 if len(res.texts) != requests[i].n:
@@ -235,5 +256,6 @@ class CachedBackend:
                 compute,
                 bar,
                 lambda i: requests[i].n,
+                whole=fill is not None,
             )
         return [r for r in out if r is not None]

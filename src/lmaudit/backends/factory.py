@@ -30,7 +30,13 @@ def build_backend(model_cfg: Mapping[str, Any] | DictConfig) -> Any:
         )
     if kind == "hf":
         from lmaudit.backends.hf import HFBackend
+        from lmaudit.config.execution import EXECUTION_FIELDS
 
+        execution = {k: cfg.pop(k) for k in EXECUTION_FIELDS if k in cfg}
+        if execution.get("runner", "inprocess") == "lightning":
+            from lmaudit.backends.lightning_runner import LightningRunner
+
+            return LightningRunner(cfg, execution)
         # the cache layer draws the progress bar; the backend's own would double it
         return HFBackend.from_config({**cfg, "progress": False})
     if kind == "openai":

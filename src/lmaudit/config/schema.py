@@ -15,6 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from lmaudit.config.checks import ranged
+from lmaudit.config.execution import PRECISIONS, execution_problems
 
 # --- model -------------------------------------------------------------------------------
 
@@ -35,6 +36,21 @@ class HFModelConfig(ModelConfig):
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     batch_size: int = ranged(16, ge=1)
     base_model: bool = False  # a base checkpoint (no instruction tuning)
+    # How the model runs (docs/scale.md); never part of the backend identity, a cache key or the plan.
+    runner: str = ranged("inprocess", choices=("inprocess", "lightning"))
+    devices: int = ranged(
+        1, ge=1
+    )  # processes per node (one per GPU; on CPU, each gets cores / devices threads)
+    num_nodes: int = ranged(1, ge=1)
+    strategy: str = ranged("ddp", choices=("ddp", "fsdp"))  # fsdp: a model too big for one device
+    accelerator: str = ranged("auto", choices=("auto", "cpu", "gpu"))
+    # default: the model's dtype ("32-true" for float32 ...); a "-mixed" precision computes under
+    # autocast, which changes the arithmetic and so enters the identity
+    precision: str | None = ranged(None, choices=PRECISIONS)
+
+    @staticmethod
+    def check_relations(node: Any) -> list[str]:
+        return execution_problems(node)
 
 
 @dataclass
@@ -132,8 +148,10 @@ MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {
 def register_configs() -> None:
     """Store every schema in Hydra's ConfigStore: the shared ones, and each known study's
     (``study/_<name>``) with its groups' (``study/<name>/<group>/_<group>``)."""
+    from lmaudit.config.execution import register_resolvers
     from lmaudit.studies.registry import all_studies
 
+    register_resolvers()
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RootConfig)
     cs.store(group="model", name="_hf", node=HFModelConfig)

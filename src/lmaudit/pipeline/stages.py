@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lmaudit.config.checks import validate
+from lmaudit.config.execution import without_execution
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now
 from lmaudit.pipeline.context import run_dir, study_of
 from lmaudit.pipeline.record import log_to_mlflow, signals_raise, write_dvc_views
@@ -84,9 +85,14 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
         t_load = time.perf_counter() - t0
         batch = int(cfg.model.get("batch_size", 16))
         cached = CachedBackend(backend, cache, batch_size=batch, progress=ctx.progress)
-        measured = study.measure(
-            plan, cached, ctx.with_backends(Backends(cache, (cfg.model, cached), ctx.progress))
-        )
+        try:
+            measured = study.measure(
+                plan, cached, ctx.with_backends(Backends(cache, (cfg.model, cached), ctx.progress))
+            )
+        finally:
+            close = getattr(backend, "close", None)  # the Lightning runner's worker processes
+            if callable(close):
+                close()
         label_ids = sorted(
             {f"{k}={v}" for r in measured.rows for k, v in (r.get("label_token_ids") or {}).items()}
         )
@@ -185,7 +191,7 @@ def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration |
                 "a registration scores only measurements of its own model"
             )
         return ctx
-    current = OmegaConf.to_container(cfg.model, resolve=True)
+    current = without_execution(OmegaConf.to_container(cfg.model, resolve=True))
     if diff_keys(redact_config(current), model):
         print(
             f"{path}: analysing measurements of model {model.get('name')!r} (not the config's {cfg.model.name!r})"
@@ -263,6 +269,16 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     stage = str(cfg.stage)
     if stage not in STAGES:
         raise InputError(f"stage={stage!r} is not one of {', '.join(STAGES)}")
+    model = cfg.get("model")
+    if stage in {"measure", "all"} and isinstance(model, DictConfig) and model.get("runner") == "lightning":
+        from lmaudit.backends.lightning_runner import serve_if_secondary
+
+        plain = OmegaConf.to_container(model, resolve=True)
+        assert isinstance(plain, dict)
+        if serve_if_secondary(
+            {str(k): v for k, v in plain.items()}
+        ):  # a SLURM task other than 0: it only answers the runner's jobs
+            return None
     study = study_of(cfg)
     out = run_dir(cfg)
     freezing_open = stage == "freeze" and cfg.prereg is not None and cfg.prereg.data == "open"

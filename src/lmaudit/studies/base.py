@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from omegaconf import DictConfig, OmegaConf
 
+from lmaudit.config.execution import without_execution
 from lmaudit.provenance.digest import json_digest
 from lmaudit.provenance.redact import redact_config
 
@@ -211,7 +212,8 @@ class Study(ABC):
         study = OmegaConf.to_container(cfg.study, resolve=True)
         assert isinstance(study, dict)
         out: dict[str, Any] = {"study": {k: v for k, v in study.items() if k not in self.groups}}
-        out["model"] = OmegaConf.to_container(cfg.model, resolve=True)
+        # how the model runs (runner, devices ...) is not part of the design
+        out["model"] = without_execution(OmegaConf.to_container(cfg.model, resolve=True))
         for g in self.groups:
             out[g] = study.get(g)
         return dict(redact_config(out))

@@ -8,6 +8,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from lmaudit.config.execution import without_execution
 from lmaudit.provenance.digest import file_sha256, sha256_text
 from lmaudit.provenance.io import InputError, dumps_json
 from lmaudit.provenance.redact import redact_config
@@ -134,7 +135,7 @@ def plan_config(cfg: DictConfig) -> dict[str, Any]:
     assert isinstance(study, dict)
     out = {
         "study": {k: v for k, v in study.items() if k not in GROUPS},
-        "model": OmegaConf.to_container(cfg.model, resolve=True),
+        "model": without_execution(OmegaConf.to_container(cfg.model, resolve=True)),
         "judge": {g: study.get(g) for g in GROUPS},
     }
     return dict(redact_config(out))

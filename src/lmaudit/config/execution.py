@@ -1,0 +1,64 @@
+"""The execution fields of a model config: how a model runs, not what it is.
+
+``runner`` (in-process or the PyTorch Lightning runner), ``devices``, ``num_nodes``, ``strategy``,
+``accelerator`` and ``precision`` choose where and how the ``hf`` backend computes. They never
+enter a backend's identity, a cache key, a plan or its digest, so answers computed on a cluster
+serve a laptop and a registration binds the design, not the hardware (docs/scale.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Lightning precisions the ``hf`` runner takes; a "-true" one must be the model's dtype.
+PRECISIONS = ("32-true", "bf16-true", "16-true", "bf16-mixed", "16-mixed")
+TRUE_PRECISION = {"float32": "32-true", "bfloat16": "bf16-true", "float16": "16-true"}
+#: Model config fields that say how a model runs, not what it is: they never enter a backend's
+#: identity, a cache key, a plan or its digest (so answers computed on a cluster serve a laptop).
+EXECUTION_FIELDS = ("runner", "devices", "num_nodes", "strategy", "accelerator", "precision")
+
+
+def without_execution(model: Any) -> Any:
+    """A model config (plain dict) without its execution fields; anything else unchanged."""
+    if not isinstance(model, dict):
+        return model
+    return {k: v for k, v in model.items() if k not in EXECUTION_FIELDS}
+
+
+def execution_problems(node: Any) -> list[str]:
+    """Relations between the ``hf`` execution fields (each problem names its field)."""
+    get = node.get
+    out: list[str] = []
+    runner = get("runner", "inprocess")
+    if runner != "lightning":
+        for name in ("devices", "num_nodes"):
+            if (get(name, 1) or 1) > 1:
+                out.append(f"model.{name} = {get(name)} needs model.runner=lightning")
+        if get("strategy", "ddp") != "ddp" or get("precision") is not None:
+            out.append("model.strategy and model.precision apply only with model.runner=lightning")
+    precision = get("precision")
+    dtype = get("dtype", "float32")
+    if precision is not None and precision.endswith("-true") and precision != TRUE_PRECISION.get(dtype):
+        out.append(
+            f"model.precision = {precision!r} does not match model.dtype = {dtype!r} "
+            f"(use {TRUE_PRECISION.get(dtype)!r}, or change model.dtype)"
+        )
+    return out
+
+
+def tasks_per_node(runner: str, devices: int) -> int:
+    """SLURM tasks per node for a model config: one per device with the Lightning runner."""
+    return int(devices) if runner == "lightning" else 1
+
+
+def gpus_per_node(runner: str, accelerator: str, devices: int) -> int:
+    """SLURM GPUs per node: one per device with the Lightning runner, unless it runs on CPU."""
+    return int(devices) if runner == "lightning" and accelerator != "cpu" else 0
+
+
+def register_resolvers() -> None:
+    """``${lmaudit.tasks_per_node:...}`` and ``${lmaudit.gpus_per_node:...}`` for the SLURM launcher."""
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("lmaudit.tasks_per_node", tasks_per_node, replace=True)
+    OmegaConf.register_new_resolver("lmaudit.gpus_per_node", gpus_per_node, replace=True)
