@@ -199,8 +199,6 @@ def rbo_all_pairs(ids: IntArray, p: float = 0.9) -> FloatArray:
     valid = arr >= 0
     if np.any(valid[..., 1:] & ~valid[..., :-1]):
         raise ValueError("ids: a list has an entry after its end (-1 must only pad the right)")
-    if np.any(_repeats(arr)):
-        raise ValueError("ids: a list repeats an id (encode_lists drops repeats)")
     lengths = valid.sum(axis=-1)
     n_ids = int(arr.max(initial=-1)) + 2  # one spare column for the padding
     slot = np.where(valid, arr, n_ids - 1)
@@ -210,26 +208,37 @@ def rbo_all_pairs(ids: IntArray, p: float = 0.9) -> FloatArray:
     pos = np.full((n_batch, m_lists, n_ids), big, dtype=small)
     np.put_along_axis(pos, slot, ranks, axis=-1)
     pos[..., -1] = big
-    # depth at which the item at rank r of list i enters both prefixes (big: never)
+    # a repeated id overwrote its first position: fewer distinct positions than entries
+    if np.any((pos < big).sum(axis=-1) != lengths):
+        raise ValueError("ids: a list repeats an id (encode_lists drops repeats)")
+    # for the entry at rank r of list i: its rank in list j (big: absent, or past i's end)
     rows_j = (np.arange(n_batch)[:, None] * m_lists + jj[None, :]) * n_ids  # (B, P) offsets into pos
     other = np.take(pos.reshape(-1), rows_j[..., None] + slot[:, ii, :])
-    enter = np.where(valid[:, ii, :], np.maximum(ranks[:, ii, :], other), big)
+    # tables over (rank in i, rank in j), both in 1..big: the depth at which the entry enters
+    # both prefixes, and C[that depth - 1] (0 where it never does), for the cumulative weights
+    # C[k] = sum_{d<=k} w_d / d, w_d = (1-p) p^(d-1)
+    d = np.arange(1, width + 1, dtype=np.float64)
+    cum = np.concatenate([[0.0], np.cumsum((1.0 - p) * p ** (d - 1.0) / d)])
+    grid = np.arange(big + 1)
+    both = np.maximum(grid[:, None], grid[None, :])
+    enter_tab = np.where((both < big) & (grid[:, None] > 0), both, big).astype(small)
+    cum_tab = np.where(enter_tab < big, cum[np.minimum(both, width) - 1], 0.0)
+    # (B, P, width) indices into the tables; a pad of list i has other = big: never entered
+    flat = other + (np.arange(1, width + 1, dtype=np.intp) * (big + 1))
+    enter = np.take(enter_tab.reshape(-1), flat)
     la, lb = lengths[:, ii], lengths[:, jj]
     s, long_n = np.minimum(la, lb), np.maximum(la, lb)
-    # sum_{d<=l} w_d X_d / d, with w_d = (1-p) p^(d-1) and X_d = #{r: enter_r <= d}, is
-    # sum_r [enter_r <= l] (C[l] - C[enter_r - 1]) for the cumulative weights C[k] = sum_{d<=k} w_d / d
-    d = np.arange(1, width + 1, dtype=np.float64)
-    cum = np.concatenate([[0.0], np.cumsum((1.0 - p) * p ** (d - 1.0) / d), [0.0]])
-    seen = enter <= long_n[..., None]
-    head = (seen * (cum[long_n][..., None] - cum[np.minimum(enter, big) - 1])).sum(axis=-1)
+    # sum_{d<=l} w_d X_d / d, X_d = #{r: enter_r <= d}, is sum_r [enter_r <= l] (C[l] - C[enter_r - 1]);
+    # an entry in both lists enters by depth l (both ranks are within their lists)
+    x_l = (enter < big).sum(axis=-1)
+    head = x_l * cum[long_n] - np.take(cum_tab.reshape(-1), flat).sum(axis=-1)
     x_s = (enter <= s[..., None]).sum(axis=-1)
-    x_l = seen.sum(axis=-1)
     a_s = np.where(s > 0, x_s / np.maximum(s, 1), 0.0)
     # past the shorter list: sum_{d=s+1..l} w_d (d - s) / d, tabulated over (s, l)
-    grid = np.arange(width + 1, dtype=np.float64)
-    dd = grid[None, None, 1:]
-    tail_w = (1.0 - p) * p ** (dd - 1.0) * (dd - grid[:, None, None]) / dd
-    inside = (dd > grid[:, None, None]) & (dd <= grid[None, :, None])
+    g = np.arange(width + 1, dtype=np.float64)
+    dd = g[None, None, 1:]
+    tail_w = (1.0 - p) * p ** (dd - 1.0) * (dd - g[:, None, None]) / dd
+    inside = (dd > g[:, None, None]) & (dd <= g[None, :, None])
     tail = (tail_w * inside).sum(axis=-1)  # tail[s, l]
     a_l = (x_l + (long_n - s) * a_s) / np.maximum(long_n, 1)
     value = head + a_s * tail[s, long_n] + a_l * p ** long_n.astype(np.float64)
