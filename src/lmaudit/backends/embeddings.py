@@ -113,7 +113,11 @@ class CachedEmbedder(CachedBackend):
                 found[i] = row
                 stored(i)
 
-        missing = [i for i in range(len(unique)) if not load(i)]
+        # longest first, so each batch holds texts of similar length (little padding), as
+        # sentence-transformers' own encode orders them; the order is a pure function of the texts
+        missing = sorted(
+            (i for i in range(len(unique)) if not load(i)), key=lambda i: (-len(unique[i]), unique[i])
+        )
         with tqdm(
             total=len(unique),
             initial=len(unique) - len(missing),
