@@ -102,3 +102,36 @@ def test_a_list_given_twice_is_refused(make_cfg, tmp_path):
     path.write_text(json.dumps(rec) + "\n" + json.dumps(rec) + "\n")
     with pytest.raises(InputError, match="line 2: a second list for model m"):
         run(make_cfg("study=choir", f"study.import_path={path}", *COMMON, name="twice"))
+
+
+def test_imported_lists_may_bring_their_own_persona_profiles(make_cfg, tmp_path):
+    """Lists conditioned on profiles other than ours: refused without their texts, analysed with
+    them (study.profiles_path), and the leakage check reads those texts."""
+    run(make_cfg("study=choir", ENSEMBLE, *COMMON, name="elicited"))
+    rows = [json.loads(x) for x in (tmp_path / "elicited/measurements.jsonl").read_text().splitlines()]
+    out = []
+    for r in (r for r in rows if r["kind"] == "list"):
+        rec = {k: r[k] for k in ("model", "question", "template", "temperature", "generation", "raw")}
+        rec["persona"] = "seed_p1" if r["persona"] != "none" else "none"
+        out.append(rec)
+    path = tmp_path / "lists.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in out))
+    with pytest.raises(InputError, match=r"line \d+: field 'persona' = 'seed_p1' .*study.profiles_path"):
+        run(make_cfg("study=choir", f"study.import_path={path}", *COMMON, name="refused"))
+    first_item = next(r["items"][0]["text"] for r in rows if r["kind"] == "list" and r["persona"] != "none")
+    profiles = tmp_path / "profiles.jsonl"
+    profiles.write_text(
+        json.dumps({"id": "seed_p1", "text": f"A profile that mentions {first_item}."}) + "\n"
+    )
+    run(
+        make_cfg(
+            "study=choir", f"study.import_path={path}", f"study.profiles_path={profiles}", *COMMON, name="own"
+        )
+    )
+    res = _json(tmp_path / "own/results.json")
+    assert res["design"]["conditions"] == ["A", "A|seed_p1"]
+    leak = res["leakage"]
+    assert leak is not None and set(leak["model_leakage"]) == {"m1", "m2"}
+    vocab = [json.loads(x) for x in (tmp_path / "own/measurements.jsonl").read_text().splitlines()]
+    terms = next(r["terms"] for r in vocab if r["kind"] == "profile_vocabulary")
+    assert "profile" in terms and "mentions" in terms

@@ -62,6 +62,7 @@ def test_freezing_needs_no_data_and_reproduces_the_shipped_plan(make_cfg, tmp_pa
             f"paths.prereg={tmp_path / 'prereg'}",
             "study.import_path=/nonexistent/lists.jsonl",
             "study.ranking.import_path=/nonexistent/ballots.jsonl",
+            "study.profiles_path=/nonexistent/profiles.jsonl",
         )
     )
     fresh = load_registration(tmp_path / "prereg/choir/choir_seed.json")
@@ -148,13 +149,22 @@ def _ballots(path: Path) -> Path:
     return path
 
 
+def _profiles(path: Path) -> Path:
+    """The imported lists' own profiles (here: the texts of the personas the sim lists name)."""
+    rows = [json.loads(x) for x in (REPO / "data/choir/personas.jsonl").read_text().splitlines() if x.strip()]
+    path.write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in rows if r["text"]))
+    return path
+
+
 def test_the_registration_scores_imported_lists_and_ballots(make_cfg, tmp_path) -> None:
     lists, ballots = _lists(tmp_path / "lists.jsonl"), _ballots(tmp_path / "ballots.jsonl")
+    profiles = _profiles(tmp_path / "profiles.jsonl")
     run(
         make_cfg(
             "prereg=choir_seed",
             f"study.import_path={lists}",
             f"study.ranking.import_path={ballots}",
+            f"study.profiles_path={profiles}",
             f"paths.prereg={REPO / 'prereg'}",
             "mlflow.enabled=true",
             name="scored",
@@ -186,6 +196,7 @@ def test_the_registration_scores_imported_lists_and_ballots(make_cfg, tmp_path) 
     assert inputs["import"]["sha256"] == file_sha256(lists) and inputs["ballots"]["sha256"] == file_sha256(
         ballots
     )
+    assert inputs["profiles"]["sha256"] == file_sha256(profiles)
     db = sqlite3.connect(tmp_path / "mlruns" / "mlflow.db")
     tags = dict(db.execute("select key, value from tags"))
     assert {tags[f"prediction.{k}"] for k in out} <= {HELD, NOT_HELD} and tags["prediction.P8"] == NOT_HELD
@@ -203,6 +214,7 @@ def test_the_open_registration_still_binds_the_analysis(make_cfg, tmp_path) -> N
                 f"study.import_path={ballots}",
                 f"study.ranking.import_path={ballots}",
                 "study.ranking.k=5",
+                "study.profiles_path=null",
                 f"paths.prereg={REPO / 'prereg'}",
                 "mlflow.enabled=false",
                 name="changed",

@@ -107,10 +107,14 @@ def test_planted_profile_leakage_is_measured_and_stripped(make_cfg, tmp_path):
     )
     run(cfg)
     leak = json.loads((tmp_path / "leak/results.json").read_text())["leakage"]
-    rate = leak["model_rate"]
-    # a profile word embeds exactly like itself (sim embedder): planted 40% in m1, m2; none in m3, m4
-    assert 0.3 <= rate["m1"] <= 0.5 and 0.3 <= rate["m2"] <= 0.5
-    assert rate["m3"] < 0.02 and rate["m4"] < 0.02  # (hashed-word collisions aside)
+    rate = leak["model_leakage"]
+    # a profile word embeds exactly like itself (sim embedder: similarity 1): planted in 40% of
+    # m1's and m2's entries, in none of m3's and m4's, whose items sit near no profile word
+    # (the sim embedder's hashed words share some coordinates: unrelated words sit near 0.15)
+    assert 0.35 <= rate["m1"] <= 0.6 and 0.35 <= rate["m2"] <= 0.6
+    assert (
+        max(rate["m3"], rate["m4"]) < 0.2 < 0.25 + max(rate["m3"], rate["m4"]) < min(rate["m1"], rate["m2"])
+    )
     kept = [s["kept_share"] for s in leak["stripping"]]
     # stripping at any threshold drops at least the leaked words (similarity 1, ~20% of the
     # conditioned items; a concept whose filler word is also a profile word goes too), and a lower

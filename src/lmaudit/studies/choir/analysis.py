@@ -84,7 +84,8 @@ def _question(
     same_vals = [v for v in same.values() if v is not None]
     same_mean = float(np.mean(same_vals)) if same_vals else None
     unc_items = [t for r in recs if r.persona == UNCONDITIONED for t in r.items]
-    c_q = len({cb.concept_of[t] for t in unc_items if t in cb.concept_of})
+    # eq. 2: the number of unconditioned codebook clusters (noise singletons are not clusters)
+    c_q = len({c for t in unc_items if (c := cb.concept_of.get(t, -1)) in cb.clustered})
     out: dict[str, Any] = {
         "n_models": len(models),
         "n_lists": len(recs),
@@ -128,7 +129,7 @@ def _question(
     else:
         out["codebook_test"] = None
     if anchors:
-        unc_concepts = sorted({cb.concept_of[t] for t in unc_items if t in cb.concept_of})
+        unc_concepts = sorted({c for t in unc_items if (c := cb.concept_of.get(t, -1)) in cb.clustered})
         out["anchor_echo"] = anchor_echo(
             unc_items, [cb.labels[c] for c in unc_concepts], anchors, vec, s.echo_threshold
         )
@@ -227,11 +228,18 @@ def _headline_fields(
     """Shares and contrasts the seed's headline claims are stated in (registered predictions name them)."""
     lifted = [b["relative_lift"]["mean"] for b in bins if b["n"] and b["relative_lift"]]
     model, persona = recover.get("model"), recover.get("persona")
+    n_q = summary["n_questions"]
+    gap = None
+    if model and persona and model.get("null_mean") is not None and persona.get("null_mean") is not None:
+        gap = (model["accuracy"] - model["null_mean"]) - (persona["accuracy"] - persona["null_mean"])
     return {
-        "above_chance_share": summary["above_chance"] / summary["n_stc"] if summary["n_stc"] else None,
-        "lift_up_share": summary["lift_up"] / summary["n_lift"] if summary["n_lift"] else None,
+        # over every question analysed: one without a signal-to-chance (or a lift) counts against
+        "above_chance_share": summary["above_chance"] / n_q if n_q else None,
+        "lift_up_share": summary["lift_up"] / n_q if n_q else None,
         # mean relative lift in the lowest and the highest width bin that hold a question
         "lift_low_width": lifted[0] if lifted else None,
         "lift_high_width": lifted[-1] if lifted else None,
+        # each accuracy above its own label-shuffle null mean: model's excess minus persona's
+        "recover_excess_gap": finite(gap) if gap is not None else None,
         "recover_model_minus_persona": model["accuracy"] - persona["accuracy"] if model and persona else None,
     }

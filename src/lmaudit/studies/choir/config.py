@@ -99,6 +99,7 @@ class ChoirStudyConfig:
     # import: free lists recorded elsewhere (JSONL, docs/choir.md) instead of eliciting
     import_path: str | None = None
     calibration_path: str | None = None  # human calibration of the ranking (JSONL, docs/choir.md)
+    profiles_path: str | None = None  # imported lists' own persona profiles (JSONL {id, text}) for leakage
     extractor: ChoirExtractorConfig = field(default_factory=ChoirExtractorConfig)
     ranking: ChoirRankingConfig = field(default_factory=ChoirRankingConfig)
     # analysis

@@ -345,6 +345,20 @@ def load_cue_pairs(path: str | Path, external: tuple[ExternalPrompt, ...]) -> tu
     return tuple(rows)
 
 
+def _profile(obj: dict[str, Any], where: str) -> tuple[str, str]:
+    _fields(obj, where, ("id", "text"))
+    pid = str(_text(obj, "id", where))
+    if pid == NO_PERSONA:
+        raise InputError(f"{where}: field 'id': {NO_PERSONA!r} is the unconditioned condition, not a profile")
+    return pid, str(_text(obj, "text", where))
+
+
+def load_profiles(path: str | Path) -> dict[str, str]:
+    """Persona profiles of imported lists (``study.profiles_path``, JSONL ``{"id", "text"}``):
+    the texts their models were conditioned on, for the leakage checks."""
+    return dict(_read_rows(Path(path), _profile, lambda p: p[0]))
+
+
 def load_materials(root: str | Path) -> ChoirMaterials:
     """All files from ``root`` (normally ``data/choir``); ``cue_pairs.jsonl`` is optional."""
     root = Path(root)

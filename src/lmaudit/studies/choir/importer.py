@@ -10,6 +10,7 @@ lists), ``generation``, and either ``raw`` (the answer as written: extracted by 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +60,13 @@ def _items(obj: dict[str, Any], where: str, limit: int) -> list[dict[str, Any]]:
 
 
 def read_import(
-    path: str | Path, s: ChoirStudyConfig, m: ChoirMaterials
+    path: str | Path, s: ChoirStudyConfig, m: ChoirMaterials, profiles: Iterable[str] = ()
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The list rows of an import file and the text of every question it names."""
     bank = (
         {p.id: p.text for p in m.external} if s.bank == "infinity" else {p.code: p.stem for p in m.targeted}
     )
-    personas = {p.id for p in m.personas}
+    personas = {p.id for p in m.personas} | set(profiles)  # ours, and those of study.profiles_path
     rows: list[dict[str, Any]] = []
     texts: dict[str, str] = {}
     seen: set[tuple[Any, ...]] = set()
@@ -89,7 +90,7 @@ def read_import(
             raise InputError(f"{where}: field 'generation' must be an integer >= 0, got {g!r}")
         if persona != NO_PERSONA and persona not in personas:
             raise InputError(
-                f"{where}: field 'persona' = {persona!r} is not a persona profile ({sorted(personas)})"
+                f"{where}: field 'persona' = {persona!r} is not a persona profile ({sorted(personas)}; give the lists' own in study.profiles_path)"
             )
         if "question_text" in obj:
             texts[q] = _str(obj, "question_text", where)

@@ -134,25 +134,25 @@ def leakage(
                 sim[(r.persona, t)] = float(np.max(terms[r.persona] @ vec[t]))
     if not sim:
         return None
-    cut = 1.0 - s.echo_threshold
-    by_q: dict[str, list[bool]] = {}
-    by_m: dict[str, list[bool]] = {}
+    # an item's leakage: its cosine similarity to the nearest content word of its own profile;
+    # a question's (a member's) leakage: the mean over its conditioned item occurrences
+    by_q: dict[str, list[float]] = {}
+    by_m: dict[str, list[float]] = {}
     for r in recs:
         if r.persona == UNCONDITIONED or r.persona not in terms:
             continue
         for t in r.items:
-            leak = sim[(r.persona, t)] >= cut
-            by_q.setdefault(r.question, []).append(leak)
-            by_m.setdefault(r.model, []).append(leak)
+            by_q.setdefault(r.question, []).append(sim[(r.persona, t)])
+            by_m.setdefault(r.model, []).append(sim[(r.persona, t)])
     q_rate = {q: float(np.mean(v)) for q, v in sorted(by_q.items())}
     m_rate = {m: float(np.mean(v)) for m, v in sorted(by_m.items())}
     lifts = {q: (v["lift"] or {}).get("relative") for q, v in per_q.items()}
     per_model_acc = (recover.get("persona") or {}).get("per_model", {})
     qs, ms = sorted(q_rate), sorted(m_rate)
     out: dict[str, Any] = {
-        "threshold_distance": s.echo_threshold,
-        "question_rate": q_rate,
-        "model_rate": m_rate,
+        "measure": "mean similarity to the nearest profile word",
+        "question_leakage": q_rate,
+        "model_leakage": m_rate,
         "question_spearman": _spearman([q_rate[q] for q in qs], [lifts.get(q) for q in qs]),
         "model_spearman": _spearman([m_rate[m] for m in ms], [per_model_acc.get(m) for m in ms]),
         "stripping": [],

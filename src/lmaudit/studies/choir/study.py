@@ -39,7 +39,7 @@ from lmaudit.studies.choir.ballots import read_ballots
 from lmaudit.studies.choir.borda import analyze_ranking, cohort_tops
 from lmaudit.studies.choir.calibration import analyze_calibration, read_calibration
 from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
-from lmaudit.studies.choir.data import NO_PERSONA
+from lmaudit.studies.choir.data import NO_PERSONA, load_profiles
 from lmaudit.studies.choir.extract import extract_items
 from lmaudit.studies.choir.importer import read_import
 from lmaudit.studies.choir.ranking import evaluators, measure_ranking, ranking_mode
@@ -109,6 +109,7 @@ def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
     for key, field_name, given in (
         ("import", "import_path", s.import_path),
         ("calibration", "calibration_path", s.calibration_path),
+        ("profiles", "profiles_path", s.profiles_path),
         ("ballots", "ranking.import_path", s.ranking.import_path),
     ):
         if given:
@@ -179,8 +180,9 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
     texts_of = {q.id: q.text for q in (design.questions(s, m) if not s.import_path else [])}
     rows: list[dict[str, Any]] = []
     members_audit = []
+    profiles = load_profiles(s.profiles_path) if s.profiles_path else {}
     if s.import_path:
-        rows, texts_of = read_import(s.import_path, s, m)
+        rows, texts_of = read_import(s.import_path, s, m, profiles)
     else:
         qs, conds = design.questions(s, m), design.conditions(s, m)
         reqs = design.requests(s, m, qs, conds)
@@ -214,7 +216,8 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
     ]
     vocab = {q: question_words(t) for q, t in sorted(texts_of.items())}
     used = {r["persona"] for r in rows} - {NO_PERSONA}
-    pvocab = {p.id: question_words(p.text or "") for p in m.personas if p.id in used}
+    profile_text = {p.id: p.text or "" for p in m.personas} | profiles
+    pvocab = {p: question_words(profile_text[p]) for p in sorted(used) if p in profile_text}
     texts = sorted(
         {it["text"] for r in rows for it in r["items"]}
         | {w for ws in vocab.values() for w in ws}
@@ -371,6 +374,8 @@ class ChoirStudy(Study):
         "inputs.ballots",
         "config.study.calibration_path",
         "inputs.calibration",
+        "config.study.profiles_path",
+        "inputs.profiles",
     )
     has_yaml = True
 
