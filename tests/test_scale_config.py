@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from conftest import CONF
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
 
