@@ -233,7 +233,7 @@ def analyze_ranking(
         return None
     by_q: dict[str, dict[str, Any]] = {}
     errors: Counter[str] = Counter()
-    by_stage = {s: Counter() for s in (1, 2)}
+    by_stage: dict[int, Counter[str]] = {s: Counter() for s in (1, 2)}
     invalid: list[dict[str, Any]] = []
     completed = 0
     for i, row in enumerate(ballots, start=1):

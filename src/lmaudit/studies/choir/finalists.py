@@ -41,7 +41,7 @@ def select_finalists(b: Borda, info: Mapping[str, Mapping[str, Any]], per_pool: 
         order = sorted(cands, key=lambda c: (-b.candidate_points.get(c, 0), -b.candidate_firsts.get(c, 0), c))
         chosen: list[str] = []
         fams: set[str] = set()
-        rest = []
+        rest: list[str] = []
         for c in order:
             if family[c] in fams:
                 continue
@@ -57,7 +57,7 @@ def select_finalists(b: Borda, info: Mapping[str, Mapping[str, Any]], per_pool: 
 def read_set_ballot(row: Mapping[str, Any], where: str) -> tuple[Parsed, list[dict[str, Any]]]:
     """A stage-2 ballot's parsed ranking (raw re-read by rule, or the given labels) and its sets."""
     try:
-        sets = [
+        sets: list[dict[str, Any]] = [
             {"label": str(c["label"]), "pool": str(c["pool"]), "source": str(c["source"])}
             | {"finalists": [{k: str(f[k]) for k in ("id", "text", "family")} for f in c["finalists"]]}
             for c in row["candidates"]
@@ -67,7 +67,7 @@ def read_set_ballot(row: Mapping[str, Any], where: str) -> tuple[Parsed, list[di
             f"{where}: a stage-2 ballot needs candidates[] with label, pool, source and finalists "
             "(each id, text and family)"
         ) from None
-    labels = [c["label"] for c in sets]
+    labels = [str(c["label"]) for c in sets]
     if row.get("raw") is not None:
         return parse_ranking(row["raw"], labels, noun="set"), sets
     given = row.get("ranking")
