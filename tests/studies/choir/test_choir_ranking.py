@@ -1,6 +1,7 @@
 """The source-blind ranking module (appendix D): Borda with family collapse against a worked
-example, ballot parsing on messy answers, planted evaluator preferences recovered through the
-pipeline, ballots imported from JSONL, and the calibration reading the ranking's cohort tops."""
+example, ballot parsing on messy answers, planted finalist-stage outcomes recovered through the
+pipeline, ballots of both stages imported from JSONL, and the calibration reading the ranking's
+cohort tops (the finalist stage by hand: test_choir_finalists.py)."""
 
 from __future__ import annotations
 
