@@ -340,3 +340,42 @@ def test_bad_stage_2_ballots_name_file_line_and_field(tmp_path, change: dict[str
     with pytest.raises(InputError) as e:
         read_ballots(path)
     assert str(path) in str(e.value) and message in str(e.value)
+
+
+def test_finalists_come_from_each_cohorts_own_ballots_or_both() -> None:
+    from lmaudit.studies.choir.config import ChoirStudyConfig
+    from lmaudit.studies.choir.ranking import finalist_sets
+
+    pool_row = {"question": "q1", "candidates": [_cand(c) for c in sorted(CANDS)]}
+
+    def done(cohort: str, ranking: list[str], k: int) -> dict[str, Any]:
+        b = _stage1(cohort, ranking, k)
+        by_label = {c["id"]: c["label"] for c in b["candidates"]}
+        return {**b, "parsed": {"valid": True, "ranking": [by_label[c] for c in ranking]}}
+
+    # conditioned consensus: the conditioned cohort's ballot gives cc-2 3, cc-1 2; the
+    # unconditioned cohort's two give cc-1 3 + 3, cc-2 2 + 2 (sets in pool order: index 2)
+    stage1 = [
+        done("conditioned", ["cc-2", "cc-1", "cr-1", "uc-1", "ur-1"], 1),
+        done("unconditioned", ["cc-1", "cc-2", "cr-1", "uc-1", "ur-1"], 1),
+        done("unconditioned", ["cc-1", "cc-2", "cr-1", "uc-1", "ur-1"], 2),
+    ]
+    s = ChoirStudyConfig()
+    s.ranking.finalists = 1
+    own = finalist_sets(s, [pool_row], stage1)
+    first = {c: own[("q1", c)]["sets"][2]["finalists"][0]["id"] for c in ("conditioned", "unconditioned")}
+    assert first == {"conditioned": "cc-2", "unconditioned": "cc-1"}
+    assert [x["pool"] for x in own[("q1", "conditioned")]["sets"]] == [
+        "unconditioned_consensus",
+        "unconditioned_rare",
+        "conditioned_consensus",
+        "conditioned_rare",
+    ]
+    s.ranking.finalists_from = "pooled"  # both cohorts' ballots: cc-1 8 points, cc-2 7, for both
+    pooled = finalist_sets(s, [pool_row], stage1)
+    assert {
+        c: pooled[("q1", c)]["sets"][2]["finalists"][0]["id"] for c in ("conditioned", "unconditioned")
+    } == {
+        "conditioned": "cc-1",
+        "unconditioned": "cc-1",
+    }

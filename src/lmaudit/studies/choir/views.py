@@ -39,6 +39,8 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
             if rank[k]["share"] is not None:
                 out[f"ranking.{k}.count"] = float(rank[k]["count"])
                 out[f"ranking.{k}.share"] = float(rank[k]["share"])
+                if "ties" in rank[k]:  # ties count against the claims
+                    out[f"ranking.{k}.ties"] = float(rank[k]["ties"])
     for q, v in results["questions"].items():
         for name, x in (
             ("R_q", v["R_q"]),
