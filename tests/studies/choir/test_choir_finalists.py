@@ -1,7 +1,7 @@
 """The finalist stage of the source-blind ranking (appendix D) by hand: finalist selection,
 stage-2 Borda, the advanced pool and top finalist, ties counted against the claims, one-round
-ballots decided by stage 1, set answers and prompts, the sim ranker's planted finalist
-preference, and stage-2 ballots imported from JSONL."""
+ballots decided by stage 1, set answers and prompts, finalists per cohort or pooled, and stage-2
+ballots imported from JSONL (the sim ranker's planted finalist preference: test_choir_ranking.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 
-from lmaudit.backends.base import SampleRequest
-from lmaudit.backends.sim.ranker import RankingSampler
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.ballots import parse_ranking, read_ballots, render_sets_prompt
 from lmaudit.studies.choir.borda import analyze_ranking, borda
@@ -237,49 +235,6 @@ def test_the_sets_prompt_hides_sources() -> None:
     text = render_sets_prompt(None, "Why?", [["one", "two"], ["three"]])
     assert "Set A:\n- one\n- two\n\nSet B:\n- three" in text and "B > A" in text
     assert "conditioned" not in text and "pool" not in text
-
-
-def test_the_sim_ranker_plants_a_finalist_preference() -> None:
-    sets = [
-        {"label": "A", "source": "unconditioned", "pool": "unconditioned_consensus", "texts": ["u1", "u2"]},
-        {"label": "B", "source": "conditioned", "pool": "conditioned_consensus", "texts": ["c1", "c2"]},
-        {"label": "C", "source": "unconditioned", "pool": "unconditioned_rare", "texts": ["u3"]},
-    ]
-    sim = RankingSampler(
-        conditioned_preference=-5.0, finalist_conditioned_preference=5.0, taste=0.0, noise=0.1, style="chatty"
-    )
-    reqs = [
-        SampleRequest(
-            messages=({"role": "user", "content": "x"},),
-            n=1,
-            temperature=0.0,
-            top_p=1.0,
-            max_tokens=96,
-            seed=i,
-            meta={"kind": "finalists", "persona": "none", "candidates": sets},
-        )
-        for i in range(20)
-    ]
-    answers = [r.texts[0] for r in sim.sample(reqs)]
-    assert all("Set B > Set " in a for a in answers)  # the planted set wins every ballot
-    assert all(parse_ranking(a, ["A", "B", "C"], noun="set").ranking[0] == "B" for a in answers)
-    # stage-1 requests keep the stage-1 preference (-5: the conditioned candidate last)
-    one = [
-        {"label": c["label"], "source": c["source"], "pool": c["pool"], "text": c["texts"][0]} for c in sets
-    ]
-    stage1 = SampleRequest(
-        messages=({"role": "user", "content": "x"},),
-        n=1,
-        temperature=0.0,
-        top_p=1.0,
-        max_tokens=96,
-        seed=0,
-        meta={"kind": "ranking", "persona": "none", "candidates": one},
-    )
-    assert sim.sample([stage1])[0].texts[0].split("**")[1].endswith("B")
-    # the identity names the finalist fields only when given (earlier caches keep their keys)
-    assert "finalist_conditioned_preference" in sim.identity
-    assert "finalist_conditioned_preference" not in RankingSampler().identity
 
 
 SET_BALLOT = {

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from lmaudit.backends.base import SampleRequest
+from lmaudit.backends.sim.ranker import RankingSampler
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.ballots import parse_ranking, read_ballots, render_prompt
@@ -208,6 +210,49 @@ def test_planted_finalist_outcomes_are_recovered_and_ballots_round_trip(make_cfg
     one = json.loads((tmp_path / "one_round/results.json").read_text())["ranking"]["summary"]
     assert one["unconditioned_cohort"]["decided_by"] == {"stage1": 3}
     assert one["unconditioned_cohort"]["count"] == 3
+
+
+def test_the_sim_ranker_plants_a_finalist_preference() -> None:
+    sets = [
+        {"label": "A", "source": "unconditioned", "pool": "unconditioned_consensus", "texts": ["u1", "u2"]},
+        {"label": "B", "source": "conditioned", "pool": "conditioned_consensus", "texts": ["c1", "c2"]},
+        {"label": "C", "source": "unconditioned", "pool": "unconditioned_rare", "texts": ["u3"]},
+    ]
+    sim = RankingSampler(
+        conditioned_preference=-5.0, finalist_conditioned_preference=5.0, taste=0.0, noise=0.1, style="chatty"
+    )
+    reqs = [
+        SampleRequest(
+            messages=({"role": "user", "content": "x"},),
+            n=1,
+            temperature=0.0,
+            top_p=1.0,
+            max_tokens=96,
+            seed=i,
+            meta={"kind": "finalists", "persona": "none", "candidates": sets},
+        )
+        for i in range(20)
+    ]
+    answers = [r.texts[0] for r in sim.sample(reqs)]
+    assert all("Set B > Set " in a for a in answers)  # the planted set wins every ballot
+    assert all(parse_ranking(a, ["A", "B", "C"], noun="set").ranking[0] == "B" for a in answers)
+    # stage-1 requests keep the stage-1 preference (-5: the conditioned candidate last)
+    one = [
+        {"label": c["label"], "source": c["source"], "pool": c["pool"], "text": c["texts"][0]} for c in sets
+    ]
+    stage1 = SampleRequest(
+        messages=({"role": "user", "content": "x"},),
+        n=1,
+        temperature=0.0,
+        top_p=1.0,
+        max_tokens=96,
+        seed=0,
+        meta={"kind": "ranking", "persona": "none", "candidates": one},
+    )
+    assert sim.sample([stage1])[0].texts[0].split("**")[1].endswith("B")
+    # the identity names the finalist fields only when given (earlier caches keep their keys)
+    assert "finalist_conditioned_preference" in sim.identity
+    assert "finalist_conditioned_preference" not in RankingSampler().identity
 
 
 def test_the_ranking_is_off_without_evaluators(make_cfg, tmp_path) -> None:
