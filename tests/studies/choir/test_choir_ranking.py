@@ -1,6 +1,7 @@
 """The source-blind ranking module (appendix D): Borda with family collapse against a worked
-example, ballot parsing on messy answers, planted evaluator preferences recovered through the
-pipeline, ballots imported from JSONL, and the calibration reading the ranking's cohort tops."""
+example, ballot parsing on messy answers, planted finalist-stage outcomes recovered through the
+pipeline, ballots of both stages imported from JSONL, and the calibration reading the ranking's
+cohort tops (the finalist stage by hand: test_choir_finalists.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from lmaudit.backends.base import SampleRequest
+from lmaudit.backends.sim.ranker import RankingSampler
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.ballots import parse_ranking, read_ballots, render_prompt
@@ -108,64 +111,148 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
-def test_planted_preferences_are_recovered_and_ballots_round_trip(make_cfg, tmp_path) -> None:
-    # unconditioned ballots favour unconditioned sources (-3); a persona turns that round (+6)
+def _export(ballots: list[dict[str, Any]]) -> str:
+    """Ballot records as the import's JSONL (stage 1: candidates; stage 2: finalist sets)."""
+    keys = ("question", "stage", "cohort", "evaluator", "persona", "replicate", "raw")
+    out = []
+    for b in ballots:
+        if b["stage"] == 1:
+            cands = [{k: c[k] for k in ("label", "id", "text", "pool", "family")} for c in b["candidates"]]
+        else:
+            cands = [{k: c[k] for k in ("label", "pool", "finalists")} for c in b["candidates"]]
+        out.append(json.dumps({**{k: b[k] for k in keys}, "candidates": cands}) + "\n")
+    return "".join(out)
+
+
+def test_planted_finalist_outcomes_are_recovered_and_ballots_round_trip(make_cfg, tmp_path) -> None:
+    # stage 1 favours conditioned sources in both cohorts (+3), so the one-round rule would give
+    # the unconditioned cohort 3/3; the finalist stage is planted the other way: unconditioned
+    # turns favour unconditioned sets (-3), a persona turns that round (+6), rare sets +2
+    planted = {
+        "conditioned_preference": 3.0,
+        "finalist_conditioned_preference": -3.0,
+        "finalist_persona_preference": 6.0,
+        "rare_preference": 2.0,
+        "taste": 0.2,
+        "noise": 0.3,
+    }
     evaluators = [
-        _ranker("r1", conditioned_preference=-3.0, persona_preference=6.0, noise=0.3),
-        _ranker(
-            "r2", conditioned_preference=-3.0, persona_preference=6.0, noise=0.3, style="numbered", seed=1
-        ),
-        _ranker("r3", conditioned_preference=0.0, invalid=1.0),  # never answers with a ranking
+        _ranker("r1", **planted),
+        _ranker("r2", **planted, style="numbered", seed=1),
+        _ranker("r3", **planted, style="chatty", seed=2),
+        _ranker("r4", conditioned_preference=0.0, invalid=1.0),  # never answers with a ranking
     ]
     run(make_cfg(*COMMON, f"study.ensemble.evaluators=[{', '.join(evaluators)}]", name="planted"))
     res = json.loads((tmp_path / "planted/results.json").read_text())["ranking"]
     s = res["summary"]
-    # 3 questions x 3 evaluators x (no persona + 2 personas)
-    assert s["n_ballots"] == 27 and s["n_invalid"] == 9
-    assert s["invalid_by_error"] == {
-        "no ranking found (neither 'C > A > B' nor a numbered list of letters)": 9
+    # per stage: 3 questions x 4 evaluators x (no persona + 2 personas); r4's all invalid
+    assert s["by_stage"] == {
+        "stage1": {"n_ballots": 36, "n_invalid": 9},
+        "stage2": {"n_ballots": 36, "n_invalid": 9},
     }
-    assert s["conditioned_cohort"] == {"count": 3, "n": 3, "share": 1.0}
-    assert s["unconditioned_cohort"] == {"count": 0, "n": 3, "share": 0.0}
-    assert s["agree_top"]["count"] == 0
+    assert s["invalid_by_error"] == {
+        "no ranking found (neither 'C > A > B' nor a numbered list of letters)": 18
+    }
+    assert s["conditioned_cohort"] == {
+        "count": 3,
+        "n": 3,
+        "share": 1.0,
+        "ties": 0,
+        "decided_by": {"finalists": 3},
+    }
+    assert s["unconditioned_cohort"]["count"] == 0 and s["unconditioned_cohort"]["n"] == 3
+    assert (s["agree_top"]["count"], s["agree_top"]["n"]) == (0, 3)  # different pools advanced
     for v in res["questions"].values():
-        assert {p for p, x in v["pools"].items() if x["drawn"]} >= {
-            "conditioned_consensus",
-            "unconditioned_consensus",
-        }
-        assert v["cohorts"]["conditioned"]["top"]["source"] == "conditioned"
+        con, unc = v["cohorts"]["conditioned"], v["cohorts"]["unconditioned"]
+        assert con["advanced_pool"] == "conditioned_rare" and unc["advanced_pool"] == "unconditioned_rare"
+        # the stage-1 leaders were conditioned-source in both cohorts: the finalist stage decided
+        assert con["stage1"]["leader"]["source"] == unc["stage1"]["leader"]["source"] == "conditioned"
+        assert unc["top"]["id"] in unc["stage2"]["finalists"]["unconditioned_rare"]
+        assert (
+            con["top_status"] == "tie" or con["top"]["id"] in con["stage2"]["finalists"]["conditioned_rare"]
+        )
+        assert all(len(f) <= 2 for f in con["stage2"]["finalists"].values())  # ranking.finalists: 2
     rows = _rows(tmp_path / "planted/measurements.jsonl")
     ballots = [r for r in rows if r["kind"] == "ballot"]
-    assert len(ballots) == 27 and all(r["raw"] and r["prompt"] and r["order_seed"] for r in ballots)
-    conditioned = [b for b in ballots if b["cohort"] == "conditioned"]
-    assert all(b["prompt"][0]["role"] == "system" for b in conditioned)
+    assert len(ballots) == 72 and all(r["raw"] and r["prompt"] and r["order_seed"] for r in ballots)
+    sets = [b for b in ballots if b["stage"] == 2]
+    assert all(
+        "Set A:" in b["prompt"][-1]["content"] and "pool" not in b["prompt"][-1]["content"] for b in sets
+    )
+    assert all(b["prompt"][0]["role"] == "system" for b in ballots if b["cohort"] == "conditioned")
     assert all(b["prompt"][0]["role"] == "user" for b in ballots if b["cohort"] == "unconditioned")
-    # export lists and ballots, import both: the same ranking outcomes without any model
+    # the finalists shown are the cohort's stage-1 picks: the same sets in every ballot of a cohort
+    for q in res["questions"]:
+        for c in ("conditioned", "unconditioned"):
+            seen = {
+                json.dumps(
+                    sorted((x["pool"], sorted(f["id"] for f in x["finalists"])) for x in b["candidates"])
+                )
+                for b in sets
+                if b["question"] == q and b["cohort"] == c
+            }
+            assert len(seen) == 1
+    # export lists and ballots of both stages, import both: the same outcomes without any model
     lists = [r for r in rows if r["kind"] == "list"]
     lp, bp = tmp_path / "lists.jsonl", tmp_path / "ballots.jsonl"
     keys = ("model", "question", "template", "temperature", "persona", "generation")
     lp.write_text("".join(json.dumps({**{k: r[k] for k in keys}, "raw": r["raw"]}) + "\n" for r in lists))
-    bkeys = ("question", "cohort", "evaluator", "persona", "replicate", "raw")
-    bp.write_text(
-        "".join(
-            json.dumps(
-                {
-                    **{k: b[k] for k in bkeys},
-                    "candidates": [
-                        {k: c[k] for k in ("label", "id", "text", "pool", "family")} for c in b["candidates"]
-                    ],
-                }
-            )
-            + "\n"
-            for b in ballots
-        )
-    )
+    bp.write_text(_export(ballots))
     run(make_cfg(*COMMON, f"study.import_path={lp}", f"study.ranking.import_path={bp}", name="imported"))
     again = json.loads((tmp_path / "imported/results.json").read_text())["ranking"]
     assert again["summary"] == s
     assert {q: v["cohorts"] for q, v in again["questions"].items()} == {
         q: v["cohorts"] for q, v in res["questions"].items()
     }
+    # the same stage-1 ballots alone: decided by stage 1, as one-round ballots are
+    bp.write_text(_export([b for b in ballots if b["stage"] == 1]))
+    run(make_cfg(*COMMON, f"study.import_path={lp}", f"study.ranking.import_path={bp}", name="one_round"))
+    one = json.loads((tmp_path / "one_round/results.json").read_text())["ranking"]["summary"]
+    assert one["unconditioned_cohort"]["decided_by"] == {"stage1": 3}
+    assert one["unconditioned_cohort"]["count"] == 3
+
+
+def test_the_sim_ranker_plants_a_finalist_preference() -> None:
+    sets = [
+        {"label": "A", "source": "unconditioned", "pool": "unconditioned_consensus", "texts": ["u1", "u2"]},
+        {"label": "B", "source": "conditioned", "pool": "conditioned_consensus", "texts": ["c1", "c2"]},
+        {"label": "C", "source": "unconditioned", "pool": "unconditioned_rare", "texts": ["u3"]},
+    ]
+    sim = RankingSampler(
+        conditioned_preference=-5.0, finalist_conditioned_preference=5.0, taste=0.0, noise=0.1, style="chatty"
+    )
+    reqs = [
+        SampleRequest(
+            messages=({"role": "user", "content": "x"},),
+            n=1,
+            temperature=0.0,
+            top_p=1.0,
+            max_tokens=96,
+            seed=i,
+            meta={"kind": "finalists", "persona": "none", "candidates": sets},
+        )
+        for i in range(20)
+    ]
+    answers = [r.texts[0] for r in sim.sample(reqs)]
+    assert all("Set B > Set " in a for a in answers)  # the planted set wins every ballot
+    assert all(parse_ranking(a, ["A", "B", "C"], noun="set").ranking[0] == "B" for a in answers)
+    # stage-1 requests keep the stage-1 preference (-5: the conditioned candidate last)
+    one = [
+        {"label": c["label"], "source": c["source"], "pool": c["pool"], "text": c["texts"][0]} for c in sets
+    ]
+    stage1 = SampleRequest(
+        messages=({"role": "user", "content": "x"},),
+        n=1,
+        temperature=0.0,
+        top_p=1.0,
+        max_tokens=96,
+        seed=0,
+        meta={"kind": "ranking", "persona": "none", "candidates": one},
+    )
+    assert sim.sample([stage1])[0].texts[0].split("**")[1].endswith("B")
+    # the identity names the finalist fields only when given (earlier caches keep their keys)
+    assert "finalist_conditioned_preference" in sim.identity
+    assert "finalist_conditioned_preference" not in RankingSampler().identity
 
 
 def test_the_ranking_is_off_without_evaluators(make_cfg, tmp_path) -> None:
@@ -219,7 +306,7 @@ def test_bad_ballots_name_file_line_and_field(tmp_path, change: dict[str, Any], 
 def test_a_second_ballot_of_the_same_evaluator_is_refused(tmp_path) -> None:
     path = tmp_path / "b.jsonl"
     path.write_text((json.dumps(BALLOT) + "\n") * 2)
-    with pytest.raises(InputError, match="line 2: a second ballot of evaluator e1"):
+    with pytest.raises(InputError, match="line 2: a second stage-1 ballot of evaluator e1"):
         read_ballots(path)
 
 

@@ -17,9 +17,17 @@ candidates by decreasing score, written as ``C > A > B`` (``style: chain``), a n
 letters and texts (``numbered``), or either with a sentence around it (``chatty``). With
 probability ``invalid`` the answer is a refusal with no ranking. Temperature is ignored.
 
+A finalist-stage request (``meta["kind"] == "finalists"``) shows sets: each candidate has
+``texts`` (its finalists) instead of ``text``. A set is scored as above with ``z`` the mean of its
+texts' tastes, and with ``finalist_conditioned_preference`` and ``finalist_persona_preference``
+in place of the stage-1 preferences when given; the answer names sets (``Set B > Set A``,
+``1. Set B``).
+
 Fields (all enter :attr:`identity`): ``conditioned_preference`` (1.0; negative: favours
 unconditioned sources), ``persona_preference`` (0.0), ``rare_preference`` (0.0), ``taste``
-(0.5), ``noise`` (1.0), ``style`` (``chain``), ``invalid`` (0.0), ``seed`` (0).
+(0.5), ``noise`` (1.0), ``style`` (``chain``), ``invalid`` (0.0), ``seed`` (0); and, only when
+given, ``finalist_conditioned_preference`` and ``finalist_persona_preference`` (None: the stage-1
+values).
 """
 
 from __future__ import annotations
@@ -65,6 +73,8 @@ class RankingSampler:
         noise: float = 1.0,
         style: str = "chain",
         invalid: float = 0.0,
+        finalist_conditioned_preference: float | None = None,
+        finalist_persona_preference: float | None = None,
     ) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"sim agent 'ranker': field 'seed' must be an integer >= 0, got {seed!r}")
@@ -77,6 +87,13 @@ class RankingSampler:
         self.taste = _num("taste", taste, 0.0)
         self.noise = _num("noise", noise, 0.0)
         self.invalid = _num("invalid", invalid, 0.0, 1.0)
+        self.finalist = {
+            k: None if v is None else _num(k, v)
+            for k, v in (
+                ("finalist_conditioned_preference", finalist_conditioned_preference),
+                ("finalist_persona_preference", finalist_persona_preference),
+            )
+        }
 
     @classmethod
     def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,7 +113,7 @@ class RankingSampler:
             "noise": self.noise,
             "style": self.style,
             "invalid": self.invalid,
-        }
+        } | {k: v for k, v in self.finalist.items() if v is not None}
 
     def _taste(self, text: str) -> float:
         h = hashlib.sha256(f"{self.seed}:taste:{text}".encode()).digest()
@@ -110,15 +127,25 @@ class RankingSampler:
         if not isinstance(cands, list) or not cands:
             raise BackendError("sim agent 'ranker': request meta has no 'candidates' (not a ranking request)")
         persona = str(request.meta.get("persona", "none")) != "none"
+        sets = request.meta.get("kind") == "finalists"
+        cond, pers = self.conditioned_preference, self.persona_preference
+        if sets:
+            fc, fp = self.finalist.values()
+            cond, pers = (cond if fc is None else fc), (pers if fp is None else fp)
         base = np.array(
             [
-                (self.conditioned_preference + self.persona_preference * persona)
-                * (c["source"] == "conditioned")
+                (cond + pers * persona) * (c["source"] == "conditioned")
                 + self.rare_preference * str(c["pool"]).endswith("rare")
-                + self.taste * self._taste(str(c["text"]))
+                + self.taste
+                * (
+                    float(np.mean([self._taste(str(t)) for t in c["texts"]]))
+                    if sets
+                    else self._taste(str(c["text"]))
+                )
                 for c in cands
             ]
         )
+        noun = "Set " if sets else ""
         texts = []
         for i in range(request.n):
             rng = np.random.default_rng([derive_seed(request.seed, i), self.seed])
@@ -128,9 +155,14 @@ class RankingSampler:
             score = base + self.noise * rng.gumbel(size=len(cands))
             order = [cands[j] for j in np.argsort(-score, kind="stable")]
             if self.style == "numbered":
-                texts.append("\n".join(f"{k}. {c['label']}. {c['text']}" for k, c in enumerate(order, 1)))
+                texts.append(
+                    "\n".join(
+                        f"{k}. {noun}{c['label']}" + ("" if sets else f". {c['text']}")
+                        for k, c in enumerate(order, 1)
+                    )
+                )
             else:
-                chain = " > ".join(c["label"] for c in order)
+                chain = " > ".join(noun + c["label"] for c in order)
                 texts.append(
                     chain if self.style == "chain" else f"Here is my ranking:\n\n**{chain}**\n\nThanks!"
                 )

@@ -31,12 +31,14 @@ from lmaudit.studies.choir.pools import POOLS, source_of
 __all__ = [
     "COHORTS",
     "DEFAULT_PROMPT",
+    "FINALIST_PROMPT",
     "Parsed",
     "check_ranking",
     "labels_for",
     "parse_ranking",
     "read_ballots",
     "render_prompt",
+    "render_sets_prompt",
 ]
 
 COHORTS = ("conditioned", "unconditioned")
@@ -47,6 +49,14 @@ DEFAULT_PROMPT = (
     "Rank all {N} candidates from best to worst: the most insightful, distinctive and useful "
     "answer to the question first. Reply with the letters only, best first, separated by "
     '" > " (for example: {EXAMPLE}). Do not explain.'
+)
+FINALIST_PROMPT = (
+    "Question: {QUESTION}\n\n"
+    "Here are {N} sets of candidate answers to this question, in random order:\n\n"
+    "{SETS}\n\n"
+    "Rank all {N} sets from best to worst: the set whose answers, taken together, are the most "
+    "insightful, distinctive and useful first. Reply with the set letters only, best first, "
+    'separated by " > " (for example: {EXAMPLE}). Do not explain.'
 )
 _SEP = r"\s*(?:>|,|;|→|->|-)\s*"
 _CHAIN = re.compile(rf"^(?:[A-Za-z ]{{0,30}}:\s*)?([A-Za-z](?:{_SEP}[A-Za-z])+)\s*\.?$")
@@ -63,16 +73,34 @@ def labels_for(n: int) -> list[str]:
     return [chr(ord("A") + i) for i in range(n)]
 
 
+def _example(labels: list[str]) -> str:
+    return " > ".join(labels[::-1][: min(3, len(labels))]) + (" > ..." if len(labels) > 3 else "")
+
+
 def render_prompt(template: str | None, question: str, texts: list[str]) -> str:
     labels = labels_for(len(texts))
     lines = "\n".join(f"{lab}. {t}" for lab, t in zip(labels, texts, strict=True))
-    example = " > ".join(labels[::-1][: min(3, len(labels))]) + (" > ..." if len(labels) > 3 else "")
     t = template or DEFAULT_PROMPT
     return (
         t.replace("{QUESTION}", question)
         .replace("{CANDIDATES}", lines)
         .replace("{N}", str(len(texts)))
-        .replace("{EXAMPLE}", example)
+        .replace("{EXAMPLE}", _example(labels))
+    )
+
+
+def render_sets_prompt(template: str | None, question: str, sets: list[list[str]]) -> str:
+    """The finalist stage's prompt: each set's texts under ``Set A:``, ``Set B:``, ... (sources hidden)."""
+    labels = labels_for(len(sets))
+    blocks = "\n\n".join(
+        f"Set {lab}:\n" + "\n".join(f"- {t}" for t in texts) for lab, texts in zip(labels, sets, strict=True)
+    )
+    t = template or FINALIST_PROMPT
+    return (
+        t.replace("{QUESTION}", question)
+        .replace("{SETS}", blocks)
+        .replace("{N}", str(len(sets)))
+        .replace("{EXAMPLE}", _example(labels))
     )
 
 
@@ -105,11 +133,15 @@ def check_ranking(found: list[str], labels: list[str]) -> Parsed:
     return Parsed(True, found + missing, completed=bool(missing))
 
 
-def parse_ranking(raw: Any, labels: list[str]) -> Parsed:
-    """The ranking (letters best first) in an evaluator's answer, or an invalid ballot saying why."""
+def parse_ranking(raw: Any, labels: list[str], noun: str | None = None) -> Parsed:
+    """The ranking (letters best first) in an evaluator's answer, or an invalid ballot saying why.
+
+    ``noun`` (the finalist stage: ``set``): a letter may be written after it (``Set B > Set A``)."""
     if not isinstance(raw, str):
         return Parsed(False, error="not text")
     text = re.sub(r"[*_`]", "", raw.replace("\r\n", "\n"))
+    if noun:
+        text = re.sub(rf"\b{re.escape(noun)}\s+(?=[A-Za-z]\b)", "", text, flags=re.IGNORECASE)
     lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
     if not lines:
         return Parsed(False, error="empty output")
@@ -137,7 +169,47 @@ def parse_ranking(raw: Any, labels: list[str]) -> Parsed:
 # --- ballots recorded elsewhere --------------------------------------------------------------
 
 _REQUIRED = ("question", "cohort", "evaluator", "candidates")
-_KNOWN = {*_REQUIRED, "persona", "replicate", "raw", "ranking", "question_text"}
+_KNOWN = {*_REQUIRED, "stage", "persona", "replicate", "raw", "ranking", "question_text"}
+
+
+def _pool_and_source(c: dict[str, Any], w: str) -> tuple[str, str]:
+    pool, source = c.get("pool"), c.get("source")
+    if pool is not None and pool not in POOLS:
+        raise InputError(f"{w}: field 'pool' = {pool!r} is not one of {list(POOLS)}")
+    if source is not None and source not in COHORTS:
+        raise InputError(f"{w}: field 'source' = {source!r} is not conditioned or unconditioned")
+    derived = None if pool is None else source_of(pool)
+    if pool is None and source is None:
+        raise InputError(f"{w}: needs 'pool' or 'source'")
+    if source is not None and derived is not None and source != derived:
+        raise InputError(f"{w}: field 'source' = {source!r} contradicts pool {pool!r}")
+    return pool or f"{source}_unspecified", str(source or derived)
+
+
+def _set(c: Any, where: str, k: int) -> dict[str, Any]:
+    """A finalist-stage candidate: one pool's finalists under one label."""
+    w = f"{where}: field 'candidates[{k}]'"
+    if not isinstance(c, dict):
+        raise InputError(f"{w} must be an object with label, finalists and pool or source")
+    unknown = sorted(set(c) - {"label", "pool", "source", "finalists"})
+    if unknown:
+        raise InputError(f"{w}: unknown field(s) {unknown}")
+    if not isinstance(c.get("label"), str) or not c["label"].strip():
+        raise InputError(f"{w}: field 'label' must be a non-empty string")
+    pool, source = _pool_and_source(c, w)
+    fin = c.get("finalists")
+    if not isinstance(fin, list) or not fin:
+        raise InputError(f"{w}: field 'finalists' must be a non-empty list (texts or objects with text)")
+    out = []
+    for j, f in enumerate(fin):
+        f = {"text": f} if isinstance(f, str) else f
+        if not isinstance(f, dict) or set(f) - {"text", "id", "family"}:
+            raise InputError(f"{w}: field 'finalists[{j}]' must be a text or an object with text, id, family")
+        if not isinstance(f.get("text"), str) or not f["text"].strip():
+            raise InputError(f"{w}: field 'finalists[{j}].text' must be a non-empty string")
+        text = f["text"].strip()
+        out.append({"id": str(f.get("id") or text), "text": text, "family": str(f.get("family") or text)})
+    return {"label": c["label"], "id": pool, "pool": pool, "source": source, "finalists": out}
 
 
 def _candidate(c: Any, where: str, k: int) -> dict[str, Any]:
@@ -150,23 +222,14 @@ def _candidate(c: Any, where: str, k: int) -> dict[str, Any]:
     for key in ("label", "text"):
         if not isinstance(c.get(key), str) or not c[key].strip():
             raise InputError(f"{w}: field {key!r} must be a non-empty string")
-    pool, source = c.get("pool"), c.get("source")
-    if pool is not None and pool not in POOLS:
-        raise InputError(f"{w}: field 'pool' = {pool!r} is not one of {list(POOLS)}")
-    if source is not None and source not in COHORTS:
-        raise InputError(f"{w}: field 'source' = {source!r} is not conditioned or unconditioned")
-    derived = None if pool is None else source_of(pool)
-    if pool is None and source is None:
-        raise InputError(f"{w}: needs 'pool' or 'source'")
-    if source is not None and derived is not None and source != derived:
-        raise InputError(f"{w}: field 'source' = {source!r} contradicts pool {pool!r}")
+    pool, source = _pool_and_source(c, w)
     text = c["text"].strip()
     return {
         "label": c["label"],
         "id": str(c.get("id") or text),
         "text": text,
-        "pool": pool or f"{source}_unspecified",
-        "source": source or derived,
+        "pool": pool,
+        "source": source,
         "family": str(c.get("family") or text),
     }
 
@@ -195,13 +258,21 @@ def read_ballots(path: str | Path) -> list[dict[str, Any]]:
         rep = obj.get("replicate", 0)
         if isinstance(rep, bool) or not isinstance(rep, int) or rep < 0:
             raise InputError(f"{where}: field 'replicate' must be an integer >= 0, got {rep!r}")
+        stage = obj.get("stage", 1)
+        if stage not in (1, 2) or isinstance(stage, bool):
+            raise InputError(
+                f"{where}: field 'stage' must be 1 (candidates) or 2 (finalist sets), got {stage!r}"
+            )
         cands = obj["candidates"]
         if not isinstance(cands, list) or not cands:
             raise InputError(f"{where}: field 'candidates' must be a non-empty list")
-        shown = [_candidate(c, where, k) for k, c in enumerate(cands)]
+        read = _candidate if stage == 1 else _set
+        shown = [read(c, where, k) for k, c in enumerate(cands)]
         labels = [c["label"] for c in shown]
         if len(set(labels)) != len(labels):
             raise InputError(f"{where}: field 'candidates': labels must be distinct, got {labels}")
+        if stage == 2 and len({c["pool"] for c in shown}) != len(shown):
+            raise InputError(f"{where}: field 'candidates': a pool may be shown as one set only")
         if ("raw" in obj) == ("ranking" in obj):
             raise InputError(
                 f"{where}: give exactly one of 'raw' (the answer) or 'ranking' (labels, best first)"
@@ -213,16 +284,17 @@ def read_ballots(path: str | Path) -> list[dict[str, Any]]:
         if "raw" in obj and not isinstance(obj["raw"], str):
             raise InputError(f"{where}: field 'raw' must be a string")
         persona = str(obj.get("persona") or ("none" if obj["cohort"] == "unconditioned" else "unnamed"))
-        seen_key = (obj["question"], obj["cohort"], obj["evaluator"], persona, rep)
+        seen_key = (obj["question"], stage, obj["cohort"], obj["evaluator"], persona, rep)
         if seen_key in seen:
             raise InputError(
-                f"{where}: a second ballot of evaluator {obj['evaluator']} ({obj['cohort']}, persona "
-                f"{persona}, replicate {rep}) on question {obj['question']}"
+                f"{where}: a second stage-{stage} ballot of evaluator {obj['evaluator']} ({obj['cohort']}, "
+                f"persona {persona}, replicate {rep}) on question {obj['question']}"
             )
         seen.add(seen_key)
         rows.append(
             {
                 "kind": "ballot",
+                "stage": stage,
                 "question": obj["question"],
                 "cohort": obj["cohort"],
                 "evaluator": obj["evaluator"],

@@ -70,6 +70,12 @@ class ChoirRankingConfig:
     temperature: float = ranged(0.0, ge=0)
     max_tokens: int = ranged(96, ge=1)
     prompt: str | None = None  # None: the built-in prompt ({QUESTION}, {CANDIDATES}, {N}, {EXAMPLE})
+    # the finalist stage: each pool's best `finalists` candidates (distinct families) by the stage-1
+    # Borda of the cohort's own ballots (`cohort`) or of both cohorts' (`pooled`); the cohorts then
+    # rank the finalist sets ({QUESTION}, {SETS}, {N}, {EXAMPLE}; None: built in)
+    finalists: int = ranged(2, ge=1)
+    finalists_from: str = ranged("cohort", choices=("cohort", "pooled"))
+    finalist_prompt: str | None = None
     seed: int = 20261101  # candidate draws, shuffles and request seeds derive from it
     import_path: str | None = None  # ballots recorded elsewhere (JSONL, docs/choir.md)
 

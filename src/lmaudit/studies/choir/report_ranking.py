@@ -1,4 +1,8 @@
-"""The choir report's ranking section: the outcomes figure (the seed's figure E.2) and tables."""
+"""The choir report's ranking section: the outcomes figure (the seed's figure E.2) and tables.
+
+Each cohort's advanced pool is decided by its finalist-stage (stage-2) ballots, or, for a cohort
+with none on a question, by its stage-1 ballots (shown as "stage 1"); a tie is shown as such and
+counts against the claims."""
 
 from __future__ import annotations
 
@@ -29,13 +33,15 @@ def _figure(qs: Mapping[str, Any]) -> str | None:
         for i, (_q, v) in enumerate(rows):
             y = len(rows) - 1 - i
             for k, c in enumerate(COHORTS):
-                src = v["cohorts"][c]["advanced_source"]
+                o = v["cohorts"][c]
+                src = o["advanced_source"]
                 ax.barh(y, 1.0, left=k, color=_COLOUR[src], edgecolor="white", height=0.7)
-                pool = v["cohorts"][c]["advanced_pool"]
+                pool = o["advanced_pool"]
+                label = pool or ("tie" if o.get("tie") else "no valid ballot")
                 ax.text(
                     k + 0.5,
                     y,
-                    (pool or "no valid ballot").replace("_", " "),
+                    label.replace("_", " ") + (" (stage 1)" if o.get("decided_by") == "stage1" else ""),
                     ha="center",
                     va="center",
                     fontsize=7,
@@ -69,11 +75,21 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def _cell(o: Mapping[str, Any]) -> list[str]:
+    s1, s2 = o["stage1"], o.get("stage2") or {"n_valid": 0, "n_ballots": 0}
     top = o.get("top")
+    if o.get("tie"):
+        pool = "tie: " + ", ".join(o.get("tied_pools") or []) if o.get("tied_pools") else "tie"
+    else:
+        pool = str(o.get("advanced_pool") or "—")
+    if o.get("decided_by") == "stage1":
+        pool += " (stage 1)"
+    status = o.get("top_status")
     return [
-        f"{o['n_valid']}/{o['n_ballots']}",
-        html.escape(str(o.get("advanced_pool") or "—")),
-        html.escape(top["text"] if top else "—") + (" (tie)" if o.get("tie") else ""),
+        f"{s1['n_valid']}/{s1['n_ballots']}; {s2['n_valid']}/{s2['n_ballots']}",
+        html.escape(pool),
+        html.escape(top["text"])
+        if top
+        else html.escape(f"— ({status})" if status and status != "ok" else "—"),
     ]
 
 
@@ -87,13 +103,26 @@ def ranking_section(ranking: Mapping[str, Any] | None) -> list[str]:
     def frac(k: str) -> str:
         return f"{s[k]['count']}/{s[k]['n']}"
 
+    def decided(k: str) -> str:
+        d = s[k].get("decided_by") or {}
+        return ", ".join(
+            f"{n} by {'the finalist stage' if w == 'finalists' else 'stage 1 alone'}" for w, n in d.items()
+        )
+
+    st = s.get("by_stage") or {}
     parts = [
         "<h2>Source-blind ranking</h2>",
         f"<p>{s['n_ballots']} ballots ({s['n_valid']} valid, {s['n_invalid']} invalid, "
-        f"{s['n_completed']} completed by one omitted letter). The conditioned cohort advanced "
+        f"{s['n_completed']} completed by one omitted letter; stage 1: "
+        f"{(st.get('stage1') or {}).get('n_ballots', 0)}, finalist stage: "
+        f"{(st.get('stage2') or {}).get('n_ballots', 0)}). The conditioned cohort advanced "
         f"conditioned-source pools in <b>{frac('conditioned_cohort')}</b> questions, the unconditioned "
         f"cohort in <b>{frac('unconditioned_cohort')}</b>; the cohorts agree on the top candidate in "
-        f"<b>{frac('agree_top')}</b> (on its concept family in {frac('agree_family')}).</p>",
+        f"<b>{frac('agree_top')}</b> (on its concept family in {frac('agree_family')}). Ties count "
+        f"against: {s['conditioned_cohort'].get('ties', 0)} and {s['unconditioned_cohort'].get('ties', 0)} "
+        f"tied advanced pools, {s['agree_top'].get('ties', 0)} questions with a tied top. Decided: "
+        f"conditioned cohort {decided('conditioned_cohort') or 'none'}; unconditioned cohort "
+        f"{decided('unconditioned_cohort') or 'none'}.</p>",
     ]
     svg = _figure(qs)
     if svg:
@@ -121,10 +150,10 @@ def ranking_section(ranking: Mapping[str, Any] | None) -> list[str]:
             [
                 "question",
                 "candidates",
-                "cond. valid",
+                "cond. valid (stage 1; 2)",
                 "cond. advanced pool",
                 "cond. top",
-                "unc. valid",
+                "unc. valid (stage 1; 2)",
                 "unc. advanced pool",
                 "unc. top",
                 "tops agree",

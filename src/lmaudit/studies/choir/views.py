@@ -39,6 +39,8 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
             if rank[k]["share"] is not None:
                 out[f"ranking.{k}.count"] = float(rank[k]["count"])
                 out[f"ranking.{k}.share"] = float(rank[k]["share"])
+                if "ties" in rank[k]:  # ties count against the claims
+                    out[f"ranking.{k}.ties"] = float(rank[k]["ties"])
     for q, v in results["questions"].items():
         for name, x in (
             ("R_q", v["R_q"]),
@@ -93,7 +95,8 @@ def summary(results: dict[str, Any]) -> str:
 
 
 def ranking_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per question: each cohort's advanced pool and source, and whether the cohorts' tops agree."""
+    """Per question: each cohort's advanced pool and source (a tie: none), what decided it, and
+    whether the cohorts' tops agree."""
     rows = []
     for q, v in ((results.get("ranking") or {}).get("questions") or {}).items():
         row: dict[str, Any] = {"question": q, "agree_top": v["agree_top"]}
@@ -101,6 +104,8 @@ def ranking_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             o = (v.get("cohorts") or {}).get(c) or {}
             row[f"{c}_advanced_pool"] = o.get("advanced_pool")
             row[f"{c}_advanced_source"] = o.get("advanced_source")
+            row[f"{c}_decided_by"] = o.get("decided_by")  # finalists | stage1 (one-round ballots)
+            row[f"{c}_tie"] = o.get("tie")
         rows.append(row)
     return rows
 
