@@ -123,6 +123,7 @@ class RankPool:
         }
         self.stats = ForwardStats()
         self.jobs = 0
+        self._first = 0  # jobs before the current pool (each pool numbers its jobs from 1)
         self._procs: list[subprocess.Popen[bytes]] = []
         self._pool: Path | None = None
         self._local: Any = None  # rank 0 in this process (SLURM task 0)
@@ -154,6 +155,7 @@ class RankPool:
             atomic_write_text(pool / "setup.json", json.dumps(self._setup()))
             self._pool = pool
             return pool
+        self._first = self.jobs
         pool = Path(tempfile.mkdtemp(prefix="lmaudit-runner-"))
         atomic_write_text(pool / "setup.json", json.dumps(self._setup()))
         devices = int(self.execution["devices"])
@@ -175,7 +177,7 @@ class RankPool:
     def _run(self, cache_root: Path, shards: list[dict[str, Any]]) -> None:
         pool = self._start()
         self.jobs += 1
-        n = self.jobs
+        n = self.jobs - self._first
         atomic_write_text(pool / f"job-{n}.json", json.dumps({"cache": str(cache_root), "shards": shards}))
         if self._local is not None:
             atomic_write_text(
