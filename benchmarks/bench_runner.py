@@ -16,6 +16,12 @@ probability difference and whether every draw is identical to in-process. Result
 ``results/runner.json``.
 
     python benchmarks/bench_runner.py [--devices 1 2] [--accelerator cpu|gpu] [--rounds 1] [override ...]
+
+``--embed N`` times the choir study's MiniLM embedder instead (``study.embedder.runner``): N
+distinct texts embedded cold through ``CachedEmbedder``, in-process (model loaded beforehand)
+and by ``LightningEmbedder`` at each ``--devices`` (ranks started and warmed up beforehand); it
+prints seconds and texts per second per path, the ratios to in-process and whether every vector
+is identical. Results go to ``results/runner_embed.json``.
 """
 
 from __future__ import annotations
@@ -55,6 +61,60 @@ def _timed(backend: Any, labels: list[Any], samples: list[Any], top_k: int) -> t
     return t1 - t0, t2 - t1, got_labels, got_draws
 
 
+def bench_embed(n: int, devices: list[int], accelerator: str, out_path: Path) -> dict[str, Any]:
+    import numpy as np
+
+    from lmaudit.backends.embeddings import CachedEmbedder
+    from lmaudit.backends.factory import build_embedder
+    from lmaudit.provenance.cache import ResponseCache
+
+    rng = np.random.default_rng(0)
+    words = [w for w in Path(__file__).read_text().split() if w.isalpha()]
+    texts = list(dict.fromkeys(" ".join(rng.choice(words, size=int(rng.integers(2, 14)))) for _ in range(n)))
+    base = {"kind": "minilm", "batch_size": 64}
+    paths: dict[str, Any] = {"inprocess": build_embedder(base)}
+    paths["inprocess"].embed(texts[:2])  # loads the model
+    startup: dict[str, float] = {}
+    for d in devices:
+        t0 = time.perf_counter()
+        paths[f"lightning-{d}"] = build_embedder(
+            {**base, "runner": "lightning", "devices": d, "accelerator": accelerator}
+        )
+        paths[f"lightning-{d}"].embed(texts[:2])  # starts the ranks, loads the model in each
+        startup[f"lightning-{d}"] = round(time.perf_counter() - t0, 2)
+    summary: dict[str, Any] = {}
+    ref: Any = None
+    identical = True
+    for name, backend in paths.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            cached = CachedEmbedder(backend, ResponseCache(Path(tmp)), batch_size=64, progress=False)
+            t0 = time.perf_counter()
+            got = cached.embed(texts)
+            secs = time.perf_counter() - t0
+        ref = got if ref is None else ref
+        identical &= bool(np.array_equal(got, ref))
+        summary[name] = {"s": round(secs, 3), "texts_per_s": round(len(texts) / secs, 1)}
+        summary[name]["startup_s"] = startup.get(name, 0.0)
+        print(f"embed {name}: {secs:.2f} s", flush=True)
+        if name != "inprocess":
+            backend.close()
+    out = {
+        "workload": {"texts": len(texts), "batch_size": 64},
+        "paths": summary,
+        "ratios": {
+            f"{k} / inprocess (time)": round(v["s"] / summary["inprocess"]["s"], 3)
+            for k, v in summary.items()
+        },
+        "vectors_identical_to_inprocess": identical,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
+    print(json.dumps(out, indent=2))
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2])
@@ -63,8 +123,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--sample-requests", type=int, default=12)
     parser.add_argument("--draws", type=int, default=50)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--embed", type=int, default=0, help="time the MiniLM embedder on N texts instead")
     parser.add_argument("overrides", nargs="*", help="config overrides, as run.py takes them")
     args = parser.parse_args(argv)
+    if args.embed:
+        out = RESULTS.with_name("runner_embed.json") if args.out == RESULTS else args.out
+        return bench_embed(args.embed, args.devices, args.accelerator, out)
 
     import torch
     from omegaconf import OmegaConf

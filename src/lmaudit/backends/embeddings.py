@@ -11,7 +11,9 @@ dimension, backend version), and that digest prefixes every cache key.
 sampling contracts never use, so their keys are unchanged). Within a call identical strings
 are embedded once; across calls and processes a text already in the cache is never embedded
 again, and concurrent processes claim what they compute, as for the other contracts. Vectors
-are stored exactly, as base64 of their little-endian float32 bytes.
+are stored exactly, as base64 of their little-endian float32 bytes (:func:`vector_entries`). A
+backend with ``fill_embeddings`` (the Lightning runner, :mod:`lmaudit.backends.lightning_embed`)
+is handed every missing text with its key and writes the entries itself; they are read back.
 
 Implementations: :mod:`lmaudit.backends.embed_st` (sentence-transformers, MiniLM shipped on
 PyPI), :mod:`lmaudit.backends.embed_openai` (OpenAI-compatible ``/v1/embeddings``) and
@@ -32,7 +34,14 @@ from lmaudit.backends.base import Backend, BackendError
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.provenance.cache import ResponseCache, cache_key
 
-__all__ = ["CachedEmbedder", "EmbeddingBackend", "as_unit_rows", "decode_vector", "encode_vector"]
+__all__ = [
+    "CachedEmbedder",
+    "EmbeddingBackend",
+    "as_unit_rows",
+    "decode_vector",
+    "encode_vector",
+    "vector_entries",
+]
 
 Matrix = NDArray[np.float32]
 UNIT_TOL = 1e-3
@@ -60,6 +69,14 @@ def as_unit_rows(vectors: Any, n: int, where: str) -> Matrix:
 
 def encode_vector(v: NDArray[np.float32]) -> dict[str, Any]:
     return {"dim": int(v.shape[0]), "f32": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")}
+
+
+def vector_entries(vectors: Any, n: int, where: str) -> tuple[Matrix, list[dict[str, Any]]]:
+    """An embedder's output for ``n`` texts as unit rows, and the cache entries that store them.
+    Every writer of embedding entries (this module, the Lightning ranks of
+    :mod:`lmaudit.backends.lightning_embed`) goes through here."""
+    rows = as_unit_rows(vectors, n, where)
+    return rows, [encode_vector(r) for r in rows]
 
 
 def decode_vector(entry: Any) -> NDArray[np.float32] | None:
@@ -105,11 +122,19 @@ class CachedEmbedder(CachedBackend):
             found[i] = decode_vector(self.cache.get(keys[i]))
             return found[i] is not None
 
+        # A backend whose workers write the cache themselves (the Lightning runner) gets every
+        # missing text with its key; the vectors are then read back from the cache.
+        fill = getattr(self.backend, "fill_embeddings", None)
+
         def compute(idx: list[int], stored: Callable[[int], None]) -> None:
+            if fill is not None:
+                fill(self.cache.root, [(keys[i], unique[i]) for i in idx])
+                self._read_back(idx, load, stored)
+                return
             batch = [unique[i] for i in idx]
-            rows = as_unit_rows(self.backend.embed(batch), len(batch), type(self.backend).__name__)
-            for i, row in zip(idx, rows, strict=True):
-                self.cache.put(keys[i], encode_vector(row))
+            rows, entries = vector_entries(self.backend.embed(batch), len(batch), type(self.backend).__name__)
+            for i, row, entry in zip(idx, rows, entries, strict=True):
+                self.cache.put(keys[i], entry)
                 found[i] = row
                 stored(i)
 
@@ -126,7 +151,7 @@ class CachedEmbedder(CachedBackend):
             disable=not self.progress,
             leave=False,
         ) as bar:
-            self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1)
+            self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1, whole=fill is not None)
         dims = {v.shape[0] for v in found if v is not None}
         if len(dims) > 1:
             raise BackendError(f"embeddings of different dimensions {sorted(dims)} under one identity")

@@ -47,9 +47,21 @@ def build_backend(model_cfg: Mapping[str, Any] | DictConfig) -> Any:
 
 
 def build_embedder(cfg: Mapping[str, Any] | DictConfig) -> Any:
-    """The embedding backend named by ``kind`` (minilm | openai | sim); heavy imports only for it."""
+    """The embedding backend named by ``kind`` (minilm | openai | sim); heavy imports only for it.
+    With ``runner=lightning`` (minilm only) it runs over ``devices`` Lightning ranks."""
+    from lmaudit.config.execution import EMBEDDER_EXECUTION_FIELDS
+
     c = plain_config(cfg)
+    execution = {k: c.pop(k) for k in EMBEDDER_EXECUTION_FIELDS if k in c}
     kind = c.get("kind")
+    if execution.get("runner", "inprocess") == "lightning":
+        if kind != "minilm":
+            raise ValueError(
+                f"embedder config: field 'runner' = 'lightning' runs only kind=minilm, not {kind!r}"
+            )
+        from lmaudit.backends.lightning_embed import LightningEmbedder
+
+        return LightningEmbedder(c, execution)
     if kind == "sim":
         from lmaudit.backends.sim.embed import SimEmbedder
 

@@ -153,7 +153,7 @@ def make_trainer(setup: dict[str, Any], writer: CacheWriter, model: Any) -> pl.T
     )
 
 
-def run_job(trainer: pl.Trainer, module: HFPredictModule, shards: Sequence[dict[str, Any]]) -> None:
+def run_job(trainer: pl.Trainer, module: pl.LightningModule, shards: Sequence[dict[str, Any]]) -> None:
     """Answer one job: this rank's shards (chosen by the distributed sampler) into the cache."""
     loader = DataLoader(Shards(shards), batch_size=1, shuffle=False, collate_fn=_one, num_workers=0)
     trainer.predict(module, dataloaders=loader, return_predictions=False)

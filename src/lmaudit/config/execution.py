@@ -1,8 +1,9 @@
 """The execution fields of a model config: how a model runs, not what it is.
 
 ``runner`` (in-process or the PyTorch Lightning runner), ``devices``, ``num_nodes``, ``strategy``,
-``accelerator`` and ``precision`` choose where and how the ``hf`` backend computes. They never
-enter a backend's identity, a cache key, a plan or its digest, so answers computed on a cluster
+``accelerator`` and ``precision`` choose where and how the ``hf`` backend computes (``runner``,
+``devices`` and ``accelerator`` also the choir study's MiniLM embedder). They never enter a
+backend's identity, a cache key, a plan or its digest, so answers computed on a cluster
 serve a laptop and a registration binds the design, not the hardware (docs/scale.md).
 """
 
@@ -16,32 +17,36 @@ TRUE_PRECISION = {"float32": "32-true", "bfloat16": "bf16-true", "float16": "16-
 #: Model config fields that say how a model runs, not what it is: they never enter a backend's
 #: identity, a cache key, a plan or its digest (so answers computed on a cluster serve a laptop).
 EXECUTION_FIELDS = ("runner", "devices", "num_nodes", "strategy", "accelerator", "precision")
+#: The subset an embedder config takes (``study.embedder`` of the choir study): one machine's
+#: processes, each with the whole (small) model.
+EMBEDDER_EXECUTION_FIELDS = ("runner", "devices", "accelerator")
 
 
-def without_execution(model: Any) -> Any:
-    """A model config (plain dict) without its execution fields; anything else unchanged."""
+def without_execution(model: Any, fields: tuple[str, ...] = EXECUTION_FIELDS) -> Any:
+    """A model (or embedder) config (plain dict) without its execution fields; anything else unchanged."""
     if not isinstance(model, dict):
         return model
-    return {k: v for k, v in model.items() if k not in EXECUTION_FIELDS}
+    return {k: v for k, v in model.items() if k not in fields}
 
 
-def execution_problems(node: Any) -> list[str]:
-    """Relations between the ``hf`` execution fields (each problem names its field)."""
+def execution_problems(node: Any, where: str = "model") -> list[str]:
+    """Relations between the execution fields of the config node at ``where`` (``model``, or an
+    embedder's ``study.embedder``); each problem names its field."""
     get = node.get
     out: list[str] = []
     runner = get("runner", "inprocess")
     if runner != "lightning":
         for name in ("devices", "num_nodes"):
             if (get(name, 1) or 1) > 1:
-                out.append(f"model.{name} = {get(name)} needs model.runner=lightning")
+                out.append(f"{where}.{name} = {get(name)} needs {where}.runner=lightning")
         if get("strategy", "ddp") != "ddp" or get("precision") is not None:
-            out.append("model.strategy and model.precision apply only with model.runner=lightning")
+            out.append(f"{where}.strategy and {where}.precision apply only with {where}.runner=lightning")
     precision = get("precision")
     dtype = get("dtype", "float32")
     if precision is not None and precision.endswith("-true") and precision != TRUE_PRECISION.get(dtype):
         out.append(
-            f"model.precision = {precision!r} does not match model.dtype = {dtype!r} "
-            f"(use {TRUE_PRECISION.get(dtype)!r}, or change model.dtype)"
+            f"{where}.precision = {precision!r} does not match {where}.dtype = {dtype!r} "
+            f"(use {TRUE_PRECISION.get(dtype)!r}, or change {where}.dtype)"
         )
     return out
 

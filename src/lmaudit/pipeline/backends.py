@@ -27,8 +27,9 @@ class Backends:
         self.cache = cache
         self.progress = progress
         self._open: dict[str, Any] = {}
+        self._own: Any = None
         if own is not None:
-            self._open[canonical_json(_plain(own[0]))] = own[1]
+            self._open[canonical_json(_plain(own[0]))] = self._own = own[1]
 
     def sampler(self, model: Mapping[str, Any]) -> CachedBackend:
         from lmaudit.backends.factory import build_backend
@@ -59,3 +60,11 @@ class Backends:
             )
         emb: CachedEmbedder = self._open[key]
         return emb
+
+    def close(self) -> None:
+        """Stop the worker processes of the backends opened here (Lightning runners); the
+        run's own backend is closed by its opener."""
+        for opened in self._open.values():
+            close = getattr(opened.backend, "close", None)
+            if opened is not self._own and callable(close):
+                close()

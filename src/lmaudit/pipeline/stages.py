@@ -73,7 +73,11 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
     cache = ResponseCache(Path(cfg.paths.cache))
     section: dict[str, Any]
     if not study.needs_backend(cfg):  # no run model: imported measurements, or the study opens its own
-        measured = study.measure(plan, None, ctx.with_backends(Backends(cache, None, ctx.progress)))
+        opened = Backends(cache, None, ctx.progress)
+        try:
+            measured = study.measure(plan, None, ctx.with_backends(opened))
+        finally:
+            opened.close()
         section = {
             "backend": None,
             "imported": not plan.n_requests,
@@ -85,11 +89,11 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
         t_load = time.perf_counter() - t0
         batch = int(cfg.model.get("batch_size", 16))
         cached = CachedBackend(backend, cache, batch_size=batch, progress=ctx.progress)
+        opened = Backends(cache, (cfg.model, cached), ctx.progress)
         try:
-            measured = study.measure(
-                plan, cached, ctx.with_backends(Backends(cache, (cfg.model, cached), ctx.progress))
-            )
+            measured = study.measure(plan, cached, ctx.with_backends(opened))
         finally:
+            opened.close()
             close = getattr(backend, "close", None)  # the Lightning runner's worker processes
             if callable(close):
                 close()

@@ -8,6 +8,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from lmaudit.config.checks import ranged
+from lmaudit.config.execution import execution_problems
 
 
 @dataclass
@@ -19,6 +20,20 @@ class ChoirEmbedderConfig:
     dim: int = ranged(256, ge=2)  # sim: vector dimension
     seed: int = 0  # sim: hashing seed
     batch_size: int = ranged(64, ge=1)
+    # How MiniLM runs (docs/scale.md, as the model's fields); never part of the embedder's
+    # identity, a cache key or the plan.
+    runner: str = ranged("inprocess", choices=("inprocess", "lightning"))
+    devices: int = ranged(1, ge=1)  # processes (one per GPU; on CPU, each gets cores / devices threads)
+    accelerator: str = ranged("auto", choices=("auto", "cpu", "gpu"))
+
+    @staticmethod
+    def check_relations(node: Any) -> list[str]:
+        out = execution_problems(node, "study.embedder")
+        if node.get("runner") == "lightning" and node.get("kind") != "minilm":
+            out.append(
+                f"study.embedder.runner=lightning runs only kind=minilm, not kind={node.get('kind')!r}"
+            )
+        return out
 
 
 @dataclass

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.sim.freelist import question_words
+from lmaudit.config.execution import EMBEDDER_EXECUTION_FIELDS, without_execution
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import (
@@ -386,6 +387,12 @@ class ChoirStudy(Study):
         names = "+".join(m["name"] for m in ensemble(cfg, s))
         tag = hashlib.sha256(names.encode()).hexdigest()[:6]  # the members, short
         return f"{s.bank}-{s.ensemble.name}-{tag}-g{s.generations}"
+
+    def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
+        out = super().plan_config(cfg)
+        # how the embedder runs (runner, devices ...) is not part of the design either
+        out["study"]["embedder"] = without_execution(out["study"].get("embedder"), EMBEDDER_EXECUTION_FIELDS)
+        return out
 
     def plan(self, ctx: RunContext) -> Plan:
         return plan(ctx.cfg, freezing_open=ctx.freezing_open)

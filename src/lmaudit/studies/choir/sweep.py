@@ -12,6 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from lmaudit.config.execution import EMBEDDER_EXECUTION_FIELDS, without_execution
 from lmaudit.provenance.io import InputError, atomic_write_jsonl, iter_jsonl
 
 _JOB_KEYS = ("stage", "out_dir", "run_name", "measurements", "prereg", "model")
@@ -22,6 +23,7 @@ def design_key(cfg: DictConfig) -> str:
     for k in _JOB_KEYS:
         d.pop(k, None)
     d["study"] = {k: v for k, v in (d.get("study") or {}).items() if k != "ensemble"}
+    d["study"]["embedder"] = without_execution(d["study"].get("embedder"), EMBEDDER_EXECUTION_FIELDS)
     return json.dumps(d, sort_keys=True, default=str)
 
 

@@ -1,0 +1,232 @@
+"""The ranks behind ``runner=lightning``: worker processes that answer job files into the response cache.
+
+A :class:`RankPool` cuts nothing and computes nothing itself: a subclass (the ``hf`` model's
+:class:`~lmaudit.backends.lightning_runner.LightningRunner`, the MiniLM embedder's
+:class:`~lmaudit.backends.lightning_embed.LightningEmbedder`) turns a call into shards and
+:meth:`RankPool._run` writes them as one job file into a scratch folder; every rank answers its
+shards into the cache and writes ``done-<job>.<rank>.json`` (or its traceback). What a rank
+loads is named by the pool's ``setup.json`` (:func:`make_worker`).
+
+On one machine the ranks are ``devices`` worker processes (``python -m
+lmaudit.backends.lightning_pool``), started on first use and kept until :meth:`RankPool.close`;
+each joins a process group through Lightning's own environment (``LOCAL_RANK``, ``MASTER_ADDR``
+..., as torchrun would set them), so Lightning launches nothing itself. Under SLURM (the ``hf``
+runner only) every task is a rank; task 0 answers in-process and the others serve
+(:func:`serve`) until it is done (docs/scale.md).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lmaudit.backends.base import BackendError
+from lmaudit.backends.hf_batching import ForwardStats
+from lmaudit.provenance.io import atomic_write_text
+
+POLL_S = 0.02
+
+
+def slurm_rank() -> tuple[int, int] | None:
+    """(rank, world size) when this process is one of several SLURM tasks started by srun."""
+    n = os.environ.get("SLURM_NTASKS")
+    if not n or int(n) < 2 or os.environ.get("SLURM_JOB_NAME") in {"bash", "interactive"}:
+        return None
+    return int(os.environ.get("SLURM_PROCID", "0")), int(n)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def slurm_pool() -> Path:
+    base = Path(os.environ.get("LMAUDIT_RUNNER_DIR") or Path.home() / ".cache" / "lmaudit" / "runner")
+    step = os.environ.get("SLURM_STEP_ID", "0")
+    return base / f"slurm-{os.environ.get('SLURM_JOB_ID', 'job')}-{step}"
+
+
+def set_threads(setup: Mapping[str, Any]) -> None:
+    """On CPU, ``cores // devices`` torch threads for this rank."""
+    import torch
+
+    if setup["accelerator"] == "cpu" or not torch.cuda.is_available():
+        torch.set_num_threads(max(1, _cores() // int(setup["devices"])))
+
+
+def make_worker(setup: dict[str, Any]) -> Any:
+    """The rank for a pool's setup: the ``hf`` model's, or an embedder's (``lightning_embed``)."""
+    if "embedder" in setup:
+        from lmaudit.backends.lightning_embed import EmbedWorker
+
+        return EmbedWorker(setup)
+    from lmaudit.backends.lightning_runner import Worker
+
+    return Worker(setup)
+
+
+def serve(pool: Path, rank: int, parent: int | None) -> None:
+    """Answer the pool's jobs in order until it is stopped (or the parent process is gone)."""
+    worker = make_worker(json.loads((pool / "setup.json").read_text()))
+    n = 1
+    while True:
+        job_file = pool / f"job-{n}.json"
+        if job_file.exists():
+            try:
+                done = worker.answer(json.loads(job_file.read_text()))
+            except BaseException:
+                atomic_write_text(pool / f"error-{n}.{rank}.txt", traceback.format_exc())
+                raise
+            atomic_write_text(pool / f"done-{n}.{rank}.json", json.dumps(done))
+            n += 1
+            continue
+        if (pool / "stop").exists() or (parent is not None and os.getppid() != parent):
+            return
+        time.sleep(POLL_S)
+
+
+class RankPool:
+    """The ranks that answer jobs into the response cache: ``devices`` worker processes on this
+    machine, or (``slurm``) the tasks of a SLURM job. A subclass says what its ranks load
+    (:meth:`_setup`, read by :func:`make_worker`); ``where`` names its config node in errors."""
+
+    where = "model"
+
+    def __init__(self, execution: Mapping[str, Any], slurm: bool = True) -> None:
+        self.execution: dict[str, Any] = {
+            "runner": "lightning",
+            "devices": int(execution.get("devices", 1)),
+            "num_nodes": int(execution.get("num_nodes", 1)),
+            "strategy": str(execution.get("strategy", "ddp")),
+            "accelerator": str(execution.get("accelerator", "auto")),
+            "precision": execution.get("precision"),
+        }
+        self.stats = ForwardStats()
+        self.jobs = 0
+        self._first = 0  # jobs before the current pool (each pool numbers its jobs from 1)
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._pool: Path | None = None
+        self._local: Any = None  # rank 0 in this process (SLURM task 0)
+        self._slurm = slurm_rank() if slurm else None
+        self.world = int(self.execution["devices"]) * int(self.execution["num_nodes"])
+        w = self.where
+        if self._slurm is not None and self._slurm[1] != self.world:
+            raise BackendError(
+                f"lightning runner: {w}.devices x {w}.num_nodes = {self.world}, but SLURM started "
+                f"{self._slurm[1]} tasks (set hydra.launcher.tasks_per_node and nodes to match)"
+            )
+        if self._slurm is None and self.execution["num_nodes"] > 1:
+            raise BackendError(
+                f"lightning runner: {w}.num_nodes = {self.execution['num_nodes']} needs a SLURM job "
+                f"(hydra/launcher=slurm); one machine runs {w}.devices processes"
+            )
+        atexit.register(self.close)
+
+    def _setup(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _start(self) -> Path:
+        if self._pool is not None:
+            return self._pool
+        if self._slurm is not None:
+            pool = slurm_pool()
+            pool.mkdir(parents=True, exist_ok=True)
+            self._local = make_worker(self._setup())
+            atomic_write_text(pool / "setup.json", json.dumps(self._setup()))
+            self._pool = pool
+            return pool
+        self._first = self.jobs
+        pool = Path(tempfile.mkdtemp(prefix="lmaudit-runner-"))
+        atomic_write_text(pool / "setup.json", json.dumps(self._setup()))
+        devices = int(self.execution["devices"])
+        threads = str(max(1, _cores() // devices))
+        base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        base.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
+        base.update({"WORLD_SIZE": str(devices), "NODE_RANK": "0", "OMP_NUM_THREADS": threads})
+        base["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        for rank in range(devices):
+            env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+            log = open(pool / f"log-{rank}.txt", "wb")  # noqa: SIM115 (the worker keeps it)
+            cmd = [sys.executable, "-m", "lmaudit.backends.lightning_pool", str(pool), str(rank)]
+            cmd.append(str(os.getpid()))
+            self._procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+            log.close()
+        self._pool = pool
+        return pool
+
+    def _run(self, cache_root: Path, shards: list[dict[str, Any]]) -> None:
+        pool = self._start()
+        self.jobs += 1
+        n = self.jobs - self._first
+        atomic_write_text(pool / f"job-{n}.json", json.dumps({"cache": str(cache_root), "shards": shards}))
+        if self._local is not None:
+            atomic_write_text(
+                pool / f"done-{n}.0.json",
+                json.dumps(self._local.answer({"cache": str(cache_root), "shards": shards})),
+            )
+        for rank in range(self.world):
+            done = pool / f"done-{n}.{rank}.json"
+            while not done.exists():
+                if any(pool.glob(f"error-{n}.*.txt")):
+                    time.sleep(1.0)  # a rank's failure breaks the others' collectives: report them all
+                    texts = [
+                        f"rank {e.name.split('.')[1]}: {e.read_text()[-2000:]}"
+                        for e in sorted(pool.glob(f"error-{n}.*.txt"))
+                    ]
+                    raise BackendError("lightning runner: job failed\n" + "\n".join(texts))
+                if rank < len(self._procs) and self._procs[rank].poll() is not None:
+                    log = (pool / f"log-{rank}.txt").read_text(errors="replace")[-3000:]
+                    raise BackendError(
+                        f"lightning runner: worker rank {rank} exited with code "
+                        f"{self._procs[rank].returncode}; its log ends:\n{log}"
+                    )
+                time.sleep(POLL_S)
+            stats = json.loads(done.read_text())["stats"]
+            for k, v in stats.items():
+                setattr(self.stats, k, getattr(self.stats, k) + int(v))
+
+    def close(self) -> None:
+        """Stop the workers and remove the job files (the cache keeps every answer)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        with contextlib.suppress(OSError):
+            atomic_write_text(pool / "stop", "")
+        for p in self._procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self._procs = []
+        if self._slurm is None:
+            shutil.rmtree(pool, ignore_errors=True)
+
+
+def main(argv: list[str]) -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    serve(Path(argv[0]), int(argv[1]), int(argv[2]) if len(argv) > 2 else None)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
