@@ -37,13 +37,13 @@ from lmaudit.studies.base import (
 )
 from lmaudit.studies.choir import design, sweep
 from lmaudit.studies.choir.ballots import read_ballots
-from lmaudit.studies.choir.borda import analyze_ranking, cohort_tops
-from lmaudit.studies.choir.calibration import analyze_calibration, read_calibration
+from lmaudit.studies.choir.calibration import read_calibration
 from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA, load_profiles
 from lmaudit.studies.choir.extract import extract_items
 from lmaudit.studies.choir.importer import read_import
 from lmaudit.studies.choir.ranking import evaluators, measure_ranking, ranking_mode
+from lmaudit.studies.choir.rows import analyze_rows
 from lmaudit.studies.choir.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
 
@@ -92,13 +92,6 @@ def _evaluators(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
 
 def _vector_text(v: NDArray[np.float32]) -> str:
     return base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode("ascii")
-
-
-def _vector(text: str, where: str) -> NDArray[np.float32]:
-    try:
-        return np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4").astype(np.float32)
-    except (ValueError, TypeError):
-        raise InputError(f"{where}: field 'vector' is not base64 float32") from None
 
 
 def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
@@ -256,108 +249,6 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
     if extraction is not None:
         rows.append({"kind": "extractor", **extraction})
     return Measured(rows, audit=audit)
-
-
-def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
-    from lmaudit.studies.choir.analysis import ListRecord, analyze_lists  # scipy, scikit-learn: when used
-
-    s = settings(cfg)
-    recs: list[ListRecord] = []
-    vec: dict[str, NDArray[np.float32]] = {}
-    vocab: dict[str, list[str]] = {}
-    pvocab: dict[str, list[str]] = {}
-    calibration: list[dict[str, Any]] = []
-    ballots: list[dict[str, Any]] = []
-    pools: list[dict[str, Any]] = []
-    embedder = None
-    extractor: dict[str, Any] = {"method": "rule"}
-    cue_pairs: list[dict[str, Any]] = []
-    for i, r in enumerate(rows, start=1):
-        where = f"{source}: record {i}"
-        kind = r.get("kind") if isinstance(r, dict) else None
-        if kind == "list":
-            try:
-                items = tuple(str(it["text"]) for it in r["items"])
-                recs.append(
-                    ListRecord(
-                        str(r["model"]),
-                        str(r["question"]),
-                        str(r["condition"]),
-                        str(r["persona"]),
-                        float(r["temperature"]),
-                        int(r["generation"]),
-                        items,
-                    )
-                )
-            except (KeyError, TypeError, ValueError) as e:
-                raise InputError(
-                    f"{where}: a list record needs model, question, condition, persona, "
-                    f"temperature, generation and items[].text ({e})"
-                ) from None
-        elif kind == "embedding":
-            vec[str(r.get("text"))] = _vector(str(r.get("vector")), where)
-        elif kind == "vocabulary":
-            vocab[str(r.get("question"))] = [str(t) for t in r.get("terms", [])]
-        elif kind == "profile_vocabulary":
-            pvocab[str(r.get("persona"))] = [str(t) for t in r.get("terms", [])]
-        elif kind == "embedder":
-            embedder = r.get("identity")
-        elif kind == "cue_pair":
-            try:
-                cue_pairs.append(
-                    {
-                        "original": str(r["original"]),
-                        "stripped": str(r["stripped"]),
-                        "anchors": list(r["anchors"]),
-                    }
-                )
-            except (KeyError, TypeError) as e:
-                raise InputError(
-                    f"{where}: a cue_pair record needs original, stripped and anchors ({e})"
-                ) from None
-        elif kind == "extractor":
-            extractor = {
-                k: r.get(k) for k in ("lists", "distinct_answers", "invalid", "on_invalid", "identity")
-            }
-        elif isinstance(kind, str) and kind.startswith("calibration_"):
-            calibration.append(r)
-        elif kind == "ballot":
-            ballots.append(r)
-        elif kind == "ranking_pool":
-            pools.append(r)
-        else:
-            raise InputError(
-                f"{where}: field 'kind' = {kind!r} is not list, embedding, vocabulary, profile_vocabulary, "
-                "embedder, extractor, cue_pair, ballot, ranking_pool or calibration_*"
-            )
-    missing = sorted(
-        (
-            {t for r in recs for t in r.items}
-            | {w for ws in [*vocab.values(), *pvocab.values()] for w in ws}
-            | {a for p in cue_pairs for a in p["anchors"]}
-        )
-        - set(vec)
-    )
-    if missing:
-        raise InputError(
-            f"{source}: {len(missing)} item texts have no embedding record (e.g. {missing[0]!r})"
-        )
-    if not recs:
-        raise InputError(f"{source}: no list records to analyse")
-    out = analyze_lists(recs, vec, vocab, s, pvocab, cue_pairs)
-    out["ranking"] = analyze_ranking(ballots, pools, source)
-    out["calibration"] = analyze_calibration(calibration, cohort_tops(out["ranking"]))
-    out["study"] = "choir"
-    out["embedder"] = embedder
-    out["design"] = {
-        "models": sorted({r.model for r in recs}),
-        "questions": len({r.question for r in recs}),
-        "conditions": sorted({r.condition for r in recs}),
-        "lists": len(recs),
-        "empty_lists": sum(1 for r in recs if not r.items),
-        "extraction": {"method": "llm", **extractor} if "lists" in extractor else extractor,
-    }
-    return out
 
 
 @register_study
