@@ -32,6 +32,7 @@ from lmaudit.studies.choir.analysis import ListRecord, analyze_lists
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.extract import extract_items
 
+CACHE_ROOT = Path(__file__).resolve().parents[1] / ".cache" / "bench"
 PERSONAS = ["archivist", "promoter", "nurse", "trader", "composer"]
 
 
@@ -110,7 +111,9 @@ def bench_embed() -> None:
         t = time.perf_counter()
         ref = plain.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
         t_plain.append(time.perf_counter() - t)
-        with tempfile.TemporaryDirectory() as d:
+        # a cold cache where runs keep theirs (paths.cache: .cache/ in the project), not /tmp
+        CACHE_ROOT.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=CACHE_ROOT) as d:
             cached = CachedEmbedder(ours_backend, ResponseCache(Path(d)), batch_size=64, progress=False)
             t = time.perf_counter()
             got = cached.embed(texts)
