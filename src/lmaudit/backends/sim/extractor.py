@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from lmaudit.backends.base import BackendError, SampleRequest, SampleResult
+from lmaudit.backends.sim.fields import count, number
 
 __all__ = ["SIM_EXTRACTOR_VERSION", "SimExtractor"]
 
@@ -38,18 +39,8 @@ class SimExtractor:
     version: ClassVar[str] = SIM_EXTRACTOR_VERSION
 
     def __init__(self, *, seed: int = 0, invalid_rate: float = 0.0) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"sim agent 'extractor': field 'seed' must be an integer >= 0, got {seed!r}")
-        if (
-            isinstance(invalid_rate, bool)
-            or not isinstance(invalid_rate, int | float)
-            or not 0.0 <= float(invalid_rate) <= 1.0
-        ):
-            raise ValueError(
-                f"sim agent 'extractor': field 'invalid_rate' must be a number in [0, 1], got {invalid_rate!r}"
-            )
-        self.seed = int(seed)
-        self.invalid_rate = float(invalid_rate)
+        self.seed = count("extractor", "seed", seed)
+        self.invalid_rate = number("extractor", "invalid_rate", invalid_rate, 0.0, 1.0)
 
     @classmethod
     def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from lmaudit.backends.base import BackendError, SampleRequest, SampleResult, derive_seed
+from lmaudit.backends.sim.fields import count, number
 
 __all__ = ["SIM_FREELIST_VERSION", "FreeListSampler", "question_words"]
 
@@ -110,11 +111,7 @@ def _rng(*parts: Any) -> np.random.Generator:
 
 
 def _num(name: str, value: Any, lo: float, hi: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= float(value) <= hi:
-        raise ValueError(
-            f"sim agent 'freelist': field {name!r} must be a number in [{lo}, {hi}], got {value!r}"
-        )
-    return float(value)
+    return number("freelist", name, value, lo, hi)
 
 
 class FreeListSampler:
@@ -137,10 +134,7 @@ class FreeListSampler:
         zipf: float = 1.0,
         widths: Mapping[str, int] | None = None,
     ) -> None:
-        for name, v in (("seed", seed), ("signature", signature)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"sim agent 'freelist': field {name!r} must be an integer >= 0, got {v!r}")
-        self.seed, self.signature = int(seed), int(signature)
+        self.seed, self.signature = count("freelist", "seed", seed), count("freelist", "signature", signature)
         self.signature_strength = _num("signature_strength", signature_strength, 0.0)
         self.persona_strength = _num("persona_strength", persona_strength, 0.0)
         self.persona_share = _num("persona_share", persona_share, 0.0, 1.0)

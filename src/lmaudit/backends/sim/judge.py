@@ -48,6 +48,7 @@ from lmaudit.backends.base import (
     SampleResult,
     derive_seed,
 )
+from lmaudit.backends.sim.fields import count, number
 
 __all__ = ["SIM_JUDGE_VERSION", "SimJudge"]
 
@@ -70,9 +71,7 @@ def _sigmoid(x: float) -> float:
 
 
 def _number(name: str, value: Any, lo: float, hi: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= float(value) <= hi:
-        raise ValueError(f"sim agent 'judge': field {name!r} must be a number in [{lo}, {hi}], got {value!r}")
-    return float(value)
+    return number("judge", name, value, lo, hi)
 
 
 class SimJudge:
@@ -96,8 +95,7 @@ class SimJudge:
         carryover: float = 0.0,
         items: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"sim agent 'judge': field 'seed' must be an integer >= 0, got {seed!r}")
+        count("judge", "seed", seed)
         self.seed = seed
         self.position_bias = _number("position_bias", position_bias, -math.inf)
         self.wrapper_attraction = _number("wrapper_attraction", wrapper_attraction, 0.0)

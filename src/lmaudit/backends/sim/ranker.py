@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from lmaudit.backends.base import BackendError, SampleRequest, SampleResult, derive_seed
+from lmaudit.backends.sim.fields import count, number
 
 __all__ = ["SIM_RANKER_VERSION", "RankingSampler"]
 
@@ -48,11 +49,7 @@ STYLES = ("chain", "numbered", "chatty")
 
 
 def _num(name: str, value: Any, lo: float = -math.inf, hi: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= float(value) <= hi:
-        raise ValueError(
-            f"sim agent 'ranker': field {name!r} must be a number in [{lo}, {hi}], got {value!r}"
-        )
-    return float(value)
+    return number("ranker", name, value, lo, hi)
 
 
 class RankingSampler:
@@ -76,8 +73,7 @@ class RankingSampler:
         finalist_conditioned_preference: float | None = None,
         finalist_persona_preference: float | None = None,
     ) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"sim agent 'ranker': field 'seed' must be an integer >= 0, got {seed!r}")
+        count("ranker", "seed", seed)
         if style not in STYLES:
             raise ValueError(f"sim agent 'ranker': field 'style' = {style!r} is not one of {list(STYLES)}")
         self.seed, self.style = int(seed), style

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError, iter_jsonl
+from lmaudit.provenance.io import InputError
+from lmaudit.studies.choir.importer import records
 from lmaudit.studies.choir.pools import POOLS, source_of
 
 __all__ = [
@@ -238,16 +239,7 @@ def read_ballots(path: str | Path) -> list[dict[str, Any]]:
     """``ballot`` measurement records from a JSONL file (docs/choir.md); errors name line and field."""
     rows: list[dict[str, Any]] = []
     seen: set[tuple[Any, ...]] = set()
-    for line, obj in iter_jsonl(path):
-        where = f"{path}: line {line}"
-        if not isinstance(obj, dict):
-            raise InputError(f"{where}: not a JSON object")
-        missing = [k for k in _REQUIRED if k not in obj]
-        if missing:
-            raise InputError(f"{where}: missing field(s) {missing}")
-        unknown = sorted(set(obj) - _KNOWN)
-        if unknown:
-            raise InputError(f"{where}: unknown field(s) {unknown}")
+    for line, where, obj in records(path, _REQUIRED, _KNOWN):
         for key in ("question", "evaluator"):
             if not isinstance(obj[key], str) or not obj[key]:
                 raise InputError(f"{where}: field {key!r} must be a non-empty string")

@@ -10,7 +10,7 @@ lists), ``generation``, and either ``raw`` (the answer as written: extracted by 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA, ChoirMaterials
 from lmaudit.studies.choir.extract import extract_items
 
-__all__ = ["read_import"]
+__all__ = ["read_import", "records"]
 
 _REQUIRED = ("model", "question", "template", "temperature", "persona", "generation")
 _KNOWN = {*_REQUIRED, "raw", "items", "question_text"}
@@ -59,6 +59,25 @@ def _items(obj: dict[str, Any], where: str, limit: int) -> list[dict[str, Any]]:
     return out
 
 
+def records(
+    path: str | Path, required: Iterable[str], known: Iterable[str]
+) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """The JSON objects of a JSONL file with their line and its name for errors, each checked
+    to hold every ``required`` field and no field outside ``known``."""
+    need, allowed = tuple(required), set(known)
+    for line, obj in iter_jsonl(path):
+        where = f"{path}: line {line}"
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: not a JSON object")
+        missing = [k for k in need if k not in obj]
+        if missing:
+            raise InputError(f"{where}: missing field(s) {missing}")
+        unknown = sorted(set(obj) - allowed)
+        if unknown:
+            raise InputError(f"{where}: unknown field(s) {unknown}")
+        yield line, where, obj
+
+
 def read_import(
     path: str | Path, s: ChoirStudyConfig, m: ChoirMaterials, profiles: Iterable[str] = ()
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -70,16 +89,7 @@ def read_import(
     rows: list[dict[str, Any]] = []
     texts: dict[str, str] = {}
     seen: set[tuple[Any, ...]] = set()
-    for line, obj in iter_jsonl(path):
-        where = f"{path}: line {line}"
-        if not isinstance(obj, dict):
-            raise InputError(f"{where}: not a JSON object")
-        missing = [k for k in _REQUIRED if k not in obj]
-        if missing:
-            raise InputError(f"{where}: missing field(s) {missing}")
-        unknown = sorted(set(obj) - _KNOWN)
-        if unknown:
-            raise InputError(f"{where}: unknown field(s) {unknown}")
+    for line, where, obj in records(path, _REQUIRED, _KNOWN):
         model, q, template, persona = (
             _str(obj, k, where) for k in ("model", "question", "template", "persona")
         )
