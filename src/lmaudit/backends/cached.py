@@ -93,26 +93,43 @@ class CachedBackend:
         bar: Any,
         weight: Callable[[int], int],
         whole: bool = False,
+        grouped: bool = False,
     ) -> None:
         """Compute ``pending`` indices: claim, compute in batches (all at once when ``whole``),
         release each as it is stored; wait for others' claims.
+
+        ``grouped`` claims all of them with one claim file (:meth:`ResponseCache.claim_many`),
+        released when the batches are done, for many small requests where a file per request
+        would cost more than answering it.
 
         ``compute(indices, stored)`` calls ``stored(i)`` once index ``i``'s answer is in the cache."""
         while pending:
             mine: list[int] = []
             theirs: list[int] = []
-            for i in pending:
-                if self.cache.claim(claim_key(i)):
-                    if load(i):  # finished by another process between our miss and our claim
-                        self.cache.release(claim_key(i))
+            group: str | None = None
+            if grouped:
+                group, granted = self.cache.claim_many([claim_key(i) for i in pending])
+                for i in pending:
+                    if claim_key(i) not in granted:
+                        theirs.append(i)
+                    elif load(i):  # finished by another process between our miss and our claim
                         bar.update(weight(i))
                     else:
                         mine.append(i)
-                else:
-                    theirs.append(i)
+            else:
+                for i in pending:
+                    if self.cache.claim(claim_key(i)):
+                        if load(i):
+                            self.cache.release(claim_key(i))
+                            bar.update(weight(i))
+                        else:
+                            mine.append(i)
+                    else:
+                        theirs.append(i)
 
             def stored(i: int) -> None:
-                self.cache.release(claim_key(i))
+                if not grouped:
+                    self.cache.release(claim_key(i))
                 bar.update(weight(i))
 
             step = max(1, len(mine)) if whole else self.batch_size
@@ -120,8 +137,11 @@ class CachedBackend:
                 for s in range(0, len(mine), step):
                     compute(mine[s : s + step], stored)
             finally:
-                for i in mine:
-                    self.cache.release(claim_key(i))
+                if grouped:
+                    self.cache.release_many(group)
+                else:
+                    for i in mine:
+                        self.cache.release(claim_key(i))
             still: list[int] = []
             for i in theirs:
                 while not load(i) and self.cache.claimed(claim_key(i)):

@@ -123,9 +123,9 @@ class CacheWriter(BasePredictionWriter):
         batch_idx: int,
         dataloader_idx: int,
     ) -> None:
-        for key, value in prediction:
-            self.cache.put(key, value)
-            self.written += 1
+        # one pack per batch (a file per answer costs more than many embeddings)
+        self.cache.put_many(list(prediction))
+        self.written += len(prediction)
 
 
 def make_trainer(setup: dict[str, Any], writer: CacheWriter, model: Any) -> pl.Trainer:

@@ -23,30 +23,51 @@ to be verified against: an edit that keeps its shape cannot be detected, and the
 guards against corruption and accidental edits, not against someone who removes it.
 Cache keys are unchanged by the digest: it is stored inside the entry, not in its name.
 
+**Packs.** Callers that store many small answers at once (the embedding contract: thousands
+of short texts per call) write them as one *pack* (:meth:`ResponseCache.put_many`):
+``packs/<sha256 of the content>.jsonl``, one verified entry per line, written atomically like
+an entry. Creating a file costs far more than writing a few kilobytes into one, so a pack
+per batch rather than a file per text is what keeps a cold embedding run about as fast as the
+bare model. Pack names are content digests, so a rebuilt cache has the same files (DVC's
+digest of a cache folder does not depend on when or where it was filled). The pack index (key -> file, offset, length) is
+built from the pack files and refreshed when the ``packs`` folder changes, so entries another
+process packs are seen. A key in both (only after a re-ask) is served from a pack. A damaged pack line is rejected like a damaged entry, and the answer
+asked again goes into a new pack.
+
 Processes sharing a cache do not duplicate work: before asking a backend, a process
 *claims* each missing key (``<key>.claim``, created with O_EXCL, so exactly one process
 wins); others wait for the entry. A claim whose owner died (same host, pid gone) or that is
-older than ``claim_ttl_s`` is taken over.
+older than ``claim_ttl_s`` is taken over. :meth:`claim_many` claims a whole set of keys with
+one file (``claims/<pid>-<ns>.claim``, listing them), under an exclusive ``flock`` of the
+``claims`` folder, so exactly one process gets each key; :meth:`claimed` sees both kinds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.base import canonical_json, sha256_text
-from lmaudit.provenance.io import atomic_write_text
+from lmaudit.provenance.io import atomic_write_bytes, atomic_write_text
 from lmaudit.provenance.jsoncheck import json_type
 
 log = logging.getLogger(__name__)
+
+
+PACKS = "packs"
+CLAIMS = "claims"
+# a folder's mtime comes from a coarse clock: a listing is trusted to stay current only once
+# the folder's last change is this much older than the listing (else it is listed again)
+RACY_NS = 1_000_000_000
 
 
 def cache_key(backend_digest: str, payload: dict[str, Any]) -> str:
@@ -118,40 +139,86 @@ class ResponseCache:
         self.root = Path(self.root)
         self._rejected: set[str] = set()
         self._legacy: set[str] = set()
+        # packs: key -> [(pack file name, byte offset, length)], newest write of ours first
+        self._packed: dict[str, list[tuple[str, int, int]]] = {}
+        self._packs_known: set[str] = set()
+        self._pack_fds: dict[str, int] = {}
+        self._packs_listed: tuple[int, int] | None = None  # (folder mtime, when listed), ns
+        self._group_owners: dict[str, tuple[str, frozenset[str]]] = {}  # claim file -> (owner, keys)
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str, check: Callable[[Any], Any] | None = None) -> Any | None:
         """The stored value (passed through ``check``, which raises ValueError, TypeError or
-        KeyError on a value of the wrong shape), or None when absent or rejected."""
+        KeyError on a value of the wrong shape), or None when absent or rejected. The packs
+        that hold the key are tried first, then the key's own file."""
+        for where in self._pack_locations(key):
+            shown = f"{self.root / PACKS / where[0]} (line of key {key})"
+            try:
+                raw = os.pread(self._pack_fd(where[0]), where[2], where[1])
+            except OSError as e:
+                raw = None
+                self._reject(key, shown, f"unreadable ({e.strerror or type(e).__name__})")
+            if raw is not None:
+                ok, value = self._serve(key, raw, shown, check)
+                if ok:
+                    return value
+            self._packed[key].remove(where)  # not tried again by this process
         p = self._path(key)
         try:
-            raw = p.read_bytes()
+            data = p.read_bytes()
         except FileNotFoundError:
             self.stats.misses += 1
             return None
         except OSError as e:  # a directory, no permission ...
             self._reject(key, p, f"unreadable ({e.strerror or type(e).__name__})")
+            self.stats.misses += 1
             return None
+        ok, value = self._serve(key, data, p, check)
+        if not ok:
+            self.stats.misses += 1
+        return value
+
+    def _pack_fd(self, name: str) -> int:
+        """An open descriptor of a pack (a few are kept open: reads tend to stay in one pack)."""
+        fd = self._pack_fds.pop(name, None)
+        if fd is None:
+            fd = os.open(self.root / PACKS / name, os.O_RDONLY)
+            if len(self._pack_fds) >= 16:
+                os.close(self._pack_fds.pop(next(iter(self._pack_fds))))
+        self._pack_fds[name] = fd  # most recently used last
+        return fd
+
+    def close(self) -> None:
+        """Close the pack files held open for reading (reopened when needed)."""
+        while self._pack_fds:
+            os.close(self._pack_fds.popitem()[1])
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def _serve(
+        self, key: str, raw: bytes, where: Path | str, check: Callable[[Any], Any] | None
+    ) -> tuple[bool, Any]:
         try:
             value, verified = parse_entry(raw, key)
             if check is not None:
                 value = check(value)
         except InvalidEntry as e:
-            self._reject(key, p, str(e))
-            return None
+            self._reject(key, where, str(e))
+            return False, None
         except (KeyError, TypeError, ValueError) as e:
-            self._reject(key, p, f"value of the wrong shape ({type(e).__name__}: {e})")
-            return None
+            self._reject(key, where, f"value of the wrong shape ({type(e).__name__}: {e})")
+            return False, None
         if not verified and key not in self._legacy:
             self._legacy.add(key)
             self.stats.legacy += 1
         self.stats.hits += 1
-        return value
+        return True, value
 
-    def _reject(self, key: str, path: Path, why: str) -> None:
-        self.stats.misses += 1
+    def _reject(self, key: str, path: Path | str, why: str) -> None:
         if key not in self._rejected:
             self._rejected.add(key)
             self.stats.invalid += 1
@@ -170,8 +237,71 @@ class ResponseCache:
         self._rejected.discard(key)
         self.stats.writes += 1
 
+    def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
+        """Store ``(key, value)`` pairs as one pack (module docstring): one file for them all."""
+        if not items:
+            return
+        lines: list[bytes] = []
+        for key, value in items:
+            entry: dict[str, Any] = {"key": key, "value": value}
+            entry["sha256"] = entry_digest(entry)
+            lines.append(canonical_json(entry).encode("utf-8"))
+        body = b"\n".join(lines) + b"\n"
+        name = f"{sha256_text(body.decode('utf-8'))}.jsonl"
+        atomic_write_bytes(self.root / PACKS / name, body, fsync=False)
+        self._packs_known.add(name)
+        offset = 0
+        for (key, _), line in zip(items, lines, strict=True):
+            self._packed.setdefault(key, []).insert(0, (name, offset, len(line)))
+            offset += len(line) + 1
+            if key in self._rejected:
+                # a rejected per-key entry would shadow the new one: move it out of the way
+                p = self._path(key)
+                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                    p.rename(p.with_name(f"{p.name}.invalid-{time.time_ns()}"))
+                self._rejected.discard(key)
+        self.stats.writes += len(items)
+
+    def _pack_locations(self, key: str) -> list[tuple[str, int, int]]:
+        self._refresh_packs()
+        return list(self._packed.get(key, ()))
+
+    def _refresh_packs(self) -> None:
+        """Index the pack files not indexed yet, if the ``packs`` folder may have changed."""
+        folder = self.root / PACKS
+        try:
+            mtime = folder.stat().st_mtime_ns
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        listed = self._packs_listed
+        if listed is not None and listed[0] == mtime and mtime < listed[1] - RACY_NS:
+            return
+        self._packs_listed = (mtime, time.time_ns())
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".jsonl") and not name.startswith(".") and name not in self._packs_known:
+                self._index_pack(folder / name)
+
+    def _index_pack(self, path: Path) -> None:
+        try:
+            body = path.read_bytes()
+        except OSError:
+            return  # not readable: not indexed (and tried again at the next listing)
+        self._packs_known.add(path.name)
+        offset = 0
+        for line in body.split(b"\n"):
+            key: str | None = None
+            # canonical JSON sorts the fields: a well-formed line starts with its key
+            if line.startswith(b'{"key":"') and line[72:73] == b'"':
+                key = line[8:72].decode("ascii", "replace")
+            elif line.strip():
+                with contextlib.suppress(ValueError, AttributeError):
+                    key = str(json.loads(line).get("key"))
+            if key is not None:
+                self._packed.setdefault(key, []).append((path.name, offset, len(line)))
+            offset += len(line) + 1
+
     def __contains__(self, key: str) -> bool:
-        return self._path(key).exists()
+        return self._path(key).exists() or bool(self._pack_locations(key))
 
     # -- claims ---------------------------------------------------------------------------
     claim_ttl_s: float = 3600.0
@@ -181,6 +311,8 @@ class ResponseCache:
 
     def claim(self, key: str) -> bool:
         """Try to become the one process that computes ``key``; False if another holds it."""
+        if key in self._claimed_in_groups():
+            return False
         p = self._claim_path(key)
         p.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(2):
@@ -203,13 +335,86 @@ class ResponseCache:
 
     def claimed(self, key: str) -> bool:
         p = self._claim_path(key)
+        if p.exists() and not self._stale(p):
+            return True
+        return key in self._claimed_in_groups()
+
+    def claim_many(self, keys: Sequence[str]) -> tuple[str | None, set[str]]:
+        """Claim, with one file, every key of ``keys`` that no live claim holds.
+
+        Returns the claim's name (for :meth:`release_many`; None when nothing was granted)
+        and the granted keys. The claims folder is locked (``flock``) while the live claims
+        are read and the new one written, so two processes never get the same key."""
+        folder = self.root / CLAIMS
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = self._claimed_in_groups()
+            granted = [k for k in dict.fromkeys(keys) if k not in held and not self._claim_held(k)]
+            if not granted:
+                return None, set()
+            name = f"{os.getpid()}-{time.time_ns()}.claim"
+            record = {"pid": os.getpid(), "host": socket.gethostname(), "time": time.time(), "keys": granted}
+            atomic_write_text(folder / name, json.dumps(record), fsync=False)
+            return name, set(granted)
+        finally:
+            os.close(fd)  # releases the lock
+
+    def release_many(self, name: str | None) -> None:
+        if name is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            (self.root / CLAIMS / name).unlink()
+        self._group_owners.pop(name, None)
+
+    def _claim_held(self, key: str) -> bool:
+        p = self._claim_path(key)
         return p.exists() and not self._stale(p)
+
+    def _claimed_in_groups(self) -> frozenset[str]:
+        """Every key held by a live group claim (stale claims are removed)."""
+        folder = self.root / CLAIMS
+        try:
+            names = [n for n in os.listdir(folder) if n.endswith(".claim") and not n.startswith(".")]
+        except (FileNotFoundError, NotADirectoryError):
+            return frozenset()
+        held: set[str] = set()
+        for name in names:
+            known = self._group_owners.get(name)
+            if known is None:  # claim files never change: read each once
+                try:
+                    record = json.loads((folder / name).read_text())
+                    owner = f"{int(record['pid'])} {record['host']} {float(record['time'])}"
+                    known = (owner, frozenset(str(k) for k in record["keys"]))
+                except FileNotFoundError:
+                    continue
+                except (ValueError, KeyError, TypeError):
+                    continue  # not a claim this class wrote
+                self._group_owners[name] = known
+            if self._stale_owner(known[0]):
+                with contextlib.suppress(FileNotFoundError):
+                    (folder / name).unlink()
+                self._group_owners.pop(name, None)
+                continue
+            held |= known[1]
+        for gone in set(self._group_owners) - set(names):
+            del self._group_owners[gone]
+        return frozenset(held)
 
     def _stale(self, p: Path) -> bool:
         try:
-            pid_s, host, t = p.read_text().split()
-        except (FileNotFoundError, ValueError):
-            return False  # being written right now, or gone
+            owner = p.read_text()
+        except FileNotFoundError:
+            return False  # gone
+        return self._stale_owner(owner)
+
+    def _stale_owner(self, owner: str) -> bool:
+        try:
+            pid_s, host, t = owner.split()
+            float(t)
+        except ValueError:
+            return False  # being written right now
         if time.time() - float(t) > self.claim_ttl_s:
             return True
         if host == socket.gethostname():
