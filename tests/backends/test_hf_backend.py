@@ -10,7 +10,9 @@ import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import itertools
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from lmaudit.backends.hf_batching import (  # noqa: E402
     build_prefix_tree,
     next_token_logits,
     pack_forest,
+    scoring_units,
 )
 
 CHAT_TEMPLATE = (
@@ -224,6 +227,61 @@ def test_packed_prefix_reuse_equals_naive(tiny_dir: Path, pack_tokens: int) -> N
     assert stats.tokens_real == stats.tokens_padded == len(forest.tokens) < 0.6 * sum(map(len, ids))
     assert len({tuple(i) for i in ids}) == len(ids) - 1 and stats.requests == len(requests)
     assert stats.forward_calls == -(-len(forest.tokens) // pack_tokens)
+
+
+def test_scoring_units_restrict_to_any_run_of_whole_units() -> None:
+    """A unit closes after the prompt that brings its trie to unit_tokens; the units of any run
+    of whole units, cut on its own, are the same units (what the runner's ranks rely on)."""
+    rng = random.Random(3)
+    for _ in range(50):
+        stems = [[rng.randrange(1, 6) for _ in range(rng.randrange(1, 8))] for _ in range(4)]
+        ids = [
+            [*rng.choice(stems), *(rng.randrange(1, 9) for _ in range(rng.randrange(1, 6)))]
+            for _ in range(40)
+        ]
+        ids += [list(ids[rng.randrange(40)]) for _ in range(5)]  # duplicates
+        unit_tokens = rng.choice([1, 5, 20, 60, 1000])
+        units = scoring_units(ids, unit_tokens)
+        order = sorted(range(len(ids)), key=lambda i: (ids[i], i))
+        assert [i for u in units for i in u] == order
+        for u in units:  # by hand: first prompt in full, the others past the common prefix
+
+            def common(a: list[int], b: list[int]) -> int:
+                k = 0
+                while k < min(len(a), len(b)) and a[k] == b[k]:
+                    k += 1
+                return k
+
+            sizes = [len(ids[u[0]])] + [
+                len(ids[b]) - common(ids[a], ids[b]) for a, b in itertools.pairwise(u)
+            ]
+            assert sum(sizes[:-1]) < unit_tokens and (sum(sizes) >= unit_tokens or u is units[-1])
+        lo = rng.randrange(len(units))
+        hi = rng.randrange(lo, len(units)) + 1
+        run = [i for u in units[lo:hi] for i in u]
+        sub = scoring_units([ids[i] for i in run], unit_tokens)
+        assert [[run[j] for j in u] for u in sub] == units[lo:hi]
+
+
+def test_a_unit_scores_the_same_bits_alone_and_in_company(tiny_dir: Path) -> None:
+    backend = _backend(tiny_dir)
+    requests = _qq_requests(4) + _qq_requests(2, system=False)
+    ids = [backend.encode(r.messages) for r in requests]
+    units = scoring_units(ids, 60)
+    assert len(units) >= 4
+    whole: dict[int, Any] = {}
+    for idx, logits in next_token_logits(
+        backend.model, ids, stats=ForwardStats(), pack_tokens=16, unit_tokens=60
+    ):
+        whole.update(zip(idx, logits, strict=True))
+    stats = ForwardStats()
+    for unit in units[1:3]:
+        for idx, logits in next_token_logits(
+            backend.model, [ids[i] for i in unit], stats=stats, pack_tokens=16, unit_tokens=60
+        ):
+            for j, row in zip(idx, logits, strict=True):
+                assert torch.equal(row, whole[unit[j]])
+    assert stats.requests == len(units[1]) + len(units[2])
 
 
 def test_pack_forest_is_a_depth_first_trie() -> None:

@@ -40,6 +40,7 @@ from lmaudit.backends.embedded import (
 from lmaudit.backends.hf_batching import (
     DEFAULT_MIN_SHARED_TOKENS,
     DEFAULT_PACK_TOKENS,
+    DEFAULT_UNIT_TOKENS,
     ForwardStats,
     next_token_logits,
 )
@@ -85,14 +86,15 @@ class HFBackend:
         sample_block: int = 1,
         attn_implementation: str | None = None,
         pack_tokens: int = DEFAULT_PACK_TOKENS,
+        unit_tokens: int = DEFAULT_UNIT_TOKENS,
     ) -> None:
         if dtype is None:
             dtype = "float32" if device == "cpu" else "bfloat16"
         if dtype not in _DTYPES:
             raise BackendError(f"hf backend: dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
-        if batch_size < 1 or sample_block < 1 or pack_tokens < 1 or top_k < 0:
+        if batch_size < 1 or sample_block < 1 or pack_tokens < 1 or unit_tokens < 1 or top_k < 0:
             raise BackendError(
-                "hf backend: batch_size, sample_block and pack_tokens must be >= 1 and top_k >= 0"
+                "hf backend: batch_size, sample_block, pack_tokens and unit_tokens must be >= 1 and top_k >= 0"
             )
         self.model_name = model
         self.revision = revision
@@ -104,6 +106,7 @@ class HFBackend:
         self.min_shared_tokens = int(min_shared_tokens)
         self.sample_block = int(sample_block)
         self.pack_tokens = int(pack_tokens)
+        self.unit_tokens = int(unit_tokens)
         self.attn_implementation = attn_implementation
         self.chat_template_kwargs: dict[str, Any] = dict(chat_template_kwargs or {})
         self.stats = ForwardStats()
@@ -236,6 +239,9 @@ class HFBackend:
                 "batch_size": self.batch_size,
                 "sample_block": self.sample_block,
                 "pack_tokens": self.pack_tokens,
+                "unit_tokens": self.unit_tokens,
+                # MKL's conditional numerical reproducibility (lmaudit/__init__.py)
+                "mkl_cbwr": os.environ.get("MKL_CBWR"),
                 "top_k": self.top_k,
                 "bos": {
                     "token": self.tokenizer.bos_token,
@@ -328,6 +334,7 @@ class HFBackend:
                 stats=self.stats,
                 pack_tokens=self.pack_tokens,
                 min_shared=self.min_shared_tokens,
+                unit_tokens=self.unit_tokens,
                 on_chunk=bar.update,
             ):
                 yield from label_results(logits, idx, label_ids, k, self.tokenizer)

@@ -17,7 +17,15 @@ token prefixes (system prompt, few-shot exemplars, a QQ cell's position-1 prompt
   positions back, so the packing is exact for any window;
 * the model is asked for the logits of the last token of each prompt only
   (``logits_to_keep`` as an index tensor): the vocabulary head (262k rows for Gemma 3) runs
-  once per prompt.
+  once per prompt;
+* the prompts, sorted by their ids, are first cut into *units* of about ``unit_tokens`` trie
+  tokens (:func:`scoring_units`), and each unit is its own forest, packed and chunked on its
+  own. A unit's arithmetic therefore depends on its prompts only, never on what else was asked
+  in the call: the Lightning runner deals whole units to its ranks and each rank computes them
+  exactly as one process computes them (the same chunks and the same masks; with MKL's strict
+  reproducibility, which lmaudit sets, the same bits whatever the thread count). The price is
+  each unit recomputing the prefix it shares with the unit before (about 2% of the default
+  audit's tokens at 4,096 tokens per unit).
 
 Each token's arithmetic matches an unpadded, uncached forward of its own prompt up to
 floating-point reassociation (checked against a naive forward in the tests).
@@ -36,6 +44,8 @@ import torch
 DEFAULT_MIN_SHARED_TOKENS = 1
 #: Tokens per packed forward (queries); keys add the ancestors' cached tokens.
 DEFAULT_PACK_TOKENS = 512
+#: Trie tokens per independent scoring unit (:func:`scoring_units`).
+DEFAULT_UNIT_TOKENS = 4096
 
 
 @dataclass
@@ -212,6 +222,29 @@ def _kv(cache: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.inference_mode()
+def scoring_units(ids: Sequence[Sequence[int]], unit_tokens: int = DEFAULT_UNIT_TOKENS) -> list[list[int]]:
+    """The prompts' indices sorted by their ids (ties by index), cut into units: a unit closes
+    after the prompt that brings its trie to ``unit_tokens`` tokens or more (a unit's first
+    prompt counts all its tokens, each later one the tokens beyond its common prefix with the
+    one before).
+
+    The cut depends only on where a unit starts, so the units of any run of whole units, taken
+    on its own, are the same units: how the runner's ranks reproduce the one-process scoring."""
+    order = sorted(range(len(ids)), key=lambda i: (list(ids[i]), i))
+    units: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for i in order:
+        size += len(ids[i]) - (_lcp(ids[current[-1]], ids[i], 0) if current else 0)
+        current.append(i)
+        if size >= unit_tokens:
+            units.append(current)
+            current, size = [], 0
+    if current:
+        units.append(current)
+    return units
+
+
 def next_token_logits(
     model: Any,
     ids: Sequence[Sequence[int]],
@@ -219,11 +252,31 @@ def next_token_logits(
     stats: ForwardStats,
     pack_tokens: int = DEFAULT_PACK_TOKENS,
     min_shared: int = DEFAULT_MIN_SHARED_TOKENS,
+    unit_tokens: int = DEFAULT_UNIT_TOKENS,
     on_chunk: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
     """Yield ``(indices, logits)`` per packed forward: next-token logits ``[len(indices), V]``
-    after ``ids[i]`` for the requests ending in that chunk. Every request is yielded once, in
-    the trie's depth-first order. ``on_chunk(n)`` follows each chunk with ``n`` requests."""
+    after ``ids[i]`` for the requests ending in that chunk. Every request is yielded once, unit
+    by unit (:func:`scoring_units`), in each unit's depth-first order. ``on_chunk(n)`` follows
+    each chunk with ``n`` requests."""
+    if any(len(seq) == 0 for seq in ids):
+        raise ValueError("cannot score an empty prompt")
+    for unit in scoring_units(ids, unit_tokens):
+        for local, logits in _forest_logits(
+            model, [ids[i] for i in unit], stats, pack_tokens, min_shared, on_chunk
+        ):
+            yield [unit[j] for j in local], logits
+
+
+def _forest_logits(
+    model: Any,
+    ids: Sequence[Sequence[int]],
+    stats: ForwardStats,
+    pack_tokens: int,
+    min_shared: int,
+    on_chunk: Callable[[int], None] | None,
+) -> Iterator[tuple[list[int], torch.Tensor]]:
+    """:func:`next_token_logits` of one unit: its forest, packed and chunked."""
     from transformers import DynamicCache
 
     forest = pack_forest(ids, min_shared)

@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.embeddings import decode_vector, vector_entries
-from lmaudit.backends.lightning_pool import RankPool, set_threads
+from lmaudit.backends.lightning_pool import RankPool, contiguous_runs, interleave, set_threads
 from lmaudit.provenance.cache import ResponseCache
 
 Answer = tuple[str, Any]  # (cache key, stored entry)
@@ -49,14 +49,7 @@ def deal(texts: Sequence[str], batch_size: int, world: int) -> list[list[list[in
     order = order_texts(texts)
     batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
     cost = [len(b) * max(len(texts[i]) for i in b) + 1 for b in batches]
-    total = sum(cost)
-    runs: list[list[list[int]]] = [[] for _ in range(world)]
-    before = 0
-    for b, c in zip(batches, cost, strict=True):
-        # the rank whose share holds the batch's midpoint: non-decreasing, so each run is contiguous
-        runs[min(world - 1, (2 * before + c) * world // (2 * total))].append(b)
-        before += c
-    return runs
+    return [[batches[j] for j in run] for run in contiguous_runs(cost, world)]
 
 
 class EmbedPredictModule(pl.LightningModule):
@@ -146,14 +139,10 @@ class LightningEmbedder(RankPool):
         if not items:
             return
         runs = deal([t for _, t in items], self.batch_size, self.world)
-        # Lightning's distributed sampler deals shard j to rank j % world: interleave the runs
-        # (padding with empty shards) so that each rank gets its own run, in order
-        shards: list[dict[str, Any]] = []
-        for j in range(max(len(r) for r in runs)):
-            for run in runs:
-                idx = run[j] if j < len(run) else []
-                shards.append({"items": [{"key": items[i][0], "text": items[i][1]} for i in idx]})
-        self._run(cache_root, shards)
+        per_rank = [
+            [{"items": [{"key": items[i][0], "text": items[i][1]} for i in b]} for b in run] for run in runs
+        ]
+        self._run(cache_root, interleave(per_rank, {"items": []}))
 
     def _setup(self) -> dict[str, Any]:
         return {"embedder": self.embedder_cfg, **self.execution}

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,29 @@ from lmaudit.backends.hf_batching import ForwardStats
 from lmaudit.provenance.io import atomic_write_text
 
 POLL_S = 0.02
+
+
+def contiguous_runs(costs: Sequence[float], world: int) -> list[list[int]]:
+    """Cut items ``0..len(costs)-1``, in order, into ``world`` contiguous runs of about equal
+    total cost: an item goes to the rank whose share holds its cost's midpoint."""
+    total = float(sum(costs)) or 1.0
+    runs: list[list[int]] = [[] for _ in range(world)]
+    before = 0.0
+    for i, c in enumerate(costs):
+        runs[min(world - 1, int((2 * before + c) * world // (2 * total)))].append(i)
+        before += c
+    return runs
+
+
+def interleave(runs: Sequence[Sequence[Any]], empty: Any) -> list[Any]:
+    """The shards of every rank's run in the order Lightning's distributed sampler deals them
+    (shard ``j`` to rank ``j % world``), each run padded with ``empty`` to the longest: rank
+    ``r`` then answers exactly ``runs[r]``, in order, and every rank gets as many shards."""
+    out: list[Any] = []
+    for j in range(max((len(r) for r in runs), default=0)):
+        for run in runs:
+            out.append(run[j] if j < len(run) else empty)
+    return out
 
 
 def slurm_rank() -> tuple[int, int] | None:

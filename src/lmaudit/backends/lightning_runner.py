@@ -9,8 +9,12 @@ cache keys (:meth:`fill_labels`, :meth:`fill_samples`); it cuts them into shards
 (:mod:`lmaudit.backends.lightning_module`). The caller then reads all answers back from the
 cache, so what it returns never depends on which rank computed what, or in which order.
 
-Sharding: label requests are sorted by their token ids and cut into one contiguous run per
-rank, so the prompts that share prefixes are scored in one prefix trie on one rank; sampling
+Sharding: label requests are cut into the one-process path's scoring units
+(:func:`~lmaudit.backends.hf_batching.scoring_units`: sorted by token ids, about
+``unit_tokens`` trie tokens each, each unit its own prefix trie), one shard per unit, and each
+rank gets a contiguous run of whole units; a rank computes each unit exactly as one process
+does, so the label probabilities are the one-process ones to the bit (MKL's strict
+reproducibility, set by lmaudit, makes them independent of the thread count); sampling
 requests are sorted by their first draw's key and dealt round-robin by Lightning's distributed
 sampler. Each draw's seed is fixed by its key, so draws do not depend on the rank either.
 
@@ -41,7 +45,16 @@ from typing import Any
 
 from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, SampleResult
 from lmaudit.backends.hf import HFBackend
-from lmaudit.backends.lightning_pool import RankPool, serve, set_threads, slurm_pool, slurm_rank
+from lmaudit.backends.hf_batching import scoring_units
+from lmaudit.backends.lightning_pool import (
+    RankPool,
+    contiguous_runs,
+    interleave,
+    serve,
+    set_threads,
+    slurm_pool,
+    slurm_rank,
+)
 from lmaudit.provenance.cache import ResponseCache
 
 
@@ -133,12 +146,15 @@ class LightningRunner(RankPool):
 
     # -- filling the cache ------------------------------------------------------------------
     def fill_labels(self, cache_root: Path, items: Sequence[tuple[str, LabelRequest]], top_k: int) -> None:
-        """Answer every ``(key, request)`` into the cache under ``cache_root``."""
+        """Answer every ``(key, request)`` into the cache under ``cache_root``: one shard per
+        scoring unit (the one-process path's units, :func:`scoring_units`), each rank a
+        contiguous run of whole units of about equal size."""
         ids = [self.hf.encode(r.messages) for _, r in items]
-        order = sorted(range(len(items)), key=lambda i: ids[i])
-        per = -(-len(order) // self.world) if order else 0
-        shards = [
-            {
+        units = scoring_units(ids, self.hf.unit_tokens)
+        cost = [sum(len(ids[i]) for i in unit) for unit in units]
+
+        def shard(unit: Sequence[int]) -> dict[str, Any]:
+            return {
                 "kind": "labels",
                 "top_k": int(top_k),
                 "items": [
@@ -147,12 +163,12 @@ class LightningRunner(RankPool):
                         "messages": list(items[i][1].messages),
                         "labels": list(items[i][1].labels),
                     }
-                    for i in order[r * per : (r + 1) * per]
+                    for i in unit
                 ],
             }
-            for r in range(self.world)
-        ]
-        self._run(cache_root, shards)
+
+        runs = [[shard(units[u]) for u in run] for run in contiguous_runs(cost, self.world)]
+        self._run(cache_root, interleave(runs, {"kind": "labels", "top_k": int(top_k), "items": []}))
 
     def fill_samples(self, cache_root: Path, items: Sequence[tuple[list[str], SampleRequest]]) -> None:
         """Answer every ``(draw keys, request)`` into the cache under ``cache_root``."""
