@@ -279,6 +279,7 @@ def test_a_unit_scores_the_same_bits_alone_and_in_company(tiny_dir: Path) -> Non
         for idx, logits in next_token_logits(
             backend.model, [ids[i] for i in unit], stats=stats, pack_tokens=16, unit_tokens=60
         ):
+            assert not logits.requires_grad  # scored under inference mode: no autograd graph
             for j, row in zip(idx, logits, strict=True):
                 assert torch.equal(row, whole[unit[j]])
     assert stats.requests == len(units[1]) + len(units[2])

@@ -221,7 +221,6 @@ def _kv(cache: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
     return entry.keys, entry.values
 
 
-@torch.inference_mode()
 def scoring_units(ids: Sequence[Sequence[int]], unit_tokens: int = DEFAULT_UNIT_TOKENS) -> list[list[int]]:
     """The prompts' indices sorted by their ids (ties by index), cut into units: a unit closes
     after the prompt that brings its trie to ``unit_tokens`` tokens or more (a unit's first
@@ -245,6 +244,7 @@ def scoring_units(ids: Sequence[Sequence[int]], unit_tokens: int = DEFAULT_UNIT_
     return units
 
 
+@torch.inference_mode()
 def next_token_logits(
     model: Any,
     ids: Sequence[Sequence[int]],
