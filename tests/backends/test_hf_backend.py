@@ -229,9 +229,9 @@ def test_packed_prefix_reuse_equals_naive(tiny_dir: Path, pack_tokens: int) -> N
     assert stats.forward_calls == -(-len(forest.tokens) // pack_tokens)
 
 
-def test_scoring_units_restrict_to_any_run_of_whole_units() -> None:
-    """A unit closes after the prompt that brings its trie to unit_tokens; the units of any run
-    of whole units, cut on its own, are the same units (what the runner's ranks rely on)."""
+def test_scoring_units_are_equal_cuts_of_the_sorted_trie() -> None:
+    """k = ceil(T / unit_tokens) units of the sorted prompts, each about T / k trie tokens (a
+    prompt adds the tokens past its common prefix with the prompt before it), worked by hand."""
     rng = random.Random(3)
     for _ in range(50):
         stems = [[rng.randrange(1, 6) for _ in range(rng.randrange(1, 8))] for _ in range(4)]
@@ -243,24 +243,22 @@ def test_scoring_units_restrict_to_any_run_of_whole_units() -> None:
         unit_tokens = rng.choice([1, 5, 20, 60, 1000])
         units = scoring_units(ids, unit_tokens)
         order = sorted(range(len(ids)), key=lambda i: (ids[i], i))
-        assert [i for u in units for i in u] == order
-        for u in units:  # by hand: first prompt in full, the others past the common prefix
+        assert [i for u in units for i in u] == order and all(units)
 
-            def common(a: list[int], b: list[int]) -> int:
-                k = 0
-                while k < min(len(a), len(b)) and a[k] == b[k]:
-                    k += 1
-                return k
+        def common(a: list[int], b: list[int]) -> int:
+            k = 0
+            while k < min(len(a), len(b)) and a[k] == b[k]:
+                k += 1
+            return k
 
-            sizes = [len(ids[u[0]])] + [
-                len(ids[b]) - common(ids[a], ids[b]) for a, b in itertools.pairwise(u)
-            ]
-            assert sum(sizes[:-1]) < unit_tokens and (sum(sizes) >= unit_tokens or u is units[-1])
-        lo = rng.randrange(len(units))
-        hi = rng.randrange(lo, len(units)) + 1
-        run = [i for u in units[lo:hi] for i in u]
-        sub = scoring_units([ids[i] for i in run], unit_tokens)
-        assert [[run[j] for j in u] for u in sub] == units[lo:hi]
+        added = {order[0]: len(ids[order[0]])}
+        added.update({b: len(ids[b]) - common(ids[a], ids[b]) for a, b in itertools.pairwise(order)})
+        total = sum(added.values())
+        k = -(-total // unit_tokens)
+        assert len(units) <= k and (len(units) == k or max(added.values()) * k > total)
+        for u in units:
+            assert abs(sum(added[i] for i in u) - total / k) <= max(added.values())
+    assert scoring_units([], 10) == []
 
 
 def test_a_unit_scores_the_same_bits_alone_and_in_company(tiny_dir: Path) -> None:
@@ -275,9 +273,9 @@ def test_a_unit_scores_the_same_bits_alone_and_in_company(tiny_dir: Path) -> Non
     ):
         whole.update(zip(idx, logits, strict=True))
     stats = ForwardStats()
-    for unit in units[1:3]:
+    for unit in units[1:3]:  # as a Lightning rank scores the units it is given: each as one unit
         for idx, logits in next_token_logits(
-            backend.model, [ids[i] for i in unit], stats=stats, pack_tokens=16, unit_tokens=60
+            backend.model, [ids[i] for i in unit], stats=stats, pack_tokens=16, unit_tokens=None
         ):
             assert not logits.requires_grad  # scored under inference mode: no autograd graph
             for j, row in zip(idx, logits, strict=True):

@@ -306,20 +306,24 @@ class HFBackend:
 
         return tqdm(total=total, desc=desc, unit="prompt", disable=not self.progress or total <= 8)
 
-    def label_logprobs(self, requests: list[LabelRequest], top_k: int | None = None) -> list[LabelResult]:
+    def label_logprobs(
+        self, requests: list[LabelRequest], top_k: int | None = None, *, one_unit: bool = False
+    ) -> list[LabelResult]:
         """Next-token probabilities of each request's labels, the remaining mass and the top-k tokens."""
         results: list[LabelResult | None] = [None] * len(requests)
-        for i, res in self.iter_label_logprobs(requests, top_k):
+        for i, res in self.iter_label_logprobs(requests, top_k, one_unit=one_unit):
             results[i] = res
         return [r for r in results if r is not None]
 
     def iter_label_logprobs(
-        self, requests: Sequence[LabelRequest], top_k: int | None = None
+        self, requests: Sequence[LabelRequest], top_k: int | None = None, *, one_unit: bool = False
     ) -> Iterator[tuple[int, LabelResult]]:
         """``(index, result)`` for every request, as each packed forward finishes (any order).
 
-        All requests share one prefix trie, so a caller should pass every request it has;
-        every request is checked (gate G1) before the model runs.
+        The requests are cut into scoring units (``unit_tokens``; ``one_unit``: they are one
+        unit, as the Lightning runner hands a rank each unit), each its own prefix trie, so a
+        caller should pass every request it has; every request is checked (gate G1) before the
+        model runs.
         """
         k = self.top_k if top_k is None else int(top_k)
         if not requests:
@@ -334,7 +338,7 @@ class HFBackend:
                 stats=self.stats,
                 pack_tokens=self.pack_tokens,
                 min_shared=self.min_shared_tokens,
-                unit_tokens=self.unit_tokens,
+                unit_tokens=None if one_unit else self.unit_tokens,
                 on_chunk=bar.update,
             ):
                 yield from label_results(logits, idx, label_ids, k, self.tokenizer)

@@ -18,14 +18,14 @@ token prefixes (system prompt, few-shot exemplars, a QQ cell's position-1 prompt
 * the model is asked for the logits of the last token of each prompt only
   (``logits_to_keep`` as an index tensor): the vocabulary head (262k rows for Gemma 3) runs
   once per prompt;
-* the prompts, sorted by their ids, are first cut into *units* of about ``unit_tokens`` trie
-  tokens (:func:`scoring_units`), and each unit is its own forest, packed and chunked on its
-  own. A unit's arithmetic therefore depends on its prompts only, never on what else was asked
-  in the call: the Lightning runner deals whole units to its ranks and each rank computes them
-  exactly as one process computes them (the same chunks and the same masks; with MKL's strict
-  reproducibility, which lmaudit sets, the same bits whatever the thread count). The price is
-  each unit recomputing the prefix it shares with the unit before (about 2% of the default
-  audit's tokens at 4,096 tokens per unit).
+* the prompts, sorted by their ids, are first cut into *units* of equal trie size, at most
+  ``unit_tokens`` (:func:`scoring_units`), and each unit is its own forest, packed and chunked
+  on its own. A unit's arithmetic therefore depends on its prompts only: the Lightning runner
+  deals whole units to its ranks and each rank computes them exactly as one process computes
+  them (the same chunks and the same masks; with MKL's strict reproducibility, which lmaudit
+  sets, the same bits whatever the thread count). The price is each unit recomputing the
+  prefix it shares with the unit before (about 2% of the default audit's tokens at 4,096
+  tokens per unit).
 
 Each token's arithmetic matches an unpadded, uncached forward of its own prompt up to
 floating-point reassociation (checked against a naive forward in the tests).
@@ -33,6 +33,7 @@ floating-point reassociation (checked against a naive forward in the tests).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -222,26 +223,29 @@ def _kv(cache: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def scoring_units(ids: Sequence[Sequence[int]], unit_tokens: int = DEFAULT_UNIT_TOKENS) -> list[list[int]]:
-    """The prompts' indices sorted by their ids (ties by index), cut into units: a unit closes
-    after the prompt that brings its trie to ``unit_tokens`` tokens or more (a unit's first
-    prompt counts all its tokens, each later one the tokens beyond its common prefix with the
-    one before).
+    """The prompts' indices sorted by their ids (ties by index), cut into ``k`` units of about
+    equal trie size: the call's trie holds ``T`` tokens (a prompt adds the tokens beyond its
+    common prefix with the prompt before it), ``k = ceil(T / unit_tokens)``, and a unit closes
+    after the prompt that takes the running trie count past the next multiple of ``T / k``.
 
-    The cut depends only on where a unit starts, so the units of any run of whole units, taken
-    on its own, are the same units: how the runner's ranks reproduce the one-process scoring."""
+    Equal units keep the Lightning runner's ranks (whole units each) equally busy; a rank scores
+    each unit it is given as one unit (``next_token_logits(..., unit_tokens=None)``)."""
     order = sorted(range(len(ids)), key=lambda i: (list(ids[i]), i))
-    units: list[list[int]] = []
-    current: list[int] = []
-    size = 0
-    for i in order:
-        size += len(ids[i]) - (_lcp(ids[current[-1]], ids[i], 0) if current else 0)
-        current.append(i)
-        if size >= unit_tokens:
-            units.append(current)
-            current, size = [], 0
-    if current:
-        units.append(current)
-    return units
+    if not order:
+        return []
+    added = [len(ids[order[0]])] + [
+        len(ids[b]) - _lcp(ids[a], ids[b], 0) for a, b in itertools.pairwise(order)
+    ]
+    total = sum(added)
+    k = max(1, -(-total // max(1, unit_tokens)))
+    units: list[list[int]] = [[]]
+    running = 0
+    for i, c in zip(order, added, strict=True):
+        running += c
+        units[-1].append(i)
+        if len(units) < k and running * k >= total * len(units):
+            units.append([])
+    return [u for u in units if u]
 
 
 @torch.inference_mode()
@@ -252,16 +256,17 @@ def next_token_logits(
     stats: ForwardStats,
     pack_tokens: int = DEFAULT_PACK_TOKENS,
     min_shared: int = DEFAULT_MIN_SHARED_TOKENS,
-    unit_tokens: int = DEFAULT_UNIT_TOKENS,
+    unit_tokens: int | None = DEFAULT_UNIT_TOKENS,
     on_chunk: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
     """Yield ``(indices, logits)`` per packed forward: next-token logits ``[len(indices), V]``
     after ``ids[i]`` for the requests ending in that chunk. Every request is yielded once, unit
-    by unit (:func:`scoring_units`), in each unit's depth-first order. ``on_chunk(n)`` follows
-    each chunk with ``n`` requests."""
+    by unit (:func:`scoring_units`; ``unit_tokens=None``: all of ``ids`` is one unit), in each
+    unit's depth-first order. ``on_chunk(n)`` follows each chunk with ``n`` requests."""
     if any(len(seq) == 0 for seq in ids):
         raise ValueError("cannot score an empty prompt")
-    for unit in scoring_units(ids, unit_tokens):
+    units = [list(range(len(ids)))] if unit_tokens is None else scoring_units(ids, unit_tokens)
+    for unit in units:
         for local, logits in _forest_logits(
             model, [ids[i] for i in unit], stats, pack_tokens, min_shared, on_chunk
         ):

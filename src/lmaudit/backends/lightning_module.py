@@ -93,7 +93,8 @@ class HFPredictModule(pl.LightningModule):
         out: list[Answer] = []
         if batch["kind"] == "labels" and batch["items"]:
             requests = [LabelRequest(tuple(it["messages"]), tuple(it["labels"])) for it in batch["items"]]
-            results = self.backend.label_logprobs(requests, top_k=int(batch["top_k"]))
+            # a shard is one scoring unit of the caller's call (lightning_runner.fill_labels)
+            results = self.backend.label_logprobs(requests, top_k=int(batch["top_k"]), one_unit=True)
             out = [(it["key"], r.to_json()) for it, r in zip(batch["items"], results, strict=True)]
         elif batch["kind"] == "sample":
             for it in batch["items"]:

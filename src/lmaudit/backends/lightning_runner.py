@@ -10,11 +10,12 @@ cache keys (:meth:`fill_labels`, :meth:`fill_samples`); it cuts them into shards
 cache, so what it returns never depends on which rank computed what, or in which order.
 
 Sharding: label requests are cut into the one-process path's scoring units
-(:func:`~lmaudit.backends.hf_batching.scoring_units`: sorted by token ids, about
-``unit_tokens`` trie tokens each, each unit its own prefix trie), one shard per unit, and each
-rank gets a contiguous run of whole units; a rank computes each unit exactly as one process
-does, so the label probabilities are the one-process ones to the bit (MKL's strict
-reproducibility, set by lmaudit, makes them independent of the thread count); sampling
+(:func:`~lmaudit.backends.hf_batching.scoring_units`: sorted by token ids, of equal trie
+size, at most ``unit_tokens``, each unit its own prefix trie), one shard per unit, and each
+rank gets a contiguous run of whole units and scores each shard as one unit; a rank computes
+each unit exactly as one process does, so the label probabilities are the one-process ones to
+the bit (MKL's strict reproducibility, set by lmaudit, makes them independent of the thread
+count); sampling
 requests are sorted by their first draw's key and dealt round-robin by Lightning's distributed
 sampler. Each draw's seed is fixed by its key, so draws do not depend on the rank either.
 
