@@ -26,6 +26,7 @@ tokenizers = pytest.importorskip("tokenizers")
 from lmaudit.backends import embedded  # noqa: E402
 from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, identity_digest  # noqa: E402
 from lmaudit.backends.hf import HFBackend  # noqa: E402
+from lmaudit.backends.hf_attention import plan_blocks, supports_packed_attention  # noqa: E402
 from lmaudit.backends.hf_batching import (  # noqa: E402
     ForwardStats,
     build_prefix_tree,
@@ -627,3 +628,43 @@ def test_cached_scoring_streams_all_requests_into_one_trie(tiny_dir: Path, tmp_p
     assert [g.probs for g in got] == [d.probs for d in direct]
     again = CachedBackend(backend, cache, batch_size=2, progress=False).label_logprobs(requests, top_k=3)
     assert [a.to_json() for a in again] == [g.to_json() for g in got] and backend.stats.forward_calls == 1
+
+
+def test_plan_blocks_cover_every_query_and_its_visible_keys() -> None:
+    rng = random.Random(5)
+    for _ in range(30):
+        nodes = sorted(rng.randrange(6) for _ in range(rng.randrange(1, 40)))
+        n_q, n_k = len(nodes), len(nodes) + rng.randrange(0, 30)
+        visible = torch.rand(n_q, n_k) < 0.3
+        for q in range(1, n_q):  # a node's later tokens see what its earlier ones see
+            if nodes[q] == nodes[q - 1]:
+                visible[q] |= visible[q - 1]
+        plan = plan_blocks(nodes, visible)
+        assert plan[0][0] == 0 and plan[-1][1] == n_q
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(plan))  # consecutive, no gaps
+        for q0, q1, keys in plan:
+            assert torch.equal(keys, torch.unique(keys))  # sorted, once each
+            outside = torch.ones(n_k, dtype=torch.bool)
+            outside[keys] = False
+            assert not visible[q0:q1][:, outside].any()  # nothing visible is left out
+
+
+def test_block_attention_equals_dense_and_restores_the_model(gemma_dir: Path) -> None:
+    backend = _backend(gemma_dir)
+    model = backend.model
+    assert supports_packed_attention(model)
+    before = model.config._attn_implementation
+    requests = _qq_requests(4) + _qq_requests(2, system=False)
+    ids = [backend.encode(r.messages) for r in requests]
+    got: dict[str, dict[int, Any]] = {"blocks": {}, "dense": {}}
+    for how in got:
+        for idx, logits in next_token_logits(
+            model, ids, stats=ForwardStats(), pack_tokens=24, block_attention=how == "blocks"
+        ):
+            got[how].update(zip(idx, logits, strict=True))
+    assert model.config._attn_implementation == before
+    assert sorted(got["blocks"]) == list(range(len(ids)))
+    for i in got["dense"]:
+        p_blocks = torch.softmax(got["blocks"][i].double(), -1)
+        p_dense = torch.softmax(got["dense"][i].double(), -1)
+        assert float((p_blocks - p_dense).abs().max()) < 1e-6

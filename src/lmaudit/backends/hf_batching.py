@@ -33,12 +33,20 @@ floating-point reassociation (checked against a naive forward in the tests).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from lmaudit.backends.hf_attention import (
+    packed_attention,
+    packed_masks,
+    plan_blocks,
+    supports_packed_attention,
+)
 
 #: Internal trie nodes shorter than this are folded into their children. Packing makes a
 #: node cost nothing beyond its tokens, so by default nothing is folded.
@@ -258,17 +266,21 @@ def next_token_logits(
     min_shared: int = DEFAULT_MIN_SHARED_TOKENS,
     unit_tokens: int | None = DEFAULT_UNIT_TOKENS,
     on_chunk: Callable[[int], None] | None = None,
+    block_attention: bool = True,
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
     """Yield ``(indices, logits)`` per packed forward: next-token logits ``[len(indices), V]``
     after ``ids[i]`` for the requests ending in that chunk. Every request is yielded once, unit
     by unit (:func:`scoring_units`; ``unit_tokens=None``: all of ``ids`` is one unit), in each
-    unit's depth-first order. ``on_chunk(n)`` follows each chunk with ``n`` requests."""
+    unit's depth-first order. ``on_chunk(n)`` follows each chunk with ``n`` requests.
+    ``block_attention``: attention by blocks of trie nodes (:mod:`lmaudit.backends.hf_attention`)
+    where the model supports it; False: one dense masked attention per chunk."""
     if any(len(seq) == 0 for seq in ids):
         raise ValueError("cannot score an empty prompt")
     units = [list(range(len(ids)))] if unit_tokens is None else scoring_units(ids, unit_tokens)
+    blocks = block_attention and supports_packed_attention(model)
     for unit in units:
         for local, logits in _forest_logits(
-            model, [ids[i] for i in unit], stats, pack_tokens, min_shared, on_chunk
+            model, [ids[i] for i in unit], stats, pack_tokens, min_shared, on_chunk, blocks
         ):
             yield [unit[j] for j in local], logits
 
@@ -280,6 +292,7 @@ def _forest_logits(
     pack_tokens: int,
     min_shared: int,
     on_chunk: Callable[[int], None] | None,
+    blocks: bool,
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
     """:func:`next_token_logits` of one unit: its forest, packed and chunked."""
     from transformers import DynamicCache
@@ -343,15 +356,23 @@ def _forest_logits(
             n for n in chunk_nodes if forest.ends[n] and a <= forest.first[n] + forest.length[n] - 1 < b
         ]
         keep = torch.tensor([forest.first[n] + forest.length[n] - 1 - a for n in finishing], dtype=torch.long)
-        out = model(
-            input_ids=torch.tensor([forest.tokens[a:b]], device=device),
-            attention_mask=_mask_argument(model, allowed, near, dtype),
-            position_ids=q_pos.unsqueeze(0).to(device),
-            cache_position=torch.arange(n_past, n_past + b - a, device=device),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=keep.to(device) if finishing else 1,
-        )
+        if blocks:
+            types = set(model.config.layer_types)
+            ok = {"full_attention": allowed, "sliding_attention": allowed & near}
+            plan = plan_blocks(forest.node_of[a:b], allowed)
+            mask: Any = packed_masks(plan, {t: m for t, m in ok.items() if t in types}, dtype)
+        else:
+            mask = _mask_argument(model, allowed, near, dtype)
+        with packed_attention(model) if blocks else contextlib.nullcontext():
+            out = model(
+                input_ids=torch.tensor([forest.tokens[a:b]], device=device),
+                attention_mask=mask,
+                position_ids=q_pos.unsqueeze(0).to(device),
+                cache_position=torch.arange(n_past, n_past + b - a, device=device),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=keep.to(device) if finishing else 1,
+            )
         stats.forward_calls += 1
         stats.tokens_real += b - a
         stats.tokens_padded += b - a

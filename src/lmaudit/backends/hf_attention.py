@@ -1,0 +1,157 @@
+"""Block-sparse attention for the packed prefix-trie forwards of :mod:`lmaudit.backends.hf_batching`.
+
+A packed chunk holds the tokens of many trie nodes; each token may attend only to its own
+prompt's earlier tokens (its ancestors' segments and its own segment up to itself). A dense
+attention over the chunk's queries and all its keys, with the rest masked, computes every
+(query, key) pair and throws most away: on the default audit that was a sixth of the scoring
+time. Here the chunk's queries are cut into *blocks* of consecutive trie nodes, and each block
+attends only to the union of its nodes' visible keys (gathered), with a small mask for the rest:
+
+* a node's tokens are consecutive in the chunk, and its last token sees every key any of its
+  tokens sees (the same ancestors, causal within the node), so that row names the node's keys;
+* neighbouring nodes are merged into one block while one attention call over the union costs
+  less than two calls (:data:`CALL_COST` pairs for the call itself), so the many short leaves
+  of a trie do not each pay a call.
+
+The result equals the dense masked attention up to floating-point reassociation (masked keys
+contribute exact zeros to either). It is used for models whose layers take one mask per layer
+type (``config.layer_types``: Gemma 3, Qwen 3, ...), whose forward passes a mask mapping
+through to the attention function unchanged; other models keep the dense additive mask. The
+attention function is registered with transformers as ``lmaudit_packed`` and selected only
+inside :func:`packed_attention` (the model's own setting is restored after each forward).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+NAME = "lmaudit_packed"
+#: The cost of one attention call, in (query, key) pairs, when deciding to merge two blocks.
+CALL_COST = 1024
+
+
+@dataclass(frozen=True)
+class Block:
+    q0: int  # first query row of the block in the chunk
+    q1: int  # one past its last
+    keys: torch.Tensor  # indices into the forward's keys (past + chunk) the block may see
+    mask: torch.Tensor  # [1, 1, q1 - q0, len(keys)] additive
+
+
+@dataclass(frozen=True)
+class PackedMask:
+    """One layer type's attention pattern of a packed chunk, as blocks."""
+
+    blocks: tuple[Block, ...]
+
+
+def plan_blocks(node_of_query: list[int], visible: torch.Tensor) -> list[tuple[int, int, torch.Tensor]]:
+    """``(q0, q1, key indices)`` per block: runs of queries of one node, merged while cheaper.
+
+    ``visible[q, k]`` says whether query ``q`` may see key ``k`` under any layer's mask (the
+    full-attention pattern; sliding windows only remove keys)."""
+    runs: list[tuple[int, int, torch.Tensor]] = []
+    start = 0
+    for q in range(1, len(node_of_query) + 1):
+        if q == len(node_of_query) or node_of_query[q] != node_of_query[start]:
+            runs.append((start, q, torch.nonzero(visible[q - 1], as_tuple=False).flatten()))
+            start = q
+    blocks: list[tuple[int, int, torch.Tensor]] = []
+    for q0, q1, keys in runs:
+        if blocks:
+            p0, _, pkeys = blocks[-1]
+            union = torch.unique(torch.cat([pkeys, keys]))  # sorted
+            apart = (blocks[-1][1] - p0) * len(pkeys) + (q1 - q0) * len(keys) + 2 * CALL_COST
+            together = (q1 - p0) * len(union) + CALL_COST
+            if together <= apart:
+                blocks[-1] = (p0, q1, union)
+                continue
+        blocks.append((q0, q1, keys))
+    return blocks
+
+
+def packed_masks(
+    plan: list[tuple[int, int, torch.Tensor]], ok_by_type: dict[str, torch.Tensor], dtype: torch.dtype
+) -> dict[str, PackedMask]:
+    """Each layer type's blocks: the plan's key indices with that type's additive mask."""
+    neg = torch.finfo(dtype).min
+    out: dict[str, PackedMask] = {}
+    for layer_type, ok in ok_by_type.items():
+        blocks = []
+        for q0, q1, keys in plan:
+            sub = ok[q0:q1].index_select(1, keys)
+            mask = torch.zeros(sub.shape, dtype=dtype).masked_fill_(~sub, neg)[None, None]
+            blocks.append(Block(q0, q1, keys, mask))
+        out[layer_type] = PackedMask(tuple(blocks))
+    return out
+
+
+def packed_attention_forward(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: Any,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers' attention-function signature; ``attention_mask`` is a :class:`PackedMask`
+    (anything else goes to transformers' own sdpa function)."""
+    if not isinstance(attention_mask, PackedMask):
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    batch, heads, n_q, _ = query.shape
+    out = query.new_empty((batch, heads, n_q, value.shape[-1]))
+    gqa = heads != key.shape[1]
+    for b in attention_mask.blocks:
+        out[:, :, b.q0 : b.q1] = F.scaled_dot_product_attention(
+            query[:, :, b.q0 : b.q1],
+            key.index_select(2, b.keys),
+            value.index_select(2, b.keys),
+            attn_mask=b.mask,
+            scale=scaling,
+            enable_gqa=gqa,
+        )
+    return out.transpose(1, 2).contiguous(), None
+
+
+def supports_packed_attention(model: Any) -> bool:
+    """Models whose forward takes one mask per layer type and has no logit soft-capping."""
+    cfg = getattr(model, "config", None)
+    types = set(getattr(cfg, "layer_types", None) or [])
+    return (
+        bool(types)
+        and types <= {"full_attention", "sliding_attention"}
+        and getattr(cfg, "attn_logit_softcapping", None) is None
+    )
+
+
+_registered = False
+
+
+@contextlib.contextmanager
+def packed_attention(model: Any) -> Iterator[None]:
+    """Within the block, ``model`` computes attention with :func:`packed_attention_forward`."""
+    global _registered
+    from transformers import AttentionInterface
+
+    if not _registered:
+        AttentionInterface.register(NAME, packed_attention_forward)
+        _registered = True
+    cfg = model.config
+    before = cfg._attn_implementation
+    cfg._attn_implementation = NAME
+    try:
+        yield
+    finally:
+        cfg._attn_implementation = before
