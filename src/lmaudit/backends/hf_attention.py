@@ -42,6 +42,7 @@ class Block:
     q1: int  # one past its last
     keys: torch.Tensor  # indices into the forward's keys (past + chunk) the block may see
     mask: torch.Tensor  # [1, 1, q1 - q0, len(keys)] additive
+    span: tuple[int, int] | None = None  # the keys as a range, when they are one
 
 
 @dataclass(frozen=True)
@@ -82,13 +83,22 @@ def packed_masks(
     """Each layer type's blocks: the plan's key indices with that type's additive mask."""
     neg = torch.finfo(dtype).min
     out: dict[str, PackedMask] = {}
+    made: list[tuple[torch.Tensor, PackedMask]] = []
     for layer_type, ok in ok_by_type.items():
+        same = next((m for o, m in made if o is ok or torch.equal(o, ok)), None)
+        if same is not None:  # e.g. a sliding window longer than every prompt: one set of masks
+            out[layer_type] = same
+            continue
         blocks = []
         for q0, q1, keys in plan:
             sub = ok[q0:q1].index_select(1, keys)
             mask = torch.zeros(sub.shape, dtype=dtype).masked_fill_(~sub, neg)[None, None]
-            blocks.append(Block(q0, q1, keys, mask))
+            span = None
+            if int(keys[-1]) - int(keys[0]) + 1 == len(keys):  # contiguous keys: a view, no gather
+                span = (int(keys[0]), int(keys[-1]) + 1)
+            blocks.append(Block(q0, q1, keys, mask, span))
         out[layer_type] = PackedMask(tuple(blocks))
+        made.append((ok, out[layer_type]))
     return out
 
 
@@ -114,13 +124,12 @@ def packed_attention_forward(
     out = query.new_empty((batch, heads, n_q, value.shape[-1]))
     gqa = heads != key.shape[1]
     for b in attention_mask.blocks:
+        if b.span is not None:
+            k, v = key[:, :, b.span[0] : b.span[1]], value[:, :, b.span[0] : b.span[1]]
+        else:
+            k, v = key.index_select(2, b.keys), value.index_select(2, b.keys)
         out[:, :, b.q0 : b.q1] = F.scaled_dot_product_attention(
-            query[:, :, b.q0 : b.q1],
-            key.index_select(2, b.keys),
-            value.index_select(2, b.keys),
-            attn_mask=b.mask,
-            scale=scaling,
-            enable_gqa=gqa,
+            query[:, :, b.q0 : b.q1], k, v, attn_mask=b.mask, scale=scaling, enable_gqa=gqa
         )
     return out.transpose(1, 2).contiguous(), None
 
