@@ -15,6 +15,9 @@ token prefixes (system prompt, few-shot exemplars, a QQ cell's position-1 prompt
   cache kept between chunks is only that of the current depth-first path (bounded memory);
 * sliding-window layers get a mask that also drops keys more than ``window - 1`` prompt
   positions back, so the packing is exact for any window;
+* for models that take one mask per layer type, attention runs by blocks of trie nodes, each
+  over the keys it may see only (:mod:`lmaudit.backends.hf_attention`), instead of one dense
+  masked attention over the whole chunk;
 * the model is asked for the logits of the last token of each prompt only
   (``logits_to_keep`` as an index tensor): the vocabulary head (262k rows for Gemma 3) runs
   once per prompt;
