@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from lmaudit.backends.cached import CachedBackend
     from lmaudit.backends.embedded import embedded_gguf_path
     from lmaudit.backends.factory import build_backend
-    from lmaudit.backends.hf_batching import ForwardStats, pack_forest
+    from lmaudit.backends.hf_batching import ForwardStats
+    from lmaudit.backends.hf_trie import pack_forest
     from lmaudit.provenance.cache import ResponseCache
 
     cfg, requests, top_k = default_requests(args.overrides)

@@ -27,13 +27,8 @@ from lmaudit.backends import embedded  # noqa: E402
 from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, identity_digest  # noqa: E402
 from lmaudit.backends.hf import HFBackend  # noqa: E402
 from lmaudit.backends.hf_attention import plan_blocks, supports_packed_attention  # noqa: E402
-from lmaudit.backends.hf_batching import (  # noqa: E402
-    ForwardStats,
-    build_prefix_tree,
-    next_token_logits,
-    pack_forest,
-    scoring_units,
-)
+from lmaudit.backends.hf_batching import ForwardStats, next_token_logits  # noqa: E402
+from lmaudit.backends.hf_trie import build_prefix_tree, pack_forest, scoring_units  # noqa: E402
 
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }} {{ m['content'] }}<end_of_turn>"

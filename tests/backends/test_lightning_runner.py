@@ -181,7 +181,7 @@ def test_fsdp_on_two_gpus_equals_ddp(tiny: Path, tmp_path: Path) -> None:
 
 
 def test_label_shards_are_whole_scoring_units_in_contiguous_runs(tiny: Path) -> None:
-    from lmaudit.backends.hf_batching import scoring_units
+    from lmaudit.backends.hf_trie import scoring_units
 
     runner = build_backend(_cfg(tiny, runner="lightning", devices=2, unit_tokens=40))
     seen: list[Any] = []

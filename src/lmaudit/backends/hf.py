@@ -37,15 +37,10 @@ from lmaudit.backends.embedded import (
     ensure_embedded_model,
     gguf_sha256,
 )
-from lmaudit.backends.hf_batching import (
-    DEFAULT_MIN_SHARED_TOKENS,
-    DEFAULT_PACK_TOKENS,
-    DEFAULT_UNIT_TOKENS,
-    ForwardStats,
-    next_token_logits,
-)
+from lmaudit.backends.hf_batching import DEFAULT_PACK_TOKENS, ForwardStats, next_token_logits
 from lmaudit.backends.hf_labels import label_results, label_tails, label_token_ids, pieces
 from lmaudit.backends.hf_sampling import sample_completions
+from lmaudit.backends.hf_trie import DEFAULT_MIN_SHARED_TOKENS, DEFAULT_UNIT_TOKENS
 
 #: Bump whenever a change alters what the backend returns for the same model and request.
 BACKEND_VERSION = 1

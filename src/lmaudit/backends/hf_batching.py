@@ -4,8 +4,8 @@ Only the next-token distribution after each prompt is ever needed, and prompts s
 token prefixes (system prompt, few-shot exemplars, a QQ cell's position-1 prompt), so:
 
 * every prompt of a call goes into one compressed token trie per first token
-  (:func:`build_prefix_tree`); each trie node is a token segment computed exactly once;
-* the nodes are laid out in depth-first order as one token stream (:func:`pack_forest`), a
+  (:func:`~lmaudit.backends.hf_trie.build_prefix_tree`); each trie node is a token segment computed exactly once;
+* the nodes are laid out in depth-first order as one token stream (:func:`~lmaudit.backends.hf_trie.pack_forest`), a
   parent always before its children, and the stream is cut into chunks of ``pack_tokens``
   tokens. A chunk is one forward of a single packed row: its queries are the chunk's tokens,
   its keys the key/value cache of the ancestors computed in earlier chunks plus the chunk
@@ -22,7 +22,7 @@ token prefixes (system prompt, few-shot exemplars, a QQ cell's position-1 prompt
   (``logits_to_keep`` as an index tensor): the vocabulary head (262k rows for Gemma 3) runs
   once per prompt;
 * the prompts, sorted by their ids, are first cut into *units* of equal trie size, at most
-  ``unit_tokens`` (:func:`scoring_units`), and each unit is its own forest, packed and chunked
+  ``unit_tokens`` (:func:`~lmaudit.backends.hf_trie.scoring_units`), and each unit is its own forest, packed and chunked
   on its own. A unit's arithmetic therefore depends on its prompts only: the Lightning runner
   deals whole units to its ranks and each rank computes them exactly as one process computes
   them (the same chunks and the same masks; with MKL's strict reproducibility, which lmaudit
@@ -37,9 +37,8 @@ floating-point reassociation (checked against a naive forward in the tests).
 from __future__ import annotations
 
 import contextlib
-import itertools
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -50,27 +49,15 @@ from lmaudit.backends.hf_attention import (
     plan_blocks,
     supports_packed_attention,
 )
+from lmaudit.backends.hf_trie import (
+    DEFAULT_MIN_SHARED_TOKENS,
+    DEFAULT_UNIT_TOKENS,
+    pack_forest,
+    scoring_units,
+)
 
-#: Internal trie nodes shorter than this are folded into their children. Packing makes a
-#: node cost nothing beyond its tokens, so by default nothing is folded.
-DEFAULT_MIN_SHARED_TOKENS = 1
 #: Tokens per packed forward (queries); keys add the ancestors' cached tokens.
 DEFAULT_PACK_TOKENS = 512
-#: Trie tokens per independent scoring unit (:func:`scoring_units`).
-DEFAULT_UNIT_TOKENS = 4096
-
-
-@dataclass
-class PrefixNode:
-    """A trie node: the token segment ``ids[rep][start:end]``, continuing its parent's cache."""
-
-    start: int
-    end: int
-    rep: int
-    parent: int
-    depth: int
-    ends: list[int] = field(default_factory=list)  # requests whose ids end exactly here
-    has_children: bool = False
 
 
 @dataclass
@@ -89,115 +76,6 @@ class ForwardStats:
             "tokens_padded": self.tokens_padded,
             "requests": self.requests,
         }
-
-
-def _lcp(a: Sequence[int], b: Sequence[int], start: int) -> int:
-    n = min(len(a), len(b))
-    i = start
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-def build_prefix_tree(
-    ids: Sequence[Sequence[int]], members: Sequence[int], min_shared: int = DEFAULT_MIN_SHARED_TOKENS
-) -> list[PrefixNode]:
-    """Compressed token trie over ``ids[i] for i in members`` (which must share a first token).
-
-    ``members`` must be sorted by their id sequences. Returns the nodes in breadth-first
-    order (parents before children); node 0 is the root (the members' common prefix).
-    """
-    nodes: list[PrefixNode] = []
-
-    def add(group: Sequence[int], start: int, parent: int, depth: int, is_root: bool) -> None:
-        end = _lcp(ids[group[0]], ids[group[-1]], start)  # sorted: LCP of first and last = of all
-        ends = [i for i in group if len(ids[i]) == end]
-        rest = [i for i in group if len(ids[i]) > end]
-        runs: list[list[int]] = []
-        for i in rest:  # contiguous runs by next token (members are sorted)
-            if runs and ids[runs[-1][0]][end] == ids[i][end]:
-                runs[-1].append(i)
-            else:
-                runs.append([i])
-        if not is_root and runs and end - start < min_shared:
-            # Too short to be worth its own node: fold the segment into each consumer.
-            for i in ends:
-                nodes.append(PrefixNode(start, end, i, parent, depth, [i]))
-            for run in runs:
-                add(run, start, parent, depth, False)
-            return
-        me = len(nodes)
-        nodes.append(PrefixNode(start, end, group[0], parent, depth, ends, bool(runs)))
-        for run in runs:
-            add(run, end, me, depth + 1, False)
-
-    add(list(members), 0, -1, 0, True)
-    order = sorted(range(len(nodes)), key=lambda k: nodes[k].depth)  # stable: BFS by depth
-    remap = {old: new for new, old in enumerate(order)}
-    out = [nodes[k] for k in order]
-    for node in out:
-        if node.parent >= 0:
-            node.parent = remap[node.parent]
-    return out
-
-
-@dataclass
-class PackedForest:
-    """The tries of a call laid out depth-first as one token stream.
-
-    Node ``n`` owns stream indices ``first[n] .. first[n] + length[n] - 1``; its subtree ends
-    before ``sub_end[n]``; ``parent[n]`` is -1 for a root.
-    """
-
-    tokens: list[int]
-    positions: list[int]
-    node_of: list[int]
-    parent: list[int]
-    first: list[int]
-    length: list[int]
-    sub_end: list[int]
-    ends: list[list[int]]
-
-
-def pack_forest(ids: Sequence[Sequence[int]], min_shared: int = DEFAULT_MIN_SHARED_TOKENS) -> PackedForest:
-    """One trie per first token, nodes in depth-first pre-order (prompts in sorted order)."""
-    if any(len(seq) == 0 for seq in ids):
-        raise ValueError("cannot score an empty prompt")
-    order = sorted(range(len(ids)), key=lambda i: list(ids[i]))
-    groups: list[list[int]] = []
-    for i in order:
-        if groups and ids[groups[-1][0]][:1] == ids[i][:1]:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    out = PackedForest([], [], [], [], [], [], [], [])
-    for group in groups:
-        nodes = build_prefix_tree(ids, group, min_shared)
-        children: dict[int, list[int]] = {}
-        for k, node in enumerate(nodes):
-            children.setdefault(node.parent, []).append(k)
-        stack: list[tuple[int, int]] = [(0, -1)]  # (node in this trie, parent in the forest)
-        visited: list[int] = []
-        while stack:
-            k, parent = stack.pop()
-            node = nodes[k]
-            me = len(out.first)
-            visited.append(me)
-            out.parent.append(parent)
-            out.first.append(len(out.tokens))
-            out.length.append(node.end - node.start)
-            out.sub_end.append(0)
-            out.ends.append(list(node.ends))
-            out.tokens.extend(ids[node.rep][node.start : node.end])
-            out.positions.extend(range(node.start, node.end))
-            out.node_of.extend([me] * (node.end - node.start))
-            stack.extend((kid, me) for kid in reversed(children.get(k, [])))
-        for me in reversed(visited):  # children were visited after their parent
-            out.sub_end[me] = max(out.sub_end[me], out.first[me] + out.length[me])
-            if out.parent[me] >= 0:
-                p = out.parent[me]
-                out.sub_end[p] = max(out.sub_end[p], out.sub_end[me])
-    return out
 
 
 def _sliding_window(model: Any) -> int | None:
@@ -233,32 +111,6 @@ def _kv(cache: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
     return entry.keys, entry.values
 
 
-def scoring_units(ids: Sequence[Sequence[int]], unit_tokens: int = DEFAULT_UNIT_TOKENS) -> list[list[int]]:
-    """The prompts' indices sorted by their ids (ties by index), cut into ``k`` units of about
-    equal trie size: the call's trie holds ``T`` tokens (a prompt adds the tokens beyond its
-    common prefix with the prompt before it), ``k = ceil(T / unit_tokens)``, and a unit closes
-    after the prompt that takes the running trie count past the next multiple of ``T / k``.
-
-    Equal units keep the Lightning runner's ranks (whole units each) equally busy; a rank scores
-    each unit it is given as one unit (``next_token_logits(..., unit_tokens=None)``)."""
-    order = sorted(range(len(ids)), key=lambda i: (list(ids[i]), i))
-    if not order:
-        return []
-    added = [len(ids[order[0]])] + [
-        len(ids[b]) - _lcp(ids[a], ids[b], 0) for a, b in itertools.pairwise(order)
-    ]
-    total = sum(added)
-    k = max(1, -(-total // max(1, unit_tokens)))
-    units: list[list[int]] = [[]]
-    running = 0
-    for i, c in zip(order, added, strict=True):
-        running += c
-        units[-1].append(i)
-        if len(units) < k and running * k >= total * len(units):
-            units.append([])
-    return [u for u in units if u]
-
-
 @torch.inference_mode()
 def next_token_logits(
     model: Any,
@@ -273,7 +125,7 @@ def next_token_logits(
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
     """Yield ``(indices, logits)`` per packed forward: next-token logits ``[len(indices), V]``
     after ``ids[i]`` for the requests ending in that chunk. Every request is yielded once, unit
-    by unit (:func:`scoring_units`; ``unit_tokens=None``: all of ``ids`` is one unit), in each
+    by unit (:func:`~lmaudit.backends.hf_trie.scoring_units`; ``unit_tokens=None``: all of ``ids`` is one unit), in each
     unit's depth-first order. ``on_chunk(n)`` follows each chunk with ``n`` requests.
     ``block_attention``: attention by blocks of trie nodes (:mod:`lmaudit.backends.hf_attention`)
     where the model supports it; False: one dense masked attention per chunk."""

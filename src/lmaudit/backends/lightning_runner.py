@@ -10,7 +10,7 @@ cache keys (:meth:`fill_labels`, :meth:`fill_samples`); it cuts them into shards
 cache, so what it returns never depends on which rank computed what, or in which order.
 
 Sharding: label requests are cut into the one-process path's scoring units
-(:func:`~lmaudit.backends.hf_batching.scoring_units`: sorted by token ids, of equal trie
+(:func:`~lmaudit.backends.hf_trie.scoring_units`: sorted by token ids, of equal trie
 size, at most ``unit_tokens``, each unit its own prefix trie), one shard per unit, and each
 rank gets a contiguous run of whole units and scores each shard as one unit; a rank computes
 each unit exactly as one process does, so the label probabilities are the one-process ones to
@@ -46,7 +46,7 @@ from typing import Any
 
 from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, SampleResult
 from lmaudit.backends.hf import HFBackend
-from lmaudit.backends.hf_batching import scoring_units
+from lmaudit.backends.hf_trie import scoring_units
 from lmaudit.backends.lightning_pool import (
     RankPool,
     contiguous_runs,
