@@ -17,7 +17,8 @@ import numpy as np
 
 from lmaudit.backends.embeddings import CachedEmbedder
 from lmaudit.backends.sim.embed import SimEmbedder
-from lmaudit.provenance.cache import CLAIMS, PACKS, ResponseCache, cache_key
+from lmaudit.provenance.cache import CLAIMS, ResponseCache, cache_key
+from lmaudit.provenance.packs import PACKS
 
 
 def _items(n: int, tag: str = "v") -> list[tuple[str, dict[str, object]]]:

@@ -30,7 +30,7 @@ an entry. Creating a file costs far more than writing a few kilobytes into one, 
 per batch rather than a file per text is what keeps a cold embedding run about as fast as the
 bare model. Pack names are content digests, so a rebuilt cache has the same files (DVC's
 digest of a cache folder does not depend on when or where it was filled). The pack index (key -> file, offset, length) is
-built from the pack files and refreshed when the ``packs`` folder changes, so entries another
+built from the pack files (:mod:`lmaudit.provenance.packs`) and refreshed when the ``packs`` folder changes, so entries another
 process packs are seen. A key in both (only after a re-ask) is served from a pack. A damaged pack line is rejected like a damaged entry, and the answer
 asked again goes into a new pack.
 
@@ -57,17 +57,14 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.base import canonical_json, sha256_text
-from lmaudit.provenance.io import atomic_write_bytes, atomic_write_text
+from lmaudit.provenance.io import atomic_write_text
 from lmaudit.provenance.jsoncheck import json_type
+from lmaudit.provenance.packs import Packs
 
 log = logging.getLogger(__name__)
 
 
-PACKS = "packs"
 CLAIMS = "claims"
-# a folder's mtime comes from a coarse clock: a listing is trusted to stay current only once
-# the folder's last change is this much older than the listing (else it is listed again)
-RACY_NS = 1_000_000_000
 
 
 def cache_key(backend_digest: str, payload: dict[str, Any]) -> str:
@@ -139,11 +136,7 @@ class ResponseCache:
         self.root = Path(self.root)
         self._rejected: set[str] = set()
         self._legacy: set[str] = set()
-        # packs: key -> [(pack file name, byte offset, length)], newest write of ours first
-        self._packed: dict[str, list[tuple[str, int, int]]] = {}
-        self._packs_known: set[str] = set()
-        self._pack_fds: dict[str, int] = {}
-        self._packs_listed: tuple[int, int] | None = None  # (folder mtime, when listed), ns
+        self._packs = Packs(self.root)
         self._group_owners: dict[str, tuple[str, frozenset[str]]] = {}  # claim file -> (owner, keys)
 
     def _path(self, key: str) -> Path:
@@ -153,18 +146,16 @@ class ResponseCache:
         """The stored value (passed through ``check``, which raises ValueError, TypeError or
         KeyError on a value of the wrong shape), or None when absent or rejected. The packs
         that hold the key are tried first, then the key's own file."""
-        for where in self._pack_locations(key):
-            shown = f"{self.root / PACKS / where[0]} (line of key {key})"
+        for where in self._packs.locations(key):
+            shown = self._packs.describe(key, where)
             try:
-                raw = os.pread(self._pack_fd(where[0]), where[2], where[1])
+                ok, value = self._serve(key, self._packs.read(where), shown, check)
             except OSError as e:
-                raw = None
+                ok, value = False, None
                 self._reject(key, shown, f"unreadable ({e.strerror or type(e).__name__})")
-            if raw is not None:
-                ok, value = self._serve(key, raw, shown, check)
-                if ok:
-                    return value
-            self._packed[key].remove(where)  # not tried again by this process
+            if ok:
+                return value
+            self._packs.forget(key, where)  # not tried again by this process
         p = self._path(key)
         try:
             data = p.read_bytes()
@@ -180,20 +171,9 @@ class ResponseCache:
             self.stats.misses += 1
         return value
 
-    def _pack_fd(self, name: str) -> int:
-        """An open descriptor of a pack (a few are kept open: reads tend to stay in one pack)."""
-        fd = self._pack_fds.pop(name, None)
-        if fd is None:
-            fd = os.open(self.root / PACKS / name, os.O_RDONLY)
-            if len(self._pack_fds) >= 16:
-                os.close(self._pack_fds.pop(next(iter(self._pack_fds))))
-        self._pack_fds[name] = fd  # most recently used last
-        return fd
-
     def close(self) -> None:
         """Close the pack files held open for reading (reopened when needed)."""
-        while self._pack_fds:
-            os.close(self._pack_fds.popitem()[1])
+        self._packs.close()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
@@ -241,19 +221,13 @@ class ResponseCache:
         """Store ``(key, value)`` pairs as one pack (module docstring): one file for them all."""
         if not items:
             return
-        lines: list[bytes] = []
+        lines: list[tuple[str, bytes]] = []
         for key, value in items:
             entry: dict[str, Any] = {"key": key, "value": value}
             entry["sha256"] = entry_digest(entry)
-            lines.append(canonical_json(entry).encode("utf-8"))
-        body = b"\n".join(lines) + b"\n"
-        name = f"{sha256_text(body.decode('utf-8'))}.jsonl"
-        atomic_write_bytes(self.root / PACKS / name, body, fsync=False)
-        self._packs_known.add(name)
-        offset = 0
-        for (key, _), line in zip(items, lines, strict=True):
-            self._packed.setdefault(key, []).insert(0, (name, offset, len(line)))
-            offset += len(line) + 1
+            lines.append((key, canonical_json(entry).encode("utf-8")))
+        self._packs.write(lines)
+        for key, _ in items:
             if key in self._rejected:
                 # a rejected per-key entry would shadow the new one: move it out of the way
                 p = self._path(key)
@@ -262,46 +236,8 @@ class ResponseCache:
                 self._rejected.discard(key)
         self.stats.writes += len(items)
 
-    def _pack_locations(self, key: str) -> list[tuple[str, int, int]]:
-        self._refresh_packs()
-        return list(self._packed.get(key, ()))
-
-    def _refresh_packs(self) -> None:
-        """Index the pack files not indexed yet, if the ``packs`` folder may have changed."""
-        folder = self.root / PACKS
-        try:
-            mtime = folder.stat().st_mtime_ns
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        listed = self._packs_listed
-        if listed is not None and listed[0] == mtime and mtime < listed[1] - RACY_NS:
-            return
-        self._packs_listed = (mtime, time.time_ns())
-        for name in sorted(os.listdir(folder)):
-            if name.endswith(".jsonl") and not name.startswith(".") and name not in self._packs_known:
-                self._index_pack(folder / name)
-
-    def _index_pack(self, path: Path) -> None:
-        try:
-            body = path.read_bytes()
-        except OSError:
-            return  # not readable: not indexed (and tried again at the next listing)
-        self._packs_known.add(path.name)
-        offset = 0
-        for line in body.split(b"\n"):
-            key: str | None = None
-            # canonical JSON sorts the fields: a well-formed line starts with its key
-            if line.startswith(b'{"key":"') and line[72:73] == b'"':
-                key = line[8:72].decode("ascii", "replace")
-            elif line.strip():
-                with contextlib.suppress(ValueError, AttributeError):
-                    key = str(json.loads(line).get("key"))
-            if key is not None:
-                self._packed.setdefault(key, []).append((path.name, offset, len(line)))
-            offset += len(line) + 1
-
     def __contains__(self, key: str) -> bool:
-        return self._path(key).exists() or bool(self._pack_locations(key))
+        return self._path(key).exists() or bool(self._packs.locations(key))
 
     # -- claims ---------------------------------------------------------------------------
     claim_ttl_s: float = 3600.0
