@@ -260,17 +260,7 @@ def measure_ranking(
     """The pool records and every evaluator's ballots of both stages (asked through the cache), and an audit list."""
     recs: dict[str, list[ListRecord]] = {}
     for r in list_rows:
-        recs.setdefault(str(r["question"]), []).append(
-            ListRecord(
-                str(r["model"]),
-                str(r["question"]),
-                str(r["condition"]),
-                str(r["persona"]),
-                float(r["temperature"]),
-                int(r["generation"]),
-                tuple(str(it["text"]) for it in r["items"]),
-            )
-        )
+        recs.setdefault(str(r["question"]), []).append(ListRecord.from_row(r))
     qs = sorted(recs) if s.ranking.question_ids is None else list(s.ranking.question_ids)
     unknown = [q for q in qs if q not in recs]
     if unknown:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["UNCONDITIONED", "ListRecord", "finite"]
 
@@ -19,6 +21,19 @@ class ListRecord:
     temperature: float
     generation: int
     items: tuple[str, ...]  # concept texts in rank order
+
+    @classmethod
+    def from_row(cls, r: Mapping[str, Any]) -> ListRecord:
+        """A list row of measurements.jsonl (KeyError, TypeError or ValueError when malformed)."""
+        return cls(
+            str(r["model"]),
+            str(r["question"]),
+            str(r["condition"]),
+            str(r["persona"]),
+            float(r["temperature"]),
+            int(r["generation"]),
+            tuple(str(it["text"]) for it in r["items"]),
+        )
 
 
 def finite(x: object) -> float | None:

@@ -48,18 +48,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         kind = r.get("kind") if isinstance(r, dict) else None
         if kind == "list":
             try:
-                items = tuple(str(it["text"]) for it in r["items"])
-                recs.append(
-                    ListRecord(
-                        str(r["model"]),
-                        str(r["question"]),
-                        str(r["condition"]),
-                        str(r["persona"]),
-                        float(r["temperature"]),
-                        int(r["generation"]),
-                        items,
-                    )
-                )
+                recs.append(ListRecord.from_row(r))
             except (KeyError, TypeError, ValueError) as e:
                 raise InputError(
                     f"{where}: a list record needs model, question, condition, persona, "
