@@ -28,6 +28,7 @@ from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, ide
 from lmaudit.backends.hf import HFBackend  # noqa: E402
 from lmaudit.backends.hf_attention import plan_blocks, supports_packed_attention  # noqa: E402
 from lmaudit.backends.hf_batching import ForwardStats, next_token_logits  # noqa: E402
+from lmaudit.backends.hf_prefill import MIN_SEGMENT, PREFILL_KEY, PrefillMemo, segment_bounds  # noqa: E402
 from lmaudit.backends.hf_trie import build_prefix_tree, pack_forest, scoring_units  # noqa: E402
 
 CHAT_TEMPLATE = (
@@ -412,6 +413,96 @@ def test_sampling_greedy_and_top_p(tiny_dir: Path) -> None:
     )
 
 
+def _chat(turns: int, seed: int) -> tuple[dict[str, str], ...]:
+    """A system turn and ``turns`` user/assistant exchanges of 20-word messages, ending on a user turn."""
+    rng = random.Random(seed)
+    words = WORDS[4:]
+    msgs = [{"role": "system", "content": " ".join(rng.choice(words) for _ in range(20))}]
+    for t in range(turns):
+        msgs.append({"role": "user", "content": " ".join(rng.choice(words) for _ in range(20))})
+        if t < turns - 1:
+            msgs.append({"role": "assistant", "content": rng.choice(["A", "B"])})
+    return tuple(msgs)
+
+
+def test_segment_bounds_by_hand() -> None:
+    assert segment_bounds([], 5) == [5]
+    assert segment_bounds([20, 40, 45, 70], 80, min_segment=16) == [20, 40, 70, 80]  # 45 is 5 after 40
+    assert segment_bounds([0, 3, 30, 100, 120], 100, min_segment=16) == [
+        30,
+        100,
+    ]  # 3: too short; 0, 100, 120: outside
+    assert segment_bounds([30, 10, 30], 60, min_segment=1) == [10, 30, 60]  # sorted, distinct
+    assert segment_bounds([70], 75, min_segment=16) == [70, 75]  # the last segment may be short
+    with pytest.raises(ValueError, match="empty"):
+        segment_bounds([], 0)
+
+
+def test_message_cuts_are_token_prefixes_of_the_prompt(tiny_dir: Path) -> None:
+    backend = _backend(tiny_dir)
+    msgs = _chat(3, seed=1)
+    ids = backend.encode(msgs)
+    cuts = backend.message_cuts(msgs, ids)
+    assert len(cuts) == len(msgs) - 1 and cuts == sorted(cuts)
+    for k, cut in enumerate(cuts, start=1):
+        assert backend._encode_texts([backend.render(msgs[:k], generation_prompt=False)])[0] == ids[:cut]
+
+
+@pytest.mark.parametrize("turns", [1, 3])
+def test_prefill_by_messages_equals_one_forward(tiny_dir: Path, gemma_dir: Path, turns: int) -> None:
+    """Cut at its messages (with a sliding window of 8 < every segment on gemma_dir), a prompt's
+    next-token distribution equals one unsplit forward to float rounding."""
+    for path in (tiny_dir, gemma_dir):
+        backend = _backend(path)
+        msgs = _chat(turns, seed=turns)
+        ids = backend.encode(msgs)
+        bounds = segment_bounds(backend.message_cuts(msgs, ids), len(ids))
+        # a cut after the system turn and each user turn but the last; the one-letter assistant
+        # turns (fewer than MIN_SEGMENT tokens) merge into the user turn after them
+        assert len(bounds) == turns + 1 and MIN_SEGMENT > 5
+        logits, _ = PrefillMemo().prefill(backend.model, ids, bounds)
+        naive = _naive_probs(backend, LabelRequest(msgs, ("A", "B")))
+        assert float((torch.softmax(logits.double(), -1) - naive).abs().max()) < 1e-6
+
+
+def test_prefill_memo_hit_is_bit_identical_to_recomputing(tiny_dir: Path) -> None:
+    """Draws do not depend on what was sampled before: a prompt whose leading messages are
+    memoised gets the same logits (bitwise) and draws as in a fresh backend, for less work."""
+    short, long = _chat(2, seed=5), _chat(3, seed=5)
+    assert long[: len(short)] == short
+    warm = _backend(tiny_dir)
+    sreq = SampleRequest(short, n=40, temperature=1.0, seed=3, max_tokens=1)
+    lreq = SampleRequest(long, n=40, temperature=1.0, seed=3, max_tokens=3)
+    warm_texts = warm.sample([sreq, lreq])[1].texts
+    ids = warm.encode(long)
+    assert warm.prefill_memo.hits == 1 and warm.prefill_memo.tokens_computed < len(ids) + len(
+        warm.encode(short)
+    )
+    fresh = _backend(tiny_dir)
+    assert fresh.sample([lreq])[0].texts == warm_texts
+    assert fresh.prefill_memo.tokens_computed == len(ids)
+    bounds = segment_bounds(warm.message_cuts(long, ids), len(ids))
+    a, _ = warm.prefill_memo.prefill(warm.model, ids, bounds)
+    b, _ = PrefillMemo(max_bytes=0).prefill(fresh.model, ids, bounds)  # nothing memoised
+    assert torch.equal(a, b)
+
+
+def test_prefill_memo_stays_within_its_byte_bound(tiny_dir: Path) -> None:
+    backend = _backend(tiny_dir)
+    msgs = _chat(3, seed=9)
+    ids = backend.encode(msgs)
+    bounds = segment_bounds(backend.message_cuts(msgs, ids), len(ids))
+    whole = PrefillMemo()
+    ref, _ = whole.prefill(backend.model, ids, bounds)
+    assert len(whole) == len(bounds)
+    one = whole.nbytes // len(bounds)  # entries grow with their prefix: room for about two
+    small = PrefillMemo(max_bytes=2 * one)
+    got, _ = small.prefill(backend.model, ids, bounds)
+    assert torch.equal(got, ref) and 0 < small.nbytes <= small.max_bytes and len(small) < len(bounds)
+    again, _ = small.prefill(backend.model, ids, bounds)
+    assert torch.equal(again, ref) and small.hits == 1
+
+
 # ----------------------------------------------------------------------------- identity and config
 
 
@@ -430,8 +521,12 @@ def test_identity_tracks_what_changes_outputs(tiny_dir: Path) -> None:
     # the decode block is not identity (label scoring does not use it); it keys multi-token draws
     assert identity_digest(_backend(tiny_dir, sample_block=4).identity) == identity_digest(ident)
     many, one = _sample_req(max_tokens=4), _sample_req(max_tokens=1)
-    assert base.sample_key_extra(many) == {"sample_block": 1} and base.sample_key_extra(one) is None
-    assert _backend(tiny_dir, sample_block=4).sample_key_extra(many) == {"sample_block": 4}
+    assert base.sample_key_extra(many) == {"prefill": PREFILL_KEY, "sample_block": 1}
+    assert base.sample_key_extra(one) == {"prefill": PREFILL_KEY}
+    assert _backend(tiny_dir, sample_block=4).sample_key_extra(many) == {
+        "prefill": PREFILL_KEY,
+        "sample_block": 4,
+    }
     desc = base.describe()
     assert desc["bos"]["rendered_prompt_starts_with_bos"] is True
     assert "<end_of_turn>" in desc["stop_tokens"]

@@ -9,9 +9,11 @@ A label is scored by the single token it adds to the rendered prompt:
 ``ids(prompt + label) == ids(prompt) + [t]`` (gate G1). Scoring runs the prefix-cached, packed
 forward of :mod:`lmaudit.backends.hf_batching` over all the prompts of a call (each shared
 prefix computed once, the vocabulary head only at each prompt's last token), and results are
-streamed as they are ready (:meth:`HFBackend.iter_label_logprobs`); sampling prefills each
-prompt alone (so a draw never depends on which other prompts were in the batch) and draws
-``i`` with a generator seeded by ``derive_seed(seed, i)``.
+streamed as they are ready (:meth:`HFBackend.iter_label_logprobs`). Sampling prefills each
+prompt cut at its own message boundaries, memoising the KV cache of every cut
+(:mod:`lmaudit.backends.hf_prefill`: prompts sharing leading messages compute them once, and
+a draw never depends on which other prompts were sampled), and draws ``i`` with a generator
+seeded by ``derive_seed(seed, i)``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from lmaudit.backends.embedded import (
 )
 from lmaudit.backends.hf_batching import DEFAULT_PACK_TOKENS, ForwardStats, next_token_logits
 from lmaudit.backends.hf_labels import label_results, label_tails, label_token_ids, pieces
+from lmaudit.backends.hf_prefill import PREFILL_KEY, PrefillMemo, segment_bounds
 from lmaudit.backends.hf_sampling import sample_completions
 from lmaudit.backends.hf_trie import DEFAULT_MIN_SHARED_TOKENS, DEFAULT_UNIT_TOKENS
 
@@ -105,6 +108,7 @@ class HFBackend:
         self.attn_implementation = attn_implementation
         self.chat_template_kwargs: dict[str, Any] = dict(chat_template_kwargs or {})
         self.stats = ForwardStats()
+        self.prefill_memo = PrefillMemo()
         self._model: Any = None
 
         embedded = model.startswith("embedded:")
@@ -233,6 +237,7 @@ class HFBackend:
                 "torch": torch.__version__,
                 "batch_size": self.batch_size,
                 "sample_block": self.sample_block,
+                "prefill": PREFILL_KEY,
                 "pack_tokens": self.pack_tokens,
                 "unit_tokens": self.unit_tokens,
                 # MKL's conditional numerical reproducibility (lmaudit/__init__.py)
@@ -255,14 +260,14 @@ class HFBackend:
 
     # ------------------------------------------------------------------ rendering
 
-    def render(self, messages: Sequence[Message]) -> str:
+    def render(self, messages: Sequence[Message], *, generation_prompt: bool = True) -> str:
         """The prompt text: messages through the chat template, with the generation prompt."""
         try:
             text = self.tokenizer.apply_chat_template(
                 [dict(m) for m in messages],
                 chat_template=self.chat_template,
                 tokenize=False,
-                add_generation_prompt=True,
+                add_generation_prompt=generation_prompt,
                 **self.chat_template_kwargs,
             )
         except Exception as exc:
@@ -279,6 +284,22 @@ class HFBackend:
 
     def encode(self, messages: Sequence[Message]) -> list[int]:
         return self._encode_texts([self.render(messages)])[0]
+
+    def message_cuts(self, messages: Sequence[Message], ids: Sequence[int]) -> list[int]:
+        """Token lengths of the first ``k`` messages rendered alone (``0 < k < len(messages)``),
+        where those tokens are a prefix of the whole prompt's ``ids``; a prefix the template
+        refuses to render, or that tokenizes differently, is not a cut."""
+        texts: list[str] = []
+        for k in range(1, len(messages)):
+            try:
+                texts.append(self.render(messages[:k], generation_prompt=False))
+            except BackendError:
+                continue
+        cuts = []
+        for head in self._encode_texts(texts) if texts else []:
+            if 0 < len(head) < len(ids) and list(ids[: len(head)]) == head:
+                cuts.append(len(head))
+        return cuts
 
     def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
         """Gate G1: each label's token pieces after the rendered prompt (passes when exactly one).
@@ -339,22 +360,31 @@ class HFBackend:
                 yield from label_results(logits, idx, label_ids, k, self.tokenizer)
 
     def sample_key_extra(self, request: SampleRequest) -> dict[str, Any] | None:
-        """A multi-token draw decodes in a block of ``sample_block`` rows, and its arithmetic (so,
-        rarely, its tokens) can depend on the block: the block is part of such draws' cache keys.
-        Single-token draws do not decode in blocks and keep their keys."""
-        return {"sample_block": self.sample_block} if request.max_tokens > 1 else None
+        """How a draw's prompt was prefilled (:data:`~lmaudit.backends.hf_prefill.PREFILL_KEY`)
+        and, for a multi-token draw, the decode block: both can change a draw's arithmetic (so,
+        rarely, its tokens), so both are part of the draws' cache keys."""
+        extra: dict[str, Any] = {"prefill": PREFILL_KEY}
+        if request.max_tokens > 1:
+            extra["sample_block"] = self.sample_block
+        return extra
 
     def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
         """``n`` completions per request; draw ``i`` uses the seed ``derive_seed(request.seed, i)``."""
+        for req in requests:
+            if req.n < 0 or req.max_tokens < 1:
+                raise BackendError(f"hf backend: sample needs n >= 0 and max_tokens >= 1, got {req}")
         out: list[SampleResult] = []
         with self._progress(len(requests), "hf sample") as bar:
             for req in requests:
-                if req.n < 0 or req.max_tokens < 1:
-                    raise BackendError(f"hf backend: sample needs n >= 0 and max_tokens >= 1, got {req}")
                 ids = self.encode(req.messages)
+                computed, forwards = self.prefill_memo.tokens_computed, self.prefill_memo.forwards
+                prefilled = self.prefill_memo.prefill(
+                    self.model, ids, segment_bounds(self.message_cuts(req.messages, ids), len(ids))
+                )
                 seqs = sample_completions(
                     self.model,
-                    ids,
+                    prefilled,
+                    len(ids),
                     n=req.n,
                     seed=req.seed,
                     temperature=req.temperature,
@@ -363,9 +393,10 @@ class HFBackend:
                     stop_ids=self.stop_token_ids,
                     block=self.sample_block,
                 )
-                self.stats.forward_calls += 1
-                self.stats.tokens_real += len(ids)
-                self.stats.tokens_padded += len(ids)
+                run = self.prefill_memo.tokens_computed - computed
+                self.stats.forward_calls += self.prefill_memo.forwards - forwards
+                self.stats.tokens_real += run
+                self.stats.tokens_padded += run
                 self.stats.requests += 1
                 texts = [self.tokenizer.decode(s, skip_special_tokens=True) for s in seqs]
                 out.append(SampleResult(texts=texts))

@@ -2,8 +2,9 @@
 
 Draw ``i`` of a request samples only with a ``torch.Generator`` seeded by
 ``derive_seed(request.seed, i)``, one uniform per token (inverse CDF over the temperature-scaled,
-top-p-truncated distribution). The prompt is prefilled alone, unpadded, so its logits do not
-depend on which other prompts were requested; completions longer than one token decode in
+top-p-truncated distribution). The prompt's logits and KV cache come from
+:mod:`lmaudit.backends.hf_prefill`, cut by the prompt's own messages, so they do not depend on
+which other prompts were requested; completions longer than one token decode in
 blocks of a fixed number of rows (``sample_block``; surplus draws are computed and dropped), so
 a draw's arithmetic does not depend on ``n`` either. The default block is one row: a draw is
 decoded alone, nothing is computed for nothing (a one-draw request, as the judge makes, costs
@@ -67,14 +68,6 @@ def draw_tokens(
 
 
 @torch.inference_mode()
-def prefill(model: Any, ids: Sequence[int], use_cache: bool = True) -> tuple[torch.Tensor, Any]:
-    """Run one prompt unpadded; return (next-token logits [V], cache or None)."""
-    device = next(model.parameters()).device
-    out = model(input_ids=torch.tensor([list(ids)], device=device), use_cache=use_cache, logits_to_keep=1)
-    return out.logits[0, -1, :], (out.past_key_values if use_cache else None)
-
-
-@torch.inference_mode()
 def decode_block(
     model: Any,
     first_logits: torch.Tensor,
@@ -125,7 +118,8 @@ def decode_block(
 
 def sample_completions(
     model: Any,
-    ids: Sequence[int],
+    prefilled: tuple[torch.Tensor, Any],
+    prompt_len: int,
     *,
     n: int,
     seed: int,
@@ -135,10 +129,11 @@ def sample_completions(
     stop_ids: frozenset[int],
     block: int,
 ) -> list[list[int]]:
-    """Token ids of ``n`` completions of the prompt ``ids`` (stop tokens excluded)."""
-    multi = max_tokens > 1
-    logits, cache = prefill(model, ids, use_cache=multi)
-    if not multi:
+    """Token ids of ``n`` completions of a prompt of ``prompt_len`` tokens, given its next-token
+    logits and KV cache (``prefilled``, not mutated; :mod:`lmaudit.backends.hf_prefill`); stop
+    tokens excluded."""
+    logits, cache = prefilled
+    if max_tokens <= 1:
         toks = draw_tokens(logits, temperature, top_p, [_generator(seed, i) for i in range(n)])
         return [[] if t in stop_ids else [t] for t in toks]
     seqs: list[list[int]] = []
@@ -147,7 +142,7 @@ def sample_completions(
             model,
             logits,
             copy.deepcopy(cache),
-            len(ids),
+            prompt_len,
             [_generator(seed, i) for i in range(start, start + block)],
             temperature=temperature,
             top_p=top_p,

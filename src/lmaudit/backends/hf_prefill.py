@@ -1,0 +1,124 @@
+"""Prefill for sampling: a prompt's next-token logits and KV cache, computed message by message
+and memoised by token prefix.
+
+A chat prompt is cut at its own message boundaries: the token lengths of its first ``k``
+messages rendered alone, where those tokens are a prefix of the whole prompt's tokens. Cuts
+closer than ``MIN_SEGMENT`` tokens to the previous one are dropped (a forward has a fixed cost;
+the system turn of a template that folds it into the first user turn renders to the BOS token
+alone). Segment ``j`` runs as one forward over the KV cache of the segments before it.
+
+The cut depends on the prompt only, never on what else is sampled or memoised, so a memo hit
+returns exactly the tensors that recomputing the prefix would give: draws stay independent of
+batching, of the order of requests and of the runner. Prompts that share leading messages (a
+system prompt and exemplars, or a position-2 prompt extending a position-1 prompt) compute
+those tokens once. The arithmetic differs from one unsplit forward (the logits agree to float
+rounding), so the cut is part of the sampling cache key (:data:`PREFILL_KEY`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+#: Shortest segment worth its own forward; a cut closer than this to the previous is dropped.
+MIN_SEGMENT = 16
+#: The sampling cache key's record of how prompts are prefilled (changes with MIN_SEGMENT).
+PREFILL_KEY = f"by-message/min{MIN_SEGMENT}"
+#: Default memory bound of the memo (KV caches and logits), in bytes.
+DEFAULT_MEMO_BYTES = 512 * 2**20
+
+
+def segment_bounds(cuts: Iterable[int], total: int, min_segment: int = MIN_SEGMENT) -> list[int]:
+    """The end of each segment of a ``total``-token prompt cut at ``cuts``: ascending, ending
+    at ``total``. Cuts outside (0, total) are ignored; a cut fewer than ``min_segment`` tokens
+    after the previous kept cut is dropped (the last segment may be shorter)."""
+    if total < 1:
+        raise ValueError("cannot prefill an empty prompt")
+    out: list[int] = []
+    prev = 0
+    for c in sorted(set(cuts)):
+        if 0 < c < total and c - prev >= min_segment:
+            out.append(c)
+            prev = c
+    out.append(total)
+    return out
+
+
+def _nbytes(logits: torch.Tensor, cache: Any) -> int:
+    size = logits.numel() * logits.element_size()
+    for layer in cache.layers:
+        for t in (layer.keys, layer.values):
+            if isinstance(t, torch.Tensor):
+                size += t.numel() * t.element_size()
+    return size
+
+
+class PrefillMemo:
+    """Least-recently-used memo of ``(logits, cache)`` per token prefix, bounded in bytes.
+
+    Entries are never mutated: a continuation runs on a copy of its parent's cache, and callers
+    that decode from a returned cache must copy it first.
+    """
+
+    def __init__(self, max_bytes: int = DEFAULT_MEMO_BYTES) -> None:
+        self.max_bytes = int(max_bytes)
+        self._entries: OrderedDict[tuple[int, ...], tuple[torch.Tensor, Any, int]] = OrderedDict()
+        self._bytes = 0
+        self.hits = 0
+        self.forwards = 0
+        self.tokens_computed = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def _put(self, key: tuple[int, ...], logits: torch.Tensor, cache: Any) -> None:
+        size = _nbytes(logits, cache)
+        if size > self.max_bytes:
+            return
+        self._entries[key] = (logits, cache, size)
+        self._bytes += size
+        while self._bytes > self.max_bytes:
+            _, (_, _, old) = self._entries.popitem(last=False)
+            self._bytes -= old
+
+    @torch.inference_mode()
+    def prefill(self, model: Any, ids: Sequence[int], bounds: Sequence[int]) -> tuple[torch.Tensor, Any]:
+        """Next-token logits ``[V]`` after ``ids`` and its KV cache (do not mutate either),
+        computing ``ids`` in the segments ending at ``bounds`` (:func:`segment_bounds`)."""
+        if not bounds or bounds[-1] != len(ids):
+            raise ValueError(f"segment bounds {list(bounds)} do not end at the prompt length {len(ids)}")
+        start, logits, cache = 0, None, None
+        for k in range(len(bounds) - 1, -1, -1):
+            hit = self._entries.get(tuple(ids[: bounds[k]]))
+            if hit is not None:
+                self._entries.move_to_end(tuple(ids[: bounds[k]]))
+                self.hits += 1
+                logits, cache, _ = hit
+                start = k + 1
+                break
+        device = next(model.parameters()).device
+        prev = bounds[start - 1] if start else 0
+        for b in bounds[start:]:
+            out = model(
+                input_ids=torch.tensor([list(ids[prev:b])], device=device),
+                position_ids=torch.arange(prev, b, device=device).unsqueeze(0),
+                cache_position=torch.arange(prev, b, device=device),
+                past_key_values=copy.deepcopy(cache) if cache is not None else None,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            logits, cache = out.logits[0, -1, :], out.past_key_values
+            self.forwards += 1
+            self.tokens_computed += b - prev
+            self._put(tuple(ids[:b]), logits, cache)
+            prev = b
+        assert logits is not None
+        return logits, cache
