@@ -18,9 +18,11 @@ token prefixes (system prompt, few-shot exemplars, a QQ cell's position-1 prompt
 * for models that take one mask per layer type, attention runs by blocks of trie nodes, each
   over the keys it may see only (:mod:`lmaudit.backends.hf_attention`), instead of one dense
   masked attention over the whole chunk;
-* the model is asked for the logits of the last token of each prompt only
-  (``logits_to_keep`` as an index tensor): the vocabulary head (262k rows for Gemma 3) runs
-  once per prompt;
+* the decoder runs without its vocabulary head, and the head (262k rows for Gemma 3) runs once
+  per prompt, on the final hidden states of the prompts' last tokens gathered over the unit,
+  up to ``HEAD_ROWS`` rows at a time, in blocks of ``HEAD_BLOCK`` vocabulary rows
+  (:func:`vocabulary_logits`): a head product for the few prompts one chunk finishes is bound by
+  reading the 671 MB weight matrix, a product for a unit's prompts together by arithmetic;
 * the prompts, sorted by their ids, are first cut into *units* of equal trie size, at most
   ``unit_tokens`` (:func:`~lmaudit.backends.hf_trie.scoring_units`), and each unit is its own forest, packed and chunked
   on its own. A unit's arithmetic therefore depends on its prompts only: the Lightning runner
@@ -58,6 +60,32 @@ from lmaudit.backends.hf_trie import (
 
 #: Tokens per packed forward (queries); keys add the ancestors' cached tokens.
 DEFAULT_PACK_TOKENS = 512
+#: Prompts whose logits one vocabulary-head product computes (bounds the logits held at once).
+HEAD_ROWS = 256
+#: Vocabulary rows per block of the head product (its output block stays in cache).
+HEAD_BLOCK = 4096
+
+
+def decoder(model: Any) -> Any:
+    """The causal LM without its vocabulary head (returns normalised final hidden states)."""
+    return model.get_decoder()
+
+
+@torch.inference_mode()
+def vocabulary_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
+    """The causal LM's logits ``[n, V]`` from final hidden states ``[n, H]``: its output
+    embedding in blocks of ``HEAD_BLOCK`` vocabulary rows, then its final logit soft-capping
+    (Gemma 2), if any, as the model's own forward applies it."""
+    weight = model.get_output_embeddings().weight
+    bias = getattr(model.get_output_embeddings(), "bias", None)
+    out = torch.empty(hidden.shape[0], weight.shape[0], dtype=hidden.dtype, device=hidden.device)
+    for a in range(0, weight.shape[0], HEAD_BLOCK):
+        b = min(weight.shape[0], a + HEAD_BLOCK)
+        out[:, a:b] = torch.nn.functional.linear(hidden, weight[a:b], None if bias is None else bias[a:b])
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap is not None:
+        out = torch.tanh(out / cap) * cap
+    return out
 
 
 @dataclass
@@ -123,10 +151,11 @@ def next_token_logits(
     on_chunk: Callable[[int], None] | None = None,
     block_attention: bool = True,
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
-    """Yield ``(indices, logits)`` per packed forward: next-token logits ``[len(indices), V]``
-    after ``ids[i]`` for the requests ending in that chunk. Every request is yielded once, unit
-    by unit (:func:`~lmaudit.backends.hf_trie.scoring_units`; ``unit_tokens=None``: all of ``ids`` is one unit), in each
-    unit's depth-first order. ``on_chunk(n)`` follows each chunk with ``n`` requests.
+    """Yield ``(indices, logits)``: next-token logits ``[len(indices), V]`` after ``ids[i]``,
+    for up to ``HEAD_ROWS`` requests at a time once their unit's forwards are done. Every
+    request is yielded once, unit by unit (:func:`~lmaudit.backends.hf_trie.scoring_units`;
+    ``unit_tokens=None``: all of ``ids`` is one unit), in each unit's depth-first order.
+    ``on_chunk(n)`` follows each packed forward that finishes ``n`` requests.
     ``block_attention``: attention by blocks of trie nodes (:mod:`lmaudit.backends.hf_attention`)
     where the model supports it; False: one dense masked attention per chunk."""
     if any(len(seq) == 0 for seq in ids):
@@ -158,6 +187,7 @@ def _forest_logits(
     window = _sliding_window(model)
     n_layers: int | None = None
     store: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # node -> per-layer (K, V)
+    pending: list[tuple[list[int], torch.Tensor]] = []  # (requests, final hidden state of each)
     total = len(forest.tokens)
     a = 0
     while a < total:
@@ -219,14 +249,13 @@ def _forest_logits(
         else:
             mask = _mask_argument(model, allowed, near, dtype)
         with packed_attention(model) if blocks else contextlib.nullcontext():
-            out = model(
+            out = decoder(model)(
                 input_ids=torch.tensor([forest.tokens[a:b]], device=device),
                 attention_mask=mask,
                 position_ids=q_pos.unsqueeze(0).to(device),
                 cache_position=torch.arange(n_past, n_past + b - a, device=device),
                 past_key_values=cache,
                 use_cache=True,
-                logits_to_keep=keep.to(device) if finishing else 1,
             )
         stats.forward_calls += 1
         stats.tokens_real += b - a
@@ -254,8 +283,13 @@ def _forest_logits(
         a = b
         done = [i for n in finishing for i in forest.ends[n]]
         if finishing:
-            rows = torch.tensor([r for r, n in enumerate(finishing) for _ in forest.ends[n]])
-            yield done, out.logits[0, rows.to(device), :]
+            rows = torch.tensor([int(keep[r]) for r, n in enumerate(finishing) for _ in forest.ends[n]])
+            pending.append((done, out.last_hidden_state[0, rows.to(device), :]))
         stats.requests += len(done)
         if on_chunk is not None and done:
             on_chunk(len(done))
+    # the vocabulary head over the unit's prompts, HEAD_ROWS at a time
+    order = [i for idx, _ in pending for i in idx]
+    hidden = torch.cat([h for _, h in pending]) if pending else torch.empty(0)
+    for r in range(0, len(order), HEAD_ROWS):
+        yield order[r : r + HEAD_ROWS], vocabulary_logits(model, hidden[r : r + HEAD_ROWS])

@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from lmaudit.backends.hf_batching import decoder, vocabulary_logits
+
 #: Shortest segment worth its own forward; a cut closer than this to the previous is dropped.
 MIN_SEGMENT = 16
 #: The sampling cache key's record of how prompts are prefilled (changes with MIN_SEGMENT).
@@ -48,8 +50,8 @@ def segment_bounds(cuts: Iterable[int], total: int, min_segment: int = MIN_SEGME
     return out
 
 
-def _nbytes(logits: torch.Tensor, cache: Any) -> int:
-    size = logits.numel() * logits.element_size()
+def _nbytes(logits: torch.Tensor | None, cache: Any) -> int:
+    size = 0 if logits is None else logits.numel() * logits.element_size()
     for layer in cache.layers:
         for t in (layer.keys, layer.values):
             if isinstance(t, torch.Tensor):
@@ -66,7 +68,7 @@ class PrefillMemo:
 
     def __init__(self, max_bytes: int = DEFAULT_MEMO_BYTES) -> None:
         self.max_bytes = int(max_bytes)
-        self._entries: OrderedDict[tuple[int, ...], tuple[torch.Tensor, Any, int]] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, ...], tuple[torch.Tensor | None, Any, int]] = OrderedDict()
         self._bytes = 0
         self.hits = 0
         self.forwards = 0
@@ -79,8 +81,10 @@ class PrefillMemo:
     def nbytes(self) -> int:
         return self._bytes
 
-    def _put(self, key: tuple[int, ...], logits: torch.Tensor, cache: Any) -> None:
+    def _put(self, key: tuple[int, ...], logits: torch.Tensor | None, cache: Any) -> None:
         size = _nbytes(logits, cache)
+        if key in self._entries:  # a message prefix memoised without logits, now a whole prompt
+            self._bytes -= self._entries.pop(key)[2]
         if size > self.max_bytes:
             return
         self._entries[key] = (logits, cache, size)
@@ -98,7 +102,7 @@ class PrefillMemo:
         start, logits, cache = 0, None, None
         for k in range(len(bounds) - 1, -1, -1):
             hit = self._entries.get(tuple(ids[: bounds[k]]))
-            if hit is not None:
+            if hit is not None and (hit[0] is not None or k < len(bounds) - 1):
                 self._entries.move_to_end(tuple(ids[: bounds[k]]))
                 self.hits += 1
                 logits, cache, _ = hit
@@ -107,18 +111,19 @@ class PrefillMemo:
         device = next(model.parameters()).device
         prev = bounds[start - 1] if start else 0
         for b in bounds[start:]:
-            out = model(
+            out = decoder(model)(
                 input_ids=torch.tensor([list(ids[prev:b])], device=device),
                 position_ids=torch.arange(prev, b, device=device).unsqueeze(0),
                 cache_position=torch.arange(prev, b, device=device),
                 past_key_values=copy.deepcopy(cache) if cache is not None else None,
                 use_cache=True,
-                logits_to_keep=1,
             )
-            logits, cache = out.logits[0, -1, :], out.past_key_values
+            cache = out.past_key_values
+            # the vocabulary head (a read of the whole output embedding) only where logits are asked
+            logits = vocabulary_logits(model, out.last_hidden_state[0, -1:, :])[0] if b == len(ids) else None
             self.forwards += 1
             self.tokens_computed += b - prev
             self._put(tuple(ids[:b]), logits, cache)
             prev = b
-        assert logits is not None
+        assert logits is not None  # the final bound is computed with logits, or hit with them
         return logits, cache
