@@ -30,7 +30,11 @@ def _cmd(tmp: Path, name: str, cache: Path) -> list[str]:
 
 
 def _entries(cache: Path) -> int:
-    return sum(1 for _ in cache.rglob("*.json")) if cache.exists() else 0
+    """Answers in the cache: one per-key file each, or one line each of a pack (a request's draws)."""
+    if not cache.exists():
+        return 0
+    packs = sum(len(p.read_bytes().splitlines()) for p in cache.glob("packs/*.jsonl"))
+    return sum(1 for _ in cache.rglob("*.json")) + packs
 
 
 @pytest.mark.parametrize("kill_after", [40, 150, 400])
@@ -65,6 +69,9 @@ def test_killed_run_resumes_to_identical_results(tmp_path, kill_after):
     assert not (out / "results.json").exists()
     for p in cache.rglob("*.json"):
         json.loads(p.read_text())
+    for p in cache.glob("packs/*.jsonl"):
+        for line in p.read_text().splitlines():
+            json.loads(line)
 
     again = subprocess.run(
         _cmd(tmp_path, "run", cache), cwd=REPO, env=env, capture_output=True, text=True, timeout=600

@@ -90,9 +90,12 @@ def test_parallel_processes_share_the_cache_without_duplicate_work(tmp_path):
         assert (o["probs"] if i % 2 == 0 else list(reversed(o["probs"]))) == outs[0]["probs"]
         assert o["samples"] == outs[0]["samples"]
     entries = list((tmp_path / "cache").rglob("*.json"))
-    assert len(entries) == 120 + 20 * 5
+    assert len(entries) == 120  # one file per label answer
     for e in entries:
         json.loads(e.read_text())
+    packs = list((tmp_path / "cache").rglob("*.jsonl"))  # one pack per sampling request's draws
+    assert len(packs) == 20
+    assert sorted(len(p.read_text().splitlines()) for p in packs) == [5] * 20
     assert not list((tmp_path / "cache").rglob("*.claim"))
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, SampleResult, canonical_json
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.provenance.cache import ResponseCache, cache_key
+from lmaudit.provenance.cache import ResponseCache, cache_key, entry_digest
 
 REPO = Path(__file__).resolve().parents[2]
 MSG = ({"role": "user", "content": "Is it A?"},)
@@ -107,17 +107,29 @@ def test_damaged_entry_reported_counted_asked_again_rewritten(
 
 
 def test_sample_entry_of_wrong_shape_is_asked_again(tmp_path: Path) -> None:
+    """A draw whose entry is intact (its digest matches) but is not a string, in a per-key file
+    (as caches before packs hold draws) or in a pack line, is rejected and asked again."""
     cache = ResponseCache(tmp_path)
     CachedBackend(Asked(), cache, progress=False).sample([SREQ])
-    first = sorted(tmp_path.glob("*/*.json"))[0]
-    entry = json.loads(first.read_text())
-    entry["value"] = ["not", "a", "string"]
-    entry.pop("sha256")  # looks like a legacy entry, but its shape is wrong
-    first.write_text(canonical_json(entry))
-    backend = Asked()
-    again = ResponseCache(tmp_path)
-    out = CachedBackend(backend, again, progress=False).sample([SREQ])
-    assert out[0].texts == ["draw0", "draw1"] and backend.draws == 2 and again.stats.invalid == 1
+    (pack,) = sorted(tmp_path.glob("packs/*.jsonl"))
+    lines = [json.loads(line) for line in pack.read_text().splitlines()]
+    assert len(lines) == 2
+    for where in ("file", "pack"):
+        first = {"key": lines[0]["key"], "value": ["not", "a", "string"]}
+        first["sha256"] = entry_digest(first)
+        if where == "file":
+            pack.unlink()
+            ResponseCache(tmp_path).put(first["key"], "placeholder")
+            (path,) = tmp_path.glob(f"*/{first['key']}.json")
+            path.write_text(canonical_json(first))
+        else:
+            for old in [*tmp_path.glob("*/*.json"), *tmp_path.glob("packs/*.jsonl")]:
+                old.unlink()
+            pack.write_text("\n".join(canonical_json(e) for e in [first, lines[1]]) + "\n")
+        backend = Asked()
+        again = ResponseCache(tmp_path)
+        out = CachedBackend(backend, again, progress=False).sample([SREQ])
+        assert out[0].texts == ["draw0", "draw1"] and backend.draws == 2 and again.stats.invalid == 1, where
 
 
 def test_legacy_entries_served_unchanged_and_counted(tmp_path: Path) -> None:

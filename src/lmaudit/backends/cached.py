@@ -252,8 +252,8 @@ class CachedBackend:
             for i, res in zip(idx, results, strict=True):
                 if len(res.texts) != requests[i].n:
                     raise RuntimeError("backend returned a different number of draws than asked")
-                for k, t in zip(all_keys[i], res.texts, strict=True):
-                    self.cache.put(k, t)
+                # a request's draws go into the cache as one pack (one file, not one per draw)
+                self.cache.put_many(list(zip(all_keys[i], res.texts, strict=True)))
                 out[i] = res
                 stored(i)
 
