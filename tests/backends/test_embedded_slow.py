@@ -146,3 +146,23 @@ def test_sampling_reproducible(backend: HFBackend) -> None:
     first = backend.sample([req])[0].texts
     again = backend.sample([SampleRequest(REQUESTS[0].messages, n=9, temperature=1.0, max_tokens=5, seed=3)])
     assert again[0].texts[:3] == first
+
+
+def test_prefill_by_messages_equals_naive_also_past_the_sliding_window(backend: HFBackend) -> None:
+    """Sampling's prefill (the prompt cut at its messages, each segment over the cached ones)
+    gives the naive next-token distribution, also when the cached prefix is longer than Gemma 3's
+    512-token sliding window; a memo hit gives the same bits as computing afresh."""
+    from lmaudit.backends.hf_prefill import PrefillMemo, segment_bounds
+
+    long_system = {"role": "system", "content": " ".join(["Answer the survey honestly and briefly."] * 90)}
+    requests = REQUESTS + [LabelRequest((long_system, *r.messages[1:]), LABELS) for r in REQUESTS[:3]]
+    shared = PrefillMemo()
+    for req in requests:
+        ids = backend.encode(req.messages)
+        bounds = segment_bounds(backend.message_cuts(req.messages, ids), len(ids))
+        logits, _ = shared.prefill(backend.model, ids, bounds)
+        ref = _naive(backend, req)
+        assert float((torch.softmax(logits.double(), -1) - ref).abs().max()) < 1e-5
+        fresh, _ = PrefillMemo().prefill(backend.model, ids, bounds)
+        assert torch.equal(fresh, logits)
+    assert shared.hits > 0 and any(len(backend.encode(r.messages)) > 512 for r in requests)
