@@ -317,6 +317,37 @@ def test_full_distribution_equals_naive(tiny_dir: Path) -> None:
         assert float(diff) < 1e-5
 
 
+@pytest.mark.parametrize("softcap", [None, 3.0])
+def test_the_head_applied_per_unit_equals_the_models_own_logits(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch, softcap: float | None
+) -> None:
+    """The vocabulary head, run apart from the decoder over a unit's prompts in groups of rows and
+    blocks of vocabulary rows (both made small here), gives the model's own logits, final
+    soft-capping included (a cap of 3 bends these random logits hard)."""
+    from lmaudit.backends import hf_batching
+
+    monkeypatch.setattr(hf_batching, "HEAD_BLOCK", 7)  # 160 / 7: a ragged last block
+    monkeypatch.setattr(hf_batching, "HEAD_ROWS", 4)
+    backend = _backend(tiny_dir)
+    if softcap is not None and not hasattr(backend.model.config, "final_logit_softcapping"):
+        pytest.skip("only the Gemma family's configs (and forwards) have a final logit soft-cap")
+    if softcap is not None:
+        monkeypatch.setattr(backend.model.config, "final_logit_softcapping", softcap)
+    requests = _qq_requests(3)
+    ids = [backend.encode(r.messages) for r in requests]
+    got: dict[int, Any] = {}
+    for idx, logits in next_token_logits(backend.model, ids, stats=ForwardStats(), pack_tokens=16):
+        assert len(idx) <= 4
+        got.update(zip(idx, logits, strict=True))
+    assert sorted(got) == list(range(len(requests)))
+    for i, seq in enumerate(ids):
+        with torch.inference_mode():
+            own = backend.model(input_ids=torch.tensor([seq]), logits_to_keep=1).logits[0, -1]
+        assert float((got[i] - own).abs().max()) < 1e-4
+        if softcap is not None:
+            assert float(got[i].abs().max()) <= softcap
+
+
 @pytest.mark.parametrize("pack_tokens", [5, 256])
 def test_sliding_window_shorter_than_prompts_still_exact(gemma_dir: Path, pack_tokens: int) -> None:
     backend = _backend(gemma_dir, pack_tokens=pack_tokens)
