@@ -518,6 +518,20 @@ def test_prefill_memo_hit_is_bit_identical_to_recomputing(tiny_dir: Path) -> Non
     assert torch.equal(a, b)
 
 
+def test_prefill_memo_serves_only_the_same_segmentation(tiny_dir: Path) -> None:
+    """Equal tokens cut differently are different arithmetic: no hit across segmentations."""
+    backend = _backend(tiny_dir)
+    ids = backend.encode(_chat(2, seed=4))
+    memo = PrefillMemo()
+    cut, _ = memo.prefill(backend.model, ids, [10, len(ids)])
+    whole, _ = memo.prefill(backend.model, ids, [len(ids)])
+    assert memo.hits == 0 and memo.tokens_computed == 2 * len(ids)
+    assert torch.equal(whole, PrefillMemo().prefill(backend.model, ids, [len(ids)])[0])
+    assert float((cut - whole).abs().max()) < 1e-5
+    again, _ = memo.prefill(backend.model, ids, [10, len(ids)])
+    assert memo.hits == 1 and torch.equal(again, cut)
+
+
 def test_prefill_memo_stays_within_its_byte_bound(tiny_dir: Path) -> None:
     backend = _backend(tiny_dir)
     msgs = _chat(3, seed=9)

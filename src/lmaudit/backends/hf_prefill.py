@@ -33,6 +33,8 @@ PREFILL_KEY = f"by-message/min{MIN_SEGMENT}"
 #: Default memory bound of the memo (KV caches and logits), in bytes.
 DEFAULT_MEMO_BYTES = 512 * 2**20
 
+_Key = tuple[tuple[int, ...], tuple[int, ...]]
+
 
 def segment_bounds(cuts: Iterable[int], total: int, min_segment: int = MIN_SEGMENT) -> list[int]:
     """The end of each segment of a ``total``-token prompt cut at ``cuts``: ascending, ending
@@ -68,7 +70,9 @@ class PrefillMemo:
 
     def __init__(self, max_bytes: int = DEFAULT_MEMO_BYTES) -> None:
         self.max_bytes = int(max_bytes)
-        self._entries: OrderedDict[tuple[int, ...], tuple[torch.Tensor | None, Any, int]] = OrderedDict()
+        # key: (the prefix's tokens, the segment ends it was computed in); the second part makes a
+        # hit exact even for two prompts with equal tokens but different message boundaries
+        self._entries: OrderedDict[_Key, tuple[torch.Tensor | None, Any, int]] = OrderedDict()
         self._bytes = 0
         self.hits = 0
         self.forwards = 0
@@ -81,7 +85,7 @@ class PrefillMemo:
     def nbytes(self) -> int:
         return self._bytes
 
-    def _put(self, key: tuple[int, ...], logits: torch.Tensor | None, cache: Any) -> None:
+    def _put(self, key: _Key, logits: torch.Tensor | None, cache: Any) -> None:
         size = _nbytes(logits, cache)
         if key in self._entries:  # a message prefix memoised without logits, now a whole prompt
             self._bytes -= self._entries.pop(key)[2]
@@ -100,17 +104,22 @@ class PrefillMemo:
         if not bounds or bounds[-1] != len(ids):
             raise ValueError(f"segment bounds {list(bounds)} do not end at the prompt length {len(ids)}")
         start, logits, cache = 0, None, None
+
+        def key(k: int) -> _Key:
+            return tuple(ids[: bounds[k]]), tuple(bounds[: k + 1])
+
         for k in range(len(bounds) - 1, -1, -1):
-            hit = self._entries.get(tuple(ids[: bounds[k]]))
+            hit = self._entries.get(key(k))
             if hit is not None and (hit[0] is not None or k < len(bounds) - 1):
-                self._entries.move_to_end(tuple(ids[: bounds[k]]))
+                self._entries.move_to_end(key(k))
                 self.hits += 1
                 logits, cache, _ = hit
                 start = k + 1
                 break
         device = next(model.parameters()).device
         prev = bounds[start - 1] if start else 0
-        for b in bounds[start:]:
+        for k in range(start, len(bounds)):
+            b = bounds[k]
             out = decoder(model)(
                 input_ids=torch.tensor([list(ids[prev:b])], device=device),
                 position_ids=torch.arange(prev, b, device=device).unsqueeze(0),
@@ -123,7 +132,7 @@ class PrefillMemo:
             logits = vocabulary_logits(model, out.last_hidden_state[0, -1:, :])[0] if b == len(ids) else None
             self.forwards += 1
             self.tokens_computed += b - prev
-            self._put(tuple(ids[:b]), logits, cache)
+            self._put(key(k), logits, cache)
             prev = b
         assert logits is not None  # the final bound is computed with logits, or hit with them
         return logits, cache
