@@ -116,13 +116,19 @@ def _write_tokenizer(path: Path) -> Any:
     return fast
 
 
-def _write_model(path: Path, family: str, vocab: int, sliding_window: int = 256) -> None:
+def _write_model(
+    path: Path,
+    family: str,
+    vocab: int,
+    sliding_window: int = 256,
+    layer_types: tuple[str, ...] = ("sliding_attention", "full_attention"),
+) -> None:
     torch.manual_seed(0)
     common: dict[str, Any] = dict(
         vocab_size=vocab,
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
+        num_hidden_layers=len(layer_types) if family == "gemma3" else 2,
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=8,
@@ -136,7 +142,7 @@ def _write_model(path: Path, family: str, vocab: int, sliding_window: int = 256)
         cfg = transformers.Gemma3TextConfig(
             **common,
             sliding_window=sliding_window,
-            layer_types=["sliding_attention", "full_attention"],
+            layer_types=list(layer_types),
             query_pre_attn_scalar=8,
         )
         model = transformers.Gemma3ForCausalLM(cfg)
@@ -315,6 +321,34 @@ def test_full_distribution_equals_naive(tiny_dir: Path) -> None:
     for i, req in enumerate(requests):
         diff = (torch.softmax(got[i].double(), -1) - _naive_probs(backend, req)).abs().max()
         assert float(diff) < 1e-5
+
+
+@pytest.mark.parametrize(
+    "layer_types",
+    [
+        ("sliding_attention", "full_attention"),
+        ("full_attention", "sliding_attention"),
+        ("sliding_attention", "full_attention", "sliding_attention"),
+    ],
+)
+def test_last_layer_at_prompt_ends_only_equals_naive(tmp_path: Path, layer_types: tuple[str, ...]) -> None:
+    """Gemma 3's last layer computed in full only at prompt ends (keys and values everywhere), with
+    a sliding window of 8 shorter than the prompts, last layer sliding or full: the naive
+    distribution; the model's own layer count and final norm are back afterwards."""
+    from lmaudit.backends.hf_last_layer import supports_last_layer_rows
+
+    tok = _write_tokenizer(tmp_path)
+    _write_model(tmp_path, "gemma3", len(tok), sliding_window=8, layer_types=layer_types)
+    backend = _backend(tmp_path)
+    assert supports_last_layer_rows(backend.model)
+    norm = backend.model.get_decoder().norm
+    requests = _qq_requests(3)
+    for pack_tokens in (5, 256):
+        backend.pack_tokens = pack_tokens
+        results = backend.label_logprobs(requests, top_k=5)
+        assert _worst_vs_naive(backend, requests, results) < 1e-5
+    assert backend.model.config.num_hidden_layers == len(layer_types)
+    assert backend.model.get_decoder().norm is norm
 
 
 @pytest.mark.parametrize("softcap", [None, 3.0])

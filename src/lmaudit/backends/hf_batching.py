@@ -51,6 +51,7 @@ from lmaudit.backends.hf_attention import (
     plan_blocks,
     supports_packed_attention,
 )
+from lmaudit.backends.hf_last_layer import last_layer_rows, supports_last_layer_rows, without_last_layer
 from lmaudit.backends.hf_trie import (
     DEFAULT_MIN_SHARED_TOKENS,
     DEFAULT_UNIT_TOKENS,
@@ -185,6 +186,8 @@ def _forest_logits(
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
     window = _sliding_window(model)
+    last = blocks and supports_last_layer_rows(model)
+    last_sliding = last and model.config.layer_types[-1] == "sliding_attention"
     n_layers: int | None = None
     store: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # node -> per-layer (K, V)
     pending: list[tuple[list[int], torch.Tensor]] = []  # (requests, final hidden state of each)
@@ -248,7 +251,10 @@ def _forest_logits(
             mask: Any = packed_masks(plan, {t: m for t, m in ok.items() if t in types}, dtype)
         else:
             mask = _mask_argument(model, allowed, near, dtype)
-        with packed_attention(model) if blocks else contextlib.nullcontext():
+        with (
+            packed_attention(model) if blocks else contextlib.nullcontext(),
+            without_last_layer(model) if last else contextlib.nullcontext(),
+        ):
             out = decoder(model)(
                 input_ids=torch.tensor([forest.tokens[a:b]], device=device),
                 attention_mask=mask,
@@ -257,6 +263,21 @@ def _forest_logits(
                 past_key_values=cache,
                 use_cache=True,
             )
+        ends = torch.tensor(
+            [int(keep[r]) for r, n in enumerate(finishing) for _ in forest.ends[n]], dtype=torch.long
+        )
+        if last:  # the last layer: keys and values of every token, the rest at prompt ends only
+            final = last_layer_rows(
+                model,
+                out.last_hidden_state,
+                ends.to(device),
+                allowed & near if last_sliding else allowed,
+                q_pos.unsqueeze(0).to(device),
+                out.past_key_values,
+                torch.arange(n_past, n_past + b - a, device=device),
+            )
+        else:
+            final = out.last_hidden_state[0, ends.to(device), :]
         stats.forward_calls += 1
         stats.tokens_real += b - a
         stats.tokens_padded += b - a
@@ -283,8 +304,7 @@ def _forest_logits(
         a = b
         done = [i for n in finishing for i in forest.ends[n]]
         if finishing:
-            rows = torch.tensor([int(keep[r]) for r, n in enumerate(finishing) for _ in forest.ends[n]])
-            pending.append((done, out.last_hidden_state[0, rows.to(device), :]))
+            pending.append((done, final))
         stats.requests += len(done)
         if on_chunk is not None and done:
             on_chunk(len(done))
