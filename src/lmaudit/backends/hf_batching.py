@@ -23,6 +23,9 @@ token prefixes (system prompt, few-shot exemplars, a QQ cell's position-1 prompt
   up to ``HEAD_ROWS`` rows at a time, in blocks of ``HEAD_BLOCK`` vocabulary rows
   (:func:`vocabulary_logits`): a head product for the few prompts one chunk finishes is bound by
   reading the 671 MB weight matrix, a product for a unit's prompts together by arithmetic;
+* for Gemma 3, the last decoder layer computes keys and values for every token and everything
+  else only at the prompts' last tokens (:mod:`lmaudit.backends.hf_last_layer`), the only
+  tokens whose last-layer output is used;
 * the prompts, sorted by their ids, are first cut into *units* of equal trie size, at most
   ``unit_tokens`` (:func:`~lmaudit.backends.hf_trie.scoring_units`), and each unit is its own forest, packed and chunked
   on its own. A unit's arithmetic therefore depends on its prompts only: the Lightning runner
