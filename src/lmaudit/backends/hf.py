@@ -41,7 +41,7 @@ from lmaudit.backends.embedded import (
 )
 from lmaudit.backends.hf_batching import DEFAULT_PACK_TOKENS, ForwardStats, next_token_logits
 from lmaudit.backends.hf_labels import label_results, label_tails, label_token_ids, pieces
-from lmaudit.backends.hf_prefill import PREFILL_KEY, PrefillMemo, segment_bounds
+from lmaudit.backends.hf_prefill import PREFILL_KEY, PrefillMemo, message_cuts, segment_bounds
 from lmaudit.backends.hf_sampling import sample_completions
 from lmaudit.backends.hf_trie import DEFAULT_MIN_SHARED_TOKENS, DEFAULT_UNIT_TOKENS
 
@@ -286,20 +286,9 @@ class HFBackend:
         return self._encode_texts([self.render(messages)])[0]
 
     def message_cuts(self, messages: Sequence[Message], ids: Sequence[int]) -> list[int]:
-        """Token lengths of the first ``k`` messages rendered alone (``0 < k < len(messages)``),
-        where those tokens are a prefix of the whole prompt's ``ids``; a prefix the template
-        refuses to render, or that tokenizes differently, is not a cut."""
-        texts: list[str] = []
-        for k in range(1, len(messages)):
-            try:
-                texts.append(self.render(messages[:k], generation_prompt=False))
-            except BackendError:
-                continue
-        cuts = []
-        for head in self._encode_texts(texts) if texts else []:
-            if 0 < len(head) < len(ids) and list(ids[: len(head)]) == head:
-                cuts.append(len(head))
-        return cuts
+        """Where the prompt ``ids`` of ``messages`` may be cut (:func:`~lmaudit.backends.hf_prefill.message_cuts`)."""
+        render = lambda k: self.render(messages[:k], generation_prompt=False)  # noqa: E731
+        return message_cuts(render, self._encode_texts, len(messages), ids)
 
     def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
         """Gate G1: each label's token pieces after the rendered prompt (passes when exactly one).

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
 
+from lmaudit.backends.base import BackendError
 from lmaudit.backends.hf_batching import decoder, vocabulary_logits
 
 #: Shortest segment worth its own forward; a cut closer than this to the previous is dropped.
@@ -34,6 +35,29 @@ PREFILL_KEY = f"by-message/min{MIN_SEGMENT}"
 DEFAULT_MEMO_BYTES = 512 * 2**20
 
 _Key = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def message_cuts(
+    render: Callable[[int], str],
+    encode: Callable[[Sequence[str]], list[list[int]]],
+    n_messages: int,
+    ids: Sequence[int],
+) -> list[int]:
+    """Token lengths of a prompt's first ``k`` messages rendered alone (``render(k)``, without the
+    generation prompt; ``0 < k < n_messages``), where those tokens are a prefix of the whole
+    prompt's ``ids``. A prefix the template refuses to render (BackendError), or that tokenizes
+    differently, is not a cut."""
+    texts: list[str] = []
+    for k in range(1, n_messages):
+        try:
+            texts.append(render(k))
+        except BackendError:
+            continue
+    return [
+        len(head)
+        for head in (encode(texts) if texts else [])
+        if 0 < len(head) < len(ids) and list(ids[: len(head)]) == head
+    ]
 
 
 def segment_bounds(cuts: Iterable[int], total: int, min_segment: int = MIN_SEGMENT) -> list[int]:
