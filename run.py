@@ -15,6 +15,7 @@ from lmaudit.config.schema import register_configs
 from lmaudit.pipeline.record import Terminated
 from lmaudit.pipeline.sweep import JobFailed
 from lmaudit.provenance.io import InputError
+from lmaudit.runtime import one_job_process
 
 register_configs()
 
@@ -24,6 +25,8 @@ def main(cfg: DictConfig) -> float | JobFailed | None:
     from lmaudit.pipeline import run
 
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
+    if not sweeping:  # one job, then exit: the heap of its imports and model is never re-scanned
+        one_job_process()
     try:
         return run(cfg)
     except Terminated as e:  # SIGTERM: the run's MLflow record says KILLED, its lock is released

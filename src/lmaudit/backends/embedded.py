@@ -304,6 +304,10 @@ def build_gemma3_tokenizer(gguf: Path, work_dir: Path) -> Any:
 
 def _convert(gguf: Path, out_dir: Path, marker: dict[str, Any]) -> None:
     import torch
+
+    from lmaudit.backends.hf_imports import defer_sklearn
+
+    defer_sklearn()
     from transformers import AutoModelForCausalLM
 
     with tempfile.TemporaryDirectory(dir=out_dir.parent) as work:

@@ -36,6 +36,7 @@ from lmaudit.provenance.io import (
     read_json,
 )
 from lmaudit.provenance.redact import redact_config
+from lmaudit.runtime import long_lived
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study
 
 STAGES = ("plan", "freeze", "measure", "analyze", "report", "all")
@@ -85,7 +86,8 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
             "seconds": {"total": round(time.perf_counter() - t0, 3)},
         }
     else:
-        backend = build_backend(cfg.model)
+        with long_lived():
+            backend = build_backend(cfg.model)
         t_load = time.perf_counter() - t0
         batch = int(cfg.model.get("batch_size", 16))
         cached = CachedBackend(backend, cache, batch_size=batch, progress=ctx.progress)

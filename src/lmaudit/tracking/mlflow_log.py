@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.provenance.redact import redact_config, redact_text
+from lmaudit.runtime import long_lived
 
 
 def tracking_uri(mlruns: str | Path) -> str:
@@ -24,7 +25,12 @@ def tracking_uri(mlruns: str | Path) -> str:
 
 def _mlflow(mlruns: str | Path) -> Any:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    import mlflow
+    # MLflow 3 reports usage to its developers unless told not to; an audit's records stay here
+    # (set MLFLOW_DISABLE_TELEMETRY=false to opt in)
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    with long_lived():
+        import mlflow
+        import mlflow.store.tracking.sqlalchemy_store  # the SQLite store, else loaded on first use
 
     Path(mlruns).mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(tracking_uri(mlruns))
