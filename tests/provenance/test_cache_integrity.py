@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -153,3 +154,29 @@ def test_cache_keys_unchanged() -> None:
     }
     # pinned before entries carried digests: dvc.lock pins measurements made under these keys
     assert cache_key("d" * 64, payload) == "e6537b7699eb8da4011a65d785cec88b3be78b0b6859927dc5810b130dfe6438"
+
+
+class Slow(Asked):
+    """Asked, taking at least 50 ms per call (a lower bound time.sleep guarantees)."""
+
+    def label_logprobs(self, requests: list[LabelRequest], top_k: int = 10) -> list[LabelResult]:
+        time.sleep(0.05)
+        return super().label_logprobs(requests, top_k)
+
+    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
+        time.sleep(0.05)
+        return super().sample(requests)
+
+
+def test_seconds_count_the_time_spent_answering_misses_per_contract(tmp_path: Path) -> None:
+    cold = CachedBackend(Slow(), ResponseCache(tmp_path), progress=False)
+    cold.label_logprobs([LREQ], top_k=3)
+    assert cold.seconds["label_logprobs"] >= 0.05 and cold.seconds["sample"] == 0.0
+    cold.sample([SREQ])
+    assert cold.seconds["sample"] >= 0.05
+    backend = Slow()
+    warm = CachedBackend(backend, ResponseCache(tmp_path), progress=False)
+    warm.label_logprobs([LREQ], top_k=3)
+    warm.sample([SREQ])
+    assert backend.labels == backend.draws == 0  # all answered from the cache...
+    assert warm.seconds == {"label_logprobs": 0.0, "sample": 0.0}  # ...so no time is counted

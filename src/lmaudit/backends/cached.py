@@ -78,6 +78,8 @@ class CachedBackend:
         self.poll_s = poll_s
         self.digest = identity_digest(backend.identity)
         self.reads_meta = bool(getattr(backend, "reads_meta", False))
+        # wall seconds spent answering cache misses, per contract (the audit record's timings)
+        self.seconds: dict[str, float] = {"label_logprobs": 0.0, "sample": 0.0}
 
     def describe(self) -> dict[str, Any]:
         """What the backend says about itself for the audit record (empty if it says nothing)."""
@@ -94,6 +96,7 @@ class CachedBackend:
         weight: Callable[[int], int],
         whole: bool = False,
         grouped: bool = False,
+        contract: str = "label_logprobs",
     ) -> None:
         """Compute ``pending`` indices: claim, compute in batches (all at once when ``whole``),
         release each as it is stored; wait for others' claims.
@@ -133,10 +136,12 @@ class CachedBackend:
                 bar.update(weight(i))
 
             step = max(1, len(mine)) if whole else self.batch_size
+            t0 = time.perf_counter()
             try:
                 for s in range(0, len(mine), step):
                     compute(mine[s : s + step], stored)
             finally:
+                self.seconds[contract] = self.seconds.get(contract, 0.0) + time.perf_counter() - t0
                 if grouped:
                     self.cache.release_many(group)
                 else:
@@ -277,5 +282,6 @@ class CachedBackend:
                 bar,
                 lambda i: requests[i].n,
                 whole=fill is not None,
+                contract="sample",
             )
         return [r for r in out if r is not None]

@@ -105,6 +105,7 @@ class CachedEmbedder(CachedBackend):
         if not isinstance(backend, EmbeddingBackend):
             raise TypeError(f"backend {type(backend).__name__} has no embedding contract")
         super().__init__(backend, cache, batch_size=batch_size, progress=progress, poll_s=poll_s)
+        self.seconds = {"embed": 0.0}
 
     def key(self, text: str) -> str:
         return cache_key(self.digest, {"kind": "embed", "text": text})
@@ -164,6 +165,7 @@ class CachedEmbedder(CachedBackend):
                 lambda i: 1,
                 whole=fill is not None,
                 grouped=True,
+                contract="embed",
             )
         dims = {v.shape[0] for v in found if v is not None}
         if len(dims) > 1:

@@ -108,7 +108,11 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
             "backend": cached.describe(),
             "label_token_ids": label_ids,
             "cache": {"dir": str(cache.root), **cache.stats.as_dict()},
-            "seconds": {"load": round(t_load, 3), "total": round(time.perf_counter() - t0, 3)},
+            "seconds": {
+                "load": round(t_load, 3),
+                **{k: round(v, 3) for k, v in cached.seconds.items()},  # answering cache misses
+                "total": round(time.perf_counter() - t0, 3),
+            },
         }
     if not isinstance(measured, Measured):
         raise TypeError(f"{study.name}.measure returned {type(measured).__name__}, not Measured")

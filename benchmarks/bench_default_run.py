@@ -1,0 +1,169 @@
+"""The default audit end to end (``python run.py``, cold), against its scoring and the import floor.
+
+Each round runs, in fresh processes and under the same load:
+
+* the default run, exactly as ``make run`` does (``python run.py``), with an empty response
+  cache and run directory (an MLflow store that already exists, as after a first run); its
+  wall time is taken from outside the process, start to exit;
+* the import floor: a process that only imports what such a run must import (torch,
+  transformers' model and tokenizer classes, MLflow and its SQLite store, matplotlib's SVG
+  canvas, Hydra) and loads the embedded model's tokenizer, as the run does, under the run's
+  garbage-collector policy (:mod:`lmaudit.runtime`); nothing else.
+
+The run's audit record gives its scoring time (``measure.seconds.label_logprobs``: the 186
+prompts' label probabilities, cache writes included) and its gate G3 sampling time
+(``measure.seconds.sample``). Printed per round and as medians: wall, scoring, G3, floor, the
+rest (lmaudit's own work: config, plan, analysis, report, MLflow records, process start and
+exit), and the ratio wall / scoring (the performance issue's goal: at most 1.5). Every
+round's measurements.jsonl must be byte-identical (same draws, same probabilities); the
+digests are printed. Results go to ``results/default_run.json``. No assertion on times.
+
+    python benchmarks/bench_default_run.py [--rounds 3] [override ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results" / "default_run.json"
+
+FLOOR = """
+from lmaudit.runtime import long_lived, one_job_process
+one_job_process()  # the run's own garbage-collector policy (lmaudit.runtime)
+with long_lived():
+    import hydra, omegaconf
+    import torch
+    from lmaudit.backends.hf_imports import defer_sklearn
+    defer_sklearn()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from lmaudit.backends.embedded import ensure_embedded_model
+    AutoTokenizer.from_pretrained(str(ensure_embedded_model()), fix_mistral_regex=False)
+with long_lived():
+    import mlflow
+    import mlflow.store.tracking.sqlalchemy_store
+import matplotlib.figure
+from matplotlib.backends.backend_svg import FigureCanvasSVG
+"""
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    return env
+
+
+def _timed(cmd: list[str]) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} ... failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return wall
+
+
+def _round(work: Path, overrides: list[str], r: int) -> dict[str, Any]:
+    out = work / f"round{r}"
+    args = [
+        f"paths.cache={out / 'cache'}",
+        f"paths.results={out / 'results'}",
+        f"paths.mlruns={work / 'mlruns'}",
+        "progress=false",
+        *overrides,
+    ]
+    wall = _timed([sys.executable, "run.py", *args])
+    (record,) = (out / "results").glob("*/*/audit_record.json")
+    measure = json.loads(record.read_text(encoding="utf-8"))["measure"]
+    seconds = measure["seconds"]
+    floor = _timed([sys.executable, "-c", FLOOR])
+    scoring, g3 = float(seconds["label_logprobs"]), float(seconds.get("sample", 0.0))
+    return {
+        "wall": wall,
+        "scoring": scoring,
+        "g3_sampling": g3,
+        "floor": floor,
+        "rest": wall - scoring - g3 - floor,
+        "wall_over_scoring": wall / scoring,
+        "measurements_sha256": measure["measurements"]["sha256"],
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    args, overrides = parser.parse_known_args()
+    with tempfile.TemporaryDirectory(prefix="lmaudit-bench-run-") as tmp:
+        work = Path(tmp)
+        # the MLflow store exists beforehand, as it does after a first run
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from lmaudit.tracking.mlflow_log import ensure_experiment; "
+                "ensure_experiment(sys.argv[1], 'lmaudit-warmup')",
+                str(work / "mlruns"),
+            ],
+            cwd=REPO,
+            env=_env(),
+            check=True,
+        )
+        rounds = []
+        for r in range(args.rounds):
+            row = _round(work, overrides, r)
+            rounds.append(row)
+            print(
+                f"round {r}: wall {row['wall']:.1f} s | scoring {row['scoring']:.1f} s | G3 {row['g3_sampling']:.1f} s"
+                f" | import floor {row['floor']:.1f} s | rest {row['rest']:.1f} s"
+                f" | wall/scoring {row['wall_over_scoring']:.2f} | load {row['load_average']:.1f}",
+                flush=True,
+            )
+    med = {
+        k: statistics.median(r[k] for r in rounds)
+        for k in ("wall", "scoring", "g3_sampling", "floor", "rest")
+    }
+    ratio = statistics.median(r["wall_over_scoring"] for r in rounds)
+    digests = sorted({r["measurements_sha256"] for r in rounds})
+    print(
+        f"median: wall {med['wall']:.1f} s = scoring {med['scoring']:.1f} + G3 {med['g3_sampling']:.1f}"
+        f" + import floor {med['floor']:.1f} + rest {med['rest']:.1f}"
+    )
+    print(f"wall / scoring: {ratio:.2f} (goal <= 1.5)")
+    print(
+        f"measurements identical in every round: {len(digests) == 1} ({', '.join(d[:12] for d in digests)})"
+    )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "benchmark": "default_run",
+                "overrides": overrides,
+                "rounds": rounds,
+                "median": med,
+                "wall_over_scoring": ratio,
+                "measurements_identical": len(digests) == 1,
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "platform": platform.platform(),
+                    "python": sys.version.split()[0],
+                },
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+
+
+if __name__ == "__main__":
+    main()
