@@ -49,6 +49,7 @@ test-fast: lint typecheck
 
 bench: install
 	$(PYTHON) benchmarks/bench_qq_measure.py
+	$(PYTHON) benchmarks/bench_default_run.py
 	$(PYTHON) benchmarks/bench_draws.py
 	$(PYTHON) benchmarks/bench_judge_sampling.py
 	$(PYTHON) benchmarks/bench_rbo.py
