@@ -1,4 +1,4 @@
-"""QQ item banks: the JSON format, its typed schema, validation and item selection.
+"""QQ item banks: the JSON format, its typed schema and validation.
 
 A bank is one JSON file (format: ``docs/item_bank.md``)::
 
@@ -10,8 +10,7 @@ in one ``ItemBankError``, one line per problem::
     <file>: item '<id>' (index <i>): field '<field>': <what is wrong>
     <file>: <file-level problem>
 
-``select_items`` turns the configured item ids into items, rejecting unknown ids (with a
-close-match suggestion) before any model call.
+Selecting the items of a run from a bank is :mod:`lmaudit.studies.qq.selection`.
 """
 
 from __future__ import annotations
@@ -60,10 +59,6 @@ class ItemBankError(InputError):
         n = len(self.problems)
         head = f"invalid item bank {self.path} ({n} problem{'' if n == 1 else 's'}):"
         super().__init__("\n".join([head, *(f"  {p}" for p in self.problems)]))
-
-
-class ItemSelectionError(InputError):
-    """The configured item selection does not fit the bank (unknown, repeated or excluded ids)."""
 
 
 @dataclass(frozen=True)
@@ -344,48 +339,6 @@ def _check_across(where: str, entries: list[Any], items: list[Item | None], prob
             )
 
 
-# --- selection -----------------------------------------------------------------------------
-
-
-def select_items(bank: ItemBank, ids: Sequence[str] | None = None, track_p_only: bool = False) -> list[Item]:
-    """The items to measure, in bank order.
-
-    ``ids=None`` selects every item (only the ``track_p`` ones when ``track_p_only``). Unknown,
-    repeated or (under ``track_p_only``) non-Track-P ids raise ``ItemSelectionError``.
-    """
-    where = f"bank {bank.name!r} ({bank.path})"
-    if ids is None:
-        chosen = [it for it in bank.items if it.track_p or not track_p_only]
-        if not chosen:
-            raise ItemSelectionError(f"{where} has no items with track_p=true, but track_p_only is set")
-        return chosen
-    if isinstance(ids, str):
-        raise TypeError(f"ids must be a list of item ids, not the string {ids!r}")
-    wanted = [str(i) for i in ids]
-    if not wanted:
-        raise ItemSelectionError(f"empty item selection for {where}: give at least one id, or null for all")
-    problems: list[str] = []
-    unknown = [i for i in wanted if i not in bank]
-    for i in unknown:
-        problems.append(f"unknown item {i!r}{suggest(i, bank.ids, n=3)}")
-    repeated = sorted({i for i in wanted if wanted.count(i) > 1})
-    if repeated:
-        problems.append(f"item(s) listed more than once: {', '.join(repeated)}")
-    if track_p_only:
-        excluded = [i for i in dict.fromkeys(wanted) if i in bank and not bank[i].track_p]
-        if excluded:
-            problems.append(
-                f"not Track P items (track_p is false) but track_p_only is set: {', '.join(excluded)}"
-            )
-    if problems:
-        known = f"known ids: {', '.join(bank.ids)}" if unknown else ""
-        raise ItemSelectionError(
-            f"invalid item selection for {where}: " + "; ".join(problems) + (f"; {known}" if known else "")
-        )
-    keep = set(wanted)
-    return [it for it in bank.items if it.id in keep]
-
-
 __all__ = [
     "ID_PATTERN",
     "ITEM_FIELDS",
@@ -397,7 +350,5 @@ __all__ = [
     "Item",
     "ItemBank",
     "ItemBankError",
-    "ItemSelectionError",
     "load_bank",
-    "select_items",
 ]

@@ -31,7 +31,7 @@ from lmaudit.studies.qq.config import (
 )
 from lmaudit.studies.qq.diagnostics import g3_check
 from lmaudit.studies.qq.gates import g3_counts, gate_g1, gate_g3, split_rows
-from lmaudit.studies.qq.items import Item, load_bank, select_items
+from lmaudit.studies.qq.items import Item, load_bank
 from lmaudit.studies.qq.measure import (
     g3_cells,
     g3_trajectories,
@@ -42,6 +42,7 @@ from lmaudit.studies.qq.measure import (
 from lmaudit.studies.qq.protocol import Cell, build_cells
 from lmaudit.studies.qq.records import Measurement, check_label_assignment
 from lmaudit.studies.qq.report import render_report
+from lmaudit.studies.qq.selection import select_items
 from lmaudit.studies.qq.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
 
