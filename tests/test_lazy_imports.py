@@ -56,7 +56,8 @@ def test_transformers_model_classes_load_without_scikit_learn_and_roc_curve_stil
     pytest.importorskip("transformers")
     # without the deferral, transformers' generation package imports scikit-learn (and scipy.stats)
     plain = "from transformers import AutoModelForCausalLM, GenerationMixin\nimport sys\nprint('sklearn' in sys.modules)"
-    assert _run(plain) == "True"
+    if _run(plain) != "True":
+        pytest.skip("this transformers does not import scikit-learn with its model classes: nothing to defer")
     code = (
         "import json, sys\n"
         "from lmaudit.backends.hf import HFBackend\n"

@@ -1,17 +1,19 @@
 """Garbage-collector policy of a one-job process (``python run.py`` without ``-m``).
 
 Such a process spends its life with a large heap that never dies: torch, transformers, MLflow
-and their modules (about 740,000 objects for the default audit) and the loaded model. CPython's
-cyclic collector re-scans all of them at every full collection, seven of those while they are
-being imported, and once more when the interpreter shuts down (about 2 s after the last result
-is written). :func:`one_job_process` stops that: objects made inside :func:`long_lived` (heavy
-imports, a backend being built) are made with the collector paused and then moved to its
-permanent generation (:func:`gc.freeze`), and the whole heap is frozen at exit, so shutdown
-does not walk it.
+and their modules (about 740,000 objects for the default audit). CPython's cyclic collector
+re-scans all of them at every full collection, seven of those while they are being imported,
+and once more when the interpreter shuts down (about 2 s after the last result is written).
+:func:`one_job_process` stops that. Work done inside :func:`long_lived` (heavy imports, a
+backend being built) runs with the collector paused; at its end one full collection frees
+that work's cyclic garbage (an import leaves frames behind, which may hold the object being
+built), and every object still alive is moved to the collector's permanent generation
+(:func:`gc.freeze`). The whole heap is frozen again at exit, so shutdown does not walk it.
 
-Outside a one-job process (sweeps, notebooks, the test suite) :func:`long_lived` does nothing:
-a frozen object is never collected, so freezing the heap of a process that goes on to build and
-drop further models could keep them alive.
+A frozen object is still freed when its last reference goes (reference counting); only a
+frozen object that ends up in an unreachable reference cycle stays until the process exits.
+Outside a one-job process (sweeps, notebooks, the test suite) :func:`long_lived` does nothing,
+since those go on to build and drop further models.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ def is_one_job_process() -> bool:
 
 @contextlib.contextmanager
 def long_lived() -> Iterator[None]:
-    """Objects made inside live until the process ends (imported modules, the run's backend):
-    in a one-job process they are made with the cyclic collector paused and frozen afterwards."""
+    """Work whose objects live until the process ends (heavy imports, the run's backend): in a
+    one-job process it runs with the cyclic collector paused, then its cyclic garbage is
+    collected and what survives is frozen."""
     if not _one_job:
         yield
         return
@@ -49,6 +52,7 @@ def long_lived() -> Iterator[None]:
     try:
         yield
     finally:
+        gc.collect()
         gc.freeze()
         if was_enabled:
             gc.enable()

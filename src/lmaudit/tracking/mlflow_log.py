@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,9 +29,10 @@ def _mlflow(mlruns: str | Path) -> Any:
     # MLflow 3 reports usage to its developers unless told not to; an audit's records stay here
     # (set MLFLOW_DISABLE_TELEMETRY=false to opt in)
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    with long_lived():
-        import mlflow
-        import mlflow.store.tracking.sqlalchemy_store  # the SQLite store, else loaded on first use
+    if "mlflow.store.tracking.sqlalchemy_store" not in sys.modules:
+        with long_lived():
+            import mlflow.store.tracking.sqlalchemy_store  # the SQLite store, else loaded on first use
+    import mlflow
 
     Path(mlruns).mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(tracking_uri(mlruns))
