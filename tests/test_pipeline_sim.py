@@ -96,8 +96,12 @@ def test_stages_one_at_a_time_equal_stage_all(make_cfg, tmp_path):
         assert (tmp_path / "staged" / f).read_bytes() == (tmp_path / "all" / f).read_bytes(), f
     audit = json.loads((tmp_path / "staged" / "audit_record.json").read_text())
     assert {"plan", "measure", "analyze", "report"} <= set(audit)
-    # the second, cached, measurement asked the backend nothing
+    # the second, cached, measurement asked the backend nothing, so no time is counted against it
     assert audit["measure"]["cache"]["misses"] == 0
+    assert audit["measure"]["seconds"]["label_logprobs"] == audit["measure"]["seconds"]["sample"] == 0.0
+    cold = json.loads((tmp_path / "all" / "audit_record.json").read_text())["measure"]["seconds"]
+    assert cold["label_logprobs"] > 0.0 and cold["sample"] > 0.0  # scoring, and gate G3's draws
+    assert cold["total"] + 0.002 >= cold["load"] + cold["label_logprobs"] + cold["sample"]  # (rounded to ms)
 
 
 def test_mlflow_run_is_recorded_in_sqlite_store(make_cfg, tmp_path):
