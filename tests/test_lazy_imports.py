@@ -13,17 +13,20 @@ REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "scipy.stats", "scipy.special", "scipy.sparse", "matplotlib", "mlflow")
 
 
-def _loaded_after(code: str) -> set[str]:
-    probe = f"{code}\nimport sys\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+def _run(code: str) -> str:
     out = subprocess.run(
-        [sys.executable, "-c", probe],
+        [sys.executable, "-c", code],
         cwd=REPO,
         env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
         capture_output=True,
         text=True,
         check=True,
     )
-    return set(out.stdout.split())
+    return out.stdout.strip()
+
+
+def _loaded_after(code: str) -> set[str]:
+    return set(_run(f"{code}\nimport sys\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))").split())
 
 
 def test_registering_every_study_imports_nothing_heavy() -> None:
@@ -39,27 +42,16 @@ def test_the_hf_module_defers_torch_until_a_model_is_used() -> None:
     assert {"torch", "transformers"}.isdisjoint(_loaded_after("import lmaudit.backends.sim"))
 
 
-def _run(code: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
-
-
 def test_transformers_model_classes_load_without_scikit_learn_and_roc_curve_still_works() -> None:
     pytest.importorskip("sklearn")
     pytest.importorskip("transformers")
     # without the deferral, transformers' generation package imports scikit-learn (and scipy.stats)
     plain = "from transformers import AutoModelForCausalLM, GenerationMixin\nimport sys\nprint('sklearn' in sys.modules)"
-    if _run(plain) != "True":
-        pytest.skip("this transformers does not import scikit-learn with its model classes: nothing to defer")
+    imports_sklearn = _run(plain) == "True"
     code = (
         "import json, sys\n"
+        "from lmaudit.backends.hf_imports import defer_sklearn\n"
+        "deferred = defer_sklearn()\n"
         "from lmaudit.backends.hf import HFBackend\n"
         "from lmaudit.backends.base import BackendError\n"
         "try:\n"
@@ -70,11 +62,15 @@ def test_transformers_model_classes_load_without_scikit_learn_and_roc_curve_stil
         "import transformers.generation.candidate_generator as cg\n"
         "before = sorted(m for m in ('sklearn', 'scipy.stats') if m in sys.modules)\n"
         "y, s = [0, 0, 1, 1, 0, 1], [0.1, 0.4, 0.35, 0.8, 0.7, 0.2]\n"
-        "ours = [list(map(float, a)) for a in cg.roc_curve(y, s)]\n"
+        "ours = [list(map(float, a)) for a in cg.roc_curve(y, s)] if deferred else None\n"
         "from sklearn.metrics import roc_curve\n"
         "ref = [list(map(float, a)) for a in roc_curve(y, s)]\n"
-        "print(json.dumps({'before': before, 'ours': ours, 'ref': ref}))"
+        "print(json.dumps({'deferred': deferred, 'before': before, 'ours': ours, 'ref': ref}))"
     )
     got = json.loads(_run(code))
+    # deferred exactly when there is an import to defer (a transformers that no longer imports
+    # scikit-learn with its model classes leaves nothing to do)
+    assert got["deferred"] is imports_sklearn
     assert got["before"] == []
-    assert got["ours"] == got["ref"]  # the deferred function is scikit-learn's, imported on first call
+    if got["deferred"]:
+        assert got["ours"] == got["ref"]  # the deferred function is scikit-learn's, imported on first call
