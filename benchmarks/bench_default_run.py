@@ -44,8 +44,8 @@ one_job_process()  # the run's own garbage-collector policy (lmaudit.runtime)
 with long_lived():
     import hydra, omegaconf
     import torch
-    from lmaudit.backends.hf_imports import defer_sklearn
-    defer_sklearn()
+    from lmaudit.backends.hf_imports import defer_optional_imports
+    defer_optional_imports()
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from lmaudit.backends.embedded import ensure_embedded_model
     AutoTokenizer.from_pretrained(str(ensure_embedded_model()), fix_mistral_regex=False)

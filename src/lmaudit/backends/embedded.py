@@ -305,9 +305,9 @@ def build_gemma3_tokenizer(gguf: Path, work_dir: Path) -> Any:
 def _convert(gguf: Path, out_dir: Path, marker: dict[str, Any]) -> None:
     import torch
 
-    from lmaudit.backends.hf_imports import defer_sklearn
+    from lmaudit.backends.hf_imports import defer_optional_imports
 
-    defer_sklearn()
+    defer_optional_imports()
     from transformers import AutoModelForCausalLM
 
     with tempfile.TemporaryDirectory(dir=out_dir.parent) as work:

@@ -40,7 +40,7 @@ from lmaudit.backends.embedded import (
     gguf_sha256,
 )
 from lmaudit.backends.hf_batching import DEFAULT_PACK_TOKENS, ForwardStats, next_token_logits
-from lmaudit.backends.hf_imports import defer_sklearn
+from lmaudit.backends.hf_imports import defer_optional_imports
 from lmaudit.backends.hf_labels import label_results, label_tails, label_token_ids, pieces
 from lmaudit.backends.hf_prefill import PREFILL_KEY, PrefillMemo, message_cuts, segment_bounds
 from lmaudit.backends.hf_sampling import sample_completions
@@ -95,7 +95,7 @@ class HFBackend:
             raise BackendError(
                 "hf backend: batch_size, sample_block, pack_tokens and unit_tokens must be >= 1 and top_k >= 0"
             )
-        defer_sklearn()  # before transformers' generation package loads (hf_imports)
+        defer_optional_imports()  # before transformers loads a model class (hf_imports)
         self.model_name = model
         self.revision = revision
         self.dtype = dtype
