@@ -27,6 +27,11 @@ def main(cfg: DictConfig) -> float | JobFailed | None:
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
     if not sweeping:  # one job, then exit: the heap of its imports and model is never re-scanned
         one_job_process()
+        if cfg.mlflow.enabled and cfg.stage in ("all", "analyze", "report"):
+            # MLflow imports in a second process while this one loads the model (tracking.worker)
+            from lmaudit.tracking.worker import start
+
+            start(cfg.paths.mlruns)
     try:
         return run(cfg)
     except Terminated as e:  # SIGTERM: the run's MLflow record says KILLED, its lock is released

@@ -5,10 +5,11 @@ Each round runs, in fresh processes and under the same load:
 * the default run, exactly as ``make run`` does (``python run.py``), with an empty response
   cache and run directory (an MLflow store that already exists, as after a first run); its
   wall time is taken from outside the process, start to exit;
-* the import floor: a process that only imports what such a run must import (torch,
-  transformers' model and tokenizer classes, MLflow and its SQLite store, matplotlib's SVG
-  canvas, Hydra) and loads the embedded model's tokenizer, as the run does, under the run's
-  garbage-collector policy (:mod:`lmaudit.runtime`); nothing else.
+* the import floor: a process that only imports what such a run must import in its main
+  process (torch, transformers' model and tokenizer classes, matplotlib's SVG canvas, Hydra)
+  and loads the embedded model's tokenizer, as the run does, under the run's garbage-collector
+  policy (:mod:`lmaudit.runtime`); nothing else. MLflow is imported by the run's MLflow worker
+  (:mod:`lmaudit.tracking.worker`), in a second process, while the main process does this.
 
 The run's audit record gives its scoring time (``measure.seconds.label_logprobs``: the 186
 prompts' label probabilities, cache writes included) and its gate G3 sampling time
@@ -49,9 +50,6 @@ with long_lived():
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from lmaudit.backends.embedded import ensure_embedded_model
     AutoTokenizer.from_pretrained(str(ensure_embedded_model()), fix_mistral_regex=False)
-with long_lived():
-    import mlflow
-    import mlflow.store.tracking.sqlalchemy_store
 import matplotlib.figure
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 """

@@ -50,6 +50,26 @@ def test_clopper_pearson_defining_relation(alpha: float) -> None:
     assert np.all(lo < hi)
 
 
+@pytest.mark.parametrize("alpha", [0.05, 0.01, 0.0025, 0.05 / 12])
+def test_clopper_pearson_and_wilson_equal_the_scipy_stats_quantiles_bit_for_bit(alpha: float) -> None:
+    """The intervals take their quantiles from scipy.special (no scipy.stats import); they must
+    be the values scipy.stats.beta.ppf and norm.ppf give, exactly."""
+    rng = np.random.default_rng(7)
+    n = rng.integers(1, 3000, size=5000)
+    k = rng.integers(0, n + 1)
+    lo, hi = clopper_pearson(k, n, alpha)
+    with np.errstate(invalid="ignore"):
+        ref_lo = np.where(k > 0, stats.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
+        ref_hi = np.where(k < n, stats.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+    assert np.array_equal(lo, ref_lo) and np.array_equal(hi, ref_hi)
+    z = stats.norm.ppf(1 - alpha / 2)
+    w_lo, w_hi = wilson(k, n, alpha)
+    centre = (k + z * z / 2) / (n + z * z)
+    half = z / (n + z * z) * np.sqrt(k * (n - k) / n + z * z / 4)
+    assert np.array_equal(w_lo, np.clip(centre - half, 0.0, 1.0))
+    assert np.array_equal(w_hi, np.clip(centre + half, 0.0, 1.0))
+
+
 def test_clopper_pearson_vectorised_matches_scalar() -> None:
     k = np.array([[0, 3], [7, 10]])
     lo, hi = clopper_pearson(k, 10, 0.05)

@@ -110,7 +110,10 @@ def _end_status(e: BaseException) -> str:
 
 def _one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
-    return redact_text(f"{type(e).__name__}: {text[0] if text else ''}")[:300]
+    first = text[0] if text else ""
+    from lmaudit.tracking.worker import TrackingError  # its message names the original exception
+
+    return redact_text(first if isinstance(e, TrackingError) else f"{type(e).__name__}: {first}")[:300]
 
 
 def log_to_mlflow(
@@ -136,6 +139,11 @@ def log_to_mlflow(
         return None
     from lmaudit.tracking.mlflow_log import close_running, fail_job, log_run, start_job, tracking_uri
     from lmaudit.tracking.sweeps import sweep_parent
+    from lmaudit.tracking.worker import call  # by the run's MLflow worker, if it has one
+
+    def failed(run_id: str, status: str) -> None:
+        with contextlib.suppress(Exception):  # never mask the error that got us here
+            call(fail_job, cfg.paths.mlruns, run_id, status)
 
     experiment = experiment_name(cfg)
     uri = tracking_uri(cfg.paths.mlruns)
@@ -146,11 +154,12 @@ def log_to_mlflow(
     # with the run id known (and the run marked KILLED), never half-way through its creation
     held = _hold_sigterm()
     try:
-        for earlier in close_running(cfg.paths.mlruns, experiment, where):
+        for earlier in call(close_running, cfg.paths.mlruns, experiment, where):
             print(f"MLflow run {earlier} of an earlier, interrupted run of {out} marked KILLED")
         sweep = sweep_dir or _sweep_dir()
-        parent = sweep_parent(sweep, cfg.paths.mlruns, experiment) if sweep is not None else None
-        run_id = start_job(
+        parent = call(sweep_parent, sweep, cfg.paths.mlruns, experiment) if sweep is not None else None
+        run_id = call(
+            start_job,
             mlruns=cfg.paths.mlruns,
             experiment=experiment,
             run_name=run_name(cfg),
@@ -161,7 +170,7 @@ def log_to_mlflow(
         problem = f"no MLflow run was started in {uri} ({_one_line(e)})"
     except BaseException:  # a signal while the run was being created: it must not stay RUNNING
         with contextlib.suppress(Exception):
-            close_running(cfg.paths.mlruns, experiment, where)
+            call(close_running, cfg.paths.mlruns, experiment, where)
         _release_sigterm(held)
         raise
     audit.data["mlflow"] = {"run_id": run_id, "experiment": experiment, "tracking_uri": uri}
@@ -173,12 +182,13 @@ def log_to_mlflow(
         write_report(run_id)
     except BaseException as e:
         if run_id is not None:
-            fail_job(cfg.paths.mlruns, run_id, _end_status(e))
+            failed(run_id, _end_status(e))
         raise
     if run_id is not None:
         try:
             plan_cfg = ctx.plan.config if ctx.plan is not None else study.plan_config(cfg)
-            log_run(
+            call(
+                log_run,
                 mlruns=cfg.paths.mlruns,
                 run_id=run_id,
                 params=plan_cfg,
@@ -195,7 +205,7 @@ def log_to_mlflow(
                 + ([registration_file] if registration_file is not None else []),
             )
         except BaseException as e:  # the run's MLflow record says how it ended, never RUNNING
-            fail_job(cfg.paths.mlruns, run_id, _end_status(e))
+            failed(run_id, _end_status(e))
             if not isinstance(e, Exception):
                 raise
             problem = f"MLflow run {run_id} is marked FAILED: its params, metrics, tags or artifacts were not all logged ({_one_line(e)})"

@@ -53,9 +53,11 @@ def clopper_pearson(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> tuple[An
     (``lo = 0`` when ``k = 0``, ``hi = 1`` when ``k = n``), via the beta quantiles
     ``Beta(alpha/2; k, n-k+1)`` and ``Beta(1-alpha/2; k+1, n-k)``. Coverage is at least
     ``1 - alpha`` for every true ``p``. ``n = 0`` gives the uninformative ``(0, 1)``.
-    Matches R's ``binom.test(k, n, conf.level = 1 - alpha)$conf.int``.
+    Matches R's ``binom.test(k, n, conf.level = 1 - alpha)$conf.int``. The quantiles are
+    ``scipy.special.betaincinv``, the function ``scipy.stats.beta.ppf`` evaluates (the same
+    values, bit for bit, without importing scipy.stats: about 0.5 s of a run that checks G3).
     """
-    from scipy import stats  # imported here: most runs never compute an interval
+    from scipy.special import betaincinv  # imported here: most runs never compute an interval
 
     _check_alpha(alpha)
     scalar = np.ndim(k) == 0 and np.ndim(n) == 0
@@ -63,8 +65,8 @@ def clopper_pearson(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> tuple[An
     kf = k_int.astype(np.float64)
     nf = n_int.astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        lo = np.where(k_int > 0, stats.beta.ppf(alpha / 2, kf, nf - kf + 1), 0.0)
-        hi = np.where(k_int < n_int, stats.beta.ppf(1 - alpha / 2, kf + 1, nf - kf), 1.0)
+        lo = np.where(k_int > 0, betaincinv(kf, nf - kf + 1, alpha / 2), 0.0)
+        hi = np.where(k_int < n_int, betaincinv(kf + 1, nf - kf, 1 - alpha / 2), 1.0)
     return _out(np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64), scalar)
 
 
@@ -84,9 +86,9 @@ def wilson(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> tuple[Any, Any]:
     k_int, n_int = _counts(k, n)
     kf = k_int.astype(np.float64)
     nf = n_int.astype(np.float64)
-    from scipy import stats
+    from scipy.special import ndtri  # the function scipy.stats.norm.ppf evaluates
 
-    z = float(stats.norm.ppf(1 - alpha / 2))
+    z = float(ndtri(1 - alpha / 2))
     z2 = z * z
     with np.errstate(invalid="ignore", divide="ignore"):
         centre = (kf + z2 / 2) / (nf + z2)

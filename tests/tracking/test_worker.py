@@ -1,0 +1,140 @@
+"""The run's MLflow worker (lmaudit.tracking.worker): calls made there land in the store as
+in process, errors come back named, a worker that cannot start leaves the calls in process,
+signals meant for the run do not stop it, and it never outlives the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mlflow")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _script(tmp_path: Path, body: str) -> dict:
+    code = (
+        "import json, os, signal, sys\n"
+        "from lmaudit.tracking import worker\n"
+        "from lmaudit.tracking.mlflow_log import fail_job, log_run, start_job\n"
+        f"mlruns = {str(tmp_path / 'mlruns')!r}\n"
+        f"{body}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _gone(pid: int) -> bool:
+    for _ in range(50):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_calls_made_by_the_worker_land_in_the_store_and_the_caller_never_imports_mlflow(
+    tmp_path: Path,
+) -> None:
+    got = _script(
+        tmp_path,
+        "w = worker.start(mlruns)\n"
+        "run_id = worker.call(start_job, mlruns=mlruns, experiment='e', run_name='job 1', run_dir='/r')\n"
+        "worker.call(log_run, mlruns=mlruns, run_id=run_id, params={'study': {'name': 'qq'}, 'n': 3},\n"
+        "            metrics={'m': 0.25, 'nan': float('nan')}, tags={'t': 'x'}, artifacts=[])\n"
+        "other = worker.call(start_job, mlruns=mlruns, experiment='e', run_name='job 2')\n"
+        "worker.call(fail_job, mlruns, other, 'KILLED')\n"
+        "pid = w.process.pid\n"
+        "in_main = 'mlflow' in sys.modules\n"
+        "worker.stop()\n"
+        "print(json.dumps({'run_id': run_id, 'other': other, 'pid': pid, 'in_main': in_main,\n"
+        "                  'exitcode': w.process.exitcode}))",
+    )
+    assert got["in_main"] is False  # the main process never imported MLflow
+    assert got["exitcode"] == 0  # told to stop after its calls, it exited by itself
+    assert _gone(got["pid"])
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    run = client.get_run(got["run_id"])
+    assert run.info.status == "FINISHED"
+    assert run.info.run_name == "job 1"
+    assert run.data.params == {"study.name": "qq", "n": "3"}
+    assert run.data.metrics == {"m": 0.25}  # the non-finite metric is dropped, as in process
+    assert run.data.tags["t"] == "x" and run.data.tags["lmaudit.run_dir"] == "/r"
+    assert client.get_run(got["other"]).info.status == "KILLED"
+
+
+def test_an_error_in_the_worker_comes_back_named_and_the_worker_goes_on(tmp_path: Path) -> None:
+    got = _script(
+        tmp_path,
+        "worker.start(mlruns)\n"
+        "try:\n"
+        "    worker.call(log_run, mlruns=mlruns, run_id='0' * 32, params={}, metrics={}, tags={}, artifacts=[])\n"
+        "    error = None\n"
+        "except worker.TrackingError as e:\n"
+        "    error = str(e)\n"
+        "after = worker.call(start_job, mlruns=mlruns, experiment='e', run_name='r')\n"
+        "print(json.dumps({'error': error, 'after': after}))",
+    )
+    assert got["error"] is not None and got["error"].startswith("MlflowException: ")
+    assert "0" * 32 in got["error"]  # MLflow's own message, naming the run it could not find
+    assert len(got["after"]) == 32
+
+
+def test_a_worker_that_cannot_start_leaves_the_calls_in_process(tmp_path: Path) -> None:
+    got = _script(
+        tmp_path,
+        "w = worker.start(mlruns, imports=('lmaudit_no_such_module',))\n"
+        "run_id = worker.call(start_job, mlruns=mlruns, experiment='e', run_name='r')\n"
+        "print(json.dumps({'run_id': run_id, 'in_main': 'mlflow' in sys.modules, 'ready': w.ready,\n"
+        "                  'pid': w.process.pid}))",
+    )
+    assert got["ready"] is False and got["in_main"] is True  # made here instead
+    assert _gone(got["pid"])
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    assert client.get_run(got["run_id"]).info.status == "RUNNING"  # start_job leaves it running
+
+
+def test_the_worker_ignores_the_signals_meant_for_the_run(tmp_path: Path) -> None:
+    got = _script(
+        tmp_path,
+        "w = worker.start(mlruns)\n"
+        "first = worker.call(start_job, mlruns=mlruns, experiment='e', run_name='a')\n"
+        "os.kill(w.process.pid, signal.SIGINT)  # a Ctrl-C reaches the whole process group\n"
+        "os.kill(w.process.pid, signal.SIGTERM)\n"
+        "worker.call(fail_job, mlruns, first, 'KILLED')\n"
+        "print(json.dumps({'first': first, 'alive': w.process.is_alive()}))",
+    )
+    assert got["alive"] is True
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    assert client.get_run(got["first"]).info.status == "KILLED"
+
+
+def test_a_run_that_ends_before_recording_does_not_wait_for_or_leave_its_worker(tmp_path: Path) -> None:
+    got = _script(
+        tmp_path,
+        "w = worker.start(mlruns)\n"
+        "worker.stop()  # what the exit handler does when the run ends before recording\n"
+        "late = worker.start(mlruns)\n"
+        "print(json.dumps({'exitcode': w.process.exitcode, 'pid': late.process.pid}))",  # then exits
+    )
+    assert got["exitcode"] == -signal.SIGKILL  # not waited for: it was still importing
+    assert _gone(got["pid"])  # the exit handler stopped the second one too
+    assert not (tmp_path / "mlruns" / "mlflow.db").exists()  # and no store was created
