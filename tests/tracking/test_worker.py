@@ -138,3 +138,23 @@ def test_a_run_that_ends_before_recording_does_not_wait_for_or_leave_its_worker(
     assert got["exitcode"] == -signal.SIGKILL  # not waited for: it was still importing
     assert _gone(got["pid"])  # the exit handler stopped the second one too
     assert not (tmp_path / "mlruns" / "mlflow.db").exists()  # and no store was created
+
+
+def test_a_call_gets_its_own_answer_after_an_earlier_wait_was_interrupted(tmp_path: Path) -> None:
+    # what a Ctrl-C while waiting leaves behind: a call sent, its answer not read yet
+    got = _script(
+        tmp_path,
+        "w = worker.start(mlruns)\n"
+        "assert w._wait_ready()\n"
+        "w._seq += 1\n"
+        "w._conn.send((w._seq, start_job.__module__, 'start_job', (), dict(mlruns=mlruns, experiment='e', run_name='stale')))\n"
+        "fresh = worker.call(start_job, mlruns=mlruns, experiment='e', run_name='fresh')\n"
+        "after = worker.call(fail_job, mlruns, fresh, 'KILLED')\n"
+        "print(json.dumps({'fresh': fresh, 'after': after}))",
+    )
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    assert client.get_run(got["fresh"]).info.run_name == "fresh"
+    assert client.get_run(got["fresh"]).info.status == "KILLED"
+    assert got["after"] is None  # fail_job's own answer, not start_job's run id

@@ -82,15 +82,20 @@ def _serve(conn: Connection, mlruns: str, imports: tuple[str, ...]) -> None:
         if msg is None:  # every call has been answered, so there is nothing left to finish:
             conn.close()  # skip the interpreter's shutdown (a full collection of MLflow's heap)
             os._exit(0)
-        module, name, args, kwargs = msg
+        seq, module, name, args, kwargs = msg
         try:
             if module not in MODULES:
                 raise ValueError(f"not a tracking module: {module}")
             result = getattr(importlib.import_module(module), name)(*args, **kwargs)
         except BaseException as e:  # reported to the caller, which decides
-            conn.send(("error", f"{type(e).__name__}: {e}"))
+            conn.send((seq, "error", f"{type(e).__name__}: {e}"))
         else:
-            conn.send(("ok", result))
+            try:
+                conn.send((seq, "ok", result))
+            except Exception as e:  # a result that does not pickle
+                conn.send(
+                    (seq, "error", f"{name} returned what cannot be sent back: {type(e).__name__}: {e}")
+                )
 
 
 class Worker:
@@ -106,6 +111,7 @@ class Worker:
         child.close()
         self.ready: bool | None = None  # None until the worker has said whether it started
         self.used = False
+        self._seq = 0
 
     def _wait_ready(self) -> bool:
         if self.ready is None:
@@ -120,9 +126,13 @@ class Worker:
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self.used = True
+        self._seq += 1
         try:
-            self._conn.send((fn.__module__, fn.__name__, args, kwargs))
-            state, value = self._conn.recv()
+            self._conn.send((self._seq, fn.__module__, fn.__name__, args, kwargs))
+            while True:  # skip the answer to a call whose wait was interrupted (Ctrl-C)
+                seq, state, value = self._conn.recv()
+                if seq == self._seq:
+                    break
         except (EOFError, OSError) as e:
             raise TrackingError(f"the MLflow worker process stopped during {fn.__name__} ({e!r})") from None
         if state != "ok":
