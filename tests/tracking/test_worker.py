@@ -60,7 +60,7 @@ def test_calls_made_by_the_worker_land_in_the_store_and_the_caller_never_imports
         "in_main = 'mlflow' in sys.modules\n"
         "worker.stop()\n"
         "print(json.dumps({'run_id': run_id, 'other': other, 'pid': pid, 'in_main': in_main,\n"
-        "                  'exitcode': w.process.exitcode}))",
+        "                  'exitcode': w.process.returncode}))",
     )
     assert got["in_main"] is False  # the main process never imported MLflow
     assert got["exitcode"] == 0  # told to stop after its calls, it exited by itself
@@ -118,7 +118,7 @@ def test_the_worker_ignores_the_signals_meant_for_the_run(tmp_path: Path) -> Non
         "os.kill(w.process.pid, signal.SIGINT)  # a Ctrl-C reaches the whole process group\n"
         "os.kill(w.process.pid, signal.SIGTERM)\n"
         "worker.call(fail_job, mlruns, first, 'KILLED')\n"
-        "print(json.dumps({'first': first, 'alive': w.process.is_alive()}))",
+        "print(json.dumps({'first': first, 'alive': w.process.poll() is None}))",
     )
     assert got["alive"] is True
     import mlflow
@@ -133,7 +133,7 @@ def test_a_run_that_ends_before_recording_does_not_wait_for_or_leave_its_worker(
         "w = worker.start(mlruns)\n"
         "worker.stop()  # what the exit handler does when the run ends before recording\n"
         "late = worker.start(mlruns)\n"
-        "print(json.dumps({'exitcode': w.process.exitcode, 'pid': late.process.pid}))",  # then exits
+        "print(json.dumps({'exitcode': w.process.returncode, 'pid': late.process.pid}))",  # then exits
     )
     assert got["exitcode"] == -signal.SIGKILL  # not waited for: it was still importing
     assert _gone(got["pid"])  # the exit handler stopped the second one too

@@ -24,6 +24,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -102,12 +103,20 @@ class Worker:
     """The worker process and the pipe to it."""
 
     def __init__(self, mlruns: str | Path, imports: tuple[str, ...] = IMPORTS):
-        ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no inherited locks or threads
-        self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(
-            target=_serve, args=(child, str(mlruns), tuple(imports)), name="lmaudit-mlflow", daemon=True
+        # a fresh interpreter running this module (not multiprocessing's spawn, which would first
+        # re-import the main script, run.py, with Hydra and every study's config schema)
+        self._conn, child = multiprocessing.Pipe()
+        src = str(Path(__file__).resolve().parents[2])  # where lmaudit is imported from here
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(child.fileno()), str(mlruns), *imports],
+            pass_fds=(child.fileno(),),
+            stdin=subprocess.DEVNULL,
+            env=env,
         )
-        self.process.start()
         child.close()
         self.ready: bool | None = None  # None until the worker has said whether it started
         self.used = False
@@ -143,15 +152,14 @@ class Worker:
     def close(self) -> None:
         """Stop the worker: told to, if it answered calls (it then exits at once); killed
         otherwise (it may still be importing, which the run no longer needs)."""
-        if self.process.pid is None:
-            return
-        if self.used and self.ready:
+        if self.used and self.ready and self.process.poll() is None:
             with contextlib.suppress(OSError, ValueError):
                 self._conn.send(None)
-            self.process.join(timeout=10)
-        if self.process.is_alive():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=10)
+        if self.process.poll() is None:
             self.process.kill()
-            self.process.join()
+            self.process.wait()
         self._conn.close()
 
 
@@ -181,3 +189,7 @@ def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if _worker is not None and _worker._wait_ready():
         return _worker.call(fn, *args, **kwargs)
     return fn(*args, **kwargs)
+
+
+if __name__ == "__main__":  # the worker process: <fd of its end of the pipe> <mlruns> <imports...>
+    _serve(Connection(int(sys.argv[1])), sys.argv[2], tuple(sys.argv[3:]))
