@@ -158,3 +158,72 @@ def test_a_call_gets_its_own_answer_after_an_earlier_wait_was_interrupted(tmp_pa
     assert client.get_run(got["fresh"]).info.run_name == "fresh"
     assert client.get_run(got["fresh"]).info.status == "KILLED"
     assert got["after"] is None  # fail_job's own answer, not start_job's run id
+
+
+def _hold(lock: Path):  # type: ignore[no-untyped-def]
+    import fcntl
+
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(lock, "a")  # noqa: SIM115 - held across the test
+    fcntl.flock(fh, fcntl.LOCK_EX)
+    return fh
+
+
+def test_a_signal_while_waiting_interrupts_the_call_in_the_worker_too(tmp_path: Path) -> None:
+    # sweep_parent waits for the sweep's lock, held here: a call that does not finish by itself
+    held = _hold(tmp_path / "sweep" / ".lock")
+    got = _script(
+        tmp_path,
+        "from lmaudit.tracking.sweeps import sweep_parent\n"
+        "def ctrl_c(signum, frame):\n"
+        "    raise KeyboardInterrupt\n"
+        "signal.signal(signal.SIGALRM, ctrl_c)\n"
+        "w = worker.start(mlruns)\n"
+        "assert w._wait_ready()\n"
+        "signal.alarm(2)\n"
+        "try:\n"
+        "    worker.call(sweep_parent, 'sweep', mlruns, 'e')\n"
+        "    interrupted = False\n"
+        "except KeyboardInterrupt:\n"
+        "    interrupted = True\n"
+        "after = worker.call(start_job, mlruns=mlruns, experiment='e', run_name='after')\n"
+        "print(json.dumps({'interrupted': interrupted, 'after': after}))",
+    )
+    held.close()
+    assert got["interrupted"] is True
+    assert len(got["after"]) == 32  # the worker went on, and the answer was the new call's
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    # the interrupted call stopped where it was: it never created the sweep's parent run
+    assert not (tmp_path / "sweep" / "mlflow_parents.json").exists()
+    runs = client.search_runs([client.get_experiment_by_name("e").experiment_id])
+    assert [r.info.run_name for r in runs] == ["after"]
+
+
+def test_the_worker_does_not_outlive_a_main_process_killed_outright(tmp_path: Path) -> None:
+    held = _hold(tmp_path / "sweep" / ".lock")  # the worker's call waits on it until it exits
+    code = (
+        "import os, signal, sys, threading, time\n"
+        "from lmaudit.tracking import worker\n"
+        "from lmaudit.tracking.sweeps import sweep_parent\n"
+        f"w = worker.start({str(tmp_path / 'mlruns')!r})\n"
+        "assert w._wait_ready()\n"
+        "print(w.process.pid, flush=True)\n"
+        "threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()\n"
+        f"worker.call(sweep_parent, 'sweep', {str(tmp_path / 'mlruns')!r}, 'e')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    # the pipe is not read to its end: a worker that outlived the script would hold it open
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline())
+        assert proc.wait(timeout=120) == -signal.SIGKILL
+        assert _gone(pid)  # while the call it was making still waits
+    finally:
+        held.close()
+        if proc.stdout is not None:
+            proc.stdout.close()

@@ -9,11 +9,17 @@ and loads the model, which use one. The record step then makes its MLflow calls 
 same order, with the same arguments and results as in process. Without a worker (sweeps,
 notebooks, the test suite) :func:`call` calls the function itself.
 
-* The worker ignores SIGINT and SIGTERM. The main process decides how a run ended and says so
-  through the worker (a run marked KILLED); the worker exits when the main process tells it
-  to, closes the pipe, or dies.
-* If the worker could not start (its imports failed, or it died before its first call), the
-  calls run in process: nothing is lost, only the time.
+* Signals are the main process's to handle: the worker ignores SIGINT and SIGTERM (a Ctrl-C
+  reaches the whole process group). When a signal interrupts the main process while it waits
+  for a call, it interrupts the call too (SIGUSR1, raised in the worker as KeyboardInterrupt,
+  as the signal would have been in process), then marks the run KILLED through the worker.
+* The worker never outlives the main process: it exits when told to, when the pipe closes, or
+  when its parent dies (``PR_SET_PDEATHSIG`` on Linux, and a watch on its parent's pid), even
+  mid-call; a run left RUNNING that way is marked KILLED by the next run of its directory, as
+  after an in-process run killed outright.
+* If the worker cannot be started or its imports fail, the calls run in process: nothing is
+  lost, only the time. If it stops later, the call fails and is reported as a tracking failure
+  (results and report are written regardless).
 * An error inside a call comes back as :class:`TrackingError`, naming the original exception.
 """
 
@@ -21,12 +27,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import multiprocessing
+import importlib
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,12 +44,17 @@ from typing import Any, TypeVar
 IMPORTS = ("lmaudit.tracking.mlflow_log", "lmaudit.tracking.sweeps", "mlflow.store.tracking.sqlalchemy_store")
 #: The calls the worker answers: module-level functions of these modules, by qualified name.
 MODULES = ("lmaudit.tracking.mlflow_log", "lmaudit.tracking.sweeps")
+#: Sent by the main process to interrupt the call in progress.
+INTERRUPT = signal.SIGUSR1
 
 T = TypeVar("T")
 
 
 class TrackingError(Exception):
     """An MLflow call failed in the worker (the message names the original exception)."""
+
+
+# ------------------------------------------------------------------------------ the worker
 
 
 def _warm(mlruns: str) -> None:
@@ -58,12 +72,40 @@ def _warm(mlruns: str) -> None:
             MlflowClient().search_experiments(max_results=1)
 
 
-def _serve(conn: Connection, mlruns: str, imports: tuple[str, ...]) -> None:
+def _die_with(parent: int) -> None:
+    """Exit as soon as the process ``parent`` is gone (it was killed outright): at once by the
+    kernel where it can (Linux), else within a tenth of a second by watching the parent pid."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.1)
+        os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="lmaudit-mlflow-parent", daemon=True).start()
+
+
+class _Calling:
+    active = False
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    if _Calling.active:  # only a call in progress is interrupted; between calls nothing is
+        raise KeyboardInterrupt("interrupted by the run")
+
+
+def _serve(conn: Connection, parent: int, mlruns: str, imports: Sequence[str]) -> None:
     """The worker: import, say ready (or why not), then answer calls until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    import importlib
-
+    signal.signal(INTERRUPT, _interrupt)
+    _die_with(parent)
     try:
         for name in imports:
             importlib.import_module(name)
@@ -78,8 +120,8 @@ def _serve(conn: Connection, mlruns: str, imports: tuple[str, ...]) -> None:
     while True:
         try:
             msg = conn.recv()
-        except EOFError:  # the main process is gone
-            return
+        except Exception:  # the main process is gone, or the pipe is out of step: stop
+            os._exit(1)
         if msg is None:  # every call has been answered, so there is nothing left to finish:
             conn.close()  # skip the interpreter's shutdown (a full collection of MLflow's heap)
             os._exit(0)
@@ -87,7 +129,12 @@ def _serve(conn: Connection, mlruns: str, imports: tuple[str, ...]) -> None:
         try:
             if module not in MODULES:
                 raise ValueError(f"not a tracking module: {module}")
-            result = getattr(importlib.import_module(module), name)(*args, **kwargs)
+            fn = getattr(importlib.import_module(module), name)
+            _Calling.active = True
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                _Calling.active = False
         except BaseException as e:  # reported to the caller, which decides
             conn.send((seq, "error", f"{type(e).__name__}: {e}"))
         else:
@@ -99,25 +146,47 @@ def _serve(conn: Connection, mlruns: str, imports: tuple[str, ...]) -> None:
                 )
 
 
+def main(argv: Sequence[str]) -> None:
+    """Entry point of the worker process: ``<pipe fd> <parent pid> <mlruns> <imports...>``."""
+    _serve(Connection(int(argv[0])), int(argv[1]), argv[2], argv[3:])
+
+
+# ------------------------------------------------------------------------- the main side
+
+#: Started with ``python -P -c`` (no working directory on sys.path), importing lmaudit from
+#: where the main process did: that directory goes first only if it is not on the path already.
+_BOOT = (
+    "import sys; p = sys.argv[1]; p in sys.path or sys.path.insert(0, p); "
+    "from lmaudit.tracking.worker import main; main(sys.argv[2:])"
+)
+
+
 class Worker:
     """The worker process and the pipe to it."""
 
-    def __init__(self, mlruns: str | Path, imports: tuple[str, ...] = IMPORTS):
-        # a fresh interpreter running this module (not multiprocessing's spawn, which would first
+    def __init__(self, mlruns: str | Path, imports: Sequence[str] = IMPORTS):
+        # a fresh interpreter running main() (not multiprocessing's spawn, which would first
         # re-import the main script, run.py, with Hydra and every study's config schema)
-        self._conn, child = multiprocessing.Pipe()
-        src = str(Path(__file__).resolve().parents[2])  # where lmaudit is imported from here
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
-        }
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(child.fileno()), str(mlruns), *imports],
-            pass_fds=(child.fileno(),),
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
-        child.close()
+        self._conn, child = Pipe()
+        home = str(Path(__file__).resolve().parents[2])  # the directory lmaudit is imported from
+        try:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-P",
+                    "-c",
+                    _BOOT,
+                    home,
+                    str(child.fileno()),
+                    str(os.getpid()),
+                    str(mlruns),
+                    *imports,
+                ],
+                pass_fds=(child.fileno(),),
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            child.close()
         self.ready: bool | None = None  # None until the worker has said whether it started
         self.used = False
         self._seq = 0
@@ -138,12 +207,16 @@ class Worker:
         self._seq += 1
         try:
             self._conn.send((self._seq, fn.__module__, fn.__name__, args, kwargs))
-            while True:  # skip the answer to a call whose wait was interrupted (Ctrl-C)
+            while True:  # skip the answer to a call whose wait was interrupted
                 seq, state, value = self._conn.recv()
                 if seq == self._seq:
                     break
         except (EOFError, OSError) as e:
             raise TrackingError(f"the MLflow worker process stopped during {fn.__name__} ({e!r})") from None
+        except BaseException:  # a signal while waiting: the call stops too, as it would in process
+            with contextlib.suppress(OSError):
+                self.process.send_signal(INTERRUPT)
+            raise
         if state != "ok":
             raise TrackingError(str(value))
         result: T = value
@@ -166,12 +239,16 @@ class Worker:
 _worker: Worker | None = None
 
 
-def start(mlruns: str | Path, imports: tuple[str, ...] = IMPORTS) -> Worker | None:
-    """Start this process's worker for the store under ``mlruns`` (once; None where the main
-    process has MLflow already: nothing to overlap)."""
+def start(mlruns: str | Path, imports: Sequence[str] = IMPORTS) -> Worker | None:
+    """Start this process's worker for the store under ``mlruns`` (once). None where the main
+    process has MLflow already (nothing to overlap) or the worker cannot be started (the calls
+    then run in process)."""
     global _worker
     if _worker is None and "mlflow" not in sys.modules:
-        _worker = Worker(mlruns, imports)
+        try:
+            _worker = Worker(mlruns, imports)
+        except (OSError, ValueError):
+            return None
         atexit.register(stop)
     return _worker
 
@@ -189,7 +266,3 @@ def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if _worker is not None and _worker._wait_ready():
         return _worker.call(fn, *args, **kwargs)
     return fn(*args, **kwargs)
-
-
-if __name__ == "__main__":  # the worker process: <fd of its end of the pipe> <mlruns> <imports...>
-    _serve(Connection(int(sys.argv[1])), sys.argv[2], tuple(sys.argv[3:]))
