@@ -29,17 +29,22 @@ def _script(tmp_path: Path, body: str) -> dict:
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def _gone(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie counts: where nothing reaps orphans, an exited
+    worker stays one)."""
     for _ in range(50):
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
+            stat = Path(f"/proc/{pid}/stat")
+            if stat.exists() and stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z":
+                return True
+        except (ProcessLookupError, FileNotFoundError):
             return True
         time.sleep(0.1)
     return False
@@ -140,26 +145,6 @@ def test_a_run_that_ends_before_recording_does_not_wait_for_or_leave_its_worker(
     assert not (tmp_path / "mlruns" / "mlflow.db").exists()  # and no store was created
 
 
-def test_a_call_gets_its_own_answer_after_an_earlier_wait_was_interrupted(tmp_path: Path) -> None:
-    # what a Ctrl-C while waiting leaves behind: a call sent, its answer not read yet
-    got = _script(
-        tmp_path,
-        "w = worker.start(mlruns)\n"
-        "assert w._wait_ready()\n"
-        "w._seq += 1\n"
-        "w._conn.send((w._seq, start_job.__module__, 'start_job', (), dict(mlruns=mlruns, experiment='e', run_name='stale')))\n"
-        "fresh = worker.call(start_job, mlruns=mlruns, experiment='e', run_name='fresh')\n"
-        "after = worker.call(fail_job, mlruns, fresh, 'KILLED')\n"
-        "print(json.dumps({'fresh': fresh, 'after': after}))",
-    )
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
-    assert client.get_run(got["fresh"]).info.run_name == "fresh"
-    assert client.get_run(got["fresh"]).info.status == "KILLED"
-    assert got["after"] is None  # fail_job's own answer, not start_job's run id
-
-
 def _hold(lock: Path):  # type: ignore[no-untyped-def]
     import fcntl
 
@@ -169,36 +154,43 @@ def _hold(lock: Path):  # type: ignore[no-untyped-def]
     return fh
 
 
-def test_a_signal_while_waiting_interrupts_the_call_in_the_worker_too(tmp_path: Path) -> None:
+def test_a_signal_while_waiting_stops_the_worker_and_later_calls_run_in_process(tmp_path: Path) -> None:
     # sweep_parent waits for the sweep's lock, held here: a call that does not finish by itself
     held = _hold(tmp_path / "sweep" / ".lock")
-    got = _script(
-        tmp_path,
-        "from lmaudit.tracking.sweeps import sweep_parent\n"
-        "def ctrl_c(signum, frame):\n"
-        "    raise KeyboardInterrupt\n"
-        "signal.signal(signal.SIGALRM, ctrl_c)\n"
-        "w = worker.start(mlruns)\n"
-        "assert w._wait_ready()\n"
-        "signal.alarm(2)\n"
-        "try:\n"
-        "    worker.call(sweep_parent, 'sweep', mlruns, 'e')\n"
-        "    interrupted = False\n"
-        "except KeyboardInterrupt:\n"
-        "    interrupted = True\n"
-        "after = worker.call(start_job, mlruns=mlruns, experiment='e', run_name='after')\n"
-        "print(json.dumps({'interrupted': interrupted, 'after': after}))",
-    )
-    held.close()
+    try:
+        got = _script(
+            tmp_path,
+            "from lmaudit.tracking.sweeps import sweep_parent\n"
+            "def ctrl_c(signum, frame):\n"
+            "    raise KeyboardInterrupt\n"
+            "signal.signal(signal.SIGALRM, ctrl_c)\n"
+            "w = worker.start(mlruns)\n"
+            "assert w._wait_ready()\n"
+            "signal.alarm(2)\n"
+            "try:\n"
+            "    worker.call(sweep_parent, 'sweep', mlruns, 'e')\n"
+            "    interrupted = False\n"
+            "except KeyboardInterrupt:\n"
+            "    interrupted = True\n"
+            "before = 'mlflow' in sys.modules\n"
+            "after = worker.call(start_job, mlruns=mlruns, experiment='e', run_name='after')\n"
+            "print(json.dumps({'interrupted': interrupted, 'after': after, 'pid': w.process.pid,\n"
+            "                  'exitcode': w.process.returncode, 'before': before,\n"
+            "                  'after_in_main': 'mlflow' in sys.modules}))",
+        )
+    finally:
+        held.close()
     assert got["interrupted"] is True
-    assert len(got["after"]) == 32  # the worker went on, and the answer was the new call's
+    assert got["exitcode"] == -signal.SIGKILL  # the worker was stopped with its call
+    assert got["before"] is False and got["after_in_main"] is True  # the next call was made here
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
     # the interrupted call stopped where it was: it never created the sweep's parent run
+    time.sleep(0.5)
     assert not (tmp_path / "sweep" / "mlflow_parents.json").exists()
     runs = client.search_runs([client.get_experiment_by_name("e").experiment_id])
-    assert [r.info.run_name for r in runs] == ["after"]
+    assert [r.info.run_id for r in runs] == [got["after"]]
 
 
 def test_the_worker_does_not_outlive_a_main_process_killed_outright(tmp_path: Path) -> None:
@@ -227,3 +219,33 @@ def test_the_worker_does_not_outlive_a_main_process_killed_outright(tmp_path: Pa
         held.close()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_the_worker_imports_mlflow_with_the_run_settings_so_telemetry_stays_off(tmp_path: Path) -> None:
+    # the worker's own start-up (_serve) in a fresh interpreter; a thread plays the run's side
+    code = (
+        "import json, os, sys, threading\n"
+        "from multiprocessing import Pipe\n"
+        "from lmaudit.tracking import worker\n"
+        "ours, theirs = Pipe()\n"
+        "def run_side():\n"
+        "    state = ours.recv()[0]\n"
+        "    from mlflow.telemetry.client import get_telemetry_client\n"
+        "    print(json.dumps({'state': state, 'client': repr(get_telemetry_client()),\n"
+        "                      'env': os.environ.get('MLFLOW_DISABLE_TELEMETRY')}), flush=True)\n"
+        "    ours.send(None)\n"
+        "threading.Thread(target=run_side).start()\n"
+        f"worker._serve(theirs, os.getppid(), {str(tmp_path / 'mlruns')!r}, worker.IMPORTS)\n"
+    )
+    # MLflow switches telemetry off by itself under pytest or CI: not in the worker of a real run
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTEST_CURRENT_TEST", "CI", "MLFLOW_DISABLE_TELEMETRY")
+    }
+    env["PYTHONPATH"] = str(REPO / "src")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["state"] == "ready" and got["env"] == "true"
+    assert got["client"] == "None"

@@ -11,8 +11,9 @@ notebooks, the test suite) :func:`call` calls the function itself.
 
 * Signals are the main process's to handle: the worker ignores SIGINT and SIGTERM (a Ctrl-C
   reaches the whole process group). When a signal interrupts the main process while it waits
-  for a call, it interrupts the call too (SIGUSR1, raised in the worker as KeyboardInterrupt,
-  as the signal would have been in process), then marks the run KILLED through the worker.
+  for the worker, the worker is killed on the spot (its call stops where it is, as it would
+  have in process) and the pipe, which may be half-way through a message, is never used
+  again: the run's remaining calls (marking its MLflow run KILLED) are made in process.
 * The worker never outlives the main process: it exits when told to, when the pipe closes, or
   when its parent dies (``PR_SET_PDEATHSIG`` on Linux, and a watch on its parent's pid), even
   mid-call; a run left RUNNING that way is marked KILLED by the next run of its directory, as
@@ -44,9 +45,6 @@ from typing import Any, TypeVar
 IMPORTS = ("lmaudit.tracking.mlflow_log", "lmaudit.tracking.sweeps", "mlflow.store.tracking.sqlalchemy_store")
 #: The calls the worker answers: module-level functions of these modules, by qualified name.
 MODULES = ("lmaudit.tracking.mlflow_log", "lmaudit.tracking.sweeps")
-#: Sent by the main process to interrupt the call in progress.
-INTERRUPT = signal.SIGUSR1
-
 T = TypeVar("T")
 
 
@@ -91,32 +89,24 @@ def _die_with(parent: int) -> None:
     threading.Thread(target=watch, name="lmaudit-mlflow-parent", daemon=True).start()
 
 
-class _Calling:
-    active = False
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    if _Calling.active:  # only a call in progress is interrupted; between calls nothing is
-        raise KeyboardInterrupt("interrupted by the run")
-
-
 def _serve(conn: Connection, parent: int, mlruns: str, imports: Sequence[str]) -> None:
     """The worker: import, say ready (or why not), then answer calls until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(INTERRUPT, _interrupt)
     _die_with(parent)
     try:
-        for name in imports:
-            importlib.import_module(name)
+        # first the settings the in-process path makes (telemetry off, ...): MLflow reads them
+        # when it is imported
         from lmaudit.tracking.mlflow_log import _mlflow
 
-        _mlflow(mlruns)  # the settings and tracking URI the in-process path would set
+        _mlflow(mlruns)
+        for name in imports:
+            importlib.import_module(name)
     except BaseException as e:
         conn.send(("failed", f"{type(e).__name__}: {e}"))
         return
+    _warm(mlruns)  # before "ready": no call could start before it ends anyway
     conn.send(("ready", None))
-    _warm(mlruns)
     while True:
         try:
             msg = conn.recv()
@@ -125,25 +115,18 @@ def _serve(conn: Connection, parent: int, mlruns: str, imports: Sequence[str]) -
         if msg is None:  # every call has been answered, so there is nothing left to finish:
             conn.close()  # skip the interpreter's shutdown (a full collection of MLflow's heap)
             os._exit(0)
-        seq, module, name, args, kwargs = msg
+        module, name, args, kwargs = msg
         try:
             if module not in MODULES:
                 raise ValueError(f"not a tracking module: {module}")
-            fn = getattr(importlib.import_module(module), name)
-            _Calling.active = True
-            try:
-                result = fn(*args, **kwargs)
-            finally:
-                _Calling.active = False
+            result = getattr(importlib.import_module(module), name)(*args, **kwargs)
         except BaseException as e:  # reported to the caller, which decides
-            conn.send((seq, "error", f"{type(e).__name__}: {e}"))
+            conn.send(("error", f"{type(e).__name__}: {e}"))
         else:
             try:
-                conn.send((seq, "ok", result))
+                conn.send(("ok", result))
             except Exception as e:  # a result that does not pickle
-                conn.send(
-                    (seq, "error", f"{name} returned what cannot be sent back: {type(e).__name__}: {e}")
-                )
+                conn.send(("error", f"{name} returned what cannot be sent back: {type(e).__name__}: {e}"))
 
 
 def main(argv: Sequence[str]) -> None:
@@ -154,9 +137,11 @@ def main(argv: Sequence[str]) -> None:
 # ------------------------------------------------------------------------- the main side
 
 #: Started with ``python -P -c`` (no working directory on sys.path), importing lmaudit from
-#: where the main process did: that directory goes first only if it is not on the path already.
+#: where the main process did: that directory goes first only if it is not on the path already
+#: (compared resolved, as it is given).
 _BOOT = (
-    "import sys; p = sys.argv[1]; p in sys.path or sys.path.insert(0, p); "
+    "import os, sys; p = sys.argv[1]; "
+    "p in {os.path.realpath(q) for q in sys.path} or sys.path.insert(0, p); "
     "from lmaudit.tracking.worker import main; main(sys.argv[2:])"
 )
 
@@ -189,7 +174,15 @@ class Worker:
             child.close()
         self.ready: bool | None = None  # None until the worker has said whether it started
         self.used = False
-        self._seq = 0
+
+    def _abandon(self) -> None:
+        """A signal reached the main process while it was talking to the worker: kill the
+        worker, whatever it was doing, and never use the pipe again (it may be out of step)."""
+        self.ready = False
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        self.process.wait()
+        self._conn.close()
 
     def _wait_ready(self) -> bool:
         if self.ready is None:
@@ -198,24 +191,23 @@ class Worker:
                 self.ready = state == "ready"
             except (EOFError, OSError):
                 self.ready = False
+            except BaseException:
+                self._abandon()
+                raise
             if not self.ready:
                 self.close()
         return self.ready
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self.used = True
-        self._seq += 1
         try:
-            self._conn.send((self._seq, fn.__module__, fn.__name__, args, kwargs))
-            while True:  # skip the answer to a call whose wait was interrupted
-                seq, state, value = self._conn.recv()
-                if seq == self._seq:
-                    break
+            self._conn.send((fn.__module__, fn.__name__, args, kwargs))
+            state, value = self._conn.recv()
         except (EOFError, OSError) as e:
+            self._abandon()
             raise TrackingError(f"the MLflow worker process stopped during {fn.__name__} ({e!r})") from None
-        except BaseException:  # a signal while waiting: the call stops too, as it would in process
-            with contextlib.suppress(OSError):
-                self.process.send_signal(INTERRUPT)
+        except BaseException:  # a signal while talking to the worker: its call stops too
+            self._abandon()
             raise
         if state != "ok":
             raise TrackingError(str(value))
