@@ -35,6 +35,13 @@ def _script(tmp_path: Path, body: str) -> dict:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def _store(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A client of the store the scripts under ``tmp_path`` logged to."""
+    import mlflow
+
+    return mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+
+
 def _gone(pid: int) -> bool:
     """True once ``pid`` has exited (a zombie counts: where nothing reaps orphans, an exited
     worker stays one)."""
@@ -70,9 +77,7 @@ def test_calls_made_by_the_worker_land_in_the_store_and_the_caller_never_imports
     assert got["in_main"] is False  # the main process never imported MLflow
     assert got["exitcode"] == 0  # told to stop after its calls, it exited by itself
     assert _gone(got["pid"])
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    client = _store(tmp_path)
     run = client.get_run(got["run_id"])
     assert run.info.status == "FINISHED"
     assert run.info.run_name == "job 1"
@@ -109,9 +114,7 @@ def test_a_worker_that_cannot_start_leaves_the_calls_in_process(tmp_path: Path) 
     )
     assert got["ready"] is False and got["in_main"] is True  # made here instead
     assert _gone(got["pid"])
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    client = _store(tmp_path)
     assert client.get_run(got["run_id"]).info.status == "RUNNING"  # start_job leaves it running
 
 
@@ -126,9 +129,7 @@ def test_the_worker_ignores_the_signals_meant_for_the_run(tmp_path: Path) -> Non
         "print(json.dumps({'first': first, 'alive': w.process.poll() is None}))",
     )
     assert got["alive"] is True
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    client = _store(tmp_path)
     assert client.get_run(got["first"]).info.status == "KILLED"
 
 
@@ -183,9 +184,7 @@ def test_a_signal_while_waiting_stops_the_worker_and_later_calls_run_in_process(
     assert got["interrupted"] is True
     assert got["exitcode"] == -signal.SIGKILL  # the worker was stopped with its call
     assert got["before"] is False and got["after_in_main"] is True  # the next call was made here
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
+    client = _store(tmp_path)
     # the interrupted call stopped where it was: it never created the sweep's parent run
     time.sleep(0.5)
     assert not (tmp_path / "sweep" / "mlflow_parents.json").exists()
