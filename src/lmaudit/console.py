@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         path = ensure_embedded_model()
         print(path)
         if args.record:
-            import transformers
+            from importlib.metadata import version
+
+            from lmaudit.backends.gemma3 import IMPLEMENTATION_VERSION
 
             weights = sorted(Path(path).glob("*.safetensors"))
             atomic_write_json(
@@ -46,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "model": "embedded:gemma3-270m",
                     "gguf_sha256": gguf_sha256(),
-                    "transformers": transformers.__version__,
+                    # the conversion's (GGUF to safetensors) and the forward's (lmaudit's Gemma 3)
+                    "transformers": version("transformers"),
+                    "implementation": f"lmaudit.gemma3/{IMPLEMENTATION_VERSION}",
                     "weights_sha256": {w.name: file_sha256(w) for w in weights},
                 },
             )

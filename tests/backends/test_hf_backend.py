@@ -23,6 +23,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
+from tiny_hf import CHAT_TEMPLATE, WORDS, qq_requests, tiny_spm_meta, write_model, write_tokenizer  # noqa: E402
+
 from lmaudit.backends import embedded  # noqa: E402
 from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, identity_digest  # noqa: E402
 from lmaudit.backends.hf import HFBackend  # noqa: E402
@@ -30,56 +32,6 @@ from lmaudit.backends.hf_attention import plan_blocks, supports_packed_attention
 from lmaudit.backends.hf_batching import ForwardStats, next_token_logits  # noqa: E402
 from lmaudit.backends.hf_prefill import MIN_SEGMENT, PREFILL_KEY, PrefillMemo, segment_bounds  # noqa: E402
 from lmaudit.backends.hf_trie import build_prefix_tree, pack_forest, scoring_units  # noqa: E402
-
-CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }} {{ m['content'] }}<end_of_turn>"
-    "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model {% endif %}"
-)
-WORDS = [
-    "A",
-    "B",
-    "Yes",
-    "No",
-    "the",
-    "a",
-    "is",
-    "it",
-    "true",
-    "that",
-    "you",
-    "think",
-    "answer",
-    "with",
-    "question",
-    "first",
-    "second",
-    "legend",
-    "means",
-    "climate",
-    "change",
-    "real",
-    "honest",
-    "trustworthy",
-    "people",
-    "should",
-    "government",
-    "policy",
-    "economy",
-    "good",
-    "bad",
-    "system",
-    "user",
-    "model",
-    "assistant",
-    "please",
-    "only",
-    "one",
-    "letter",
-    "agree",
-    "disagree",
-    "statement",
-    "following",
-]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -91,105 +43,36 @@ def _one_thread() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
-def _corpus() -> list[str]:
-    import random
-
-    rng = random.Random(0)
-    return [" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(300)] + ["A B Yes No"] * 50
+#: checkpoints whose backends the tests build with transformers' implementation (by path):
+#: every Gemma 3 test runs both on lmaudit's own Gemma 3 (the default) and on transformers'
+_TRANSFORMERS: set[Path] = set()
 
 
-def _write_tokenizer(path: Path) -> Any:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    trainer = trainers.BpeTrainer(vocab_size=160, special_tokens=specials, show_progress=False)
-    tok.train_from_iterator(_corpus(), trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>"
-    )
-    fast.add_special_tokens({"additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"]})
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(str(path))
-    return fast
-
-
-def _write_model(
-    path: Path,
-    family: str,
-    vocab: int,
-    sliding_window: int = 256,
-    layer_types: tuple[str, ...] = ("sliding_attention", "full_attention"),
-) -> None:
-    torch.manual_seed(0)
-    common: dict[str, Any] = dict(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=len(layer_types) if family == "gemma3" else 2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=512,
-        initializer_range=0.3,
-        pad_token_id=0,
-        eos_token_id=1,
-        bos_token_id=2,
-    )
-    if family == "gemma3":
-        cfg = transformers.Gemma3TextConfig(
-            **common,
-            sliding_window=sliding_window,
-            layer_types=list(layer_types),
-            query_pre_attn_scalar=8,
-        )
-        model = transformers.Gemma3ForCausalLM(cfg)
-    else:
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
-    model.save_pretrained(str(path))
-
-
-@pytest.fixture(scope="module", params=["gemma3", "llama"])
+@pytest.fixture(scope="module", params=["gemma3", "gemma3-transformers", "llama"])
 def tiny_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp(f"tiny-{request.param}")
-    tok = _write_tokenizer(path)
-    _write_model(path, request.param, len(tok))
+    tok = write_tokenizer(path)
+    write_model(path, request.param.removesuffix("-transformers"), len(tok))
+    if request.param.endswith("-transformers"):
+        _TRANSFORMERS.add(path)
     return path
 
 
-@pytest.fixture(scope="module")
-def gemma_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("tiny-gemma-window")
-    tok = _write_tokenizer(path)
-    _write_model(path, "gemma3", len(tok), sliding_window=8)
+@pytest.fixture(scope="module", params=["lmaudit", "transformers"])
+def gemma_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp(f"tiny-gemma-window-{request.param}")
+    tok = write_tokenizer(path)
+    write_model(path, "gemma3", len(tok), sliding_window=8)
+    if request.param == "transformers":
+        _TRANSFORMERS.add(path)
     return path
 
 
 def _backend(path: Path, **kw: Any) -> HFBackend:
     kw.setdefault("progress", False)
+    if path in _TRANSFORMERS:
+        kw.setdefault("implementation", "transformers")
     return HFBackend(str(path), **kw)
-
-
-def _qq_requests(n_items: int = 4, system: bool = True) -> list[LabelRequest]:
-    """Per item and order: a position-1 prompt and two position-2 prompts extending it."""
-    sys_msg = {
-        "role": "system",
-        "content": "legend A means agree and B means disagree answer with one letter",
-    }
-    out = []
-    for item in range(n_items):
-        for order in range(2):
-            q1 = f"question first is it true that {WORDS[4 + item]} {WORDS[10 + order]} people"
-            q2 = f"question second {WORDS[20 + item]} is good"
-            base = [sys_msg] if system else []
-            u1 = [*base, {"role": "user", "content": q1}]
-            out.append(LabelRequest(tuple(u1), ("A", "B")))
-            for ans in ("A", "B"):
-                msgs = (*u1, {"role": "assistant", "content": ans}, {"role": "user", "content": q2})
-                out.append(LabelRequest(msgs, ("A", "B")))
-    return out
 
 
 def _naive_probs(backend: HFBackend, req: LabelRequest) -> Any:
@@ -218,7 +101,7 @@ def _worst_vs_naive(backend: HFBackend, requests: list[LabelRequest], results: l
 @pytest.mark.parametrize("pack_tokens", [1, 7, 64, 4096])
 def test_packed_prefix_reuse_equals_naive(tiny_dir: Path, pack_tokens: int) -> None:
     backend = _backend(tiny_dir, pack_tokens=pack_tokens)
-    requests = _qq_requests() + _qq_requests(2, system=False)
+    requests = qq_requests() + qq_requests(2, system=False)
     requests.append(LabelRequest(({"role": "user", "content": "A"},), ("A", "B")))
     requests.append(requests[3])  # a duplicate prompt: one node, two requests
     results = backend.label_logprobs(requests, top_k=5)
@@ -266,7 +149,7 @@ def test_scoring_units_are_equal_cuts_of_the_sorted_trie() -> None:
 
 def test_a_unit_scores_the_same_bits_alone_and_in_company(tiny_dir: Path) -> None:
     backend = _backend(tiny_dir)
-    requests = _qq_requests(4) + _qq_requests(2, system=False)
+    requests = qq_requests(4) + qq_requests(2, system=False)
     ids = [backend.encode(r.messages) for r in requests]
     units = scoring_units(ids, 60)
     assert len(units) >= 4
@@ -312,7 +195,7 @@ def test_pack_forest_is_a_depth_first_trie() -> None:
 
 def test_full_distribution_equals_naive(tiny_dir: Path) -> None:
     backend = _backend(tiny_dir)
-    requests = _qq_requests(3)
+    requests = qq_requests(3)
     ids = [backend.encode(r.messages) for r in requests]
     got: dict[int, Any] = {}
     for idx, logits in next_token_logits(backend.model, ids, stats=ForwardStats(), pack_tokens=16):
@@ -331,18 +214,21 @@ def test_full_distribution_equals_naive(tiny_dir: Path) -> None:
         ("sliding_attention", "full_attention", "sliding_attention"),
     ],
 )
-def test_last_layer_at_prompt_ends_only_equals_naive(tmp_path: Path, layer_types: tuple[str, ...]) -> None:
+@pytest.mark.parametrize("implementation", ["lmaudit", "transformers"])
+def test_last_layer_at_prompt_ends_only_equals_naive(
+    tmp_path: Path, layer_types: tuple[str, ...], implementation: str
+) -> None:
     """Gemma 3's last layer computed in full only at prompt ends (keys and values everywhere), with
     a sliding window of 8 shorter than the prompts, last layer sliding or full: the naive
     distribution; the model's own layer count and final norm are back afterwards."""
     from lmaudit.backends.hf_last_layer import supports_last_layer_rows
 
-    tok = _write_tokenizer(tmp_path)
-    _write_model(tmp_path, "gemma3", len(tok), sliding_window=8, layer_types=layer_types)
-    backend = _backend(tmp_path)
+    tok = write_tokenizer(tmp_path)
+    write_model(tmp_path, "gemma3", len(tok), sliding_window=8, layer_types=layer_types)
+    backend = _backend(tmp_path, implementation=implementation)
     assert supports_last_layer_rows(backend.model)
     norm = backend.model.get_decoder().norm
-    requests = _qq_requests(3)
+    requests = qq_requests(3)
     for pack_tokens in (5, 256):
         backend.pack_tokens = pack_tokens
         results = backend.label_logprobs(requests, top_k=5)
@@ -359,7 +245,7 @@ def _head_per_unit_vs_own_logits(path: Path, monkeypatch: pytest.MonkeyPatch, so
     backend = _backend(path)
     if softcap is not None:
         monkeypatch.setattr(backend.model.config, "final_logit_softcapping", softcap)
-    requests = _qq_requests(3)
+    requests = qq_requests(3)
     ids = [backend.encode(r.messages) for r in requests]
     got: dict[int, Any] = {}
     for idx, logits in next_token_logits(backend.model, ids, stats=ForwardStats(), pack_tokens=16):
@@ -393,7 +279,7 @@ def test_the_head_applied_per_unit_soft_caps_as_gemma_does(
 @pytest.mark.parametrize("pack_tokens", [5, 256])
 def test_sliding_window_shorter_than_prompts_still_exact(gemma_dir: Path, pack_tokens: int) -> None:
     backend = _backend(gemma_dir, pack_tokens=pack_tokens)
-    requests = _qq_requests(2)
+    requests = qq_requests(2)
     ids = [backend.encode(r.messages) for r in requests]
     assert all(len(seq) > 8 for seq in ids)
     assert _worst_vs_naive(backend, requests, backend.label_logprobs(requests)) < 1e-5
@@ -403,7 +289,7 @@ def test_sliding_window_shorter_than_prompts_still_exact(gemma_dir: Path, pack_t
 
 def test_probs_other_and_top_k(tiny_dir: Path) -> None:
     backend = _backend(tiny_dir, top_k=7)
-    res = backend.label_logprobs(_qq_requests(1))
+    res = backend.label_logprobs(qq_requests(1))
     for r in res:
         assert abs(sum(r.probs.values()) + r.other - 1.0) < 1e-12
         assert all(0.0 <= p <= 1.0 for p in r.probs.values()) and r.other >= -1e-12
@@ -414,7 +300,7 @@ def test_probs_other_and_top_k(tiny_dir: Path) -> None:
 
 
 def test_bfloat16_scores_close_to_float32(tiny_dir: Path) -> None:
-    requests = _qq_requests(1)
+    requests = qq_requests(1)
     full = _backend(tiny_dir).label_logprobs(requests)
     half = _backend(tiny_dir, dtype="bfloat16").label_logprobs(requests)
     for a, b in zip(full, half, strict=True):
@@ -664,57 +550,11 @@ def test_read_gguf_metadata_matches_gguf_writer(tmp_path: Path) -> None:
     assert meta["tokenizer.ggml.token_type"].tolist() == [3, 4, 1]
 
 
-def _tiny_spm_meta() -> dict[str, Any]:
-    import numpy as np
-
-    pieces: list[tuple[str, float, int]] = [
-        ("<pad>", -1000, 3),
-        ("<eos>", -1000, 3),
-        ("<bos>", -1000, 3),
-        ("<unk>", -1000, 3),
-        ("<start_of_turn>", -1000, 3),
-        ("<end_of_turn>", -1000, 3),
-        ("\n", -1000, 4),
-        ("  ", -1000, 4),
-    ]
-    pieces += [(f"<0x{b:02X}>", 0.0, 6) for b in range(256)]
-    merged = [
-        "▁t",
-        "he",
-        "▁the",
-        "in",
-        "▁a",
-        "er",
-        "on",
-        "▁th",
-        "ing",
-        "▁in",
-        "re",
-        "an",
-        "▁user",
-        "us",
-        "▁is",
-    ]
-    pieces += [(m, -float(k), 1) for k, m in enumerate(merged)]
-    chars = sorted(set("abcdefghijklmnopqrstuvwxyzAB?.") | {"▁"})
-    pieces += [(c, -100.0 - k, 1) for k, c in enumerate(chars)]
-    return {
-        "tokenizer.ggml.tokens": [p for p, _, _ in pieces],
-        "tokenizer.ggml.scores": np.array([s for _, s, _ in pieces], dtype=np.float32),
-        "tokenizer.ggml.token_type": np.array([t for _, _, t in pieces], dtype=np.int32),
-        "tokenizer.ggml.bos_token_id": 2,
-        "tokenizer.ggml.eos_token_id": 1,
-        "tokenizer.ggml.unknown_token_id": 3,
-        "tokenizer.ggml.padding_token_id": 0,
-        "tokenizer.ggml.add_space_prefix": 0,
-    }
-
-
 def test_rebuilt_gemma_tokenizer_matches_sentencepiece(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spm = pytest.importorskip("sentencepiece")
-    meta = _tiny_spm_meta()
+    meta = tiny_spm_meta()
     monkeypatch.setattr(embedded, "read_gguf_metadata", lambda path: meta)
     fast = embedded.build_gemma3_tokenizer(tmp_path / "unused.gguf", tmp_path)
     sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "tokenizer.model"))
@@ -795,7 +635,7 @@ def test_cached_scoring_streams_all_requests_into_one_trie(tiny_dir: Path, tmp_p
     from lmaudit.backends.cached import CachedBackend
     from lmaudit.provenance.cache import ResponseCache
 
-    requests = _qq_requests(3)
+    requests = qq_requests(3)
     direct = _backend(tiny_dir).label_logprobs(requests, top_k=3)
     backend = _backend(tiny_dir, pack_tokens=4096)
     cache = ResponseCache(tmp_path / "cache")
@@ -831,7 +671,7 @@ def test_block_attention_equals_dense_and_restores_the_model(gemma_dir: Path) ->
     model = backend.model
     assert supports_packed_attention(model)
     before = model.config._attn_implementation
-    requests = _qq_requests(4) + _qq_requests(2, system=False)
+    requests = qq_requests(4) + qq_requests(2, system=False)
     ids = [backend.encode(r.messages) for r in requests]
     got: dict[str, dict[int, Any]] = {"blocks": {}, "dense": {}}
     for how in got:

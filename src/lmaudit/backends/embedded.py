@@ -146,12 +146,13 @@ def embedded_gguf_path(model_dir: Path | None = None) -> Path:
 
 
 def _expected_marker() -> dict[str, Any]:
-    import transformers
+    from importlib.metadata import version
 
     return {
         "model": EMBEDDED_MODEL_NAME,
         "gguf_sha256": gguf_sha256(),
-        "transformers": transformers.__version__,
+        # the installed version, read without importing transformers (a second of a run's start)
+        "transformers": version("transformers"),
         "conversion_version": CONVERSION_VERSION,
     }
 

@@ -29,7 +29,6 @@ def build_backend(model_cfg: Mapping[str, Any] | DictConfig) -> Any:
             {"agent": cfg["agent"], "seed": cfg.get("seed", 0), **(cfg.get("params") or {})}
         )
     if kind == "hf":
-        from lmaudit.backends.hf import HFBackend
         from lmaudit.config.execution import EXECUTION_FIELDS
 
         execution = {k: cfg.pop(k) for k in EXECUTION_FIELDS if k in cfg}
@@ -37,6 +36,8 @@ def build_backend(model_cfg: Mapping[str, Any] | DictConfig) -> Any:
             from lmaudit.backends.lightning_runner import LightningRunner
 
             return LightningRunner(cfg, execution)
+        from lmaudit.backends.hf import HFBackend
+
         # the cache layer draws the progress bar; the backend's own would double it
         return HFBackend.from_config({**cfg, "progress": False})
     if kind == "openai":

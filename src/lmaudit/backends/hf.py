@@ -1,4 +1,9 @@
-"""``hf``: a transformers backend honouring both contracts (label log-probabilities and sampling).
+"""``hf``: a transformers-checkpoint backend honouring both contracts (label log-probabilities and sampling).
+
+The model and tokenizer load with transformers, or, for a local Gemma 3 text checkpoint such as
+the embedded model, with lmaudit's own implementation of the same computation, bit for bit and
+without importing transformers (``implementation``: ``auto``, ``lmaudit`` or ``transformers``;
+:mod:`lmaudit.backends.hf_load`). Which one ran is part of the identity.
 
 Prompts are rendered with the chat template (``add_generation_prompt=True``) and tokenized
 *without* adding special tokens: the template is the one source of BOS and turn markers (Gemma's
@@ -24,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lmaudit.backends import hf_load
 from lmaudit.backends.base import (
     BackendError,
     LabelRequest,
@@ -40,7 +46,6 @@ from lmaudit.backends.embedded import (
     gguf_sha256,
 )
 from lmaudit.backends.hf_batching import DEFAULT_PACK_TOKENS, ForwardStats, next_token_logits
-from lmaudit.backends.hf_imports import defer_optional_imports
 from lmaudit.backends.hf_labels import label_results, label_tails, label_token_ids, pieces
 from lmaudit.backends.hf_prefill import PREFILL_KEY, PrefillMemo, message_cuts, segment_bounds
 from lmaudit.backends.hf_sampling import sample_completions
@@ -55,15 +60,14 @@ _IGNORED_KEYS = frozenset({"_target_", "backend", "kind", "name"})
 _END_OF_TURN = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<|return|>")
 
 
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-
-
 class HFBackend:
-    """transformers backend. See the module docstring; construct with keywords or :meth:`from_config`.
+    """transformers-checkpoint backend. See the module docstring; construct with keywords or
+    :meth:`from_config`.
 
     ``model``: ``"embedded:gemma3-270m"`` (the bundled Gemma 3 270M, converted once, see
-    :mod:`lmaudit.backends.embedded`), a hub id or a local directory.
+    :mod:`lmaudit.backends.embedded`), a hub id or a local directory. ``implementation``:
+    ``"auto"`` (lmaudit's Gemma 3 where it applies, else transformers), ``"lmaudit"`` or
+    ``"transformers"``.
     """
 
     reads_meta = False
@@ -86,6 +90,7 @@ class HFBackend:
         attn_implementation: str | None = None,
         pack_tokens: int = DEFAULT_PACK_TOKENS,
         unit_tokens: int = DEFAULT_UNIT_TOKENS,
+        implementation: str = "auto",
     ) -> None:
         if dtype is None:
             dtype = "float32" if device == "cpu" else "bfloat16"
@@ -95,7 +100,6 @@ class HFBackend:
             raise BackendError(
                 "hf backend: batch_size, sample_block, pack_tokens and unit_tokens must be >= 1 and top_k >= 0"
             )
-        defer_optional_imports()  # before transformers loads a model class (hf_imports)
         self.model_name = model
         self.revision = revision
         self.dtype = dtype
@@ -126,7 +130,10 @@ class HFBackend:
             self.model_path = model
             self.model_id = model
             self._load_revision = revision
-        self.tokenizer = self._load_tokenizer(embedded)
+        self.implementation = hf_load.choose(implementation, self.model_path, attn_implementation)
+        self.tokenizer = hf_load.load_tokenizer(
+            self.implementation, self.model_path, self._load_revision, embedded
+        )
 
         template = chat_template if chat_template is not None else self.tokenizer.chat_template
         if isinstance(template, dict):
@@ -161,39 +168,18 @@ class HFBackend:
 
     # ------------------------------------------------------------------ loading
 
-    def _load_tokenizer(self, embedded: bool) -> Any:
-        from transformers import AutoTokenizer
-
-        extra: dict[str, Any] = {"fix_mistral_regex": False} if embedded else {}
-        try:
-            return AutoTokenizer.from_pretrained(self.model_path, revision=self._load_revision, **extra)
-        except (OSError, ValueError) as exc:
-            raise self._load_error(exc) from exc
-
-    def _load_error(self, exc: Exception) -> BackendError:
-        if _offline() and not Path(self.model_path).exists():
-            return BackendError(
-                f"hf backend: model {self.model_path!r} is not available offline; HF_HUB_OFFLINE is set and it "
-                "is not in the local Hugging Face cache. Download it where the hub is reachable, or point "
-                f"`model` at a local directory. ({type(exc).__name__}: {exc})"
-            )
-        return BackendError(f"hf backend: could not load model {self.model_path!r}: {exc}")
-
     @property
     def model(self) -> Any:
         """The causal LM, loaded on first use (identity and G1 need only the tokenizer)."""
         if self._model is None:
-            import torch
-            from transformers import AutoModelForCausalLM
-
-            kwargs: dict[str, Any] = {"revision": self._load_revision, "dtype": getattr(torch, self.dtype)}
-            if self.attn_implementation:
-                kwargs["attn_implementation"] = self.attn_implementation
-            try:
-                model: Any = AutoModelForCausalLM.from_pretrained(self.model_path, **kwargs)
-            except (OSError, ValueError) as exc:
-                raise self._load_error(exc) from exc
-            self._model = model.to(self.device).eval()
+            self._model = hf_load.load_model(
+                self.implementation,
+                self.model_path,
+                self._load_revision,
+                self.dtype,
+                self.device,
+                self.attn_implementation,
+            )
         return self._model
 
     def _stop_token_ids(self) -> frozenset[int]:
@@ -209,8 +195,6 @@ class HFBackend:
 
     @property
     def identity(self) -> dict[str, Any]:
-        import transformers
-
         return {
             "backend": "hf",
             "backend_version": BACKEND_VERSION,
@@ -219,7 +203,7 @@ class HFBackend:
             "dtype": self.dtype,
             "chat_template_sha256": self.chat_template_sha256,
             "chat_template_kwargs": self.chat_template_kwargs,
-            "transformers": transformers.__version__,
+            **hf_load.implementation_identity(self.implementation),
         }
 
     def describe(self) -> dict[str, Any]:

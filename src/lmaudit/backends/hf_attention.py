@@ -120,10 +120,18 @@ def packed_attention_forward(
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
+    return packed_blocks_attention(query, key, value, attention_mask, scaling), None
+
+
+def packed_blocks_attention(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: PackedMask, scaling: float | None
+) -> torch.Tensor:
+    """Attention of a packed chunk's queries ``[batch, heads, n_q, dim]`` by the blocks of
+    ``mask``, each over its own keys; ``[batch, n_q, heads, dim]``."""
     batch, heads, n_q, _ = query.shape
     out = query.new_empty((batch, heads, n_q, value.shape[-1]))
     gqa = heads != key.shape[1]
-    for b in attention_mask.blocks:
+    for b in mask.blocks:
         if b.span is not None:
             k, v = key[:, :, b.span[0] : b.span[1]], value[:, :, b.span[0] : b.span[1]]
         else:
@@ -131,7 +139,7 @@ def packed_attention_forward(
         out[:, :, b.q0 : b.q1] = F.scaled_dot_product_attention(
             query[:, :, b.q0 : b.q1], k, v, attn_mask=b.mask, scale=scaling, enable_gqa=gqa
         )
-    return out.transpose(1, 2).contiguous(), None
+    return out.transpose(1, 2).contiguous()
 
 
 def supports_packed_attention(model: Any) -> bool:
@@ -152,6 +160,11 @@ _registered = False
 def packed_attention(model: Any) -> Iterator[None]:
     """Within the block, ``model`` computes attention with :func:`packed_attention_forward`."""
     global _registered
+    from lmaudit.backends.gemma3 import Gemma3ForCausalLM
+
+    if isinstance(model, Gemma3ForCausalLM):  # lmaudit's Gemma 3 takes packed masks as they are
+        yield
+        return
     from transformers import AttentionInterface
 
     if not _registered:

@@ -138,6 +138,17 @@ def _mask_argument(model: Any, allowed: torch.Tensor, near: torch.Tensor, dtype:
     return {"full_attention": full, "sliding_attention": additive(allowed & near)}
 
 
+def _cache_class(model: Any) -> Any:
+    """The KV cache class of ``model``'s implementation (lmaudit's Gemma 3, or transformers')."""
+    from lmaudit.backends.gemma3 import Gemma3ForCausalLM, KVCache
+
+    if isinstance(model, Gemma3ForCausalLM):
+        return KVCache
+    from transformers import DynamicCache
+
+    return DynamicCache
+
+
 def _kv(cache: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
     entry = cache.layers[layer]
     return entry.keys, entry.values
@@ -183,8 +194,7 @@ def _forest_logits(
     blocks: bool,
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
     """:func:`next_token_logits` of one unit: its forest, packed and chunked."""
-    from transformers import DynamicCache
-
+    make_cache = _cache_class(model)
     forest = pack_forest(ids, min_shared)
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
@@ -231,7 +241,7 @@ def _forest_logits(
         allowed = anc[q_local][:, k_local] & (k_pos[None, :] <= q_pos[:, None])
         near = (q_pos[:, None] - k_pos[None, :]) < (window if window is not None else total + 1)
         cache = (
-            DynamicCache(
+            make_cache(
                 ddp_cache_data=[
                     (
                         torch.cat([store[m][layer][0] for m in past], dim=2),
@@ -241,7 +251,7 @@ def _forest_logits(
                 ]
             )
             if past and n_layers
-            else DynamicCache()
+            else make_cache()
         )
         finishing = [
             n for n in chunk_nodes if forest.ends[n] and a <= forest.first[n] + forest.length[n] - 1 < b

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from lmaudit.backends.gemma3 import apply_rotary_pos_emb
+
 
 def supports_last_layer_rows(model: Any) -> bool:
     """Gemma 3 text decoders without attention logit soft-capping."""
@@ -62,8 +64,6 @@ def last_layer_rows(
     ``hidden`` ``[1, T, H]``: the chunk after the first ``L - 1`` layers; ``visible`` ``[T, K]``
     (bool): which of the cache's keys after this chunk each token may see (the layer type's
     mask: sliding layers include the window); ``position_ids`` ``[1, T]``."""
-    from transformers.models.gemma3.modeling_gemma3 import apply_rotary_pos_emb
-
     base = model.get_decoder()
     layer = base.layers[-1]
     attn = layer.self_attn

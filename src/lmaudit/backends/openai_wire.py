@@ -6,18 +6,17 @@ top-logprob parsing for both response shapes, label readout, the error-message a
 from __future__ import annotations
 
 import email.utils
-import functools
 import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import requests
 
 from lmaudit.backends.base import BackendError, LabelResult, Message
+from lmaudit.backends.chat_template import render_chat_template as _render
 
 
 @dataclass(frozen=True)
@@ -30,39 +29,9 @@ class LabelResultWithVariants(LabelResult):
         return {**super().to_json(), "matched_variants": self.matched_variants}
 
 
-def _raise_exception(message: str) -> None:
-    from jinja2 import TemplateError
-
-    raise TemplateError(message)
-
-
-def _tojson(
-    x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
-) -> str:
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-@functools.lru_cache(maxsize=16)
-def _compile_template(template: str) -> Any:
-    """The Jinja environment transformers uses for chat templates (sandboxed, trim/lstrip blocks,
-    loop controls, ``tojson``, ``raise_exception``, ``strftime_now``)."""
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    return env.from_string(template)
-
-
 def render_chat_template(template: str, messages: Sequence[Message], bos_token: str = "") -> str:
     """Render ``messages`` with a HF-style Jinja chat template, as transformers does."""
-    return str(
-        _compile_template(template).render(
-            messages=[dict(m) for m in messages], add_generation_prompt=True, bos_token=bos_token
-        )
-    )
+    return _render(template, messages, add_generation_prompt=True, bos_token=bos_token)
 
 
 # --- response parsing (pure) -----------------------------------------------------------------

@@ -1,0 +1,135 @@
+"""Loading the ``hf`` backend's tokenizer and model: with transformers, or lmaudit's own Gemma 3.
+
+``implementation``:
+
+* ``"transformers"``: ``AutoTokenizer`` and ``AutoModelForCausalLM`` (any architecture, hub ids,
+  revisions, ``attn_implementation``);
+* ``"lmaudit"``: :mod:`lmaudit.backends.gemma3` and :mod:`lmaudit.backends.hf_tokenizer`, which
+  compute what transformers computes for a local Gemma 3 text checkpoint, bit for bit, without
+  importing transformers (a default run's largest start-up cost);
+* ``"auto"`` (the default): ``"lmaudit"`` where it applies (a local directory whose model and
+  tokenizer both qualify, no ``attn_implementation`` asked for), else ``"transformers"``.
+
+Which one ran is part of the backend identity (:meth:`~lmaudit.backends.hf.HFBackend.identity`),
+so answers computed one way are never served as the other's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from lmaudit.backends.base import BackendError
+
+IMPLEMENTATIONS = ("auto", "lmaudit", "transformers")
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def why_not_native(model_path: str, attn_implementation: str | None) -> str | None:
+    """Why lmaudit's own implementation cannot load ``model_path``, or None when it can."""
+    from lmaudit.backends import gemma3, hf_tokenizer
+
+    path = Path(model_path)
+    if not path.is_dir():
+        return f"{model_path!r} is not a local directory"
+    if attn_implementation:
+        return f"attn_implementation={attn_implementation!r} is a transformers setting"
+    if not gemma3.supported(path):
+        import json
+
+        try:
+            raw = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return "no readable config.json"
+        return gemma3.unsupported(raw) or "no safetensors weights"
+    return hf_tokenizer.unsupported(path)
+
+
+def choose(requested: str, model_path: str, attn_implementation: str | None) -> str:
+    """The implementation to use: ``"lmaudit"`` or ``"transformers"`` (see the module)."""
+    if requested not in IMPLEMENTATIONS:
+        raise BackendError(
+            f"hf backend: implementation must be one of {', '.join(IMPLEMENTATIONS)}, got {requested!r}"
+        )
+    if requested == "transformers":
+        return requested
+    why = why_not_native(model_path, attn_implementation)
+    if why is None:
+        return "lmaudit"
+    if requested == "lmaudit":
+        raise BackendError(f"hf backend: implementation=lmaudit cannot load {model_path!r}: {why}")
+    return "transformers"
+
+
+def load_error(model_path: str, exc: Exception) -> BackendError:
+    if _offline() and not Path(model_path).exists():
+        return BackendError(
+            f"hf backend: model {model_path!r} is not available offline; HF_HUB_OFFLINE is set and it "
+            "is not in the local Hugging Face cache. Download it where the hub is reachable, or point "
+            f"`model` at a local directory. ({type(exc).__name__}: {exc})"
+        )
+    return BackendError(f"hf backend: could not load model {model_path!r}: {exc}")
+
+
+def load_tokenizer(implementation: str, model_path: str, revision: str | None, embedded: bool) -> Any:
+    if implementation == "lmaudit":
+        from lmaudit.backends.hf_tokenizer import FastTokenizer
+
+        try:
+            return FastTokenizer(model_path)
+        except Exception as exc:  # tokenizers raises its own exception type for a bad file
+            raise load_error(model_path, exc) from exc
+    from lmaudit.backends.hf_imports import defer_optional_imports
+
+    defer_optional_imports()  # before transformers loads a model class (hf_imports)
+    from transformers import AutoTokenizer
+
+    extra: dict[str, Any] = {"fix_mistral_regex": False} if embedded else {}
+    try:
+        return AutoTokenizer.from_pretrained(model_path, revision=revision, **extra)
+    except (OSError, ValueError) as exc:
+        raise load_error(model_path, exc) from exc
+
+
+def load_model(
+    implementation: str,
+    model_path: str,
+    revision: str | None,
+    dtype: str,
+    device: str,
+    attn_implementation: str | None,
+) -> Any:
+    import torch
+
+    if implementation == "lmaudit":
+        from lmaudit.backends.gemma3 import load_model as load_gemma3
+
+        try:
+            return load_gemma3(model_path, getattr(torch, dtype), device)
+        except (OSError, ValueError) as exc:
+            raise load_error(model_path, exc) from exc
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"revision": revision, "dtype": getattr(torch, dtype)}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    try:
+        model: Any = AutoModelForCausalLM.from_pretrained(model_path, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise load_error(model_path, exc) from exc
+    return model.to(device).eval()
+
+
+def implementation_identity(implementation: str) -> dict[str, Any]:
+    """What names the code that computes the outputs, for the backend identity."""
+    if implementation == "lmaudit":
+        from lmaudit.backends.gemma3 import IMPLEMENTATION_VERSION
+
+        return {"implementation": f"lmaudit.gemma3/{IMPLEMENTATION_VERSION}"}
+    import transformers
+
+    return {"transformers": transformers.__version__}

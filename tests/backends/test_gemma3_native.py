@@ -1,0 +1,403 @@
+"""lmaudit's own Gemma 3 (``backends/gemma3.py``), tokenizer (``hf_tokenizer.py``) and chat-template
+renderer (``chat_template.py``) against transformers' implementations of the same things, on tiny
+random checkpoints built here.
+
+The claim is equality bit for bit (``torch.equal``, ``==`` on floats and strings), not closeness:
+the same torch operations in the same order. Where a test compares against transformers, the
+reference is computed by transformers itself in the same process.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from tiny_hf import CHAT_TEMPLATE, WORDS, qq_requests, tiny_spm_meta, write_model, write_tokenizer  # noqa: E402
+
+from lmaudit.backends import embedded, gemma3  # noqa: E402
+from lmaudit.backends.base import BackendError, SampleRequest, identity_digest  # noqa: E402
+from lmaudit.backends.hf import HFBackend  # noqa: E402
+from lmaudit.backends.hf_batching import ForwardStats, next_token_logits  # noqa: E402
+from lmaudit.backends.hf_prefill import PrefillMemo  # noqa: E402
+from lmaudit.backends.hf_sampling import sample_completions  # noqa: E402
+from lmaudit.backends.hf_tokenizer import FastTokenizer, TokenizerMismatch  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Gemma 3 variants: what each exercises beyond the base (a window shorter than the prompts,
+#: three layers with the last sliding, linear RoPE scaling, a final soft-cap, untied head)
+CONFIGS: dict[str, dict[str, Any]] = {
+    "base": {},
+    "window-8": {
+        "sliding_window": 8,
+        "layer_types": ("sliding_attention", "full_attention", "sliding_attention"),
+    },
+    "linear-rope": {"rope_scaling": {"rope_type": "linear", "factor": 4.0}},
+    "softcap": {"final_logit_softcapping": 3.0, "sliding_window": 8},
+    "untied": {"tie_word_embeddings": False},
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _checkpoint(path: Path, **extra: Any) -> Path:
+    tok = write_tokenizer(path)
+    layer_types = extra.pop("layer_types", ("sliding_attention", "full_attention"))
+    write_model(path, "gemma3", len(tok), layer_types=layer_types, **extra)
+    return path
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
+    """(lmaudit's model, transformers' model) of one random checkpoint."""
+    path = _checkpoint(tmp_path_factory.mktemp(f"g3-{request.param}"), **CONFIGS[request.param])
+    ref = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+    return gemma3.load_model(path), ref
+
+
+def _seqs(vocab: int, lengths: tuple[int, ...], seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(6, vocab, (n,), generator=g).tolist() for n in lengths]
+
+
+def _same_cache(a: Any, b: Any) -> bool:
+    return len(a.layers) == len(b.layers) and all(
+        torch.equal(x.keys, y.keys) and torch.equal(x.values, y.values)
+        for x, y in zip(a.layers, b.layers, strict=True)
+    )
+
+
+@torch.inference_mode()
+def test_forward_equals_transformers_bit_for_bit(pair: tuple[Any, Any]) -> None:
+    """Whole sequences (one and two rows, longer and shorter than the window), with their caches."""
+    mine, ref = pair
+    vocab = ref.config.vocab_size
+    for seq in _seqs(vocab, (1, 5, 23)):
+        ids = torch.tensor([seq])
+        a, b = mine(input_ids=ids), ref(input_ids=ids)
+        assert torch.equal(a.logits, b.logits)
+        assert _same_cache(a.past_key_values, b.past_key_values)
+    rows = torch.tensor(_seqs(vocab, (17, 17), seed=1))
+    assert torch.equal(mine(input_ids=rows).logits, ref(input_ids=rows).logits)
+    keep = torch.tensor(_seqs(vocab, (19,), seed=2))
+    assert torch.equal(
+        mine(input_ids=keep, logits_to_keep=1).logits, ref(input_ids=keep, logits_to_keep=1).logits
+    )
+
+
+@torch.inference_mode()
+def test_segmented_prefill_and_decoding_equal_transformers(pair: tuple[Any, Any]) -> None:
+    """Prefill in message-like segments over the cache, then decoding: sampling's path."""
+    mine, ref = pair
+    (seq,) = _seqs(ref.config.vocab_size, (29,), seed=3)
+    bounds = [6, 13, 29]
+    la, ca = PrefillMemo().prefill(mine, seq, bounds)
+    lb, cb = PrefillMemo().prefill(ref, seq, bounds)
+    assert torch.equal(la, lb) and _same_cache(ca, cb)
+    for block in (1, 3):
+        kw: dict[str, Any] = dict(
+            n=4, seed=11, temperature=1.0, top_p=0.9, max_tokens=5, stop_ids=frozenset({1})
+        )
+        got = sample_completions(mine, (la, ca), len(seq), block=block, **kw)
+        want = sample_completions(ref, (lb, cb), len(seq), block=block, **kw)
+        assert got == want and any(len(s) > 1 for s in got)
+
+
+@pytest.mark.parametrize("block_attention", [True, False])
+def test_packed_scoring_equals_transformers(pair: tuple[Any, Any], block_attention: bool) -> None:
+    """The prefix-trie packed forward (block or dense attention, the last layer at prompt ends)."""
+    mine, ref = pair
+    base = _seqs(ref.config.vocab_size, (14,), seed=4)[0]
+    ids = [base + tail for tail in _seqs(ref.config.vocab_size, (3, 9, 1, 12), seed=5)] + [base[:7]]
+    got: dict[str, dict[int, Any]] = {"mine": {}, "ref": {}}
+    for name, model in (("mine", mine), ("ref", ref)):
+        for idx, logits in next_token_logits(
+            model, ids, stats=ForwardStats(), pack_tokens=10, block_attention=block_attention
+        ):
+            got[name].update(zip(idx, logits, strict=True))
+    assert sorted(got["mine"]) == list(range(len(ids)))
+    assert all(torch.equal(got["mine"][i], got["ref"][i]) for i in got["ref"])
+
+
+def test_kv_cache_layers_behave_as_dynamic_cache() -> None:
+    """Growing, config-shaped (sliding layers bounded) and pre-filled caches, update by update."""
+    cfg_t = transformers.Gemma3TextConfig(
+        num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"], sliding_window=4
+    )
+    cfg_m = gemma3.Gemma3TextConfig.from_dict(cfg_t.to_dict())
+    g = torch.Generator().manual_seed(0)
+    first = [(torch.randn(1, 2, 3, 4, generator=g), torch.randn(1, 2, 3, 4, generator=g)) for _ in range(2)]
+    pairs = [
+        (gemma3.KVCache(), transformers.DynamicCache()),
+        (gemma3.KVCache(config=cfg_m), transformers.DynamicCache(config=cfg_t)),
+        (gemma3.KVCache(ddp_cache_data=first), transformers.DynamicCache(ddp_cache_data=first)),
+    ]
+    for mine, ref in pairs:
+        for step, n in enumerate((3, 1, 2, 1, 5)):
+            pos = torch.arange(n)
+            for layer in range(2):
+                assert mine.get_mask_sizes(pos, layer) == ref.get_mask_sizes(pos, layer)
+                k, v = torch.randn(1, 2, n, 4, generator=g), torch.randn(1, 2, n, 4, generator=g)
+                got, want = mine.update(k, v, layer), ref.update(k, v, layer)
+                assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (step, layer)
+                assert mine.get_seq_length(layer) == ref.get_seq_length(layer)
+            assert mine.is_sliding == ref.is_sliding and _same_cache(mine, ref)
+        mine.batch_repeat_interleave(3)
+        ref.batch_repeat_interleave(3)
+        assert _same_cache(mine, ref)
+
+
+@pytest.mark.parametrize("past", [0, 2, 3, 4, 9])
+@pytest.mark.parametrize("q", [1, 2, 5])
+def test_masks_equal_transformers_sdpa_masks(past: int, q: int) -> None:
+    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+
+    cfg_t = transformers.Gemma3TextConfig(
+        num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"], sliding_window=4
+    )
+    cfg_t._attn_implementation = "sdpa"
+    mine, ref = (
+        gemma3.KVCache(config=gemma3.Gemma3TextConfig.from_dict(cfg_t.to_dict())),
+        transformers.DynamicCache(config=cfg_t),
+    )
+    if past:
+        for layer in range(2):
+            kv = torch.zeros(1, 1, past, 2)
+            mine.update(kv, kv, layer)
+            ref.update(kv, kv, layer)
+    cache_position = torch.arange(past, past + q)
+    embeds = torch.zeros(1, q, 8)
+    args = dict(
+        config=cfg_t,
+        input_embeds=embeds,
+        attention_mask=None,
+        cache_position=cache_position,
+        past_key_values=ref,
+        position_ids=cache_position[None],
+    )
+    want = {
+        "full_attention": create_causal_mask(**args),
+        "sliding_attention": create_sliding_window_causal_mask(**args),
+    }
+    got = gemma3.default_masks(
+        gemma3.Gemma3TextConfig.from_dict(cfg_t.to_dict()), embeds, cache_position, mine
+    )
+    for kind in want:
+        if want[kind] is None:
+            assert got[kind] is None, kind
+        else:
+            assert got[kind] is not None and torch.equal(got[kind], want[kind]), kind
+
+
+# ----------------------------------------------------------------------------- the backend
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _checkpoint(tmp_path_factory.mktemp("g3-backend"), sliding_window=8)
+
+
+def test_backend_answers_equal_across_implementations(tiny: Path) -> None:
+    mine = HFBackend(str(tiny), progress=False)
+    ref = HFBackend(str(tiny), progress=False, implementation="transformers")
+    assert (mine.implementation, ref.implementation) == ("lmaudit", "transformers")
+    requests = qq_requests(3)
+    assert [r.to_json() for r in mine.label_logprobs(requests, top_k=5)] == [
+        r.to_json() for r in ref.label_logprobs(requests, top_k=5)
+    ]
+    draws = [
+        SampleRequest(messages=requests[1].messages, n=6, temperature=1.0, top_p=1.0, max_tokens=1, seed=5),
+        SampleRequest(messages=requests[2].messages, n=3, temperature=0.7, top_p=0.8, max_tokens=6, seed=6),
+    ]
+    assert [r.texts for r in mine.sample(draws)] == [r.texts for r in ref.sample(draws)]
+    assert mine.describe()["n_parameters"] == ref.describe()["n_parameters"]
+    # what computed the answers is part of the identity; nothing else differs
+    a, b = dict(mine.identity), dict(ref.identity)
+    assert a.pop("implementation") == f"lmaudit.gemma3/{gemma3.IMPLEMENTATION_VERSION}"
+    assert b.pop("transformers") == transformers.__version__
+    assert a == b and identity_digest(mine.identity) != identity_digest(ref.identity)
+
+
+def test_bfloat16_equals_transformers(tiny: Path) -> None:
+    requests = qq_requests(2)
+    mine = HFBackend(str(tiny), progress=False, dtype="bfloat16").label_logprobs(requests)
+    ref = HFBackend(
+        str(tiny), progress=False, dtype="bfloat16", implementation="transformers"
+    ).label_logprobs(requests)
+    assert [r.probs for r in mine] == [r.probs for r in ref]
+
+
+def test_auto_chooses_transformers_where_lmaudit_does_not_apply(tmp_path: Path, tiny: Path) -> None:
+    capped = _checkpoint(tmp_path / "capped", attn_logit_softcapping=5.0)
+    assert HFBackend(str(capped), progress=False).implementation == "transformers"
+    with pytest.raises(BackendError, match=r"implementation=lmaudit cannot load .*soft-capping"):
+        HFBackend(str(capped), progress=False, implementation="lmaudit")
+    assert HFBackend(str(tiny), progress=False, attn_implementation="eager").implementation == "transformers"
+    llama = tmp_path / "llama"
+    write_model(llama, "llama", len(write_tokenizer(llama)))
+    assert HFBackend(str(llama), progress=False).implementation == "transformers"
+    with pytest.raises(BackendError, match="implementation must be one of"):
+        HFBackend(str(tiny), progress=False, implementation="jax")
+
+
+def test_a_checkpoint_missing_weights_is_refused_by_name(tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    path = _checkpoint(tmp_path / "broken")
+    weights = load_file(str(path / "model.safetensors"))
+    del weights["model.layers.1.mlp.up_proj.weight"]
+    save_file(weights, str(path / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(BackendError, match=r"missing weights \['model.layers.1.mlp.up_proj.weight'\]"):
+        _ = HFBackend(str(path), progress=False).model
+
+
+def test_scoring_and_sampling_never_import_transformers(tiny: Path) -> None:
+    code = (
+        "import sys\n"
+        "from lmaudit.backends.hf import HFBackend\n"
+        "from lmaudit.backends.base import SampleRequest\n"
+        "from lmaudit.backends.base import LabelRequest\n"
+        f"b = HFBackend({str(tiny)!r}, progress=False)\n"
+        "msgs = ({'role': 'user', 'content': 'is it true that A'},)\n"
+        "b.label_logprobs([LabelRequest(msgs, ('A', 'B'))])\n"
+        "b.sample([SampleRequest(messages=msgs, n=2, temperature=1.0, top_p=1.0, max_tokens=3, seed=1)])\n"
+        "b.describe()\n"
+        "print(b.implementation, sorted(m for m in ('transformers', 'torch._dynamo', 'accelerate') if m in sys.modules))\n"
+    )
+    env = {
+        "PYTHONPATH": str(REPO / "src"),
+        "PATH": "/usr/bin:/bin",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["lmaudit", "[]"]
+
+
+# ----------------------------------------------------------------------------- the tokenizer
+
+
+def _gemma_tokenizer_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A tokenizer saved as the embedded model's is: Gemma's, rebuilt from GGUF metadata."""
+    monkeypatch.setattr(embedded, "read_gguf_metadata", lambda path: tiny_spm_meta())
+    out = tmp_path / "gemma-tok"
+    embedded.build_gemma3_tokenizer(tmp_path / "unused.gguf", tmp_path).save_pretrained(str(out))
+    return out
+
+
+TEXTS = [
+    "the user is in the inn",
+    "<start_of_turn>user\nis it true<end_of_turn>\n<start_of_turn>model\n",
+    "<bos><bos>A B Yes No",
+    "  leading  and trailing  ",
+    "Zürich é ∑ 🤖 unknown chars",
+    "question<end_of_turn>answer<eos>",
+    "",
+]
+
+
+@pytest.mark.parametrize("kind", ["generic", "gemma"])
+def test_tokenizer_equals_transformers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    if kind == "generic":
+        path = tmp_path / "tok"
+        write_tokenizer(path)
+    else:
+        path = _gemma_tokenizer_dir(tmp_path, monkeypatch)
+    mine, ref = FastTokenizer(path), transformers.AutoTokenizer.from_pretrained(str(path))
+    texts = TEXTS + [" ".join(WORDS[i::7]) for i in range(7)]
+    ids = mine(texts)["input_ids"]
+    assert ids == ref(texts, add_special_tokens=False)["input_ids"]
+    for seq in ids:
+        for skip in (False, True):
+            assert mine.decode(seq, skip_special_tokens=skip) == ref.decode(seq, skip_special_tokens=skip)
+        assert mine.convert_ids_to_tokens(seq) == ref.convert_ids_to_tokens(seq)
+    assert mine.decode(ids[1][0]) == ref.decode(ids[1][0])
+    assert mine.get_added_vocab() == ref.get_added_vocab()
+    for name in (
+        "bos_token",
+        "eos_token",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+        "special_tokens_map",
+    ):
+        assert getattr(mine, name) == getattr(ref, name), name
+    assert mine.chat_template == ref.chat_template and len(mine) == len(ref)
+
+
+def test_tokenizer_config_that_disagrees_with_tokenizer_json_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tok"
+    write_tokenizer(path)
+    cfg = json.loads((path / "tokenizer_config.json").read_text())
+    first = next(iter(cfg["added_tokens_decoder"]))
+    cfg["added_tokens_decoder"][first]["lstrip"] = True  # transformers would re-add it with lstrip
+    (path / "tokenizer_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(TokenizerMismatch, match=f"added token {first}"):
+        FastTokenizer(path)
+
+
+# ----------------------------------------------------------------------------- chat templates
+
+TEMPLATES = {
+    "tiny": CHAT_TEMPLATE,
+    "gemma3": embedded.GEMMA3_CHAT_TEMPLATE,
+    "gemma3-config": (REPO / "conf/model/gemma3_270m.yaml")
+    .read_text()
+    .split("chat_template: |-\n", 1)[1]
+    .replace("\n  ", "\n")
+    .strip(),
+    "tools-and-json": (
+        "{% if tools is not none %}T{% endif %}{% if documents is none %}D{% endif %}"
+        "{% for m in messages %}{{ m | tojson }}{% if loop.last %}{% break %}{% endif %}{% endfor %}"
+        "{{ eos_token }}{{ additional_special_tokens | join(',') }}{{ extra | default('-') }}"
+    ),
+    "generation": "{% for m in messages %}{% generation %}[{{ m['content'] }}]{% endgeneration %}{% endfor %}",
+}
+MESSAGES = [
+    {"role": "system", "content": "legend: A means ü"},
+    {"role": "user", "content": "  is it <true>?  "},
+    {"role": "assistant", "content": "A"},
+    {"role": "user", "content": "second"},
+]
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_chat_templates_render_as_transformers_renders_them(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "tok"
+    write_tokenizer(path)
+    mine, ref = FastTokenizer(path), transformers.AutoTokenizer.from_pretrained(str(path))
+    for messages in (MESSAGES, MESSAGES[1:2]):
+        for gen in (True, False):
+            for extra in ({}, {"extra": "x"}):
+                kw = dict(chat_template=TEMPLATES[name], tokenize=False, add_generation_prompt=gen, **extra)
+                assert mine.apply_chat_template(messages, **kw) == ref.apply_chat_template(messages, **kw)
+
+
+def test_raise_exception_in_a_template_raises_as_in_transformers(tmp_path: Path) -> None:
+    from jinja2 import TemplateError
+
+    path = tmp_path / "tok"
+    write_tokenizer(path)
+    template = "{{ raise_exception('roles must alternate') }}"
+    for tok in (FastTokenizer(path), transformers.AutoTokenizer.from_pretrained(str(path))):
+        with pytest.raises(TemplateError, match="roles must alternate"):
+            tok.apply_chat_template(MESSAGES, chat_template=template, tokenize=False)
