@@ -1,23 +1,29 @@
-"""The default audit end to end (``python run.py``, cold), against its scoring and the import floor.
+"""The default audit end to end (``python run.py``, cold), against its scoring, the import floor
+and the same run on transformers' Gemma 3.
 
 Each round runs, in fresh processes and under the same load:
 
 * the default run, exactly as ``make run`` does (``python run.py``), with an empty response
   cache and run directory (an MLflow store that already exists, as after a first run); its
-  wall time is taken from outside the process, start to exit;
-* the import floor: a process that only imports what such a run must import in its main
-  process (torch, transformers' model and tokenizer classes, matplotlib's SVG canvas, Hydra)
-  and loads the embedded model's tokenizer, as the run does, under the run's garbage-collector
-  policy (:mod:`lmaudit.runtime`); nothing else. MLflow is imported by the run's MLflow worker
+  wall time is taken from outside the process, start to exit. The embedded model runs on
+  lmaudit's own Gemma 3 (``implementation=auto``);
+* the same run with ``+model.implementation=transformers``: transformers' model, tokenizer and
+  chat-template rendering, the baseline a user would otherwise have (the measurements must be
+  byte-identical to the default run's);
+* the import floor: a process that only imports what the default run must import in its main
+  process (torch, lmaudit's Gemma 3, matplotlib's SVG canvas, Hydra) and loads the embedded
+  model's tokenizer, as the run does, under the run's garbage-collector policy
+  (:mod:`lmaudit.runtime`); nothing else. MLflow is imported by the run's MLflow worker
   (:mod:`lmaudit.tracking.worker`), in a second process, while the main process does this.
 
-The run's audit record gives its scoring time (``measure.seconds.label_logprobs``: the 186
-prompts' label probabilities, cache writes included) and its gate G3 sampling time
-(``measure.seconds.sample``). Printed per round and as medians: wall, scoring, G3, floor, the
-rest (lmaudit's own work: config, plan, analysis, report, MLflow records, process start and
-exit), and the ratio wall / scoring (the performance issue's goal: at most 1.5). Every
-round's measurements.jsonl must be byte-identical (same draws, same probabilities); the
-digests are printed. Results go to ``results/default_run.json``. No assertion on times.
+The two runs alternate in order from round to round. The default run's audit record gives its
+scoring time (``measure.seconds.label_logprobs``: the 186 prompts' label probabilities, cache
+writes included) and its gate G3 sampling time (``measure.seconds.sample``). Printed per round
+and as medians: wall, scoring, G3, floor, the rest (lmaudit's own work: config, plan,
+analysis, report, MLflow records, process start and exit), the ratio wall / scoring (the
+performance issue's goal: at most 1.5), and the transformers run's wall and scoring. Every
+run's measurements.jsonl must be byte-identical (same draws, same probabilities); the digests
+are printed. Results go to ``results/default_run.json``. No assertion on times.
 
     python benchmarks/bench_default_run.py [--rounds 3] [override ...]
 """
@@ -45,11 +51,10 @@ one_job_process()  # the run's own garbage-collector policy (lmaudit.runtime)
 with long_lived():
     import hydra, omegaconf
     import torch
-    from lmaudit.backends.hf_imports import defer_optional_imports
-    defer_optional_imports()
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import lmaudit.backends.gemma3
     from lmaudit.backends.embedded import ensure_embedded_model
-    AutoTokenizer.from_pretrained(str(ensure_embedded_model()), fix_mistral_regex=False)
+    from lmaudit.backends.hf_tokenizer import FastTokenizer
+    FastTokenizer(ensure_embedded_model())
 import matplotlib.figure
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 """
@@ -70,8 +75,8 @@ def _timed(cmd: list[str]) -> float:
     return wall
 
 
-def _round(work: Path, overrides: list[str], r: int) -> dict[str, Any]:
-    out = work / f"round{r}"
+def _run(work: Path, overrides: list[str], name: str) -> dict[str, Any]:
+    out = work / name
     args = [
         f"paths.cache={out / 'cache'}",
         f"paths.results={out / 'results'}",
@@ -83,16 +88,29 @@ def _round(work: Path, overrides: list[str], r: int) -> dict[str, Any]:
     (record,) = (out / "results").glob("*/*/audit_record.json")
     measure = json.loads(record.read_text(encoding="utf-8"))["measure"]
     seconds = measure["seconds"]
-    floor = _timed([sys.executable, "-c", FLOOR])
-    scoring, g3 = float(seconds["label_logprobs"]), float(seconds.get("sample", 0.0))
     return {
         "wall": wall,
-        "scoring": scoring,
-        "g3_sampling": g3,
-        "floor": floor,
-        "rest": wall - scoring - g3 - floor,
-        "wall_over_scoring": wall / scoring,
+        "scoring": float(seconds["label_logprobs"]),
+        "g3_sampling": float(seconds.get("sample", 0.0)),
+        "implementation": measure["backend_identity"].get("implementation", "transformers"),
         "measurements_sha256": measure["measurements"]["sha256"],
+    }
+
+
+def _round(work: Path, overrides: list[str], r: int) -> dict[str, Any]:
+    runs: dict[str, dict[str, Any]] = {}
+    order = ["lmaudit", "transformers"] if r % 2 == 0 else ["transformers", "lmaudit"]
+    for name in order:
+        extra = ["+model.implementation=transformers"] if name == "transformers" else []
+        runs[name] = _run(work, [*overrides, *extra], f"round{r}-{name}")
+    row = runs["lmaudit"]
+    floor = _timed([sys.executable, "-c", FLOOR])
+    return {
+        **row,
+        "floor": floor,
+        "rest": row["wall"] - row["scoring"] - row["g3_sampling"] - floor,
+        "wall_over_scoring": row["wall"] / row["scoring"],
+        "transformers": runs["transformers"],
         "load_average": os.getloadavg()[0],
     }
 
@@ -120,26 +138,39 @@ def main() -> None:
         for r in range(args.rounds):
             row = _round(work, overrides, r)
             rounds.append(row)
+            tf = row["transformers"]
             print(
                 f"round {r}: wall {row['wall']:.1f} s | scoring {row['scoring']:.1f} s | G3 {row['g3_sampling']:.1f} s"
                 f" | import floor {row['floor']:.1f} s | rest {row['rest']:.1f} s"
-                f" | wall/scoring {row['wall_over_scoring']:.2f} | load {row['load_average']:.1f}",
+                f" | wall/scoring {row['wall_over_scoring']:.2f}"
+                f" || transformers: wall {tf['wall']:.1f} s, scoring {tf['scoring']:.1f} s"
+                f" | load {row['load_average']:.1f}",
                 flush=True,
             )
     med = {
         k: statistics.median(r[k] for r in rounds)
         for k in ("wall", "scoring", "g3_sampling", "floor", "rest")
     }
+    tf_med = {
+        k: statistics.median(r["transformers"][k] for r in rounds) for k in ("wall", "scoring", "g3_sampling")
+    }
     ratio = statistics.median(r["wall_over_scoring"] for r in rounds)
-    digests = sorted({r["measurements_sha256"] for r in rounds})
+    paired = statistics.median(r["transformers"]["wall"] / r["wall"] for r in rounds)
+    implementations = sorted({r["implementation"] for r in rounds})
+    digests = sorted(
+        {r["measurements_sha256"] for r in rounds}
+        | {r["transformers"]["measurements_sha256"] for r in rounds}
+    )
     print(
-        f"median: wall {med['wall']:.1f} s = scoring {med['scoring']:.1f} + G3 {med['g3_sampling']:.1f}"
-        f" + import floor {med['floor']:.1f} + rest {med['rest']:.1f}"
+        f"median ({', '.join(implementations)}): wall {med['wall']:.1f} s = scoring {med['scoring']:.1f}"
+        f" + G3 {med['g3_sampling']:.1f} + import floor {med['floor']:.1f} + rest {med['rest']:.1f}"
     )
     print(f"wall / scoring: {ratio:.2f} (goal <= 1.5)")
     print(
-        f"measurements identical in every round: {len(digests) == 1} ({', '.join(d[:12] for d in digests)})"
+        f"transformers' Gemma 3: wall {tf_med['wall']:.1f} s, scoring {tf_med['scoring']:.1f} s, G3"
+        f" {tf_med['g3_sampling']:.1f} s; its wall / lmaudit's (median of rounds) {paired:.2f}"
     )
+    print(f"measurements identical in every run: {len(digests) == 1} ({', '.join(d[:12] for d in digests)})")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         json.dumps(
@@ -149,6 +180,8 @@ def main() -> None:
                 "rounds": rounds,
                 "median": med,
                 "wall_over_scoring": ratio,
+                "transformers_median": tf_med,
+                "transformers_wall_over_lmaudit_wall": paired,
                 "measurements_identical": len(digests) == 1,
                 "machine": {
                     "cpus": os.cpu_count(),

@@ -166,3 +166,29 @@ def test_prefill_by_messages_equals_naive_also_past_the_sliding_window(backend: 
         fresh, _ = PrefillMemo().prefill(backend.model, ids, bounds)
         assert torch.equal(fresh, logits)
     assert shared.hits > 0 and any(len(backend.encode(r.messages)) > 512 for r in requests)
+
+
+def test_lmaudit_gemma3_equals_transformers_on_the_default_audit(backend: HFBackend, make_cfg: Any) -> None:
+    """The embedded model runs on lmaudit's own Gemma 3 by default; on the default audit's 186
+    prompts (and the long prompts past the sliding window) its tokens, label probabilities, top-k,
+    prefill logits and multi-token draws equal transformers' bit for bit."""
+    from lmaudit.backends.hf_prefill import PrefillMemo, segment_bounds
+    from lmaudit.studies.qq.study import cells_for
+
+    ref = HFBackend(progress=False, implementation="transformers")
+    assert (backend.implementation, ref.implementation) == ("lmaudit", "transformers")
+    requests = [r for cell in cells_for(make_cfg()) for r in cell.requests]
+    long_system = {"role": "system", "content": " ".join(["Answer the survey honestly and briefly."] * 90)}
+    requests += [LabelRequest((long_system, *r.messages[1:]), LABELS) for r in REQUESTS[:2]]
+    assert len(requests) == 188
+    assert [backend.encode(r.messages) for r in requests] == [ref.encode(r.messages) for r in requests]
+    mine, theirs = backend.label_logprobs(requests, top_k=10), ref.label_logprobs(requests, top_k=10)
+    assert [r.to_json() for r in mine] == [r.to_json() for r in theirs]
+    for req in requests[:4] + requests[-1:]:
+        ids = backend.encode(req.messages)
+        bounds = segment_bounds(backend.message_cuts(req.messages, ids), len(ids))
+        a, _ = PrefillMemo().prefill(backend.model, ids, bounds)
+        b, _ = PrefillMemo().prefill(ref.model, ids, bounds)
+        assert torch.equal(a, b)
+    draws = [SampleRequest(requests[1].messages, n=4, temperature=1.0, top_p=0.95, max_tokens=8, seed=9)]
+    assert backend.sample(draws)[0].texts == ref.sample(draws)[0].texts

@@ -326,6 +326,9 @@ def test_tokenizer_equals_transformers(tmp_path: Path, monkeypatch: pytest.Monke
     texts = TEXTS + [" ".join(WORDS[i::7]) for i in range(7)]
     ids = mine(texts)["input_ids"]
     assert ids == ref(texts, add_special_tokens=False)["input_ids"]
+    assert [mine(t)["input_ids"] for t in texts] == [
+        ref(t, add_special_tokens=False)["input_ids"] for t in texts
+    ]
     for seq in ids:
         for skip in (False, True):
             assert mine.decode(seq, skip_special_tokens=skip) == ref.decode(seq, skip_special_tokens=skip)

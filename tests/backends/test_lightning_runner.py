@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("pytorch_lightning")
 
-from test_hf_backend import WORDS, _qq_requests, _write_model, _write_tokenizer  # noqa: E402
+from tiny_hf import WORDS, qq_requests, write_model, write_tokenizer  # noqa: E402
 
 from lmaudit.backends.base import SampleRequest, identity_digest  # noqa: E402
 from lmaudit.backends.cached import CachedBackend  # noqa: E402
@@ -35,8 +35,8 @@ TOL = 1e-6
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("tiny-lightning")
-    tok = _write_tokenizer(path)
-    _write_model(path, "gemma3", len(tok))
+    tok = write_tokenizer(path)
+    write_model(path, "gemma3", len(tok))
     return path
 
 
@@ -57,7 +57,7 @@ def _measure(cfg: dict[str, Any], cache_dir: Path) -> tuple[list[Any], list[Any]
     backend = build_backend(cfg)
     try:
         cached = CachedBackend(backend, ResponseCache(cache_dir), progress=False)
-        labels = cached.label_logprobs(_qq_requests(4), top_k=5)
+        labels = cached.label_logprobs(qq_requests(4), top_k=5)
         # a call with fewer requests than ranks (as gate G3 makes) leaves a rank without work
         draws = cached.sample(_samples()) + cached.sample(
             [SampleRequest(_samples()[0].messages, n=3, seed=99)]
@@ -83,7 +83,7 @@ def test_runner_settings_change_neither_identity_nor_cache_keys(tiny: Path) -> N
     run = _cfg(tiny, runner="lightning", devices=4, num_nodes=1, strategy="ddp", precision="32-true")
     runner = build_backend(run)
     assert runner.identity == plain.identity
-    req = _qq_requests(1)[0]
+    req = qq_requests(1)[0]
     payload = {**req.payload(False), "top_k": 5}
     assert cache_key(identity_digest(runner.identity), payload) == cache_key(
         identity_digest(plain.identity), payload
@@ -123,7 +123,7 @@ def test_devices_1_equals_in_process(tiny: Path, tmp_path: Path) -> None:
     _assert_equal(got, ref)
     # one prefix trie on the one rank: the same arithmetic as in-process
     assert [g.probs for g in got[0]] == [r.probs for r in ref[0]]
-    assert got[2].jobs == 3 and got[2].stats.requests == len(_qq_requests(4)) + len(_samples()) + 1
+    assert got[2].jobs == 3 and got[2].stats.requests == len(qq_requests(4)) + len(_samples()) + 1
 
 
 def test_devices_2_equals_in_process_and_resumes(tiny: Path, tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ def test_devices_2_equals_in_process_and_resumes(tiny: Path, tmp_path: Path) -> 
 def test_a_partly_filled_cache_is_completed(tiny: Path, tmp_path: Path) -> None:
     """What a killed run leaves (some answers stored) is kept; only the rest is computed."""
     cache = tmp_path / "cache"
-    reqs = _qq_requests(4)
+    reqs = qq_requests(4)
     CachedBackend(build_backend(_cfg(tiny)), ResponseCache(cache), progress=False).label_logprobs(
         reqs[:5], top_k=5
     )
@@ -186,7 +186,7 @@ def test_label_shards_are_whole_scoring_units_in_contiguous_runs(tiny: Path) -> 
     runner = build_backend(_cfg(tiny, runner="lightning", devices=2, unit_tokens=40))
     seen: list[Any] = []
     runner._run = lambda root, shards: seen.extend(shards)  # type: ignore[method-assign]
-    reqs = _qq_requests(4)
+    reqs = qq_requests(4)
     runner.fill_labels(Path("/nonexistent"), [(str(i), r) for i, r in enumerate(reqs)], 5)
     units = scoring_units([runner.hf.encode(r.messages) for r in reqs], 40)
     assert len(units) >= 4

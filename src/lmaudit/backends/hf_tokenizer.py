@@ -169,7 +169,12 @@ class FastTokenizer:
         return int(self._tokenizer.get_vocab_size(with_added_tokens=True))
 
     # encoding and decoding
-    def __call__(self, texts: Sequence[str], add_special_tokens: bool = False) -> dict[str, list[list[int]]]:
+    def __call__(self, texts: str | Sequence[str], add_special_tokens: bool = False) -> dict[str, Any]:
+        """``{"input_ids": ids}``: one list of ids for a string, a list of them for a list of strings."""
+        if isinstance(texts, str):
+            return {
+                "input_ids": list(self._tokenizer.encode(texts, add_special_tokens=add_special_tokens).ids)
+            }
         encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=add_special_tokens)
         return {"input_ids": [list(e.ids) for e in encodings]}
 
