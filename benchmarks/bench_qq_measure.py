@@ -5,7 +5,9 @@ framing, counterbalanced mappings, the model config's batch size), scored cold (
 response cache each round) through the same ``CachedBackend`` the pipeline uses. In every
 round, under the same machine load, in this order:
 
-* lmaudit: ``CachedBackend.label_logprobs`` on every request;
+* lmaudit: ``CachedBackend.label_logprobs`` on every request (the embedded model on lmaudit's
+  own Gemma 3; before the rounds, its results are compared with the same call on transformers'
+  Gemma 3, which must give the same bits);
 * llama.cpp: llama-cpp-python on the same token ids and the same GGUF the embedded model is
   converted from, prompts sorted, keeping the KV cache of the prefix shared with the previous
   prompt (what llama.cpp does by default); skipped, and said so, if it is not installed;
@@ -158,6 +160,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     except ImportError as exc:
         llama_note = f"llama-cpp-python not installed ({exc}); run `make install-server`"
 
+    # the same scoring on transformers' Gemma 3 (the default runs on lmaudit's own): same bits?
+    same_as_transformers: bool | None = None
+    if getattr(backend, "implementation", None) == "lmaudit":
+        tf_backend = build_backend({**cfg.model, "implementation": "transformers"})
+        mine_once = backend.label_logprobs(requests, top_k=top_k)
+        theirs_once = tf_backend.label_logprobs(requests, top_k=top_k)
+        same_as_transformers = [r.to_json() for r in mine_once] == [r.to_json() for r in theirs_once]
+        del tf_backend, theirs_once
+
     naive_probs(model, ids[:1])  # warm-up
     ours_s: list[float] = []
     llama_s: list[float] = []
@@ -243,6 +254,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "naive_over_lmaudit": naive_s / ours,
         },
         "max_abs_prob_diff": {"vs_naive": diff_naive, "vs_llama_cpp_q4_k_m": diff_llama if llama else None},
+        "identical_to_transformers_gemma3": same_as_transformers,
         "machine": {
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
@@ -281,6 +293,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{stats['tokens_real']} / {stats['tokens_padded']} / {stats['forward_calls']}",
         ),
         ("max |p - p_naive|", f"{diff_naive:.1e}"),
+        ("results identical to transformers' Gemma 3", str(same_as_transformers)),
         ("max |p - p_llama.cpp| (Q4_K_M, informational)", f"{diff_llama:.1e}" if llama else "-"),
         ("threads, load avg", f"{args.threads}, {os.getloadavg()[0]:.1f}"),
     ]

@@ -16,7 +16,6 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tiny_hf import CHAT_TEMPLATE, WORDS, qq_requests, tiny_spm_meta, write_model, write_tokenizer  # noqa: E402
+from tiny_hf import CHAT_TEMPLATE, WORDS, one_thread, qq_requests, tiny_spm_meta, write_model, write_tokenizer  # noqa: E402
 
 from lmaudit.backends import embedded, gemma3  # noqa: E402
 from lmaudit.backends.base import BackendError, SampleRequest, identity_digest  # noqa: E402
@@ -51,12 +50,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
 
 def _checkpoint(path: Path, **extra: Any) -> Path:

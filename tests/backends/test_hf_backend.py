@@ -13,7 +13,6 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import itertools
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from tiny_hf import CHAT_TEMPLATE, WORDS, qq_requests, tiny_spm_meta, write_model, write_tokenizer  # noqa: E402
+from tiny_hf import CHAT_TEMPLATE, WORDS, one_thread, qq_requests, tiny_spm_meta, write_model, write_tokenizer  # noqa: E402
 
 from lmaudit.backends import embedded  # noqa: E402
 from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, identity_digest  # noqa: E402
@@ -33,14 +32,7 @@ from lmaudit.backends.hf_batching import ForwardStats, next_token_logits  # noqa
 from lmaudit.backends.hf_prefill import MIN_SEGMENT, PREFILL_KEY, PrefillMemo, segment_bounds  # noqa: E402
 from lmaudit.backends.hf_trie import build_prefix_tree, pack_forest, scoring_units  # noqa: E402
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Iterator[None]:
-    """Tiny ops are dominated by thread hand-off; on a busy 2-core machine 2 threads cost ~100x."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+_one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
 
 #: checkpoints whose backends the tests build with transformers' implementation (by path):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,17 @@ WORDS = [
     "statement",
     "following",
 ]
+
+
+def one_thread() -> Iterator[None]:
+    """Torch on one thread for a test module (as a module-scoped autouse fixture): tiny ops are
+    dominated by thread hand-off; on a busy 2-core machine 2 threads cost ~100x."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def corpus() -> list[str]:

@@ -204,27 +204,16 @@ class Gemma3ForCausalLM(nn.Module):
     def get_decoder(self) -> Gemma3TextModel:
         return self.model
 
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.embed_tokens
+
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
 
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: Any = None,
-        position_ids: torch.Tensor | None = None,
-        past_key_values: KVCache | None = None,
-        use_cache: bool | None = None,
-        cache_position: torch.Tensor | None = None,
-        logits_to_keep: int = 0,
-    ) -> CausalLMOutput:
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            past_key_values=past_key_values,
-            use_cache=use_cache,
-            cache_position=cache_position,
-        )
+    def forward(self, input_ids: torch.Tensor, logits_to_keep: int = 0, **kwargs: Any) -> CausalLMOutput:
+        """The decoder's forward (:meth:`Gemma3TextModel.forward`, its keyword arguments), then
+        the head over the last ``logits_to_keep`` positions (0: all)."""
+        out = self.model(input_ids=input_ids, **kwargs)
         logits = self.lm_head(out.last_hidden_state[:, slice(-logits_to_keep, None), :])
         cap = self.config.final_logit_softcapping
         if cap is not None:
