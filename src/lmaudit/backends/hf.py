@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +222,7 @@ class HFBackend:
                 "model_path": self.model_path,
                 "device": self.device,
                 "torch": torch.__version__,
+                "tokenizers": version("tokenizers"),
                 "batch_size": self.batch_size,
                 "sample_block": self.sample_block,
                 "prefill": PREFILL_KEY,
