@@ -58,7 +58,8 @@ if [ "${#wheels[@]}" -eq 0 ]; then
     # Build in a scratch dir, then move into place, so an interrupted build leaves no half wheel.
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
-    "$PYTHON" -m pip wheel --no-deps --wheel-dir "$tmp" "llama-cpp-python==${LLAMA_CPP_PYTHON_VERSION}"
+    # --no-cache-dir: pip would otherwise reuse a wheel it built earlier with other flags
+    "$PYTHON" -m pip wheel --no-cache-dir --no-deps --wheel-dir "$tmp" "llama-cpp-python==${LLAMA_CPP_PYTHON_VERSION}"
     mv "$tmp"/llama_cpp_python-"${LLAMA_CPP_PYTHON_VERSION}"-*.whl "$CACHE"/
     echo "wheel built in $(( $(date +%s) - start )) s"
 fi
