@@ -264,6 +264,21 @@ def test_a_checkpoint_missing_weights_is_refused_by_name(tmp_path: Path) -> None
         _ = HFBackend(str(path), progress=False).model
 
 
+def test_a_sharded_checkpoint_loads_as_the_single_file(tmp_path: Path, tiny: Path) -> None:
+    ref = transformers.AutoModelForCausalLM.from_pretrained(str(tiny), dtype=torch.float32)
+    sharded = tmp_path / "sharded"
+    ref.save_pretrained(str(sharded), max_shard_size="20KB")
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (sharded / name).write_bytes((tiny / name).read_bytes())
+    assert (
+        not (sharded / "model.safetensors").exists() and (sharded / "model.safetensors.index.json").exists()
+    )
+    a, b = gemma3.load_model(sharded), gemma3.load_model(tiny)
+    assert all(
+        torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True)
+    )
+
+
 def test_scoring_and_sampling_never_import_transformers(tiny: Path) -> None:
     code = (
         "import sys\n"
