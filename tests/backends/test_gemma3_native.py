@@ -356,15 +356,17 @@ def test_tokenizer_equals_transformers(tmp_path: Path, monkeypatch: pytest.Monke
     assert mine.chat_template == ref.chat_template and len(mine) == len(ref)
 
 
-def test_tokenizer_config_that_disagrees_with_tokenizer_json_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "tok"
-    write_tokenizer(path)
+def test_tokenizer_config_that_disagrees_with_tokenizer_json_goes_to_transformers(tmp_path: Path) -> None:
+    path = _checkpoint(tmp_path / "ckpt")
     cfg = json.loads((path / "tokenizer_config.json").read_text())
     first = next(iter(cfg["added_tokens_decoder"]))
     cfg["added_tokens_decoder"][first]["lstrip"] = True  # transformers would re-add it with lstrip
     (path / "tokenizer_config.json").write_text(json.dumps(cfg))
     with pytest.raises(TokenizerMismatch, match=f"added token {first}"):
         FastTokenizer(path)
+    assert HFBackend(str(path), progress=False).implementation == "transformers"
+    with pytest.raises(BackendError, match=f"implementation=lmaudit cannot load .*added token {first}"):
+        HFBackend(str(path), progress=False, implementation="lmaudit")
 
 
 # ----------------------------------------------------------------------------- chat templates

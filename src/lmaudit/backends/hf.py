@@ -131,9 +131,8 @@ class HFBackend:
             self.model_path = model
             self.model_id = model
             self._load_revision = revision
-        self.implementation = hf_load.choose(implementation, self.model_path, attn_implementation)
-        self.tokenizer = hf_load.load_tokenizer(
-            self.implementation, self.model_path, self._load_revision, embedded
+        self.implementation, self.tokenizer = hf_load.open_tokenizer(
+            implementation, self.model_path, self._load_revision, embedded, attn_implementation
         )
 
         template = chat_template if chat_template is not None else self.tokenizer.chat_template

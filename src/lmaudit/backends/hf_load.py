@@ -30,7 +30,8 @@ def _offline() -> bool:
 
 
 def why_not_native(model_path: str, attn_implementation: str | None) -> str | None:
-    """Why lmaudit's own implementation cannot load ``model_path``, or None when it can."""
+    """Why lmaudit's own implementation cannot load ``model_path``, or None when it can (as far
+    as the checkpoint's small files tell: see :func:`open_tokenizer`)."""
     from lmaudit.backends import gemma3, hf_tokenizer
 
     path = Path(model_path)
@@ -38,15 +39,7 @@ def why_not_native(model_path: str, attn_implementation: str | None) -> str | No
         return f"{model_path!r} is not a local directory"
     if attn_implementation:
         return f"attn_implementation={attn_implementation!r} is a transformers setting"
-    if not gemma3.supported(path):
-        import json
-
-        try:
-            raw = json.loads((path / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return "no readable config.json"
-        return gemma3.unsupported(raw) or "no safetensors weights"
-    return hf_tokenizer.unsupported(path)
+    return gemma3.why_not_loadable(path) or hf_tokenizer.unsupported(path)
 
 
 def choose(requested: str, model_path: str, attn_implementation: str | None) -> str:
@@ -65,6 +58,27 @@ def choose(requested: str, model_path: str, attn_implementation: str | None) -> 
     return "transformers"
 
 
+def open_tokenizer(
+    requested: str, model_path: str, revision: str | None, embedded: bool, attn_implementation: str | None
+) -> tuple[str, Any]:
+    """``(implementation, tokenizer)``: :func:`choose`, then the tokenizer. With ``auto``, a
+    ``tokenizer.json`` that disagrees with the tokenizer config in a way transformers reconciles
+    (:class:`~lmaudit.backends.hf_tokenizer.TokenizerMismatch`) sends the checkpoint to transformers."""
+    implementation = choose(requested, model_path, attn_implementation)
+    if implementation == "lmaudit":
+        from lmaudit.backends.hf_tokenizer import TokenizerMismatch
+
+        try:
+            return implementation, load_tokenizer(implementation, model_path, revision, embedded)
+        except TokenizerMismatch as exc:
+            if requested == "lmaudit":
+                raise BackendError(
+                    f"hf backend: implementation=lmaudit cannot load {model_path!r}: {exc}"
+                ) from exc
+            implementation = "transformers"
+    return implementation, load_tokenizer(implementation, model_path, revision, embedded)
+
+
 def load_error(model_path: str, exc: Exception) -> BackendError:
     if _offline() and not Path(model_path).exists():
         return BackendError(
@@ -77,10 +91,12 @@ def load_error(model_path: str, exc: Exception) -> BackendError:
 
 def load_tokenizer(implementation: str, model_path: str, revision: str | None, embedded: bool) -> Any:
     if implementation == "lmaudit":
-        from lmaudit.backends.hf_tokenizer import FastTokenizer
+        from lmaudit.backends.hf_tokenizer import FastTokenizer, TokenizerMismatch
 
         try:
             return FastTokenizer(model_path)
+        except TokenizerMismatch:
+            raise
         except Exception as exc:  # tokenizers raises its own exception type for a bad file
             raise load_error(model_path, exc) from exc
     from lmaudit.backends.hf_imports import defer_optional_imports

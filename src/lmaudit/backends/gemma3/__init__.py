@@ -38,6 +38,7 @@ from lmaudit.backends.gemma3.config import (
     Gemma3TextConfig,
     supported,
     unsupported,
+    why_not_loadable,
 )
 from lmaudit.backends.gemma3.model import Gemma3ForCausalLM, Gemma3TextModel, load_model
 from lmaudit.backends.gemma3.ops import (
@@ -64,4 +65,5 @@ __all__ = [
     "sdpa_attention",
     "supported",
     "unsupported",
+    "why_not_loadable",
 ]

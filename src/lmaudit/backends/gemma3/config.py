@@ -93,14 +93,21 @@ def unsupported(raw: Mapping[str, Any]) -> str | None:
     return None
 
 
-def supported(model_dir: Path) -> bool:
-    """A local checkpoint directory this module can load (its config and safetensors weights)."""
+def why_not_loadable(model_dir: Path) -> str | None:
+    """Why a local checkpoint directory is not one this module loads (its ``config.json`` and
+    safetensors weights), or None."""
     model_dir = Path(model_dir)
     try:
         raw = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    has_weights = (model_dir / "model.safetensors").is_file() or (
-        model_dir / "model.safetensors.index.json"
-    ).is_file()
-    return has_weights and unsupported(raw) is None
+        return "no readable config.json"
+    if not (
+        (model_dir / "model.safetensors").is_file() or (model_dir / "model.safetensors.index.json").is_file()
+    ):
+        return "no safetensors weights"
+    return unsupported(raw)
+
+
+def supported(model_dir: Path) -> bool:
+    """A local checkpoint directory this module can load."""
+    return why_not_loadable(model_dir) is None
