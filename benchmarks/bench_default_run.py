@@ -53,8 +53,10 @@ with long_lived():
     import torch
     import lmaudit.backends.gemma3
     from lmaudit.backends.embedded import ensure_embedded_model
+    from lmaudit.backends.hf_load import tokenizer_engine
     from lmaudit.backends.hf_tokenizer import FastTokenizer
-    FastTokenizer(ensure_embedded_model())
+    path = str(ensure_embedded_model())
+    FastTokenizer(path, engine=tokenizer_engine(path, embedded=True))
 import matplotlib.figure
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 """

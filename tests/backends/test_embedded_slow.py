@@ -88,6 +88,46 @@ def test_rebuilt_tokenizer_matches_sentencepiece(backend: HFBackend) -> None:
         assert backend.tokenizer(text, add_special_tokens=False)["input_ids"] == sp.encode(text), text
 
 
+def test_sentencepiece_engine_equals_tokenizers_on_the_real_tokenizer(backend: HFBackend) -> None:
+    """The embedded model's tokenizer is SentencePiece on tokenizer.model (0.1 s to load against
+    1.3 s for tokenizer.json); on 20,000 random texts (the vocabulary's own pieces, special tokens
+    and their fragments, whitespace, characters outside the vocabulary), the study data files, every
+    id alone and 20,000 random id sequences with byte runs, it encodes and decodes as tokenizers
+    does on tokenizer.json."""
+    import random
+    import sys
+    from pathlib import Path
+
+    from lmaudit.backends.hf_tokenizer import FastTokenizer
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny_hf import fuzz_texts
+
+    assert backend.tokenizer.engine.startswith("sentencepiece ")
+    assert backend.describe()["tokenizer"] == backend.tokenizer.engine
+    sp, fast = backend.tokenizer, FastTokenizer(backend.model_path)
+    everything = list(range(len(fast)))
+    tokens = fast.convert_ids_to_tokens(everything)
+    assert sp.convert_ids_to_tokens(everything) == tokens and len(sp) == len(fast)
+    rng = random.Random(0)
+    texts = fuzz_texts(rng.sample([t for t in tokens if not t.startswith("<0x")], 3000), 20_000, seed=1)
+    repo = Path(__file__).resolve().parents[2]
+    texts += [f.read_text(encoding="utf-8") for f in sorted((repo / "data").rglob("*")) if f.is_file()]
+    ids = fast(texts)["input_ids"]
+    assert sp(texts)["input_ids"] == ids
+    byte_ids = [fast._tokenizer.token_to_id(f"<0x{b:02X}>") for b in range(256)]
+    for skip in (False, True):
+        assert [sp.decode([i], skip_special_tokens=skip) for i in everything] == [
+            fast.decode([i], skip_special_tokens=skip) for i in everything
+        ]
+    n = len(fast)
+    for _ in range(20_000):
+        seq = [rng.choice(byte_ids) if rng.random() < 0.5 else rng.randrange(n) for _ in range(8)]
+        for skip in (False, True):
+            assert sp.decode(seq, skip_special_tokens=skip) == fast.decode(seq, skip_special_tokens=skip), seq
+    assert sp.get_added_vocab() == fast.get_added_vocab()
+
+
 def test_g1_labels_are_single_tokens_in_context(backend: HFBackend) -> None:
     for req in REQUESTS:
         pieces = backend.check_single_token(req)
@@ -181,6 +221,7 @@ def test_lmaudit_gemma3_equals_transformers_on_the_default_audit(backend: HFBack
     long_system = {"role": "system", "content": " ".join(["Answer the survey honestly and briefly."] * 90)}
     requests += [LabelRequest((long_system, *r.messages[1:]), LABELS) for r in REQUESTS[:2]]
     assert len(requests) == 188
+    assert backend.tokenizer.engine.startswith("sentencepiece ")  # against transformers' tokenizer here
     assert [backend.encode(r.messages) for r in requests] == [ref.encode(r.messages) for r in requests]
     mine, theirs = backend.label_logprobs(requests, top_k=10), ref.label_logprobs(requests, top_k=10)
     assert [r.to_json() for r in mine] == [r.to_json() for r in theirs]

@@ -14,6 +14,7 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,16 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tiny_hf import CHAT_TEMPLATE, WORDS, one_thread, qq_requests, tiny_spm_meta, write_model, write_tokenizer  # noqa: E402
+from tiny_hf import (  # noqa: E402
+    CHAT_TEMPLATE,
+    WORDS,
+    fuzz_texts,
+    one_thread,
+    qq_requests,
+    tiny_spm_meta,
+    write_model,
+    write_tokenizer,
+)
 
 from lmaudit.backends import embedded, gemma3  # noqa: E402
 from lmaudit.backends.base import BackendError, SampleRequest, identity_digest  # noqa: E402
@@ -305,9 +315,10 @@ def test_scoring_and_sampling_never_import_transformers(tiny: Path) -> None:
 # ----------------------------------------------------------------------------- the tokenizer
 
 
-def _gemma_tokenizer_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _gemma_tokenizer_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tab: bool = True) -> Path:
     """A tokenizer saved as the embedded model's is: Gemma's, rebuilt from GGUF metadata."""
-    monkeypatch.setattr(embedded, "read_gguf_metadata", lambda path: tiny_spm_meta())
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(embedded, "read_gguf_metadata", lambda path: tiny_spm_meta(tab))
     out = tmp_path / "gemma-tok"
     embedded.build_gemma3_tokenizer(tmp_path / "unused.gguf", tmp_path).save_pretrained(str(out))
     return out
@@ -324,14 +335,16 @@ TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("kind", ["generic", "gemma"])
+@pytest.mark.parametrize("kind", ["generic", "gemma", "gemma-sentencepiece"])
 def test_tokenizer_equals_transformers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     if kind == "generic":
         path = tmp_path / "tok"
         write_tokenizer(path)
     else:
         path = _gemma_tokenizer_dir(tmp_path, monkeypatch)
-    mine, ref = FastTokenizer(path), transformers.AutoTokenizer.from_pretrained(str(path))
+    engine = "sentencepiece" if kind.endswith("sentencepiece") else "tokenizers"
+    mine, ref = FastTokenizer(path, engine=engine), transformers.AutoTokenizer.from_pretrained(str(path))
+    assert mine.engine.split()[0] == engine
     texts = TEXTS + [" ".join(WORDS[i::7]) for i in range(7)]
     ids = mine(texts)["input_ids"]
     assert ids == ref(texts, add_special_tokens=False)["input_ids"]
@@ -354,6 +367,76 @@ def test_tokenizer_equals_transformers(tmp_path: Path, monkeypatch: pytest.Monke
     ):
         assert getattr(mine, name) == getattr(ref, name), name
     assert mine.chat_template == ref.chat_template and len(mine) == len(ref)
+
+
+def test_sentencepiece_engine_equals_tokenizers_on_fuzzed_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gemma's tokenizer as the embedded model saves it: SentencePiece on tokenizer.model gives
+    tokenizer.json's ids and decodings (2,000 random texts; random id sequences, byte runs valid
+    and not, with and without special tokens)."""
+    path = _gemma_tokenizer_dir(tmp_path, monkeypatch)
+    fast, sp = FastTokenizer(path), FastTokenizer(path, engine="sentencepiece")
+    pieces = [p for p in fast.convert_ids_to_tokens(list(range(len(fast)))) if not p.startswith("<0x")]
+    texts = fuzz_texts(pieces, 2000, seed=0)
+    ids = fast(texts)["input_ids"]
+    assert sp(texts)["input_ids"] == ids
+    assert sum(map(len, ids)) > 20_000
+    assert any(8 <= i < 8 + 256 for seq in ids for i in seq)  # byte fallback (pieces <0x00>...<0xFF>)
+    everything = list(range(len(fast)))
+    assert sp.convert_ids_to_tokens(everything) == fast.convert_ids_to_tokens(everything)
+    rng = random.Random(1)
+    seqs = ids[:500] + [[rng.choice(everything) for _ in range(rng.randint(1, 10))] for _ in range(2000)]
+    runs = [
+        8 + 0xC3,
+        8 + 0xA9,
+        8 + 0x41,
+        8 + 0xFF,
+        2,
+        5,
+    ]  # bytes of "é", "A", an invalid one; <bos>, <end_of_turn>
+    seqs += [[rng.choice(runs) for _ in range(6)] for _ in range(500)]
+    for seq in seqs:
+        for skip in (False, True):
+            assert sp.decode(seq, skip_special_tokens=skip) == fast.decode(seq, skip_special_tokens=skip), seq
+    for token in ("<bos>", "▁the", "the", "▁▁", "\n", "<0x41>", "not-a-piece"):
+        assert sp._tokenizer.token_to_id(token) == fast._tokenizer.token_to_id(token), token
+    assert sp.get_added_vocab() == fast.get_added_vocab() and len(sp) == len(fast)
+
+
+def test_sentencepiece_engine_only_where_it_reproduces_the_tokenizer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lmaudit.backends import hf_load, sp_tokenizer
+
+    gemma = _gemma_tokenizer_dir(tmp_path, monkeypatch)
+    cfg = json.loads((gemma / "tokenizer_config.json").read_text())
+    assert sp_tokenizer.why_not(gemma, cfg) is None
+    assert hf_load.tokenizer_engine(str(gemma), embedded=True) == "sentencepiece"
+    assert hf_load.tokenizer_engine(str(gemma), embedded=False) == "tokenizers"
+    generic = tmp_path / "tok"
+    write_tokenizer(generic)
+    generic_cfg = json.loads((generic / "tokenizer_config.json").read_text())
+    assert "not Gemma's" in str(sp_tokenizer.why_not(generic, generic_cfg))
+    assert hf_load.tokenizer_engine(str(generic), embedded=True) == "tokenizers"
+    first = next(iter(cfg["added_tokens_decoder"]))
+    stripping = json.loads(json.dumps(cfg))
+    stripping["added_tokens_decoder"][first]["lstrip"] = True
+    assert f"added token {first} strips" in str(sp_tokenizer.why_not(gemma, stripping))
+    moved = json.loads(json.dumps(cfg))
+    moved["added_tokens_decoder"][first]["content"] = "<moved>"
+    assert f"added token {first} is not piece" in str(sp_tokenizer.why_not(gemma, moved))
+    with pytest.raises(ValueError, match="is not piece"):
+        sp_tokenizer.SentencePieceEngine(gemma, moved)
+    tabless = _gemma_tokenizer_dir(tmp_path / "tabless", monkeypatch, tab=False)
+    assert "no tab piece" in str(sp_tokenizer.why_not(tabless, cfg))
+    (gemma / "tokenizer.model").write_bytes(b"not a model")
+    assert "unreadable tokenizer.model" in str(sp_tokenizer.why_not(gemma, cfg))
+    assert hf_load.tokenizer_engine(str(gemma), embedded=True) == "tokenizers"
+    (gemma / "tokenizer.model").unlink()
+    assert sp_tokenizer.why_not(gemma, cfg) == "no tokenizer.model"
+    with pytest.raises(ValueError, match="unknown tokenizer engine"):
+        FastTokenizer(gemma, engine="spm")
 
 
 def test_tokenizer_config_that_disagrees_with_tokenizer_json_goes_to_transformers(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,8 +158,9 @@ def qq_requests(n_items: int = 4, system: bool = True) -> list[LabelRequest]:
     return out
 
 
-def tiny_spm_meta() -> dict[str, Any]:
-    """GGUF tokenizer metadata of a tiny SentencePiece BPE vocabulary shaped like Gemma's."""
+def tiny_spm_meta(tab: bool = True) -> dict[str, Any]:
+    """GGUF tokenizer metadata of a tiny SentencePiece BPE vocabulary shaped like Gemma's (with a
+    tab piece, as Gemma 3 has, unless ``tab`` is false)."""
     import numpy as np
 
     pieces: list[tuple[str, float, int]] = [
@@ -192,6 +194,9 @@ def tiny_spm_meta() -> dict[str, Any]:
     pieces += [(m, -float(k), 1) for k, m in enumerate(merged)]
     chars = sorted(set("abcdefghijklmnopqrstuvwxyzAB?.") | {"▁"})
     pieces += [(c, -100.0 - k, 1) for k, c in enumerate(chars)]
+    if tab:
+        pieces.append(("\t", -200.0, 1))
+    pieces.append(("\n\n", -1000, 4))  # an added token another one ("\n") is a prefix of
     return {
         "tokenizer.ggml.tokens": [p for p, _, _ in pieces],
         "tokenizer.ggml.scores": np.array([s for _, s, _ in pieces], dtype=np.float32),
@@ -202,3 +207,14 @@ def tiny_spm_meta() -> dict[str, Any]:
         "tokenizer.ggml.padding_token_id": 0,
         "tokenizer.ggml.add_space_prefix": 0,
     }
+
+
+def fuzz_texts(pieces: list[str], n: int, seed: int) -> list[str]:
+    """Random texts of the tokenizer's pieces (with "▁" as a space or literally), added tokens and
+    their fragments, whitespace runs, characters outside the vocabulary (byte fallback) and
+    control characters."""
+    rng = random.Random(seed)
+    alphabet = pieces + [p.replace("▁", " ") for p in pieces]
+    alphabet += ["<start_of", "_turn>", "<", ">", "<0x41>", " ", "  ", "\n", "\n\n", "\t", "\r\n", "\x00"]
+    alphabet += ["é", "ß", "日本", "🤖", "\u200b", "\u00a0", "ﬁ", "A\u030a"]
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25))) for _ in range(n)]

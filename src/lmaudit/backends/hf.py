@@ -221,7 +221,7 @@ class HFBackend:
                 "model_path": self.model_path,
                 "device": self.device,
                 "torch": torch.__version__,
-                "tokenizers": version("tokenizers"),
+                "tokenizer": getattr(self.tokenizer, "engine", f"transformers {version('transformers')}"),
                 "batch_size": self.batch_size,
                 "sample_block": self.sample_block,
                 "prefill": PREFILL_KEY,

@@ -16,6 +16,11 @@ methods the ``hf`` backend calls, each computed as transformers computes it:
 :func:`unsupported` says when a checkpoint's tokenizer is more than that (another tokenizer
 class, extra named special tokens, added tokens the config declares differently from
 ``tokenizer.json``, split special tokens): those load through transformers.
+
+Encoding and decoding are done by an engine: :class:`TokenizersEngine` (``tokenizers`` on
+``tokenizer.json``), or for Gemma's tokenizer where ``tokenizer.json`` is known to be the
+conversion of ``tokenizer.model`` (the embedded model), SentencePiece on ``tokenizer.model``
+(:mod:`lmaudit.backends.sp_tokenizer`: the same ids, loaded in ~0.1 s instead of ~1.3 s).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ _SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cl
 _FLAGS = ("content", "special", "lstrip", "rstrip", "normalized", "single_word")
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -54,7 +59,7 @@ def unsupported(model_dir: Path) -> str | None:
     if not (model_dir / "tokenizer.json").is_file():
         return "no tokenizer.json"
     try:
-        cfg = _read_json(model_dir / "tokenizer_config.json")
+        cfg = read_json(model_dir / "tokenizer_config.json")
     except (OSError, ValueError) as exc:
         return f"unreadable tokenizer_config.json ({exc})"
     cls = cfg.get("tokenizer_class")
@@ -70,9 +75,8 @@ class TokenizerMismatch(ValueError):
     at load time (added tokens declared differently, special tokens that are not added tokens)."""
 
 
-def _check(tokenizer: Any, cfg: Mapping[str, Any], special: Mapping[str, str], where: Path) -> None:
-    decoder = tokenizer.get_added_tokens_decoder()
-    added = {int(i): tuple(getattr(t, f) for f in _FLAGS) for i, t in decoder.items()}
+def _check(engine: Any, cfg: Mapping[str, Any], special: Mapping[str, str], where: Path) -> None:
+    added = {i: tuple(t.get(f) for f in _FLAGS) for i, t in engine.added_tokens().items()}
     for idx, tok in (cfg.get("added_tokens_decoder") or {}).items():
         if added.get(int(idx)) != tuple(tok.get(f) for f in _FLAGS):
             raise TokenizerMismatch(
@@ -84,6 +88,31 @@ def _check(tokenizer: Any, cfg: Mapping[str, Any], special: Mapping[str, str], w
             raise TokenizerMismatch(
                 f"{where}: special token {name}={token!r} is not an added token of tokenizer.json"
             )
+
+
+class TokenizersEngine:
+    """``tokenizer.json`` on the ``tokenizers`` library: what :class:`FastTokenizer` calls."""
+
+    name = "tokenizers"
+
+    def __init__(self, model_dir: Path) -> None:
+        import tokenizers
+
+        self.version = str(tokenizers.__version__)
+        self._tokenizer = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self.get_vocab_size = self._tokenizer.get_vocab_size
+        self.id_to_token = self._tokenizer.id_to_token
+        self.token_to_id = self._tokenizer.token_to_id
+
+    def added_tokens(self) -> dict[int, dict[str, Any]]:
+        decoder = self._tokenizer.get_added_tokens_decoder()
+        return {int(i): {f: getattr(t, f) for f in _FLAGS} for i, t in sorted(decoder.items())}
+
+    def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        return [list(e.ids) for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        return str(self._tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens))
 
 
 def _clean_up_tokenization(text: str) -> str:
@@ -98,13 +127,18 @@ def _clean_up_tokenization(text: str) -> str:
 class FastTokenizer:
     """``model_dir``'s ``tokenizer.json`` with its special tokens and chat template (see the module)."""
 
-    def __init__(self, model_dir: str | Path) -> None:
-        from tokenizers import Tokenizer
-
+    def __init__(self, model_dir: str | Path, engine: str = "tokenizers") -> None:
         model_dir = Path(model_dir)
-        cfg = _read_json(model_dir / "tokenizer_config.json")
-        specials = _read_json(model_dir / "special_tokens_map.json")
-        self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        cfg = read_json(model_dir / "tokenizer_config.json")
+        specials = read_json(model_dir / "special_tokens_map.json")
+        if engine == "tokenizers":
+            self._tokenizer: Any = TokenizersEngine(model_dir)
+        elif engine == "sentencepiece":
+            from lmaudit.backends.sp_tokenizer import SentencePieceEngine
+
+            self._tokenizer = SentencePieceEngine(model_dir, cfg)
+        else:
+            raise ValueError(f"unknown tokenizer engine {engine!r} (tokenizers or sentencepiece)")
         self.clean_up_tokenization_spaces = bool(cfg.get("clean_up_tokenization_spaces", False))
         self._special: dict[str, str] = {}
         for name in _SPECIAL:
@@ -123,7 +157,7 @@ class FastTokenizer:
             return jinja.read_text(encoding="utf-8")
         template = cfg.get("chat_template")
         if template is None:
-            template = _read_json(model_dir / "chat_template.json").get("chat_template")
+            template = read_json(model_dir / "chat_template.json").get("chat_template")
         if isinstance(template, list):
             return {str(t["name"]): str(t["template"]) for t in template}
         return None if template is None else str(template)
@@ -169,14 +203,19 @@ class FastTokenizer:
         return int(self._tokenizer.get_vocab_size(with_added_tokens=True))
 
     # encoding and decoding
+    @property
+    def engine(self) -> str:
+        """What encodes and decodes, with its version (``tokenizers 0.22.2``, ``sentencepiece 0.2.1``)."""
+        return f"{self._tokenizer.name} {self._tokenizer.version}"
+
     def __call__(self, texts: str | Sequence[str], add_special_tokens: bool = False) -> dict[str, Any]:
-        """``{"input_ids": ids}``: one list of ids for a string, a list of them for a list of strings."""
+        """``{"input_ids": ids}``: one list of ids for a string, a list of them for a list of strings
+        (special tokens are never added: the chat template writes them)."""
+        if add_special_tokens:
+            raise ValueError("FastTokenizer encodes without adding special tokens (add_special_tokens=False)")
         if isinstance(texts, str):
-            return {
-                "input_ids": list(self._tokenizer.encode(texts, add_special_tokens=add_special_tokens).ids)
-            }
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=add_special_tokens)
-        return {"input_ids": [list(e.ids) for e in encodings]}
+            return {"input_ids": self._tokenizer.encode_ids([texts])[0]}
+        return {"input_ids": self._tokenizer.encode_ids(list(texts))}
 
     def decode(self, ids: int | Sequence[int], skip_special_tokens: bool = False) -> str:
         seq = [int(ids)] if isinstance(ids, int) else [int(i) for i in ids]
@@ -189,8 +228,7 @@ class FastTokenizer:
         return [self._tokenizer.id_to_token(int(i)) for i in ids]
 
     def get_added_vocab(self) -> dict[str, int]:
-        decoder = self._tokenizer.get_added_tokens_decoder()
-        return {decoder[i].content: int(i) for i in sorted(decoder)}
+        return {str(t["content"]): i for i, t in self._tokenizer.added_tokens().items()}
 
     def apply_chat_template(
         self,

@@ -1,0 +1,210 @@
+"""Gemma's tokenizer on SentencePiece: the token ids of ``tokenizer.json``, without its load.
+
+Gemma's ``tokenizer.json`` is transformers' conversion (``GemmaConverter``) of its SentencePiece
+BPE model, ``tokenizer.model``: the same pieces, with the merges the pieces' scores imply.
+Building that BPE in ``tokenizers`` takes about 1.3 s for Gemma 3 (514,906 merges); SentencePiece
+loads the model it was converted from in about 0.1 s. :class:`SentencePieceEngine` encodes and
+decodes as the converted tokenizer does:
+
+* encoding: the text is cut at its added tokens (leftmost, and at a position the longest, as
+  ``tokenizers``' added vocabulary matches tokens whose ``lstrip``, ``rstrip``, ``single_word``
+  and ``normalized`` are all false); an added token is its id, every other part is
+  SentencePiece's encoding of it (no dummy prefix, spaces escaped to "▁", byte fallback);
+* decoding: ``tokenizers``' Gemma decoder: each token's string ("▁" read as a space), each run of
+  byte pieces ``<0xNN>`` read as UTF-8 (one "\\ufffd" per byte when the run is not valid
+  UTF-8), concatenated; ``skip_special_tokens`` drops the special added tokens.
+
+:func:`why_not` says when a checkpoint's files are not that shape. The equality with
+``tokenizers`` on ``tokenizer.json`` holds where ``tokenizer.json`` is the conversion of
+``tokenizer.model``, which only the embedded model guarantees (lmaudit writes both from the
+same GGUF, :mod:`lmaudit.backends.embedded`), so :mod:`lmaudit.backends.hf_load` uses this
+engine for the embedded model only; tests compare the two on the real tokenizer and on tiny ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: what ``tokenizers``' ByteFallback decoder writes for each byte of an invalid UTF-8 run
+_REPLACEMENT = "\ufffd"
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+_FLAGS_FALSE = ("lstrip", "rstrip", "normalized", "single_word")
+
+
+def _proto(path: Path) -> Any:
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()  # type: ignore[attr-defined]
+    proto.ParseFromString(path.read_bytes())
+    return proto
+
+
+def why_not(model_dir: str | Path, cfg: Mapping[str, Any]) -> str | None:
+    """Why :class:`SentencePieceEngine` does not reproduce ``model_dir``'s Gemma tokenizer (whose
+    ``tokenizer_config.json`` is ``cfg``), or None."""
+    path = Path(model_dir) / "tokenizer.model"
+    if cfg.get("tokenizer_class") not in ("GemmaTokenizer", "GemmaTokenizerFast"):
+        return f"tokenizer class {cfg.get('tokenizer_class')!r} is not Gemma's"
+    if not path.is_file():
+        return "no tokenizer.model"
+    try:
+        proto = _proto(path)
+    except ImportError as exc:
+        return f"sentencepiece is not importable ({exc})"
+    except Exception as exc:  # protobuf's DecodeError and friends
+        return f"unreadable tokenizer.model ({exc})"
+    spec, norm = proto.trainer_spec, proto.normalizer_spec
+    if spec.model_type != 2 or not spec.byte_fallback:
+        return "tokenizer.model is not a byte-fallback BPE model"
+    if norm.name != "identity" or norm.add_dummy_prefix or norm.remove_extra_whitespaces:
+        return "tokenizer.model normalizes text (or adds a dummy prefix)"
+    if not norm.escape_whitespaces:
+        return "tokenizer.model does not escape spaces"
+    # what transformers' GemmaConverter writes into tokenizer.json differently from the pieces
+    pieces = [p.piece for p in proto.pieces]
+    if "\t" not in pieces and "<0x09>" in pieces:
+        return "tokenizer.model has no tab piece (tokenizer.json would have renamed <0x09> to one)"
+    for i, name in enumerate(("pad_token", "eos_token", "bos_token")):
+        token = cfg.get(name)
+        token = token.get("content") if isinstance(token, Mapping) else token
+        if len(pieces) <= i or pieces[i] != token:
+            return f"piece {i} of tokenizer.model is not the {name} (tokenizer.json would have it)"
+    if spec.unk_id != 3:
+        return "tokenizer.model's unknown piece is not id 3 (tokenizer.json's)"
+    added = cfg.get("added_tokens_decoder") or {}
+    for idx, tok in added.items():
+        if any(tok.get(f) for f in _FLAGS_FALSE):
+            return f"added token {idx} strips, is normalized or matches single words"
+        i = int(idx)
+        if not 0 <= i < len(pieces) or pieces[i] != tok.get("content"):
+            return f"added token {idx} is not piece {idx} of tokenizer.model"
+    return None
+
+
+class SentencePieceEngine:
+    """``tokenizer.model`` with the added tokens of ``tokenizer_config.json`` (see the module);
+    the subset of ``tokenizers.Tokenizer`` that :class:`~lmaudit.backends.hf_tokenizer.FastTokenizer` calls."""
+
+    name = "sentencepiece"
+
+    def __init__(self, model_dir: str | Path, cfg: Mapping[str, Any]) -> None:
+        import sentencepiece
+
+        reason = why_not(model_dir, cfg)
+        if reason is not None:
+            raise ValueError(f"{model_dir}: {reason}")
+        self.version = str(sentencepiece.__version__)
+        self._sp = sentencepiece.SentencePieceProcessor(model_file=str(Path(model_dir) / "tokenizer.model"))
+        self._size = int(self._sp.get_piece_size())
+        self._added: dict[str, int] = {}
+        self._flags: dict[int, dict[str, Any]] = {}
+        for idx, tok in (cfg.get("added_tokens_decoder") or {}).items():
+            self._added[str(tok["content"])] = int(idx)
+            self._flags[int(idx)] = dict(tok)
+        self._special = {i for i, tok in self._flags.items() if tok.get("special")}
+        self._with_added = max([self._size, *(i + 1 for i in self._flags)])
+        # added tokens by first character, each with its lengths, longest first
+        lengths: dict[str, set[int]] = {}
+        for content in self._added:
+            if content:
+                lengths.setdefault(content[0], set()).add(len(content))
+        self._lengths = {c: sorted(ls, reverse=True) for c, ls in lengths.items()}
+        self._first = (
+            re.compile("[" + "".join(re.escape(c) for c in sorted(lengths)) + "]") if lengths else None
+        )
+
+    # the tokenizers.Tokenizer subset
+    def get_vocab_size(self, with_added_tokens: bool = True) -> int:
+        return self._with_added if with_added_tokens else self._size
+
+    def id_to_token(self, idx: int) -> str | None:
+        idx = int(idx)
+        tok = self._flags.get(idx)
+        if tok is not None:
+            return str(tok["content"])
+        return str(self._sp.id_to_piece(idx)) if 0 <= idx < self._size else None
+
+    def token_to_id(self, token: str) -> int | None:
+        if token in self._added:
+            return self._added[token]
+        idx = int(self._sp.piece_to_id(token))
+        return idx if self._sp.id_to_piece(idx) == token else None
+
+    def added_tokens(self) -> dict[int, dict[str, Any]]:
+        """The added tokens by id, with their flags as ``tokenizer_config.json`` declares them."""
+        return {i: dict(t) for i, t in sorted(self._flags.items())}
+
+    def _split(self, text: str) -> list[str | int]:
+        """``text`` cut into its added tokens (ids) and the parts between them (strings)."""
+        out: list[str | int] = []
+        if self._first is None:
+            return [text] if text else []
+        pos = start = 0
+        while True:
+            m = self._first.search(text, start)
+            if m is None:
+                break
+            j = m.start()
+            hit = None
+            for n in self._lengths[text[j]]:
+                piece = text[j : j + n]
+                if len(piece) == n and piece in self._added:
+                    hit = piece
+                    break
+            if hit is None:
+                start = j + 1
+                continue
+            if j > pos:
+                out.append(text[pos:j])
+            out.append(self._added[hit])
+            pos = start = j + len(hit)
+        if pos < len(text):
+            out.append(text[pos:])
+        return out
+
+    def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's token ids, without special tokens added."""
+        parts = [self._split(t) for t in texts]
+        plain = [p for ps in parts for p in ps if isinstance(p, str)]
+        encoded = iter(self._sp.encode(plain) if plain else [])
+        out: list[list[int]] = []
+        for ps in parts:
+            ids: list[int] = []
+            for p in ps:
+                if isinstance(p, int):
+                    ids.append(p)
+                else:
+                    ids.extend(int(i) for i in next(encoded))
+            out.append(ids)
+        return out
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        out: list[str] = []
+        run = bytearray()
+
+        def flush() -> None:
+            if run:
+                try:
+                    out.append(run.decode("utf-8"))
+                except UnicodeDecodeError:
+                    out.append(_REPLACEMENT * len(run))
+                run.clear()
+
+        for idx in ids:
+            if skip_special_tokens and int(idx) in self._special:
+                continue
+            token = self.id_to_token(int(idx))
+            if token is None:
+                continue
+            token = token.replace("▁", " ")
+            m = _BYTE_PIECE.fullmatch(token)
+            if m is not None:
+                run.append(int(m.group(1), 16))
+                continue
+            flush()
+            out.append(token)
+        flush()
+        return "".join(out)
