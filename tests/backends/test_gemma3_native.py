@@ -426,8 +426,14 @@ def test_sentencepiece_engine_only_where_it_reproduces_the_tokenizer(
     moved = json.loads(json.dumps(cfg))
     moved["added_tokens_decoder"][first]["content"] = "<moved>"
     assert f"added token {first} is not piece" in str(sp_tokenizer.why_not(gemma, moved))
-    with pytest.raises(ValueError, match="is not piece"):
-        sp_tokenizer.SentencePieceEngine(gemma, moved)
+    missing = json.loads(json.dumps(cfg))
+    del missing["added_tokens_decoder"]["4"]  # <start_of_turn>: the text would be split otherwise
+    assert "piece 4 ('<start_of_turn>') of tokenizer.model is not an added token" in str(
+        sp_tokenizer.why_not(gemma, missing)
+    )
+    unspecial = json.loads(json.dumps(cfg))
+    unspecial["added_tokens_decoder"]["5"]["special"] = False  # <end_of_turn>, special in tokenizer.json
+    assert "added token 5 should be special" in str(sp_tokenizer.why_not(gemma, unspecial))
     tabless = _gemma_tokenizer_dir(tmp_path / "tabless", monkeypatch, tab=False)
     assert "no tab piece" in str(sp_tokenizer.why_not(tabless, cfg))
     (gemma / "tokenizer.model").write_bytes(b"not a model")
@@ -437,6 +443,39 @@ def test_sentencepiece_engine_only_where_it_reproduces_the_tokenizer(
     assert sp_tokenizer.why_not(gemma, cfg) == "no tokenizer.model"
     with pytest.raises(ValueError, match="unknown tokenizer engine"):
         FastTokenizer(gemma, engine="spm")
+
+
+def test_sentencepiece_engine_verified_once_against_tokenizer_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verified() compares the engines on probe texts and keeps its verdict beside the files, for
+    their digest: a tokenizer.json whose BPE differs from tokenizer.model's (one merge removed,
+    which the structural checks cannot see) is caught, and the engine is not used."""
+    from lmaudit.backends import hf_load, sp_tokenizer
+
+    gemma = _gemma_tokenizer_dir(tmp_path, monkeypatch)
+    cfg = json.loads((gemma / "tokenizer_config.json").read_text())
+    verdict = gemma / sp_tokenizer.VERDICT_FILE
+    assert not verdict.exists()
+    assert sp_tokenizer.verified(gemma, cfg) is None
+    kept = json.loads(verdict.read_text())
+    assert kept["why_not"] is None and kept["check"] == sp_tokenizer.CHECK_VERSION
+    verdict.write_text(json.dumps({**kept, "why_not": "kept verdict"}))
+    assert sp_tokenizer.verified(gemma, cfg) == "kept verdict"  # read, not recomputed
+    assert hf_load.tokenizer_engine(str(gemma), embedded=True) == "tokenizers"
+    tj = json.loads((gemma / "tokenizer.json").read_text())
+    merges = tj["model"]["merges"]
+    kept_merges = [m for m in merges if "".join(m if isinstance(m, list) else m.split(" ")) != "▁the"]
+    assert 0 < len(kept_merges) < len(merges)
+    tj["model"]["merges"] = kept_merges  # "▁the" is no longer reachable
+    (gemma / "tokenizer.json").write_text(json.dumps(tj))
+    assert sp_tokenizer.why_not(gemma, cfg) is None  # the structure is the same
+    reason = sp_tokenizer.verified(gemma, cfg)  # new files: compared again
+    assert reason is not None and "differently from tokenizer.json" in reason
+    assert json.loads(verdict.read_text())["why_not"] == reason
+    assert hf_load.tokenizer_engine(str(gemma), embedded=True) == "tokenizers"
+    backend_tok = hf_load.load_tokenizer("lmaudit", str(gemma), None, embedded=True)
+    assert backend_tok.engine.startswith("tokenizers ")
 
 
 def test_tokenizer_config_that_disagrees_with_tokenizer_json_goes_to_transformers(tmp_path: Path) -> None:

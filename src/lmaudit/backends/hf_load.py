@@ -92,7 +92,7 @@ def load_error(model_path: str, exc: Exception) -> BackendError:
 def tokenizer_engine(model_path: str, embedded: bool) -> str:
     """``"sentencepiece"`` for the embedded model, whose ``tokenizer.json`` lmaudit converted from
     the ``tokenizer.model`` it wrote (:mod:`lmaudit.backends.sp_tokenizer`: the same ids, loaded
-    in a tenth of the time) when that model is of the shape the engine reproduces; else
+    in a tenth of the time), when :func:`~lmaudit.backends.sp_tokenizer.verified` passes; else
     ``"tokenizers"``."""
     if not embedded:
         return "tokenizers"
@@ -100,7 +100,7 @@ def tokenizer_engine(model_path: str, embedded: bool) -> str:
     from lmaudit.backends.hf_tokenizer import read_json
 
     cfg = read_json(Path(model_path) / "tokenizer_config.json")
-    return "tokenizers" if sp_tokenizer.why_not(model_path, cfg) else "sentencepiece"
+    return "tokenizers" if sp_tokenizer.verified(model_path, cfg) else "sentencepiece"
 
 
 def load_tokenizer(implementation: str, model_path: str, revision: str | None, embedded: bool) -> Any:

@@ -14,15 +14,21 @@ decodes as the converted tokenizer does:
   byte pieces ``<0xNN>`` read as UTF-8 (one "\\ufffd" per byte when the run is not valid
   UTF-8), concatenated; ``skip_special_tokens`` drops the special added tokens.
 
-:func:`why_not` says when a checkpoint's files are not that shape. The equality with
-``tokenizers`` on ``tokenizer.json`` holds where ``tokenizer.json`` is the conversion of
-``tokenizer.model``, which only the embedded model guarantees (lmaudit writes both from the
-same GGUF, :mod:`lmaudit.backends.embedded`), so :mod:`lmaudit.backends.hf_load` uses this
-engine for the embedded model only; tests compare the two on the real tokenizer and on tiny ones.
+:func:`why_not` says when a checkpoint's files are not that shape (what the converter changes
+relative to the pieces, added tokens that are not exactly the control, unknown and
+user-defined pieces, equal scores, user-defined pieces inside normal ones, ...), and
+:func:`verified` adds a comparison of the two engines on probe texts and id sequences, once
+per set of files (its verdict is kept beside them). The equality with ``tokenizers`` holds
+where ``tokenizer.json`` is the conversion of ``tokenizer.model``, which only the embedded
+model guarantees (lmaudit writes both from the same GGUF, :mod:`lmaudit.backends.embedded`),
+so :mod:`lmaudit.backends.hf_load` uses this engine for the embedded model only, when
+:func:`verified` passes; tests compare the two on the real tokenizer and on tiny ones.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,6 +38,19 @@ from typing import Any
 _REPLACEMENT = "\ufffd"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 _FLAGS_FALSE = ("lstrip", "rstrip", "normalized", "single_word")
+# SentencePiece's piece kinds (ModelProto.SentencePiece.Type)
+_NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE = 1, 2, 3, 4, 5, 6
+_ADDED_KINDS = (_UNKNOWN, _CONTROL, _USER_DEFINED)
+_KIND_NAMES = {_NORMAL: "normal", _BYTE: "byte"}
+#: pieces transformers' GemmaConverter marks special whatever their kind
+_TURN_MARKERS = frozenset({"<start_of_turn>", "<end_of_turn>"})
+#: ids tokenizers accepts (u32)
+_ID_LIMIT = 2**32
+#: where :func:`verified` keeps its verdict, and the version of what it checks
+VERDICT_FILE = "lmaudit-sentencepiece.json"
+CHECK_VERSION = 1
+#: probe texts (and random id sequences) :func:`verified` compares the two engines on
+PROBE_TEXTS = 3000
 
 
 def _proto(path: Path) -> Any:
@@ -63,8 +82,13 @@ def why_not(model_dir: str | Path, cfg: Mapping[str, Any]) -> str | None:
         return "tokenizer.model normalizes text (or adds a dummy prefix)"
     if not norm.escape_whitespaces:
         return "tokenizer.model does not escape spaces"
+    if norm.precompiled_charsmap:
+        return "tokenizer.model normalizes text (a precompiled character map)"
     # what transformers' GemmaConverter writes into tokenizer.json differently from the pieces
     pieces = [p.piece for p in proto.pieces]
+    kinds = [int(p.type) for p in proto.pieces]
+    if _UNUSED in kinds:
+        return "tokenizer.model has unused pieces"
     if "\t" not in pieces and "<0x09>" in pieces:
         return "tokenizer.model has no tab piece (tokenizer.json would have renamed <0x09> to one)"
     for i, name in enumerate(("pad_token", "eos_token", "bos_token")):
@@ -81,21 +105,137 @@ def why_not(model_dir: str | Path, cfg: Mapping[str, Any]) -> str | None:
         i = int(idx)
         if not 0 <= i < len(pieces) or pieces[i] != tok.get("content"):
             return f"added token {idx} is not piece {idx} of tokenizer.model"
+    # the converter adds the unknown, control and user-defined pieces as added tokens, special
+    # but for the user-defined ones (the turn markers are special whatever their kind)
+    for i, kind in enumerate(kinds):
+        tok = added.get(str(i))
+        if kind not in _ADDED_KINDS:
+            if tok is not None:
+                return f"added token {i} is a {_KIND_NAMES.get(kind, kind)} piece of tokenizer.model"
+            continue
+        if tok is None:
+            return (
+                f"piece {i} ({pieces[i]!r}) of tokenizer.model is not an added token in tokenizer_config.json"
+            )
+        special = kind != _USER_DEFINED or pieces[i] in _TURN_MARKERS
+        if bool(tok.get("special")) != special:
+            return f"added token {i} should be {'special' if special else 'not special'}, as tokenizer.json has it"
+    # equal merges: a BPE merge order is ambiguous where two normal pieces have equal scores, and
+    # SentencePiece never merges into a user-defined piece that the merges could reach
+    scores = [p.score for p, k in zip(proto.pieces, kinds, strict=True) if k == _NORMAL]
+    if len(set(scores)) != len(scores):
+        return "tokenizer.model has normal pieces of equal score"
+    normal = "\x00".join(p for p, k in zip(pieces, kinds, strict=True) if k == _NORMAL)
+    checked: list[str] = []  # a piece containing one of these is in no normal piece either
+    for piece in sorted((p for p, k in zip(pieces, kinds, strict=True) if k == _USER_DEFINED), key=len):
+        if len(piece) > 1 and not any(c in piece for c in checked):
+            if piece in normal:
+                return f"user-defined piece {piece!r} is part of a normal piece"
+            checked.append(piece)
     return None
+
+
+def _probe(vocab: Sequence[str], seed: int = 0, n: int = PROBE_TEXTS) -> list[str]:
+    """Texts to compare the engines on: random runs of the vocabulary's pieces (with "▁" as a
+    space, or as itself), added-token fragments, whitespace runs and characters outside the
+    vocabulary, deterministic for a vocabulary."""
+    import random
+
+    rng = random.Random(seed)
+    sample = rng.sample(list(vocab), min(len(vocab), 4000))
+    alphabet = sample + [p.replace("▁", " ") for p in sample]
+    alphabet += [" ", "  ", "   ", "\n", "\n\n", "\t", "\r\n", "\x00", "▁", "<", ">", "<start_of", "_turn>"]
+    alphabet += ["é", "ß", "日本", "🤖", "\u200b", "\u00a0", "\u3000", "ﬁ", "A\u030a", "\U0001f9ec"]
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(n)]
+
+
+def _compare(model_dir: Path, cfg: Mapping[str, Any]) -> str | None:
+    """The first probe text (or id sequence) the two engines encode (or decode) differently."""
+    import random
+
+    from lmaudit.backends.hf_tokenizer import TokenizersEngine
+
+    fast, sp = TokenizersEngine(model_dir), SentencePieceEngine(model_dir, cfg)
+    size = int(fast.get_vocab_size(with_added_tokens=True))
+    if size != sp.get_vocab_size(with_added_tokens=True):
+        return f"vocabulary sizes differ ({size} in tokenizer.json)"
+    tokens = [fast.id_to_token(i) for i in range(size)]
+    if tokens != [sp.id_to_token(i) for i in range(size)]:
+        return "token strings differ from tokenizer.json's"
+    texts = _probe([t for t in tokens if t is not None and not _BYTE_PIECE.fullmatch(t)])
+    for text, a, b in zip(texts, fast.encode_ids(texts), sp.encode_ids(texts), strict=True):
+        if a != b:
+            return f"encodes {text!r} differently from tokenizer.json"
+    rng = random.Random(1)
+    byte_ids = [i for i, t in enumerate(tokens) if t is not None and _BYTE_PIECE.fullmatch(t)]
+    seqs = [[i] for i in sorted(sp.added_tokens())]
+    seqs += [
+        [rng.choice(byte_ids) if byte_ids and rng.random() < 0.5 else rng.randrange(size) for _ in range(8)]
+        for _ in range(PROBE_TEXTS)
+    ]
+    for seq in seqs:
+        for skip in (False, True):
+            if fast.decode(seq, skip) != sp.decode(seq, skip):
+                return f"decodes {seq} differently from tokenizer.json (skip_special_tokens={skip})"
+    return None
+
+
+def _files_digest(model_dir: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in ("tokenizer.model", "tokenizer_config.json", "tokenizer.json"):
+        path = model_dir / name
+        h.update(name.encode() + b"\0")
+        h.update(path.read_bytes() if path.is_file() else b"-")
+    return h.hexdigest()
+
+
+def verified(model_dir: str | Path, cfg: Mapping[str, Any]) -> str | None:
+    """Why the SentencePiece engine is not to be used for ``model_dir``, or None: :func:`why_not`,
+    then the two engines compared on :data:`PROBE_TEXTS` probe texts, every added token and as
+    many random id sequences. The verdict is kept in ``model_dir`` (:data:`VERDICT_FILE`), for
+    these files' sha256 and these library versions, so the comparison (about 2 s, and loading
+    ``tokenizer.json``) runs once per converted model; a directory that cannot be written to
+    runs it every time."""
+    import sentencepiece
+    import tokenizers
+
+    from lmaudit.provenance.io import atomic_write_text
+
+    model_dir = Path(model_dir)
+    key = {
+        "check": CHECK_VERSION,
+        "files_sha256": _files_digest(model_dir),
+        "sentencepiece": str(sentencepiece.__version__),
+        "tokenizers": str(tokenizers.__version__),
+    }
+    path = model_dir / VERDICT_FILE
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(kept, dict) and {k: kept.get(k) for k in key} == key:
+            reason = kept.get("why_not")
+            return None if reason is None else str(reason)
+    except (OSError, ValueError):
+        pass
+    reason = why_not(model_dir, cfg)
+    if reason is None:
+        reason = _compare(model_dir, cfg)
+    with contextlib.suppress(OSError):
+        atomic_write_text(path, json.dumps({**key, "why_not": reason}, indent=1, sort_keys=True), fsync=False)
+    return reason
 
 
 class SentencePieceEngine:
     """``tokenizer.model`` with the added tokens of ``tokenizer_config.json`` (see the module);
-    the subset of ``tokenizers.Tokenizer`` that :class:`~lmaudit.backends.hf_tokenizer.FastTokenizer` calls."""
+    the subset of ``tokenizers.Tokenizer`` that :class:`~lmaudit.backends.hf_tokenizer.FastTokenizer`
+    calls. It does not check that it reproduces ``tokenizer.json``: :func:`verified` does."""
 
     name = "sentencepiece"
 
     def __init__(self, model_dir: str | Path, cfg: Mapping[str, Any]) -> None:
         import sentencepiece
 
-        reason = why_not(model_dir, cfg)
-        if reason is not None:
-            raise ValueError(f"{model_dir}: {reason}")
         self.version = str(sentencepiece.__version__)
         self._sp = sentencepiece.SentencePieceProcessor(model_file=str(Path(model_dir) / "tokenizer.model"))
         self._size = int(self._sp.get_piece_size())
@@ -194,6 +334,8 @@ class SentencePieceEngine:
                 run.clear()
 
         for idx in ids:
+            if not 0 <= int(idx) < _ID_LIMIT:
+                raise OverflowError(f"token id {idx} is out of range")
             if skip_special_tokens and int(idx) in self._special:
                 continue
             token = self.id_to_token(int(idx))
