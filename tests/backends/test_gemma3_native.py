@@ -446,7 +446,7 @@ def test_sentencepiece_engine_only_where_it_reproduces_the_tokenizer(
 
 
 def test_sentencepiece_engine_verified_once_against_tokenizer_json(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """verified() compares the engines on probe texts and keeps its verdict beside the files, for
     their digest: a tokenizer.json whose BPE differs from tokenizer.model's (one merge removed,
@@ -461,7 +461,9 @@ def test_sentencepiece_engine_verified_once_against_tokenizer_json(
     kept = json.loads(verdict.read_text())
     assert kept["why_not"] is None and kept["check"] == sp_tokenizer.CHECK_VERSION
     verdict.write_text(json.dumps({**kept, "why_not": "kept verdict"}))
+    assert "checking the SentencePiece tokenizer" in capsys.readouterr().err
     assert sp_tokenizer.verified(gemma, cfg) == "kept verdict"  # read, not recomputed
+    assert capsys.readouterr().err == ""
     assert hf_load.tokenizer_engine(str(gemma), embedded=True) == "tokenizers"
     tj = json.loads((gemma / "tokenizer.json").read_text())
     merges = tj["model"]["merges"]
@@ -473,6 +475,7 @@ def test_sentencepiece_engine_verified_once_against_tokenizer_json(
     reason = sp_tokenizer.verified(gemma, cfg)  # new files: compared again
     assert reason is not None and "differently from tokenizer.json" in reason
     assert json.loads(verdict.read_text())["why_not"] == reason
+    assert f"using tokenizers for {gemma}: encodes" in capsys.readouterr().err
     assert hf_load.tokenizer_engine(str(gemma), embedded=True) == "tokenizers"
     backend_tok = hf_load.load_tokenizer("lmaudit", str(gemma), None, embedded=True)
     assert backend_tok.engine.startswith("tokenizers ")

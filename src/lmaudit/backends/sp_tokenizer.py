@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -218,9 +219,16 @@ def verified(model_dir: str | Path, cfg: Mapping[str, Any]) -> str | None:
             return None if reason is None else str(reason)
     except (OSError, ValueError):
         pass
+    print(
+        f"lmaudit: checking the SentencePiece tokenizer against tokenizer.json (once per model) in {model_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
     reason = why_not(model_dir, cfg)
     if reason is None:
         reason = _compare(model_dir, cfg)
+    if reason is not None:
+        print(f"lmaudit: using tokenizers for {model_dir}: {reason}", file=sys.stderr, flush=True)
     with contextlib.suppress(OSError):
         atomic_write_text(path, json.dumps({**key, "why_not": reason}, indent=1, sort_keys=True), fsync=False)
     return reason
