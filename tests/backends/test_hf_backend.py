@@ -24,7 +24,7 @@ tokenizers = pytest.importorskip("tokenizers")
 
 from tiny_hf import CHAT_TEMPLATE, WORDS, one_thread, qq_requests, tiny_spm_meta, write_model, write_tokenizer  # noqa: E402
 
-from lmaudit.backends import embedded  # noqa: E402
+from lmaudit.backends import embedded, hf_batching, hf_prefill  # noqa: E402
 from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, identity_digest  # noqa: E402
 from lmaudit.backends.hf import HFBackend  # noqa: E402
 from lmaudit.backends.hf_attention import plan_blocks, supports_packed_attention  # noqa: E402
@@ -466,6 +466,92 @@ def test_prefill_memo_stays_within_its_byte_bound(tiny_dir: Path) -> None:
     assert torch.equal(got, ref) and 0 < small.nbytes <= small.max_bytes and len(small) < len(bounds)
     again, _ = small.prefill(backend.model, ids, bounds)
     assert torch.equal(again, ref) and small.hits == 1
+
+
+class _Head(torch.nn.Module):
+    """A vocabulary head of Gemma 3's hidden width (640) over a smaller vocabulary, as
+    :func:`vocabulary_logits_each` sees a causal LM: its output embedding and its config."""
+
+    def __init__(self, vocab: int, softcap: float | None) -> None:
+        super().__init__()
+        self.head = torch.nn.Linear(640, vocab, bias=False)
+        self.config = type("Config", (), {"final_logit_softcapping": softcap, "hidden_size": 640})()
+
+    def get_output_embeddings(self) -> torch.nn.Linear:
+        return self.head
+
+
+@pytest.mark.parametrize("softcap", [None, 3.0])
+def test_vocabulary_heads_together_are_each_head_bitwise(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch, softcap: float | None
+) -> None:
+    """The heads of several prompts taken block by block together give each prompt's own head
+    exactly (several blocks, a ragged last one, and with soft-capping), and the model's own
+    logits to float rounding; on the tiny model and on a head of Gemma 3's width."""
+    for model, block in ((_backend(tiny_dir).model, 7), (_Head(3 * 512 + 100, softcap), 512)):
+        monkeypatch.setattr(hf_batching, "HEAD_BLOCK", block)
+        monkeypatch.setattr(model.config, "final_logit_softcapping", softcap, raising=False)
+        weight = model.get_output_embeddings().weight
+        vocab = weight.shape[0]
+        assert vocab % block and vocab > 3 * block
+        gen = torch.Generator().manual_seed(0)
+        hiddens = [torch.randn(n, model.config.hidden_size, generator=gen) for n in (1, 3, 1, 2)]
+        together = hf_batching.vocabulary_logits_each(model, hiddens)
+        for h, got in zip(hiddens, together, strict=True):
+            assert torch.equal(got, hf_batching.vocabulary_logits(model, h))
+            with torch.no_grad():
+                ref = torch.nn.functional.linear(h, weight)
+            ref = ref if softcap is None else torch.tanh(ref / softcap) * softcap
+            assert got.shape == (h.shape[0], vocab) and float((got - ref).abs().max()) < 1e-4
+
+
+def test_prefill_many_gives_each_prompt_its_own_prefill(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prompts prefilled in one call (sharing messages, one repeated, one memoised before, one
+    continuing another's last segment) get bitwise the logits and caches of a fresh prefill
+    each; every segment runs once, and the heads not memoised run in one pass."""
+    backend = _backend(tiny_dir)
+    model = backend.model
+
+    def prompt(msgs: tuple[dict[str, str], ...]) -> tuple[list[int], list[int]]:
+        ids = backend.encode(msgs)
+        return ids, segment_bounds(backend.message_cuts(msgs, ids), len(ids))
+
+    short, long, other = prompt(_chat(2, seed=5)), prompt(_chat(3, seed=5)), prompt(_chat(2, seed=6))
+    # a prompt whose last segment is exactly `other` (same tokens, same cuts), then more
+    extended = (other[0] + short[0][1:9], [*other[1], len(other[0]) + 8])
+    memo = PrefillMemo()
+    memo.prefill(model, *short)  # memoised with logits before the call
+    calls: list[int] = []
+    real = hf_prefill.vocabulary_logits_each
+
+    def counted(m: Any, hs: Any) -> Any:
+        calls.append(len(hs))
+        return real(m, hs)
+
+    monkeypatch.setattr(hf_prefill, "vocabulary_logits_each", counted)
+    before = memo.forwards
+    prompts = [long, other, short, extended, other]
+    got = memo.prefill_many(model, prompts)
+    # segments: long's past the messages it shares with short, other's, extended's last
+    shared = 2
+    assert long[1][:shared] == short[1][:shared] and long[0][: long[1][1]] == short[0][: short[1][1]]
+    assert long[1][shared] != short[1][shared]
+    new_segments = (len(long[1]) - shared) + len(other[1]) + 1
+    assert memo.forwards - before == new_segments
+    assert calls == [3]  # long, other, extended: one pass
+    monkeypatch.undo()
+    for (ids, bounds), (logits, cache) in zip(prompts, got, strict=True):
+        ref_logits, ref_cache = PrefillMemo().prefill(model, ids, bounds)
+        assert torch.equal(logits, ref_logits)
+        for a, b in zip(cache.layers, ref_cache.layers, strict=True):
+            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+    assert got[1][0].data_ptr() == got[4][0].data_ptr()  # the repeated prompt computed once
+    monkeypatch.setattr(hf_prefill, "vocabulary_logits_each", counted)
+    again = memo.prefill_many(model, prompts)  # all memoised now: no forward, no head
+    assert memo.forwards - before == new_segments and calls == [3]
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(again, got, strict=True))
 
 
 # ----------------------------------------------------------------------------- identity and config

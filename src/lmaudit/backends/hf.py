@@ -17,8 +17,10 @@ prefix computed once, the vocabulary head only at each prompt's last token), and
 streamed as they are ready (:meth:`HFBackend.iter_label_logprobs`). Sampling prefills each
 prompt cut at its own message boundaries, memoising the KV cache of every cut
 (:mod:`lmaudit.backends.hf_prefill`: prompts sharing leading messages compute them once, and
-a draw never depends on which other prompts were sampled), and draws ``i`` with a generator
-seeded by ``derive_seed(seed, i)``.
+a draw never depends on which other prompts were sampled), the prompts of a call
+(``SAMPLE_GROUP`` at a time) before any draw, so that their vocabulary heads read the output
+embedding once for all of them, and draws ``i`` with a generator seeded by
+``derive_seed(seed, i)``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,11 @@ _DTYPES = ("float32", "bfloat16", "float16")
 _IGNORED_KEYS = frozenset({"_target_", "backend", "kind", "name"})
 # End-of-turn markers of common chat formats; those present in a tokenizer's added tokens stop sampling.
 _END_OF_TURN = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<|return|>")
+
+
+#: Sample requests prefilled together, their vocabulary heads read in one pass (bounds the
+#: logits and KV caches held at once; the draws do not depend on it).
+SAMPLE_GROUP = 16
 
 
 class HFBackend:
@@ -351,32 +358,44 @@ class HFBackend:
                 raise BackendError(f"hf backend: sample needs n >= 0 and max_tokens >= 1, got {req}")
         out: list[SampleResult] = []
         with self._progress(len(requests), "hf sample") as bar:
-            for req in requests:
-                ids = self.encode(req.messages)
-                computed, forwards = self.prefill_memo.tokens_computed, self.prefill_memo.forwards
-                prefilled = self.prefill_memo.prefill(
-                    self.model, ids, segment_bounds(self.message_cuts(req.messages, ids), len(ids))
-                )
-                seqs = sample_completions(
-                    self.model,
-                    prefilled,
-                    len(ids),
-                    n=req.n,
-                    seed=req.seed,
-                    temperature=req.temperature,
-                    top_p=req.top_p,
-                    max_tokens=req.max_tokens,
-                    stop_ids=self.stop_token_ids,
-                    block=self.sample_block,
-                )
-                run = self.prefill_memo.tokens_computed - computed
-                self.stats.forward_calls += self.prefill_memo.forwards - forwards
-                self.stats.tokens_real += run
-                self.stats.tokens_padded += run
-                self.stats.requests += 1
-                texts = [self.tokenizer.decode(s, skip_special_tokens=True) for s in seqs]
-                out.append(SampleResult(texts=texts))
-                bar.update(1)
+            for start in range(0, len(requests), SAMPLE_GROUP):
+                out += self._sample_group(requests[start : start + SAMPLE_GROUP], bar)
+        return out
+
+    def _sample_group(self, requests: list[SampleRequest], bar: Any) -> list[SampleResult]:
+        """The prompts' prefills first, their vocabulary heads together (hf_prefill: the same
+        tensors as one prefill each, so a draw does not depend on the other requests), then
+        each request's draws."""
+        ids = [self.encode(req.messages) for req in requests]
+        computed, forwards = self.prefill_memo.tokens_computed, self.prefill_memo.forwards
+        prefilled = self.prefill_memo.prefill_many(
+            self.model,
+            [
+                (i, segment_bounds(self.message_cuts(r.messages, i), len(i)))
+                for r, i in zip(requests, ids, strict=True)
+            ],
+        )
+        run = self.prefill_memo.tokens_computed - computed
+        self.stats.forward_calls += self.prefill_memo.forwards - forwards
+        self.stats.tokens_real += run
+        self.stats.tokens_padded += run
+        out: list[SampleResult] = []
+        for req, prompt, pre in zip(requests, ids, prefilled, strict=True):
+            seqs = sample_completions(
+                self.model,
+                pre,
+                len(prompt),
+                n=req.n,
+                seed=req.seed,
+                temperature=req.temperature,
+                top_p=req.top_p,
+                max_tokens=req.max_tokens,
+                stop_ids=self.stop_token_ids,
+                block=self.sample_block,
+            )
+            self.stats.requests += 1
+            out.append(SampleResult(texts=[self.tokenizer.decode(s, skip_special_tokens=True) for s in seqs]))
+            bar.update(1)
         return out
 
 

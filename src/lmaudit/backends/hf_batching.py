@@ -80,16 +80,28 @@ def vocabulary_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
     """The causal LM's logits ``[n, V]`` from final hidden states ``[n, H]``: its output
     embedding in blocks of ``HEAD_BLOCK`` vocabulary rows, then its final logit soft-capping
     (Gemma 2), if any, as the model's own forward applies it."""
-    weight = model.get_output_embeddings().weight
-    bias = getattr(model.get_output_embeddings(), "bias", None)
-    out = torch.empty(hidden.shape[0], weight.shape[0], dtype=hidden.dtype, device=hidden.device)
+    return vocabulary_logits_each(model, [hidden])[0]
+
+
+@torch.inference_mode()
+def vocabulary_logits_each(model: Any, hiddens: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """``[vocabulary_logits(model, h) for h in hiddens]``, the same products on the same
+    operands (so the same bits), taken block by block: each ``HEAD_BLOCK`` of the output
+    embedding is read from memory once for all of ``hiddens`` instead of once each (the whole
+    head, 671 MB for Gemma 3's vocabulary, does not stay in cache between prompts)."""
+    emb = model.get_output_embeddings()
+    weight = emb.weight
+    bias = getattr(emb, "bias", None)
+    outs = [torch.empty(h.shape[0], weight.shape[0], dtype=h.dtype, device=h.device) for h in hiddens]
     for a in range(0, weight.shape[0], HEAD_BLOCK):
         b = min(weight.shape[0], a + HEAD_BLOCK)
-        out[:, a:b] = torch.nn.functional.linear(hidden, weight[a:b], None if bias is None else bias[a:b])
+        w, bb = weight[a:b], None if bias is None else bias[a:b]
+        for h, out in zip(hiddens, outs, strict=True):
+            out[:, a:b] = torch.nn.functional.linear(h, w, bb)
     cap = getattr(model.config, "final_logit_softcapping", None)
     if cap is not None:
-        out = torch.tanh(out / cap) * cap
-    return out
+        outs = [torch.tanh(out / cap) * cap for out in outs]
+    return outs
 
 
 @dataclass

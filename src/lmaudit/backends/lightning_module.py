@@ -96,11 +96,12 @@ class HFPredictModule(pl.LightningModule):
             # a shard is one scoring unit of the caller's call (lightning_runner.fill_labels)
             results = self.backend.label_logprobs(requests, top_k=int(batch["top_k"]), one_unit=True)
             out = [(it["key"], r.to_json()) for it, r in zip(batch["items"], results, strict=True)]
-        elif batch["kind"] == "sample":
-            for it in batch["items"]:
-                req = SampleRequest(messages=tuple(it["messages"]), **it["params"])
-                texts = self.backend.sample([req])[0].texts
-                out.extend(zip(it["keys"], texts, strict=True))
+        elif batch["kind"] == "sample" and batch["items"]:
+            # in one call: the backend reads the vocabulary head once per group of prompts (the
+            # draws are those of one call per request)
+            reqs = [SampleRequest(messages=tuple(it["messages"]), **it["params"]) for it in batch["items"]]
+            for it, res in zip(batch["items"], self.backend.sample(reqs), strict=True):
+                out.extend(zip(it["keys"], res.texts, strict=True))
         if self.lockstep is not None:
             self.lockstep.drain()
         return out

@@ -12,10 +12,11 @@ The analysis needs nothing else, so any measurement file can be re-analysed with
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from lmaudit.backends.base import LabelRequest, SampleRequest
+from lmaudit.backends.base import LabelRequest, SampleRequest, SampleResult
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.studies.qq.config import EstimandConfig, G3Config
 from lmaudit.studies.qq.protocol import Cell
@@ -186,10 +187,18 @@ class _Drawn:
     attempts: int
 
 
+#: One position's rejection sampling: yields its sample requests, is sent each one's result,
+#: returns what it accepted.
+_Drawing = Generator[SampleRequest, SampleResult, _Drawn]
+
+
 def _draw_accepted(
-    cached: CachedBackend, req: LabelRequest, label_of: dict[str, str], need: int, g3: G3Config, seed: int
-) -> _Drawn:
-    """Rejection sampling at one position until ``need`` canonical answers are accepted."""
+    req: LabelRequest, label_of: dict[str, str], need: int, g3: G3Config, seed: int
+) -> _Drawing:
+    """Rejection sampling at one position until ``need`` canonical answers are accepted.
+
+    A round's request (how many draws, which seed) depends only on this position's own
+    earlier rounds, so its draws are the same however many positions are sampled alongside."""
     sem_of = {lab: s for s, lab in label_of.items()}
     accepted: list[str] = []
     attempts = 0
@@ -198,14 +207,9 @@ def _draw_accepted(
     while len(accepted) < need and attempts < cap:
         rate = len(accepted) / attempts if attempts else 1.0
         chunk = min(cap - attempts, max(8, int((need - len(accepted)) / max(rate, 0.05) * 1.1) + 1))
-        res = cached.sample(
-            [
-                _sample_request(
-                    req, chunk, g3.temperature, g3.top_p, position_seed(seed, req.meta, f"g3-round{rnd}")
-                )
-            ],
-            progress=False,
-        )[0]
+        res = yield _sample_request(
+            req, chunk, g3.temperature, g3.top_p, position_seed(seed, req.meta, f"g3-round{rnd}")
+        )
         for text in res.texts:
             attempts += 1
             lab = normalise_answer(text, tuple(label_of.values()))
@@ -217,38 +221,77 @@ def _draw_accepted(
     return _Drawn(accepted=accepted, attempts=attempts)
 
 
+def _draw_all(cached: CachedBackend, drawings: list[_Drawing]) -> list[_Drawn]:
+    """Run the positions' rejection sampling side by side: each round's requests of all the
+    positions still short of their answers go to the backend in one call (the hf backend then
+    reads its vocabulary head once for all of their prompts)."""
+    out: list[_Drawn | None] = [None] * len(drawings)
+    pending: dict[int, SampleRequest] = {}
+
+    def advance(i: int, result: SampleResult | None) -> None:
+        try:
+            pending[i] = next(drawings[i]) if result is None else drawings[i].send(result)
+        except StopIteration as stop:
+            out[i] = stop.value
+
+    for i in range(len(drawings)):
+        advance(i, None)
+    while pending:
+        idx = list(pending)
+        results = cached.sample([pending.pop(i) for i in idx], progress=False)
+        for i, res in zip(idx, results, strict=True):
+            advance(i, res)
+    return [d for d in out if d is not None]
+
+
 def g3_trajectories(cell: Cell, cached: CachedBackend, g3: G3Config, n: int, attempt: int) -> dict[str, Any]:
     """``n`` accepted joint trajectories: first answer sampled, committed, second answer sampled."""
+    return g3_trajectories_many([cell], cached, g3, n, attempt)[0]
+
+
+def g3_trajectories_many(
+    cells: list[Cell], cached: CachedBackend, g3: G3Config, n: int, attempt: int
+) -> list[dict[str, Any]]:
+    """:func:`g3_trajectories` of each cell (the same rows, the same draws), their positions
+    sampled side by side: all first positions, then all second positions."""
     seed = g3.seed + 7919 * (attempt - 1)
-    p1, p2y, p2n = cell.requests
-    first = _draw_accepted(cached, p1, cell.label_of, n, g3, seed)
-    counts = {f"{a}{b}": 0 for a in SEMANTIC for b in SEMANTIC}
-    attempts = {"position1": first.attempts}
-    for a, req in zip(SEMANTIC, (p2y, p2n), strict=True):
-        need = first.accepted.count(a)
-        if need == 0:
-            attempts[f"position2_{a}"] = 0
-            continue
-        second = _draw_accepted(cached, req, cell.label_of, need, g3, seed)
-        attempts[f"position2_{a}"] = second.attempts
-        for b in second.accepted:
-            counts[f"{a}{b}"] += 1
-    accepted = sum(counts.values())
-    return {
-        "kind": "g3",
-        "item": cell.item.id,
-        "mapping": cell.mapping,
-        "order": cell.order,
-        "attempt": attempt,
-        "n": n,
-        "seed": seed,
-        "temperature": g3.temperature,
-        "top_p": g3.top_p,
-        "joint_counts": counts,
-        "accepted": accepted,
-        "attempts": attempts,
-        "complete": accepted == n,
-    }
+    firsts = _draw_all(cached, [_draw_accepted(c.requests[0], c.label_of, n, g3, seed) for c in cells])
+    second_jobs: list[tuple[int, str, _Drawing]] = []
+    for k, (cell, first) in enumerate(zip(cells, firsts, strict=True)):
+        for a, req in zip(SEMANTIC, cell.requests[1:], strict=True):
+            need = first.accepted.count(a)
+            if need:
+                second_jobs.append((k, a, _draw_accepted(req, cell.label_of, need, g3, seed)))
+    seconds = _draw_all(cached, [job for _, _, job in second_jobs])
+    rows: list[dict[str, Any]] = []
+    for k, (cell, first) in enumerate(zip(cells, firsts, strict=True)):
+        counts = {f"{a}{b}": 0 for a in SEMANTIC for b in SEMANTIC}
+        attempts = {"position1": first.attempts}
+        mine = {a: d for (j, a, _), d in zip(second_jobs, seconds, strict=True) if j == k}
+        for a in SEMANTIC:
+            second = mine.get(a)
+            attempts[f"position2_{a}"] = 0 if second is None else second.attempts
+            for b in [] if second is None else second.accepted:
+                counts[f"{a}{b}"] += 1
+        accepted = sum(counts.values())
+        rows.append(
+            {
+                "kind": "g3",
+                "item": cell.item.id,
+                "mapping": cell.mapping,
+                "order": cell.order,
+                "attempt": attempt,
+                "n": n,
+                "seed": seed,
+                "temperature": g3.temperature,
+                "top_p": g3.top_p,
+                "joint_counts": counts,
+                "accepted": accepted,
+                "attempts": attempts,
+                "complete": accepted == n,
+            }
+        )
+    return rows
 
 
 def g3_cells(cells: list[Cell], g3: G3Config) -> list[Cell]:

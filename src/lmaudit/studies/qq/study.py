@@ -34,7 +34,7 @@ from lmaudit.studies.qq.gates import g3_counts, gate_g1, gate_g3, split_rows
 from lmaudit.studies.qq.items import Item, load_bank
 from lmaudit.studies.qq.measure import (
     g3_cells,
-    g3_trajectories,
+    g3_trajectories_many,
     measure_logprob,
     measure_sampled,
     run_g1,
@@ -144,13 +144,22 @@ def measure(cfg: DictConfig, cached: CachedBackend) -> list[dict[str, Any]]:
         raise InputError(f"estimand: field 'kind' = {est.kind!r} is not 'logprob' or 'sampled'")
     g3: G3Config = _typed(cfg.study.gates.g3, G3Config)
     if g3.enabled and logprob_rows and hasattr(backend, "sample"):
-        for cell in g3_cells(cells, g3):
-            joint = _cell_joint(logprob_rows, cell)
-            first = g3_trajectories(cell, cached, g3, g3.n, attempt=1)
-            rows.append(first)
-            if first["complete"] and g3_check(joint, g3_counts(first), g3.alpha).passed:
-                continue
-            rows.append(g3_trajectories(cell, cached, g3, g3.retry_n, attempt=2))
+        # the spot-check cells side by side (the same draws as one cell at a time); a cell whose
+        # first attempt is incomplete or fails the check is retried once with retry_n
+        spot = g3_cells(cells, g3)
+        firsts = g3_trajectories_many(spot, cached, g3, g3.n, attempt=1)
+        retry = [
+            k
+            for k, (cell, first) in enumerate(zip(spot, firsts, strict=True))
+            if not (
+                first["complete"]
+                and g3_check(_cell_joint(logprob_rows, cell), g3_counts(first), g3.alpha).passed
+            )
+        ]
+        redone = g3_trajectories_many([spot[k] for k in retry], cached, g3, g3.retry_n, attempt=2)
+        again = dict(zip(retry, redone, strict=True))
+        for k, first in enumerate(firsts):
+            rows += [first, again[k]] if k in again else [first]
     return rows
 
 
