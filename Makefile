@@ -52,6 +52,7 @@ bench: install
 	$(PYTHON) benchmarks/bench_default_run.py
 	$(PYTHON) benchmarks/bench_draws.py
 	$(PYTHON) benchmarks/bench_judge_sampling.py
+	$(PYTHON) benchmarks/bench_sampling.py
 	$(PYTHON) benchmarks/bench_rbo.py
 	$(PYTHON) benchmarks/bench_choir.py
 	$(PYTHON) benchmarks/bench_runner.py
