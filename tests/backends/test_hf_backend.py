@@ -24,9 +24,14 @@ tokenizers = pytest.importorskip("tokenizers")
 
 from tiny_hf import CHAT_TEMPLATE, WORDS, one_thread, qq_requests, tiny_spm_meta, write_model, write_tokenizer  # noqa: E402
 
-from lmaudit.backends import embedded, hf_batching, hf_prefill  # noqa: E402
+from lmaudit.backends import (  # noqa: E402
+    embedded,
+    hf,
+    hf_batching,
+    hf_prefill,
+)
 from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, identity_digest  # noqa: E402
-from lmaudit.backends.hf import HFBackend  # noqa: E402
+from lmaudit.backends.hf import HFBackend, kv_bytes_per_token, sample_groups  # noqa: E402
 from lmaudit.backends.hf_attention import plan_blocks, supports_packed_attention  # noqa: E402
 from lmaudit.backends.hf_batching import ForwardStats, next_token_logits  # noqa: E402
 from lmaudit.backends.hf_prefill import MIN_SEGMENT, PREFILL_KEY, PrefillMemo, segment_bounds  # noqa: E402
@@ -499,6 +504,12 @@ def test_vocabulary_heads_together_are_each_head_bitwise(
         together = hf_batching.vocabulary_logits_each(model, hiddens)
         for h, got in zip(hiddens, together, strict=True):
             assert torch.equal(got, hf_batching.vocabulary_logits(model, h))
+            with torch.no_grad():  # one prompt's head, block by block, as it is computed alone
+                alone = torch.cat(
+                    [torch.nn.functional.linear(h, weight[a : a + block]) for a in range(0, vocab, block)], 1
+                )
+            alone = alone if softcap is None else torch.tanh(alone / softcap) * softcap
+            assert torch.equal(got, alone)
             with torch.no_grad():
                 ref = torch.nn.functional.linear(h, weight)
             ref = ref if softcap is None else torch.tanh(ref / softcap) * softcap
@@ -552,6 +563,50 @@ def test_prefill_many_gives_each_prompt_its_own_prefill(
     again = memo.prefill_many(model, prompts)  # all memoised now: no forward, no head
     assert memo.forwards - before == new_segments and calls == [3]
     assert all(torch.equal(a[0], b[0]) for a, b in zip(again, got, strict=True))
+    monkeypatch.undo()
+    # `other` after `extended`, in a memo of room for none to a few entries: `other`'s last
+    # segment is then memoised without logits (as extended's prefix) or evicted; each prompt
+    # still gets its own prefill's tensors, and the memo stays within its bound
+    one = PrefillMemo()
+    one.prefill(model, *other)
+    entry = one.nbytes // len(other[1])
+    for room in (0, 1, 2, 4, 100):
+        small = PrefillMemo(max_bytes=room * entry)
+        for call in ([extended, other], [other, long, extended, other, short]):
+            for (ids, bounds), (logits, _) in zip(call, small.prefill_many(model, call), strict=True):
+                assert torch.equal(logits, PrefillMemo().prefill(model, ids, bounds)[0])
+            assert small.nbytes <= small.max_bytes
+            assert small.nbytes == sum(size for _, _, size in small._entries.values())
+
+
+def test_sample_groups_by_hand() -> None:
+    """Groups of consecutive prompts: at most max_prompts, at most max_bytes of KV cache and
+    logits (10 bytes a token, 5 of logits here) unless one prompt takes more on its own."""
+    assert sample_groups([], 10, 5) == []
+    assert sample_groups([1] * 5, 10, 5, max_prompts=2, max_bytes=10**6) == [(0, 2), (2, 4), (4, 5)]
+    # costs 15, 25, 105, 15, 15: 15 + 25 <= 40; 105 alone (over the bound on its own); 15 + 15
+    assert sample_groups([1, 2, 10, 1, 1], 10, 5, max_prompts=16, max_bytes=40) == [(0, 2), (2, 3), (3, 5)]
+    assert sample_groups([3, 1], 10, 5, max_prompts=16, max_bytes=50) == [(0, 2)]  # 35 + 15 = 50: fits
+    assert sample_groups([3, 1], 10, 5, max_prompts=16, max_bytes=49) == [(0, 1), (1, 2)]
+
+
+def test_sample_groups_keep_draws_and_bound_memory(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests cut into groups of one prompt's worth of bytes draw what one group of all draws."""
+    backend = _backend(tiny_dir)
+    reqs = [SampleRequest(_chat(2, seed=s), n=20, temperature=1.0, seed=s, max_tokens=2) for s in range(5)]
+    whole = [r.texts for r in backend.sample(reqs)]
+    seen: list[int] = []
+    real = HFBackend._sample_group
+
+    def spy(self: HFBackend, requests: Any, ids: Any, bar: Any) -> Any:
+        seen.append(len(requests))
+        return real(self, requests, ids, bar)
+
+    monkeypatch.setattr(hf, "SAMPLE_GROUP_BYTES", 1)
+    monkeypatch.setattr(HFBackend, "_sample_group", spy)
+    fresh = _backend(tiny_dir)
+    assert [r.texts for r in fresh.sample(reqs)] == whole and seen == [1] * 5
+    assert kv_bytes_per_token(backend.model) > 0
 
 
 # ----------------------------------------------------------------------------- identity and config

@@ -63,9 +63,45 @@ _IGNORED_KEYS = frozenset({"_target_", "backend", "kind", "name"})
 _END_OF_TURN = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<|return|>")
 
 
-#: Sample requests prefilled together, their vocabulary heads read in one pass (bounds the
-#: logits and KV caches held at once; the draws do not depend on it).
+#: At most this many sample requests are prefilled together, their vocabulary heads read in
+#: one pass; and at most about this many bytes of their KV caches and logits are held at once
+#: (a group has at least one request). The draws do not depend on either.
 SAMPLE_GROUP = 16
+SAMPLE_GROUP_BYTES = 256 * 2**20
+
+
+def kv_bytes_per_token(model: Any) -> int:
+    """Bytes of KV cache one prompt token takes in ``model`` (every layer counted in full: an
+    upper bound where sliding-window layers keep fewer)."""
+    cfg = model.config
+    heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
+    head_dim = getattr(cfg, "head_dim", None) or int(cfg.hidden_size) // heads
+    kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+    size = next(model.parameters()).element_size()
+    return 2 * int(cfg.num_hidden_layers) * kv_heads * int(head_dim) * size
+
+
+def sample_groups(
+    lengths: Sequence[int],
+    token_bytes: int,
+    logits_bytes: int,
+    max_prompts: int = SAMPLE_GROUP,
+    max_bytes: int = SAMPLE_GROUP_BYTES,
+) -> list[tuple[int, int]]:
+    """Consecutive ``(start, end)`` groups of prompts of the given token lengths: at most
+    ``max_prompts`` each, and no more than ``max_bytes`` of KV cache and logits unless a single
+    prompt takes more."""
+    groups: list[tuple[int, int]] = []
+    start, held = 0, 0
+    for j, n in enumerate(lengths):
+        cost = n * token_bytes + logits_bytes
+        if j > start and (j - start >= max_prompts or held + cost > max_bytes):
+            groups.append((start, j))
+            start, held = j, 0
+        held += cost
+    if start < len(lengths):
+        groups.append((start, len(lengths)))
+    return groups
 
 
 class HFBackend:
@@ -358,15 +394,20 @@ class HFBackend:
                 raise BackendError(f"hf backend: sample needs n >= 0 and max_tokens >= 1, got {req}")
         out: list[SampleResult] = []
         with self._progress(len(requests), "hf sample") as bar:
-            for start in range(0, len(requests), SAMPLE_GROUP):
-                out += self._sample_group(requests[start : start + SAMPLE_GROUP], bar)
+            ids = [self.encode(req.messages) for req in requests]
+            vocab = self.model.get_output_embeddings().weight.shape[0]
+            token_bytes = kv_bytes_per_token(self.model)
+            lengths = [len(i) for i in ids]
+            for a, b in sample_groups(lengths, token_bytes, vocab * 4, SAMPLE_GROUP, SAMPLE_GROUP_BYTES):
+                out += self._sample_group(requests[a:b], ids[a:b], bar)
         return out
 
-    def _sample_group(self, requests: list[SampleRequest], bar: Any) -> list[SampleResult]:
+    def _sample_group(
+        self, requests: list[SampleRequest], ids: list[list[int]], bar: Any
+    ) -> list[SampleResult]:
         """The prompts' prefills first, their vocabulary heads together (hf_prefill: the same
         tensors as one prefill each, so a draw does not depend on the other requests), then
         each request's draws."""
-        ids = [self.encode(req.messages) for req in requests]
         computed, forwards = self.prefill_memo.tokens_computed, self.prefill_memo.forwards
         prefilled = self.prefill_memo.prefill_many(
             self.model,

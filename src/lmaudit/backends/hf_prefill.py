@@ -183,8 +183,9 @@ class PrefillMemo:
                 self.tokens_computed += b - prev
                 # memoised at once (without logits: a later prompt of this call may continue it)
                 self._put(key(k), None, cache)
-                if k == last:  # the vocabulary head (a read of the whole output embedding) below
-                    heads[key(k)] = (out.last_hidden_state[0, -1:, :], cache, [j])
+                if k == last:  # the vocabulary head (a read of the whole output embedding) below;
+                    # a copy of the last row, so the segment's hidden states are not held meanwhile
+                    heads[key(k)] = (out.last_hidden_state[0, -1:, :].clone(), cache, [j])
                 prev = b
         if heads:
             pending = list(heads.items())

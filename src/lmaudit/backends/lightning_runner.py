@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, SampleResult
-from lmaudit.backends.hf import HFBackend
+from lmaudit.backends.hf import SAMPLE_GROUP, HFBackend
 from lmaudit.backends.hf_trie import scoring_units
 from lmaudit.backends.lightning_pool import (
     RankPool,
@@ -174,13 +174,22 @@ class LightningRunner(RankPool):
     def fill_samples(self, cache_root: Path, items: Sequence[tuple[list[str], SampleRequest]]) -> None:
         """Answer every ``(draw keys, request)`` into the cache under ``cache_root``."""
         order = sorted(range(len(items)), key=lambda i: items[i][0][0] if items[i][0] else "")
-        shards: list[dict[str, Any]] = []
-        for i in order:
+
+        def item(i: int) -> dict[str, Any]:
             keys, r = items[i]
             params = {"n": r.n, "temperature": r.temperature, "top_p": r.top_p}
             params.update({"max_tokens": r.max_tokens, "seed": r.seed})
-            item = {"keys": keys, "messages": list(r.messages), "params": params}
-            shards.append({"kind": "sample", "items": [item]})
+            return {"keys": keys, "messages": list(r.messages), "params": params}
+
+        # shards of up to SAMPLE_GROUP requests (a rank's backend reads the vocabulary head once
+        # per shard), at least one per rank while there are requests enough; the draws do not
+        # depend on the grouping
+        count = max(-(-len(order) // SAMPLE_GROUP), min(len(order), self.world))
+        size = -(-len(order) // count) if count else 1
+        shards = [
+            {"kind": "sample", "items": [item(i) for i in order[s : s + size]]}
+            for s in range(0, len(order), size)
+        ]
         # every rank gets the same number of shards (Lightning's sampler wants at least one per
         # rank; fsdp needs the ranks in step); an empty shard is answered with nothing
         shards += [{"kind": "sample", "items": []}] * (-len(shards) % self.world)

@@ -3,6 +3,7 @@ the protocol run one cell and one round at a time, in fewer backend calls."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,7 @@ def test_side_by_side_g3_rows_are_the_protocols(make_cfg: Any, tmp_path: Path, o
     reference = [_reference_row(c, ref_backend, g3, g3.n, attempt=2) for c in spot]
     many_backend, many_calls = cached("many")
     got = g3_trajectories_many(spot, many_backend, g3, g3.n, attempt=2)
-    assert got == reference
+    assert json.dumps(got) == json.dumps(reference)  # key order too: it is the file's
     assert all(r["complete"] for r in got) and {r["seed"] for r in got} == {g3.seed + 7919}
     if other_mass:
         assert all(r["attempts"]["position1"] > g3.n for r in got)  # rejections happened
@@ -113,3 +114,58 @@ def test_side_by_side_g3_rows_are_the_protocols(make_cfg: Any, tmp_path: Path, o
     assert len(many_calls) < len(ref_calls) and max(many_calls) >= len(spot)  # ...in fewer calls
     one_backend, _ = cached("one")
     assert [g3_trajectories(c, one_backend, g3, g3.n, attempt=2) for c in spot] == reference
+
+
+def test_side_by_side_g3_with_positions_left_short(make_cfg: Any, tmp_path: Path) -> None:
+    """With 90% non-canonical answers and room for only 2n attempts, positions stop short (at
+    different rounds), some branches need no draws or get none; the rows are the protocol's."""
+    cfg = make_cfg(
+        "model=sim_repetition",
+        "+model.params.other_mass=0.9",
+        "study.gates.g3.max_attempts_factor=2",
+        name="g3",
+    )
+    g3 = _typed(cfg.study.gates.g3, G3Config)
+    spot = g3_cells(cells_for(cfg), g3)
+    backend = build_backend(cfg.model)
+    reference = [
+        _reference_row(c, CachedBackend(backend, ResponseCache(tmp_path / "ref"), progress=False), g3, n, 1)
+        for c in spot
+        for n in (0, 1, 37)
+    ]
+    cached = CachedBackend(backend, ResponseCache(tmp_path / "many"), progress=False)
+    got = [row for n in (0, 1, 37) for row in g3_trajectories_many(spot, cached, g3, n, 1)]
+    by_key = {(r["item"], r["order"], r["n"]): r for r in got}
+    assert json.dumps([by_key[(r["item"], r["order"], r["n"])] for r in reference]) == json.dumps(reference)
+    short = [r for r in got if r["n"] == 37]
+    assert not any(r["complete"] for r in short)  # 2 x 37 attempts give ~7 canonical answers
+    assert all(r["attempts"]["position1"] == 2 * 37 for r in short)
+    assert all(0 in r["attempts"].values() for r in got if r["n"] == 1)  # a branch nobody took
+    assert all(r["accepted"] == 0 and r["complete"] for r in got if r["n"] == 0)
+
+
+def test_measure_appends_each_cells_retry_after_its_first_attempt(make_cfg: Any, tmp_path: Path) -> None:
+    """study.measure's G3 rows: for each spot-check cell in order, attempt 1, then attempt 2
+    exactly when attempt 1 failed its check (alpha = 0.999: intervals too narrow to pass)."""
+    from lmaudit.studies.qq import study as qq_study
+    from lmaudit.studies.qq.diagnostics import g3_check
+    from lmaudit.studies.qq.gates import g3_counts
+
+    cfg = make_cfg("model=sim_repetition", "study.gates.g3.alpha=0.999", "study.gates.g3.n=40", name="g3")
+    g3 = _typed(cfg.study.gates.g3, G3Config)
+    cached = CachedBackend(build_backend(cfg.model), ResponseCache(tmp_path / "cache"), progress=False)
+    rows = qq_study.measure(cfg, cached)
+    g3_rows = [r for r in rows if r["kind"] == "g3"]
+    logprob = [r for r in rows if r["kind"] == "position"]
+    expected: list[tuple[str, str, int]] = []
+    for cell in g3_cells(cells_for(cfg), g3):
+        first = next(
+            r for r in g3_rows if (r["item"], r["order"], r["attempt"]) == (cell.item.id, cell.order, 1)
+        )
+        joint = qq_study._cell_joint(logprob, cell)
+        expected.append((cell.item.id, cell.order, 1))
+        if not (first["complete"] and g3_check(joint, g3_counts(first), g3.alpha).passed):
+            expected.append((cell.item.id, cell.order, 2))
+    assert [(r["item"], r["order"], r["attempt"]) for r in g3_rows] == expected
+    assert len(expected) > 4  # at alpha = 0.999 some cells are retried
+    assert {r["n"] for r in g3_rows if r["attempt"] == 2} == {g3.retry_n}

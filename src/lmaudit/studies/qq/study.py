@@ -147,14 +147,12 @@ def measure(cfg: DictConfig, cached: CachedBackend) -> list[dict[str, Any]]:
         # the spot-check cells side by side (the same draws as one cell at a time); a cell whose
         # first attempt is incomplete or fails the check is retried once with retry_n
         spot = g3_cells(cells, g3)
+        joints = [_cell_joint(logprob_rows, cell) for cell in spot]  # before any draw
         firsts = g3_trajectories_many(spot, cached, g3, g3.n, attempt=1)
         retry = [
             k
-            for k, (cell, first) in enumerate(zip(spot, firsts, strict=True))
-            if not (
-                first["complete"]
-                and g3_check(_cell_joint(logprob_rows, cell), g3_counts(first), g3.alpha).passed
-            )
+            for k, (joint, first) in enumerate(zip(joints, firsts, strict=True))
+            if not (first["complete"] and g3_check(joint, g3_counts(first), g3.alpha).passed)
         ]
         redone = g3_trajectories_many([spot[k] for k in retry], cached, g3, g3.retry_n, attempt=2)
         again = dict(zip(retry, redone, strict=True))
