@@ -26,15 +26,16 @@ from tiny_hf import CHAT_TEMPLATE, WORDS, one_thread, qq_requests, tiny_spm_meta
 
 from lmaudit.backends import (  # noqa: E402
     embedded,
-    hf,
     hf_batching,
     hf_prefill,
+    hf_sampling,
 )
 from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, identity_digest  # noqa: E402
-from lmaudit.backends.hf import HFBackend, kv_bytes_per_token, sample_groups  # noqa: E402
+from lmaudit.backends.hf import HFBackend  # noqa: E402
 from lmaudit.backends.hf_attention import plan_blocks, supports_packed_attention  # noqa: E402
 from lmaudit.backends.hf_batching import ForwardStats, next_token_logits  # noqa: E402
 from lmaudit.backends.hf_prefill import MIN_SEGMENT, PREFILL_KEY, PrefillMemo, segment_bounds  # noqa: E402
+from lmaudit.backends.hf_sampling import kv_bytes_per_token, sample_groups  # noqa: E402
 from lmaudit.backends.hf_trie import build_prefix_tree, pack_forest, scoring_units  # noqa: E402
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
@@ -602,7 +603,7 @@ def test_sample_groups_keep_draws_and_bound_memory(tiny_dir: Path, monkeypatch: 
         seen.append(len(requests))
         return real(self, requests, ids, bar)
 
-    monkeypatch.setattr(hf, "SAMPLE_GROUP_BYTES", 1)
+    monkeypatch.setattr(hf_sampling, "SAMPLE_GROUP_BYTES", 1)
     monkeypatch.setattr(HFBackend, "_sample_group", spy)
     fresh = _backend(tiny_dir)
     assert [r.texts for r in fresh.sample(reqs)] == whole and seen == [1] * 5

@@ -51,7 +51,7 @@ from lmaudit.backends.embedded import (
 from lmaudit.backends.hf_batching import DEFAULT_PACK_TOKENS, ForwardStats, next_token_logits
 from lmaudit.backends.hf_labels import label_results, label_tails, label_token_ids, pieces
 from lmaudit.backends.hf_prefill import PREFILL_KEY, PrefillMemo, message_cuts, segment_bounds
-from lmaudit.backends.hf_sampling import sample_completions
+from lmaudit.backends.hf_sampling import prompt_groups, sample_completions
 from lmaudit.backends.hf_trie import DEFAULT_MIN_SHARED_TOKENS, DEFAULT_UNIT_TOKENS
 
 #: Bump whenever a change alters what the backend returns for the same model and request.
@@ -61,47 +61,6 @@ _DTYPES = ("float32", "bfloat16", "float16")
 _IGNORED_KEYS = frozenset({"_target_", "backend", "kind", "name"})
 # End-of-turn markers of common chat formats; those present in a tokenizer's added tokens stop sampling.
 _END_OF_TURN = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<|return|>")
-
-
-#: At most this many sample requests are prefilled together, their vocabulary heads read in
-#: one pass; and at most about this many bytes of their KV caches and logits are held at once
-#: (a group has at least one request). The draws do not depend on either.
-SAMPLE_GROUP = 16
-SAMPLE_GROUP_BYTES = 256 * 2**20
-
-
-def kv_bytes_per_token(model: Any) -> int:
-    """Bytes of KV cache one prompt token takes in ``model`` (every layer counted in full: an
-    upper bound where sliding-window layers keep fewer)."""
-    cfg = model.config
-    heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
-    head_dim = getattr(cfg, "head_dim", None) or int(cfg.hidden_size) // heads
-    kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
-    size = next(model.parameters()).element_size()
-    return 2 * int(cfg.num_hidden_layers) * kv_heads * int(head_dim) * size
-
-
-def sample_groups(
-    lengths: Sequence[int],
-    token_bytes: int,
-    logits_bytes: int,
-    max_prompts: int = SAMPLE_GROUP,
-    max_bytes: int = SAMPLE_GROUP_BYTES,
-) -> list[tuple[int, int]]:
-    """Consecutive ``(start, end)`` groups of prompts of the given token lengths: at most
-    ``max_prompts`` each, and no more than ``max_bytes`` of KV cache and logits unless a single
-    prompt takes more."""
-    groups: list[tuple[int, int]] = []
-    start, held = 0, 0
-    for j, n in enumerate(lengths):
-        cost = n * token_bytes + logits_bytes
-        if j > start and (j - start >= max_prompts or held + cost > max_bytes):
-            groups.append((start, j))
-            start, held = j, 0
-        held += cost
-    if start < len(lengths):
-        groups.append((start, len(lengths)))
-    return groups
 
 
 class HFBackend:
@@ -395,10 +354,7 @@ class HFBackend:
         out: list[SampleResult] = []
         with self._progress(len(requests), "hf sample") as bar:
             ids = [self.encode(req.messages) for req in requests]
-            vocab = self.model.get_output_embeddings().weight.shape[0]
-            token_bytes = kv_bytes_per_token(self.model)
-            lengths = [len(i) for i in ids]
-            for a, b in sample_groups(lengths, token_bytes, vocab * 4, SAMPLE_GROUP, SAMPLE_GROUP_BYTES):
+            for a, b in prompt_groups(self.model, [len(i) for i in ids]):
                 out += self._sample_group(requests[a:b], ids[a:b], bar)
         return out
 
@@ -416,10 +372,9 @@ class HFBackend:
                 for r, i in zip(requests, ids, strict=True)
             ],
         )
-        run = self.prefill_memo.tokens_computed - computed
         self.stats.forward_calls += self.prefill_memo.forwards - forwards
-        self.stats.tokens_real += run
-        self.stats.tokens_padded += run
+        self.stats.tokens_real += self.prefill_memo.tokens_computed - computed
+        self.stats.tokens_padded += self.prefill_memo.tokens_computed - computed
         out: list[SampleResult] = []
         for req, prompt, pre in zip(requests, ids, prefilled, strict=True):
             seqs = sample_completions(

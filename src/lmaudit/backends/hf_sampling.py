@@ -22,6 +22,53 @@ import torch
 
 from lmaudit.backends.base import derive_seed
 
+#: At most this many sample requests are prefilled together, their vocabulary heads read in
+#: one pass; and at most about this many bytes of their KV caches and logits are held at once
+#: (a group has at least one request). The draws do not depend on either.
+SAMPLE_GROUP = 16
+SAMPLE_GROUP_BYTES = 256 * 2**20
+
+
+def kv_bytes_per_token(model: Any) -> int:
+    """Bytes of KV cache one prompt token takes in ``model`` (every layer counted in full: an
+    upper bound where sliding-window layers keep fewer)."""
+    cfg = model.config
+    heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
+    head_dim = getattr(cfg, "head_dim", None) or int(cfg.hidden_size) // heads
+    kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+    size = next(model.parameters()).element_size()
+    return 2 * int(cfg.num_hidden_layers) * kv_heads * int(head_dim) * size
+
+
+def sample_groups(
+    lengths: Sequence[int],
+    token_bytes: int,
+    logits_bytes: int,
+    max_prompts: int = SAMPLE_GROUP,
+    max_bytes: int = SAMPLE_GROUP_BYTES,
+) -> list[tuple[int, int]]:
+    """Consecutive ``(start, end)`` groups of prompts of the given token lengths: at most
+    ``max_prompts`` each, and no more than ``max_bytes`` of KV cache and logits unless a single
+    prompt takes more."""
+    groups: list[tuple[int, int]] = []
+    start, held = 0, 0
+    for j, n in enumerate(lengths):
+        cost = n * token_bytes + logits_bytes
+        if j > start and (j - start >= max_prompts or held + cost > max_bytes):
+            groups.append((start, j))
+            start, held = j, 0
+        held += cost
+    if start < len(lengths):
+        groups.append((start, len(lengths)))
+    return groups
+
+
+def prompt_groups(model: Any, lengths: Sequence[int]) -> list[tuple[int, int]]:
+    """:func:`sample_groups` of prompts of these token lengths for ``model`` (its KV cache per
+    token, its vocabulary's float32 logits), within ``SAMPLE_GROUP`` and ``SAMPLE_GROUP_BYTES``."""
+    vocab = model.get_output_embeddings().weight.shape[0]
+    return sample_groups(lengths, kv_bytes_per_token(model), 4 * vocab, SAMPLE_GROUP, SAMPLE_GROUP_BYTES)
+
 
 def _generator(seed: int, draw: int) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(seed, draw))

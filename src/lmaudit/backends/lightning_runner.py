@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, SampleResult
-from lmaudit.backends.hf import SAMPLE_GROUP, HFBackend
+from lmaudit.backends.hf import HFBackend
+from lmaudit.backends.hf_sampling import SAMPLE_GROUP
 from lmaudit.backends.hf_trie import scoring_units
 from lmaudit.backends.lightning_pool import (
     RankPool,
