@@ -540,3 +540,38 @@ def test_raise_exception_in_a_template_raises_as_in_transformers(tmp_path: Path)
     for tok in (FastTokenizer(path), transformers.AutoTokenizer.from_pretrained(str(path))):
         with pytest.raises(TemplateError, match="roles must alternate"):
             tok.apply_chat_template(MESSAGES, chat_template=template, tokenize=False)
+
+
+@torch.inference_mode()
+def test_packed_prefill_equals_one_forward_per_segment(pair: tuple[Any, Any]) -> None:
+    """Segments of several prompts in one forward (a segment with its parent, two branches of
+    one parent, a parent from an earlier forward, segments longer than the window, one token)
+    get bitwise the last hidden row and KV cache of a forward of their own over the same parent
+    cache (the path test_segmented_prefill_and_decoding_equal_transformers holds to
+    transformers)."""
+    from lmaudit.backends.gemma3.prefill import Segment, packed_prefill
+    from lmaudit.backends.hf_prefill import _forward_alone
+
+    mine, _ = pair
+    a, b, c, d, e = _seqs(mine.config.vocab_size, (9, 7, 12, 3, 1), seed=4)
+    _, earlier = _forward_alone(mine, a, 0, None)  # a parent computed before the packed forward
+    segments = [
+        Segment(b, 0, None),  # a prompt's start
+        Segment(c, len(b), 0),  # continues segment 0 in the same forward
+        Segment(d, len(b), 0),  # a second branch of segment 0
+        Segment(e, len(b) + len(d), 2),  # one token after the branch
+        Segment(c, len(a), earlier),  # continues a cache from before
+        Segment(b + d, len(a) + len(c), 4),  # and a segment after that
+    ]
+    got = packed_prefill(mine, segments)
+    caches: list[Any] = []
+    for seg, (row, cache) in zip(segments, got, strict=True):
+        parent = caches[seg.parent] if isinstance(seg.parent, int) else seg.parent
+        want_row, want_cache = _forward_alone(mine, seg.ids, seg.start, parent)
+        assert torch.equal(row, want_row) and _same_cache(cache, want_cache)
+        caches.append(want_cache)
+    # the parents were not written into
+    _, again = _forward_alone(mine, a, 0, None)
+    assert _same_cache(earlier, again)
+    with pytest.raises(ValueError, match="earlier one"):
+        packed_prefill(mine, [Segment(b, 0, 0)])

@@ -26,6 +26,7 @@ from tiny_hf import CHAT_TEMPLATE, WORDS, one_thread, qq_requests, tiny_spm_meta
 
 from lmaudit.backends import (  # noqa: E402
     embedded,
+    gemma3,
     hf_batching,
     hf_prefill,
     hf_sampling,
@@ -522,7 +523,9 @@ def test_prefill_many_gives_each_prompt_its_own_prefill(
 ) -> None:
     """Prompts prefilled in one call (sharing messages, one repeated, one memoised before, one
     continuing another's last segment) get bitwise the logits and caches of a fresh prefill
-    each; every segment runs once, and the heads not memoised run in one pass."""
+    each, one forward per segment; every segment runs once, packed into one forward on
+    lmaudit's Gemma 3 (and checked to be exact there), and the heads not memoised run in one
+    pass."""
     backend = _backend(tiny_dir)
     model = backend.model
 
@@ -543,7 +546,7 @@ def test_prefill_many_gives_each_prompt_its_own_prefill(
         return real(m, hs)
 
     monkeypatch.setattr(hf_prefill, "vocabulary_logits_each", counted)
-    before = memo.forwards
+    before, forwards = memo.segments, memo.forwards
     prompts = [long, other, short, extended, other]
     got = memo.prefill_many(model, prompts)
     # segments: long's past the messages it shares with short, other's, extended's last
@@ -551,18 +554,21 @@ def test_prefill_many_gives_each_prompt_its_own_prefill(
     assert long[1][:shared] == short[1][:shared] and long[0][: long[1][1]] == short[0][: short[1][1]]
     assert long[1][shared] != short[1][shared]
     new_segments = (len(long[1]) - shared) + len(other[1]) + 1
-    assert memo.forwards - before == new_segments
+    assert memo.segments - before == new_segments
+    packs = isinstance(model, gemma3.Gemma3ForCausalLM)
+    assert memo.pack is (True if packs else None)
+    assert memo.forwards - forwards == (1 if packs else new_segments)
     assert calls == [3]  # long, other, extended: one pass
     monkeypatch.undo()
     for (ids, bounds), (logits, cache) in zip(prompts, got, strict=True):
-        ref_logits, ref_cache = PrefillMemo().prefill(model, ids, bounds)
+        ref_logits, ref_cache = PrefillMemo(pack=False).prefill(model, ids, bounds)
         assert torch.equal(logits, ref_logits)
         for a, b in zip(cache.layers, ref_cache.layers, strict=True):
             assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
     assert got[1][0].data_ptr() == got[4][0].data_ptr()  # the repeated prompt computed once
     monkeypatch.setattr(hf_prefill, "vocabulary_logits_each", counted)
     again = memo.prefill_many(model, prompts)  # all memoised now: no forward, no head
-    assert memo.forwards - before == new_segments and calls == [3]
+    assert memo.segments - before == new_segments and calls == [3]
     assert all(torch.equal(a[0], b[0]) for a, b in zip(again, got, strict=True))
     monkeypatch.undo()
     # `other` after `extended`, in a memo of room for none to a few entries: `other`'s last
@@ -575,9 +581,44 @@ def test_prefill_many_gives_each_prompt_its_own_prefill(
         small = PrefillMemo(max_bytes=room * entry)
         for call in ([extended, other], [other, long, extended, other, short]):
             for (ids, bounds), (logits, _) in zip(call, small.prefill_many(model, call), strict=True):
-                assert torch.equal(logits, PrefillMemo().prefill(model, ids, bounds)[0])
+                assert torch.equal(logits, PrefillMemo(pack=False).prefill(model, ids, bounds)[0])
             assert small.nbytes <= small.max_bytes
             assert small.nbytes == sum(size for _, _, size in small._entries.values())
+
+
+def test_packed_prefill_falls_back_where_it_is_not_exact(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where a packed forward differs from one forward per segment in a single bit, the memo
+    says so, keeps nothing of it and prefills segment by segment from then on: the draws are
+    those of the unpacked path."""
+    from lmaudit.backends.gemma3 import prefill as gemma3_prefill
+
+    backend = _backend(tiny_dir)
+    if not isinstance(backend.model, gemma3.Gemma3ForCausalLM):
+        pytest.skip("packing is lmaudit's Gemma 3 only")
+    real = gemma3_prefill.packed_prefill
+
+    def off_by_one_ulp(model: Any, segments: Any) -> Any:
+        out = real(model, segments)
+        row, cache = out[-1]
+        return [*out[:-1], (torch.nextafter(row, row + 1), cache)]
+
+    monkeypatch.setattr(gemma3_prefill, "packed_prefill", off_by_one_ulp)
+    reqs = [
+        SampleRequest(_chat(t, seed=s), n=30, temperature=1.0, seed=s, max_tokens=2)
+        for t, s in ((2, 1), (3, 1), (2, 2))
+    ]
+    with caplog.at_level("WARNING", logger="lmaudit.backends.hf_prefill"):
+        got = [r.texts for r in backend.sample(reqs)]
+    assert backend.prefill_memo.pack is False and "not bitwise equal" in caplog.text
+    assert backend.prefill_memo.forwards == backend.prefill_memo.segments  # one forward each
+    monkeypatch.undo()
+    unpacked = _backend(tiny_dir)
+    unpacked.prefill_memo = PrefillMemo(pack=False)
+    packed = _backend(tiny_dir)
+    assert [r.texts for r in unpacked.sample(reqs)] == got == [r.texts for r in packed.sample(reqs)]
+    assert packed.prefill_memo.pack is True and packed.prefill_memo.forwards < packed.prefill_memo.segments
 
 
 def test_sample_groups_by_hand() -> None:

@@ -23,8 +23,10 @@ read once per prompt it cost about as much as a short prompt's forward.
 from __future__ import annotations
 
 import copy
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -38,6 +40,10 @@ MIN_SEGMENT = 16
 PREFILL_KEY = f"by-message/min{MIN_SEGMENT}"
 #: Default memory bound of the memo (KV caches and logits), in bytes.
 DEFAULT_MEMO_BYTES = 512 * 2**20
+#: Most rows of one packed prefill forward (segments of several prompts and their parents).
+PACK_ROWS = 512
+
+log = logging.getLogger(__name__)
 
 _Key = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -97,14 +103,18 @@ class PrefillMemo:
     that decode from a returned cache must copy it first.
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_MEMO_BYTES) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_MEMO_BYTES, pack: bool | None = None) -> None:
         self.max_bytes = int(max_bytes)
+        #: packed forwards: None until checked on first use (:meth:`_packing_exact`), then
+        #: whether they are exact here; False: one forward per segment
+        self.pack = pack
         # key: (the prefix's tokens, the segment ends it was computed in); the second part makes a
         # hit exact even for two prompts with equal tokens but different message boundaries
         self._entries: OrderedDict[_Key, tuple[torch.Tensor | None, Any, int]] = OrderedDict()
         self._bytes = 0
         self.hits = 0
         self.forwards = 0
+        self.segments = 0
         self.tokens_computed = 0
 
     def __len__(self) -> int:
@@ -136,17 +146,20 @@ class PrefillMemo:
         self, model: Any, prompts: Sequence[tuple[Sequence[int], Sequence[int]]]
     ) -> list[tuple[torch.Tensor, Any]]:
         """:meth:`prefill` of each ``(ids, bounds)``, with the same tensors as one call each
-        would give: the decoder segments run prompt by prompt, as there; the vocabulary heads
-        of the prompts not memoised with logits run after them, together
-        (:func:`~lmaudit.backends.hf_batching.vocabulary_logits_each`, the same products
-        reading the output embedding once). A prompt that appears twice is computed once."""
+        would give. The segments not memoised are computed once each, after the segment they
+        continue: packed into forwards of up to :data:`PACK_ROWS` rows where the model is
+        lmaudit's Gemma 3 and packing is exact on this machine (:meth:`_packing_exact`), else
+        one forward each. The vocabulary heads of the prompts not memoised with logits run
+        after them, together (:func:`~lmaudit.backends.hf_batching.vocabulary_logits_each`,
+        the same products reading the output embedding once). A prompt that appears twice
+        is computed once."""
         for ids, bounds in prompts:
             if not bounds or bounds[-1] != len(ids):
                 raise ValueError(f"segment bounds {list(bounds)} do not end at the prompt length {len(ids)}")
-        device = next(model.parameters()).device
         done: list[tuple[torch.Tensor, Any] | None] = [None] * len(prompts)
-        # prompts whose logits are still to come: final key -> (last hidden state, cache, indices)
-        heads: dict[_Key, tuple[torch.Tensor, Any, list[int]]] = {}
+        plan: list[_Planned] = []
+        planned: dict[_Key, int] = {}
+        heads: dict[_Key, list[int]] = {}  # prompts whose logits are still to come, by final key
         for j, (ids, bounds) in enumerate(prompts):
 
             def key(k: int, ids: Sequence[int] = ids, bounds: Sequence[int] = bounds) -> _Key:
@@ -155,44 +168,166 @@ class PrefillMemo:
             last = len(bounds) - 1
             if key(last) in heads:  # the same prompt earlier in this call
                 self.hits += 1
-                heads[key(last)][2].append(j)
+                heads[key(last)].append(j)
                 continue
-            start, cache = 0, None
+            start, parent = 0, None
             for k in range(last, -1, -1):
+                if key(k) in planned:  # a segment of an earlier prompt of this call
+                    self.hits += 1
+                    start, parent = k + 1, planned[key(k)]
+                    break
                 hit = self._entries.get(key(k))
                 if hit is not None and (hit[0] is not None or k < last):
                     self._entries.move_to_end(key(k))
                     self.hits += 1
-                    if k == last and hit[0] is not None:
+                    if k == last:
                         done[j] = (hit[0], hit[1])
-                    cache = hit[1]
-                    start = k + 1
+                    start, parent = k + 1, hit[1]
                     break
+            if done[j] is not None:
+                continue
+            if start > last:  # the whole prompt is a segment this call computes anyway
+                plan[planned[key(last)]].head = True
+                heads[key(last)] = [j]
+                continue
             prev = bounds[start - 1] if start else 0
             for k in range(start, len(bounds)):
-                b = bounds[k]
-                out = decoder(model)(
-                    input_ids=torch.tensor([list(ids[prev:b])], device=device),
-                    position_ids=torch.arange(prev, b, device=device).unsqueeze(0),
-                    cache_position=torch.arange(prev, b, device=device),
-                    past_key_values=copy.deepcopy(cache) if cache is not None else None,
-                    use_cache=True,
-                )
-                cache = out.past_key_values
-                self.forwards += 1
-                self.tokens_computed += b - prev
-                # memoised at once (without logits: a later prompt of this call may continue it)
-                self._put(key(k), None, cache)
-                if k == last:  # the vocabulary head (a read of the whole output embedding) below;
-                    # a copy of the last row, so the segment's hidden states are not held meanwhile
-                    heads[key(k)] = (out.last_hidden_state[0, -1:, :].clone(), cache, [j])
-                prev = b
+                planned[key(k)] = len(plan)
+                plan.append(_Planned(key(k), ids[prev : bounds[k]], prev, parent, head=k == last))
+                parent, prev = len(plan) - 1, bounds[k]
+            heads[key(last)] = [j]
+        self._compute(model, plan)
         if heads:
-            pending = list(heads.items())
-            logits = vocabulary_logits_each(model, [hidden for _, (hidden, _, _) in pending])
-            for (final, (_, cache, idx)), row in zip(pending, logits, strict=True):
-                self._put(final, row[0], cache)
+            pending = [plan[planned[final]] for final in heads]
+            logits = vocabulary_logits_each(model, [p.hidden for p in pending])
+            for (final, idx), seg, row in zip(heads.items(), pending, logits, strict=True):
+                self._put(final, row[0], seg.cache)
                 for j in idx:
-                    done[j] = (row[0], cache)
+                    done[j] = (row[0], seg.cache)
         assert all(d is not None for d in done)  # each prompt is hit with logits or computed
         return [d for d in done if d is not None]
+
+    def _compute(self, model: Any, plan: list[_Planned]) -> None:
+        """Each planned segment's cache (and, for a prompt's last, its last hidden row), in
+        plan order (a segment after its parent); each memoised without logits at once."""
+        packable = (
+            self.pack is not False
+            and _packs(model)
+            and all(isinstance(p.parent, (int, type(None))) or _is_kvcache(p.parent) for p in plan)
+        )
+        i = 0
+        while i < len(plan):
+            j = i + 1  # plan[i:j] in one forward: up to PACK_ROWS rows, no one-token segment
+            if packable and len(plan[i].ids) > 1:
+                rows = len(plan[i].ids)
+                while j < len(plan) and len(plan[j].ids) > 1 and rows + len(plan[j].ids) <= PACK_ROWS:
+                    rows += len(plan[j].ids)
+                    j += 1
+            if j - i == 1 or not self._packed(model, plan, i, j):
+                for seg in plan[i:j]:  # (packing not exact here: as if it had not been tried)
+                    self._alone(model, plan, seg)
+                packable = packable and self.pack is not False
+            i = j
+
+    def _parent_cache(self, plan: list[_Planned], seg: _Planned) -> Any:
+        return plan[seg.parent].cache if isinstance(seg.parent, int) else seg.parent
+
+    def _alone(self, model: Any, plan: list[_Planned], seg: _Planned) -> None:
+        """One segment in a forward of its own, over a copy of its parent's cache."""
+        self.forwards += 1
+        self._done(seg, *_forward_alone(model, seg.ids, seg.start, self._parent_cache(plan, seg)))
+
+    def _done(self, seg: _Planned, last_row: torch.Tensor, cache: Any) -> None:
+        self.segments += 1
+        self.tokens_computed += len(seg.ids)
+        seg.cache = cache
+        if seg.head:  # a copy of the last row, so the segment's hidden states are not held
+            seg.hidden = last_row.clone()
+        self._put(seg.key, None, cache)  # a later prompt of this call may continue it
+
+    def _packed(self, model: Any, plan: list[_Planned], i: int, j: int) -> bool:
+        """plan[i:j] in one forward (:func:`lmaudit.backends.gemma3.prefill.packed_prefill`);
+        False, with nothing kept, if packing is not exact here (checked on first use)."""
+        from lmaudit.backends.gemma3.prefill import Segment, packed_prefill
+
+        segs = [
+            Segment(
+                p.ids,
+                p.start,
+                p.parent - i if isinstance(p.parent, int) and p.parent >= i else self._parent_cache(plan, p),
+            )
+            for p in plan[i:j]
+        ]
+        outs = packed_prefill(model, segs)
+        if self.pack is None:
+            self.pack = self._packing_exact(model, plan, i, j, outs)
+            if not self.pack:
+                return False
+        self.forwards += 1
+        for seg, (row, cache) in zip(plan[i:j], outs, strict=True):
+            self._done(seg, row, cache)
+        return True
+
+    def _packing_exact(self, model: Any, plan: list[_Planned], i: int, j: int, outs: list[Any]) -> bool:
+        """Whether the packed forward's last segment has bitwise the hidden row and KV cache of
+        its own forward over the same parent cache (the parent's from the packed forward, if
+        it was in it): the one assumption packing rests on, checked once per memo."""
+        last = plan[j - 1]
+        parent = last.parent
+        if isinstance(parent, int) and parent >= i:
+            parent = outs[parent - i][1]
+        elif isinstance(parent, int):
+            parent = plan[parent].cache
+        alone_row, alone_cache = _forward_alone(model, last.ids, last.start, parent)
+        row, cache = outs[-1]
+        same = torch.equal(row, alone_row) and all(
+            torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+            for a, b in zip(cache.layers, alone_cache.layers, strict=True)
+        )
+        if not same:
+            log.warning(
+                "packed prefill is not bitwise equal to one forward per segment on this machine; "
+                "prefilling segment by segment (slower, same draws)"
+            )
+        return same
+
+
+@dataclass(eq=False)
+class _Planned:
+    """A segment :meth:`PrefillMemo.prefill_many` computes: its key, tokens, first position,
+    parent (None, a memoised cache, or the index of an earlier planned segment) and results."""
+
+    key: _Key
+    ids: Sequence[int]
+    start: int
+    parent: Any
+    head: bool
+    cache: Any = None
+    hidden: torch.Tensor | None = None
+
+
+def _forward_alone(model: Any, ids: Sequence[int], start: int, parent: Any) -> tuple[torch.Tensor, Any]:
+    """The last hidden row and the cache of ``ids`` at positions ``start, ...`` in a forward of
+    their own, over a copy of ``parent`` (None: a prompt's start)."""
+    device = next(model.parameters()).device
+    end = start + len(ids)
+    out = decoder(model)(
+        input_ids=torch.tensor([list(ids)], device=device),
+        position_ids=torch.arange(start, end, device=device).unsqueeze(0),
+        cache_position=torch.arange(start, end, device=device),
+        past_key_values=copy.deepcopy(parent) if parent is not None else None,
+        use_cache=True,
+    )
+    return out.last_hidden_state[0, -1:, :], out.past_key_values
+
+
+def _packs(model: Any) -> bool:
+    from lmaudit.backends.gemma3 import Gemma3ForCausalLM
+
+    return isinstance(model, Gemma3ForCausalLM)
+
+
+def _is_kvcache(cache: Any) -> bool:
+    from lmaudit.backends.gemma3 import KVCache
+
+    return isinstance(cache, KVCache)
