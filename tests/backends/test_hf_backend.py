@@ -489,33 +489,54 @@ class _Head(torch.nn.Module):
 
 
 @pytest.mark.parametrize("softcap", [None, 3.0])
+@pytest.mark.parametrize("stacked", ["checked", "not exact"])
 def test_vocabulary_heads_together_are_each_head_bitwise(
-    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch, softcap: float | None
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch, softcap: float | None, stacked: str
 ) -> None:
-    """The heads of several prompts taken block by block together give each prompt's own head
-    exactly (several blocks, a ragged last one, and with soft-capping), and the model's own
-    logits to float rounding; on the tiny model and on a head of Gemma 3's width."""
+    """The heads of several prompts taken together give each row exactly its own head, computed
+    alone (several blocks, a ragged last one, and with soft-capping), and the model's own
+    logits to float rounding; on the tiny model and on a head of Gemma 3's width. Where one
+    product over the rows is not exact ("not exact": a product that rounds rows differently
+    when it has several), the rows are computed one by one and the result is the same."""
+    real_linear = torch.nn.functional.linear
+
+    def one_row(h: Any, w: Any, b: Any = None) -> Any:  # the reference: a product per row
+        return torch.cat([real_linear(h[i : i + 1], w, b) for i in range(h.shape[0])])
+
     for model, block in ((_backend(tiny_dir).model, 7), (_Head(3 * 512 + 100, softcap), 512)):
         monkeypatch.setattr(hf_batching, "HEAD_BLOCK", block)
+        monkeypatch.setattr(hf_batching, "_STACKED_EXACT", {})
         monkeypatch.setattr(model.config, "final_logit_softcapping", softcap, raising=False)
         weight = model.get_output_embeddings().weight
         vocab = weight.shape[0]
         assert vocab % block and vocab > 3 * block
         gen = torch.Generator().manual_seed(0)
         hiddens = [torch.randn(n, model.config.hidden_size, generator=gen) for n in (1, 3, 1, 2)]
+        if stacked == "not exact":
+
+            def skewed(h: Any, w: Any, b: Any = None) -> Any:
+                out = real_linear(h, w, b)
+                return out if h.shape[0] == 1 else torch.nextafter(out, out + 1)
+
+            monkeypatch.setattr(torch.nn.functional, "linear", skewed)
         together = hf_batching.vocabulary_logits_each(model, hiddens)
+        monkeypatch.setattr(torch.nn.functional, "linear", real_linear)
+        assert set(hf_batching._STACKED_EXACT.values()) == {stacked == "checked"}
         for h, got in zip(hiddens, together, strict=True):
-            assert torch.equal(got, hf_batching.vocabulary_logits(model, h))
-            with torch.no_grad():  # one prompt's head, block by block, as it is computed alone
-                alone = torch.cat(
-                    [torch.nn.functional.linear(h, weight[a : a + block]) for a in range(0, vocab, block)], 1
-                )
-            alone = alone if softcap is None else torch.tanh(alone / softcap) * softcap
-            assert torch.equal(got, alone)
+            assert got.shape == (h.shape[0], vocab)
+            for i in range(h.shape[0]):
+                row = h[i : i + 1]
+                assert torch.equal(got[i : i + 1], hf_batching.vocabulary_logits(model, row))
+                with torch.no_grad():  # one prompt's head, block by block, as it is computed alone
+                    alone = torch.cat(
+                        [one_row(row, weight[a : a + block]) for a in range(0, vocab, block)], 1
+                    )
+                alone = alone if softcap is None else torch.tanh(alone / softcap) * softcap
+                assert torch.equal(got[i : i + 1], alone)
             with torch.no_grad():
-                ref = torch.nn.functional.linear(h, weight)
+                ref = real_linear(h, weight)
             ref = ref if softcap is None else torch.tanh(ref / softcap) * softcap
-            assert got.shape == (h.shape[0], vocab) and float((got - ref).abs().max()) < 1e-4
+            assert float((got - ref).abs().max()) < 1e-4
 
 
 def test_prefill_many_gives_each_prompt_its_own_prefill(

@@ -42,6 +42,7 @@ floating-point reassociation (checked against a naive forward in the tests).
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,30 +79,76 @@ def decoder(model: Any) -> Any:
 @torch.inference_mode()
 def vocabulary_logits(model: Any, hidden: torch.Tensor) -> torch.Tensor:
     """The causal LM's logits ``[n, V]`` from final hidden states ``[n, H]``: its output
-    embedding in blocks of ``HEAD_BLOCK`` vocabulary rows, then its final logit soft-capping
-    (Gemma 2), if any, as the model's own forward applies it."""
-    return vocabulary_logits_each(model, [hidden])[0]
+    embedding in blocks of ``HEAD_BLOCK`` vocabulary rows, one product over all ``n`` rows per
+    block, then its final logit soft-capping (Gemma 2), if any, as the model's own forward
+    applies it."""
+    out = _head(model, hidden, together=True)
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    return out if cap is None else torch.tanh(out / cap) * cap
+
+
+def _head(model: Any, hidden: torch.Tensor, together: bool) -> torch.Tensor:
+    """The head's products over ``hidden``'s rows (no soft-capping), block by block: one
+    product per block (``together``) or one per row and block."""
+    emb = model.get_output_embeddings()
+    weight = emb.weight
+    bias = getattr(emb, "bias", None)
+    out = torch.empty(hidden.shape[0], weight.shape[0], dtype=hidden.dtype, device=hidden.device)
+    for a in range(0, weight.shape[0], HEAD_BLOCK):
+        b = min(weight.shape[0], a + HEAD_BLOCK)
+        w, bb = weight[a:b], None if bias is None else bias[a:b]
+        if together:
+            out[:, a:b] = torch.nn.functional.linear(hidden, w, bb)
+        else:
+            for i in range(hidden.shape[0]):
+                out[i : i + 1, a:b] = torch.nn.functional.linear(hidden[i : i + 1], w, bb)
+    return out
+
+
+#: Row counts for which a stacked head product was checked to give each row the bits of its
+#: own product, by (rows, weight shape, dtype, threads): True (exact, used) or False (not used)
+_STACKED_EXACT: dict[tuple[Any, ...], bool] = {}
+
+
+def _stacked_is_exact(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether one product over the rows of ``hidden`` gives each row bitwise its own one-row
+    product, on the first block of the head (checked once per row count; the blocks have one
+    shape). MKL's products are row-independent in lmaudit's strict reproducibility mode; this
+    does not rest on that."""
+    key = (hidden.shape[0], tuple(weight.shape), weight.dtype, torch.get_num_threads())
+    if key not in _STACKED_EXACT:
+        w = weight[:HEAD_BLOCK]
+        bb = None if bias is None else bias[:HEAD_BLOCK]
+        together = torch.nn.functional.linear(hidden, w, bb)
+        _STACKED_EXACT[key] = all(
+            torch.equal(together[i : i + 1], torch.nn.functional.linear(hidden[i : i + 1], w, bb))
+            for i in range(hidden.shape[0])
+        )
+    return _STACKED_EXACT[key]
 
 
 @torch.inference_mode()
 def vocabulary_logits_each(model: Any, hiddens: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """``[vocabulary_logits(model, h) for h in hiddens]``, the same products on the same
-    operands (so the same bits), taken block by block: each ``HEAD_BLOCK`` of the output
-    embedding is read from memory once for all of ``hiddens`` instead of once each (the whole
-    head, 671 MB for Gemma 3's vocabulary, does not stay in cache between prompts)."""
+    """The head of each of ``hiddens`` (``[n_i, H]`` each), each row's logits bitwise those of
+    ``vocabulary_logits`` over that row alone (so a draw does not depend on the prompts sampled
+    with it), with each ``HEAD_BLOCK`` of the output embedding read from memory once for all of
+    them (the whole head, 671 MB for Gemma 3's vocabulary, does not stay in cache between
+    prompts): one product over all their rows where that is checked to be exact
+    (:func:`_stacked_is_exact`), else one product per row, block by block. The soft-capping, an
+    element-wise function, runs on each row on its own, as it would alone."""
+    if not hiddens:
+        return []
     emb = model.get_output_embeddings()
-    weight = emb.weight
-    bias = getattr(emb, "bias", None)
-    outs = [torch.empty(h.shape[0], weight.shape[0], dtype=h.dtype, device=h.device) for h in hiddens]
-    for a in range(0, weight.shape[0], HEAD_BLOCK):
-        b = min(weight.shape[0], a + HEAD_BLOCK)
-        w, bb = weight[a:b], None if bias is None else bias[a:b]
-        for h, out in zip(hiddens, outs, strict=True):
-            out[:, a:b] = torch.nn.functional.linear(h, w, bb)
+    stacked = torch.cat(list(hiddens)) if len(hiddens) > 1 else hiddens[0]
+    together = stacked.shape[0] == 1 or _stacked_is_exact(stacked, emb.weight, getattr(emb, "bias", None))
+    out = _head(model, stacked, together)
     cap = getattr(model.config, "final_logit_softcapping", None)
     if cap is not None:
-        outs = [torch.tanh(out / cap) * cap for out in outs]
-    return outs
+        out = torch.cat([torch.tanh(out[i : i + 1] / cap) * cap for i in range(out.shape[0])])
+    if len(hiddens) == 1:
+        return [out]
+    rows = list(itertools.accumulate([h.shape[0] for h in hiddens], initial=0))
+    return [out[r0:r1].clone() for r0, r1 in itertools.pairwise(rows)]
 
 
 @dataclass
