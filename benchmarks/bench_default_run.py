@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -44,6 +45,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "default_run.json"
+#: where runs whose measurements differ are kept (not versioned)
+DIFFERS = REPO / "benchmarks" / "differs"
 
 FLOOR = """
 from lmaudit.runtime import long_lived, one_job_process
@@ -96,7 +99,16 @@ def _run(work: Path, overrides: list[str], name: str) -> dict[str, Any]:
         "g3_sampling": float(seconds.get("sample", 0.0)),
         "implementation": measure["backend_identity"].get("implementation", "transformers"),
         "measurements_sha256": measure["measurements"]["sha256"],
+        "run_dir": str(record.parent),
     }
+
+
+def _without_dirs(row: dict[str, Any]) -> dict[str, Any]:
+    """A round's record without its runs' temporary directories."""
+    out = {k: v for k, v in row.items() if k != "run_dir"}
+    if "transformers" in out:
+        out["transformers"] = _without_dirs(out["transformers"])
+    return out
 
 
 def _round(work: Path, overrides: list[str], r: int) -> dict[str, Any]:
@@ -137,9 +149,16 @@ def main() -> None:
             check=True,
         )
         rounds = []
+        kept: dict[str, Path] = {}  # one run of each measurements digest, while they differ
         for r in range(args.rounds):
             row = _round(work, overrides, r)
             rounds.append(row)
+            for run in (run for done in rounds for run in (done, done["transformers"])):
+                kept.setdefault(run["measurements_sha256"], Path(run["run_dir"]))
+            if len(kept) > 1:  # keep them (measurements, audit record, report) to compare
+                for sha, run_dir in kept.items():
+                    shutil.copytree(run_dir, DIFFERS / sha[:12], dirs_exist_ok=True)
+                print(f"measurements differ: one run of each digest kept in {DIFFERS}", flush=True)
             tf = row["transformers"]
             print(
                 f"round {r}: wall {row['wall']:.1f} s | scoring {row['scoring']:.1f} s | G3 {row['g3_sampling']:.1f} s"
@@ -179,7 +198,7 @@ def main() -> None:
             {
                 "benchmark": "default_run",
                 "overrides": overrides,
-                "rounds": rounds,
+                "rounds": [_without_dirs(row) for row in rounds],
                 "median": med,
                 "wall_over_scoring": ratio,
                 "transformers_median": tf_med,

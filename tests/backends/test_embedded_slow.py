@@ -191,21 +191,34 @@ def test_sampling_reproducible(backend: HFBackend) -> None:
 def test_prefill_by_messages_equals_naive_also_past_the_sliding_window(backend: HFBackend) -> None:
     """Sampling's prefill (the prompt cut at its messages, each segment over the cached ones)
     gives the naive next-token distribution, also when the cached prefix is longer than Gemma 3's
-    512-token sliding window; a memo hit gives the same bits as computing afresh."""
+    512-token sliding window; a memo hit, a packed forward of one prompt's segments and one of
+    all the prompts' segments together give bitwise the logits and caches of one forward per
+    segment."""
     from lmaudit.backends.hf_prefill import PrefillMemo, segment_bounds
 
     long_system = {"role": "system", "content": " ".join(["Answer the survey honestly and briefly."] * 90)}
     requests = REQUESTS + [LabelRequest((long_system, *r.messages[1:]), LABELS) for r in REQUESTS[:3]]
-    shared = PrefillMemo()
+    shared = PrefillMemo(pack=False)
+    prompts, alone = [], []
     for req in requests:
         ids = backend.encode(req.messages)
         bounds = segment_bounds(backend.message_cuts(req.messages, ids), len(ids))
-        logits, _ = shared.prefill(backend.model, ids, bounds)
+        prompts.append((ids, bounds))
+        logits, cache = shared.prefill(backend.model, ids, bounds)
+        alone.append((logits, cache))
         ref = _naive(backend, req)
         assert float((torch.softmax(logits.double(), -1) - ref).abs().max()) < 1e-5
-        fresh, _ = PrefillMemo().prefill(backend.model, ids, bounds)
-        assert torch.equal(fresh, logits)
+        fresh = PrefillMemo()
+        assert torch.equal(fresh.prefill(backend.model, ids, bounds)[0], logits)
+        assert fresh.pack is not False  # None: one forward, nothing packed to check
     assert shared.hits > 0 and any(len(backend.encode(r.messages)) > 512 for r in requests)
+    together = PrefillMemo()
+    got = together.prefill_many(backend.model, prompts)
+    assert together.pack is True and together.forwards < together.segments
+    for (logits, cache), (want, want_cache) in zip(got, alone, strict=True):
+        assert torch.equal(logits, want)
+        for a, b in zip(cache.layers, want_cache.layers, strict=True):
+            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
 
 
 def test_lmaudit_gemma3_equals_transformers_on_the_default_audit(backend: HFBackend, make_cfg: Any) -> None:

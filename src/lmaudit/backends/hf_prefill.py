@@ -5,7 +5,8 @@ A chat prompt is cut at its own message boundaries: the token lengths of its fir
 messages rendered alone, where those tokens are a prefix of the whole prompt's tokens. Cuts
 closer than ``MIN_SEGMENT`` tokens to the previous one are dropped (a forward has a fixed cost;
 the system turn of a template that folds it into the first user turn renders to the BOS token
-alone). Segment ``j`` runs as one forward over the KV cache of the segments before it.
+alone). Segment ``j`` is computed as one forward of its own over the KV cache of the segments
+before it (packed with others where that is exact, below).
 
 The cut depends on the prompt only, never on what else is sampled or memoised, so a memo hit
 returns exactly the tensors that recomputing the prefix would give: draws stay independent of
@@ -14,10 +15,17 @@ system prompt and exemplars, or a position-2 prompt extending a position-1 promp
 those tokens once. The arithmetic differs from one unsplit forward (the logits agree to float
 rounding), so the cut is part of the sampling cache key (:data:`PREFILL_KEY`).
 
-:meth:`PrefillMemo.prefill_many` prefills several prompts and then computes their vocabulary
-heads together, block by block of the output embedding (the same one-row products as one
-prompt's head, so the same bits): the head is 671 MB for Gemma 3's 262k-token vocabulary, and
-read once per prompt it cost about as much as a short prompt's forward.
+:meth:`PrefillMemo.prefill_many` prefills several prompts at once. Each segment not memoised is
+computed once, after the segment it continues; on lmaudit's Gemma 3 the segments of all the
+prompts, and a segment together with the segments it continues, share forwards of up to
+:data:`PACK_ROWS` rows, attention running segment by segment as in the segment's own forward
+(:mod:`lmaudit.backends.gemma3.prefill`). That gives every segment bitwise the tensors of its
+own forward if a matrix product's rows do not depend on the other rows, which holds for MKL in
+the strict reproducibility mode lmaudit sets; each memo checks it on its first packed forward
+(one segment recomputed alone) and prefills segment by segment from then on where it does not
+hold. Then the prompts' vocabulary heads run together (:func:`vocabulary_logits_each`, each
+row's logits bitwise its own head, also checked): the head is 671 MB for Gemma 3's 262k-token
+vocabulary, and read once per prompt it cost about as much as a short prompt's forward.
 """
 
 from __future__ import annotations
@@ -180,7 +188,7 @@ class PrefillMemo:
                 if hit is not None and (hit[0] is not None or k < last):
                     self._entries.move_to_end(key(k))
                     self.hits += 1
-                    if k == last:
+                    if k == last and hit[0] is not None:
                         done[j] = (hit[0], hit[1])
                     start, parent = k + 1, hit[1]
                     break
@@ -199,7 +207,9 @@ class PrefillMemo:
         self._compute(model, plan)
         if heads:
             pending = [plan[planned[final]] for final in heads]
-            logits = vocabulary_logits_each(model, [p.hidden for p in pending])
+            hiddens = [p.hidden for p in pending]
+            assert all(h is not None for h in hiddens)  # every prompt's last segment was computed
+            logits = vocabulary_logits_each(model, [h for h in hiddens if h is not None])
             for (final, idx), seg, row in zip(heads.items(), pending, logits, strict=True):
                 self._put(final, row[0], seg.cache)
                 for j in idx:

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
 from lmaudit.backends.gemma3.cache import KVCache, KVLayer
-from lmaudit.backends.gemma3.model import Gemma3ForCausalLM
+from lmaudit.backends.gemma3.model import Gemma3DecoderLayer, Gemma3ForCausalLM
 from lmaudit.backends.gemma3.ops import apply_rotary_pos_emb, causal_mask, sdpa_attention
 
 
@@ -95,7 +96,8 @@ def packed_prefill(
     caches = [KVCache(config=cfg) for _ in segments]
     masks: list[dict[str, torch.Tensor | None]] = [{} for _ in segments]
     n_rows = bounds[-1]
-    for li, layer in enumerate(dec.layers[: cfg.num_hidden_layers]):
+    layers = cast(list[Gemma3DecoderLayer], list(dec.layers[: cfg.num_hidden_layers]))
+    for li, layer in enumerate(layers):
         attn = layer.self_attn
         window = cfg.sliding_window if attn.is_sliding else None
         kind = str(layer.attention_type)
