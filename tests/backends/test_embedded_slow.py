@@ -210,7 +210,7 @@ def test_prefill_by_messages_equals_naive_also_past_the_sliding_window(backend: 
         assert float((torch.softmax(logits.double(), -1) - ref).abs().max()) < 1e-5
         fresh = PrefillMemo()
         assert torch.equal(fresh.prefill(backend.model, ids, bounds)[0], logits)
-        assert fresh.pack is not False  # None: one forward, nothing packed to check
+        assert fresh.pack is not False  # True once a prompt's segments were packed, and checked
     assert shared.hits > 0 and any(len(backend.encode(r.messages)) > 512 for r in requests)
     together = PrefillMemo()
     got = together.prefill_many(backend.model, prompts)

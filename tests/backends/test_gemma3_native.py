@@ -575,3 +575,44 @@ def test_packed_prefill_equals_one_forward_per_segment(pair: tuple[Any, Any]) ->
     assert _same_cache(earlier, again)
     with pytest.raises(ValueError, match="earlier one"):
         packed_prefill(mine, [Segment(b, 0, 0)])
+
+
+@pytest.mark.parametrize("threads", [1, 3, 6])
+@torch.inference_mode()
+def test_packed_prefill_is_exact_whatever_the_thread_count(tmp_path: Path, threads: int) -> None:
+    """With Gemma 3 270M's MLP width (2,048), an element-wise kernel over packed rows splits
+    them between threads by their count (and rounds a thread's last elements on a scalar
+    path); random packings of segments, with and without parents, still give every segment
+    the bits of its own forward at 1, 3 and 6 threads."""
+    import random
+
+    from lmaudit.backends.gemma3.prefill import Segment, packed_prefill
+    from lmaudit.backends.hf_prefill import _forward_alone
+
+    model = gemma3.load_model(_checkpoint(tmp_path, intermediate_size=2048, sliding_window=8))
+    vocab = model.config.vocab_size
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rnd = random.Random(threads)
+        for trial in range(12):
+            lengths = tuple(rnd.randint(2, 60) for _ in range(rnd.randint(2, 6)))
+            seqs = _seqs(vocab, lengths, seed=trial)
+            _, earlier = _forward_alone(model, seqs[0], 0, None)
+            segments = [Segment(seqs[0], len(seqs[0]), earlier)]  # over a cache from before
+            for k, seq in enumerate(seqs[1:], start=1):  # alternately a start and a continuation
+                parent = k - 1 if k % 2 == 0 else None
+                start = segments[k - 1].start + len(segments[k - 1].ids) if parent is not None else 0
+                segments.append(Segment(seq, start, parent))
+            caches: list[Any] = []
+            for seg, (row, cache) in zip(segments, packed_prefill(model, segments), strict=True):
+                parent_cache = caches[seg.parent] if isinstance(seg.parent, int) else seg.parent
+                want_row, want_cache = _forward_alone(model, seg.ids, seg.start, parent_cache)
+                assert torch.equal(row, want_row) and _same_cache(cache, want_cache), (
+                    threads,
+                    trial,
+                    lengths,
+                )
+                caches.append(want_cache)
+    finally:
+        torch.set_num_threads(before)

@@ -438,7 +438,7 @@ def test_prefill_memo_hit_is_bit_identical_to_recomputing(tiny_dir: Path) -> Non
     )
     fresh = _backend(tiny_dir)
     assert fresh.sample([lreq])[0].texts == warm_texts
-    assert fresh.prefill_memo.tokens_computed == len(ids)
+    assert fresh.prefill_memo.tokens_computed - fresh.prefill_memo.checked_tokens == len(ids)
     bounds = segment_bounds(warm.message_cuts(long, ids), len(ids))
     a, _ = warm.prefill_memo.prefill(warm.model, ids, bounds)
     b, _ = PrefillMemo(max_bytes=0).prefill(fresh.model, ids, bounds)  # nothing memoised
@@ -452,7 +452,7 @@ def test_prefill_memo_serves_only_the_same_segmentation(tiny_dir: Path) -> None:
     memo = PrefillMemo()
     cut, _ = memo.prefill(backend.model, ids, [10, len(ids)])
     whole, _ = memo.prefill(backend.model, ids, [len(ids)])
-    assert memo.hits == 0 and memo.tokens_computed == 2 * len(ids)
+    assert memo.hits == 0 and memo.tokens_computed - memo.checked_tokens == 2 * len(ids)
     assert torch.equal(whole, PrefillMemo().prefill(backend.model, ids, [len(ids)])[0])
     assert float((cut - whole).abs().max()) < 1e-5
     again, _ = memo.prefill(backend.model, ids, [10, len(ids)])
@@ -632,9 +632,22 @@ def test_packed_prefill_falls_back_where_it_is_not_exact(
     ]
     with caplog.at_level("WARNING", logger="lmaudit.backends.hf_prefill"):
         got = [r.texts for r in backend.sample(reqs)]
-    assert backend.prefill_memo.pack is False and "not bitwise equal" in caplog.text
-    assert backend.prefill_memo.forwards == backend.prefill_memo.segments  # one forward each
+    memo = backend.prefill_memo
+    assert memo.pack is False and "not bitwise equal" in caplog.text
+    # one forward per segment, plus the packed forward that was dropped and the check's
+    assert memo.forwards == memo.segments + 2
     monkeypatch.undo()
+    # nothing of the dropped forward was kept: every prompt's memoised logits and caches are
+    # bitwise those of the unpacked path (a hit now, no forward)
+    for req in reqs:
+        ids = backend.encode(req.messages)
+        bounds = segment_bounds(backend.message_cuts(req.messages, ids), len(ids))
+        before = memo.forwards
+        logits, cache = memo.prefill(backend.model, ids, bounds)
+        ref_logits, ref_cache = PrefillMemo(pack=False).prefill(backend.model, ids, bounds)
+        assert memo.forwards == before and torch.equal(logits, ref_logits)
+        for a, b in zip(cache.layers, ref_cache.layers, strict=True):
+            assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
     unpacked = _backend(tiny_dir)
     unpacked.prefill_memo = PrefillMemo(pack=False)
     packed = _backend(tiny_dir)

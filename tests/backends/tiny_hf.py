@@ -126,11 +126,10 @@ def write_model(
     )
     if family == "gemma3":
         cfg = transformers.Gemma3TextConfig(
-            **common,
+            **{**common, **extra},  # extra may also override the common sizes
             sliding_window=sliding_window,
             layer_types=list(layer_types),
             query_pre_attn_scalar=8,
-            **extra,
         )
         model = transformers.Gemma3ForCausalLM(cfg)
     else:

@@ -112,18 +112,23 @@ _STACKED_EXACT: dict[tuple[Any, ...], bool] = {}
 
 def _stacked_is_exact(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
     """Whether one product over the rows of ``hidden`` gives each row bitwise its own one-row
-    product, on the first block of the head (checked once per row count; the blocks have one
-    shape). MKL's products are row-independent in lmaudit's strict reproducibility mode; this
+    product, on the first block of the head and a ragged last one (checked once per row count
+    and thread count; the other blocks have the first one's shape). MKL's products are row-independent in lmaudit's strict reproducibility mode; this
     does not rest on that."""
-    key = (hidden.shape[0], tuple(weight.shape), weight.dtype, torch.get_num_threads())
+    key = (hidden.shape[0], tuple(weight.shape), weight.dtype, torch.get_num_threads(), HEAD_BLOCK)
     if key not in _STACKED_EXACT:
-        w = weight[:HEAD_BLOCK]
-        bb = None if bias is None else bias[:HEAD_BLOCK]
-        together = torch.nn.functional.linear(hidden, w, bb)
-        _STACKED_EXACT[key] = all(
-            torch.equal(together[i : i + 1], torch.nn.functional.linear(hidden[i : i + 1], w, bb))
-            for i in range(hidden.shape[0])
-        )
+        vocab = weight.shape[0]
+        starts = sorted({0, (vocab - 1) // HEAD_BLOCK * HEAD_BLOCK})  # the first block, a ragged last
+        exact = True
+        for a in starts:
+            w = weight[a : a + HEAD_BLOCK]
+            bb = None if bias is None else bias[a : a + HEAD_BLOCK]
+            together = torch.nn.functional.linear(hidden, w, bb)
+            exact = exact and all(
+                torch.equal(together[i : i + 1], torch.nn.functional.linear(hidden[i : i + 1], w, bb))
+                for i in range(hidden.shape[0])
+            )
+        _STACKED_EXACT[key] = exact
     return _STACKED_EXACT[key]
 
 

@@ -123,7 +123,8 @@ class PrefillMemo:
         self.hits = 0
         self.forwards = 0
         self.segments = 0
-        self.tokens_computed = 0
+        self.tokens_computed = 0  # every token a forward ran, the check's included
+        self.checked_tokens = 0  # of which the packing check's recomputation (_packing_exact)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -201,6 +202,8 @@ class PrefillMemo:
             prev = bounds[start - 1] if start else 0
             for k in range(start, len(bounds)):
                 planned[key(k)] = len(plan)
+                if isinstance(parent, int):
+                    plan[parent].children += 1
                 plan.append(_Planned(key(k), ids[prev : bounds[k]], prev, parent, head=k == last))
                 parent, prev = len(plan) - 1, bounds[k]
             heads[key(last)] = [j]
@@ -237,6 +240,12 @@ class PrefillMemo:
                 for seg in plan[i:j]:  # (packing not exact here: as if it had not been tried)
                     self._alone(model, plan, seg)
                 packable = packable and self.pack is not False
+            for seg in plan[i:j]:  # a parent's cache is let go once its children have theirs
+                if isinstance(seg.parent, int):
+                    parent = plan[seg.parent]
+                    parent.children -= 1
+                    if parent.children == 0 and not parent.head:
+                        parent.cache = None  # (the memo keeps it, within its bound)
             i = j
 
     def _parent_cache(self, plan: list[_Planned], seg: _Planned) -> Any:
@@ -245,11 +254,11 @@ class PrefillMemo:
     def _alone(self, model: Any, plan: list[_Planned], seg: _Planned) -> None:
         """One segment in a forward of its own, over a copy of its parent's cache."""
         self.forwards += 1
+        self.tokens_computed += len(seg.ids)
         self._done(seg, *_forward_alone(model, seg.ids, seg.start, self._parent_cache(plan, seg)))
 
     def _done(self, seg: _Planned, last_row: torch.Tensor, cache: Any) -> None:
         self.segments += 1
-        self.tokens_computed += len(seg.ids)
         seg.cache = cache
         if seg.head:  # a copy of the last row, so the segment's hidden states are not held
             seg.hidden = last_row.clone()
@@ -269,11 +278,12 @@ class PrefillMemo:
             for p in plan[i:j]
         ]
         outs = packed_prefill(model, segs)
+        self.forwards += 1  # (counted even if its results are dropped below: work done)
+        self.tokens_computed += sum(len(p.ids) for p in plan[i:j])
         if self.pack is None:
             self.pack = self._packing_exact(model, plan, i, j, outs)
             if not self.pack:
                 return False
-        self.forwards += 1
         for seg, (row, cache) in zip(plan[i:j], outs, strict=True):
             self._done(seg, row, cache)
         return True
@@ -289,6 +299,9 @@ class PrefillMemo:
         elif isinstance(parent, int):
             parent = plan[parent].cache
         alone_row, alone_cache = _forward_alone(model, last.ids, last.start, parent)
+        self.forwards += 1
+        self.tokens_computed += len(last.ids)
+        self.checked_tokens += len(last.ids)
         row, cache = outs[-1]
         same = torch.equal(row, alone_row) and all(
             torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
@@ -314,6 +327,7 @@ class _Planned:
     head: bool
     cache: Any = None
     hidden: torch.Tensor | None = None
+    children: int = 0  # planned segments continuing this one, not computed yet
 
 
 def _forward_alone(model: Any, ids: Sequence[int], start: int, parent: Any) -> tuple[torch.Tensor, Any]:

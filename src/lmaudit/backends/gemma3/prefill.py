@@ -8,8 +8,10 @@ forward of a few dozen rows reads every weight of the model for them: gate G3's 
 products at about 250. Here the segments of several prompts, and a segment together with the
 segments it continues, share one forward:
 
-* the row-wise work (embedding, norms, projections, MLP, rotary products) runs on all their
-  rows at once;
+* the row-wise work (embedding, norms, projections, MLP products, rotary products) runs on all
+  their rows at once; the tanh-GELU, the one transcendental element-wise function there, runs
+  on each segment's rows alone (:func:`_mlp`: an element-wise kernel's split between threads,
+  and so its rounding at a thread's last elements, follows the tensor's size);
 * attention runs segment by segment, in the order given (a segment after the one it
   continues), each over its own keys exactly as its own forward would attend: its parent's
   cache layer, copied, then its own keys appended (:class:`~lmaudit.backends.gemma3.KVLayer`),
@@ -27,14 +29,16 @@ and falls back to one forward per segment where it does not hold.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
 import torch
+import torch.nn.functional as F
 
 from lmaudit.backends.gemma3.cache import KVCache, KVLayer
-from lmaudit.backends.gemma3.model import Gemma3DecoderLayer, Gemma3ForCausalLM
+from lmaudit.backends.gemma3.model import Gemma3DecoderLayer, Gemma3ForCausalLM, Gemma3MLP
 from lmaudit.backends.gemma3.ops import apply_rotary_pos_emb, causal_mask, sdpa_attention
 
 
@@ -57,6 +61,17 @@ def _continued(parent: KVLayer | None, window: int | None) -> KVLayer:
         layer.keys, layer.values = parent.keys, parent.values
         layer.cumulative_length = parent.cumulative_length
     return layer
+
+
+def _mlp(mlp: Gemma3MLP, x: torch.Tensor, bounds: Sequence[int]) -> torch.Tensor:
+    """:meth:`Gemma3MLP.forward` over packed rows: the products over all rows, the tanh-GELU on
+    each segment's rows alone. An element-wise kernel splits its elements between threads by
+    their count, and the last few of a thread's share take a scalar path that rounds
+    transcendental functions differently from the vector path; on one segment's rows the split
+    is the one of the segment's own forward, whatever the thread count."""
+    gate, up = mlp.gate_proj(x), mlp.up_proj(x)
+    act = torch.cat([F.gelu(gate[:, a:b], approximate="tanh") for a, b in itertools.pairwise(bounds)], 1)
+    return mlp.down_proj(act * up)
 
 
 @torch.inference_mode()
@@ -124,6 +139,8 @@ def packed_prefill(
             caches[j].layers[li] = own
             out[:, a:b] = sdpa_attention(attn, q[:, :, a:b], full_k, full_v, masks[j][kind])
         h = hidden + layer.post_attention_layernorm(attn.o_proj(out.reshape(1, n_rows, -1)))
-        hidden = h + layer.post_feedforward_layernorm(layer.mlp(layer.pre_feedforward_layernorm(h)))
+        hidden = h + layer.post_feedforward_layernorm(
+            _mlp(layer.mlp, layer.pre_feedforward_layernorm(h), bounds)
+        )
     hidden = dec.norm(hidden)
     return [(hidden[0, b - 1 : b, :].clone(), cache) for b, cache in zip(bounds[1:], caches, strict=True)]
