@@ -612,12 +612,19 @@ def test_packed_prefill_falls_back_where_it_is_not_exact(
 ) -> None:
     """Where a packed forward differs from one forward per segment in a single bit, the memo
     says so, keeps nothing of it and prefills segment by segment from then on: the draws are
-    those of the unpacked path."""
+    those of the unpacked path. Other models never pack: one forward per segment, no check."""
     from lmaudit.backends.gemma3 import prefill as gemma3_prefill
 
     backend = _backend(tiny_dir)
-    if not isinstance(backend.model, gemma3.Gemma3ForCausalLM):
-        pytest.skip("packing is lmaudit's Gemma 3 only")
+    reqs = [
+        SampleRequest(_chat(t, seed=s), n=30, temperature=1.0, seed=s, max_tokens=2)
+        for t, s in ((2, 1), (3, 1), (2, 2))
+    ]
+    if not isinstance(backend.model, gemma3.Gemma3ForCausalLM):  # packing is lmaudit's Gemma 3's
+        backend.sample(reqs)
+        memo = backend.prefill_memo
+        assert memo.pack is None and memo.forwards == memo.segments > len(reqs) and memo.checked_tokens == 0
+        return
     real = gemma3_prefill.packed_prefill
 
     def off_by_one_ulp(model: Any, segments: Any) -> Any:
@@ -626,10 +633,6 @@ def test_packed_prefill_falls_back_where_it_is_not_exact(
         return [*out[:-1], (torch.nextafter(row, row + 1), cache)]
 
     monkeypatch.setattr(gemma3_prefill, "packed_prefill", off_by_one_ulp)
-    reqs = [
-        SampleRequest(_chat(t, seed=s), n=30, temperature=1.0, seed=s, max_tokens=2)
-        for t, s in ((2, 1), (3, 1), (2, 2))
-    ]
     with caplog.at_level("WARNING", logger="lmaudit.backends.hf_prefill"):
         got = [r.texts for r in backend.sample(reqs)]
     memo = backend.prefill_memo
