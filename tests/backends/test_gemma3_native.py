@@ -404,6 +404,48 @@ def test_sentencepiece_engine_equals_tokenizers_on_fuzzed_text(
     assert sp.get_added_vocab() == fast.get_added_vocab() and len(sp) == len(fast)
 
 
+def test_sentencepiece_engine_ids_do_not_depend_on_grouping_or_its_memo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine keeps each plain part's ids (prompts repeat their turns) and encodes a few new
+    parts one string at a time, many in one list call: the ids are tokenizer.json's whether the
+    texts come all at once, one per call, in reverse order, or through a memo that overflows and
+    starts over."""
+    from lmaudit.backends import sp_tokenizer
+
+    path = _gemma_tokenizer_dir(tmp_path, monkeypatch)
+    fast = FastTokenizer(path)
+    pieces = [p for p in fast.convert_ids_to_tokens(list(range(len(fast)))) if not p.startswith("<0x")]
+    base = fuzz_texts(pieces, 150, seed=3)
+    turns = [f"<start_of_turn>user\n{t}<end_of_turn>\n" for t in base[:20]]
+    texts = base + ["".join(turns[k % 20] for k in range(i, i + 4)) + t for i, t in enumerate(base)]
+    ref = fast(texts)["input_ids"]
+
+    def engine() -> FastTokenizer:
+        return FastTokenizer(path, engine="sentencepiece")
+
+    sp = engine()
+    added = sp.get_added_vocab()
+    # the leftmost added token, at its position the longest ("\n\n" of "\n\n\n"), then on from its end
+    assert sp._tokenizer._split("a<start_of_turn>\n\n\nx<start_of") == [
+        "a",
+        added["<start_of_turn>"],
+        added["\n\n"],
+        added["\n"],
+        "x<start_of",
+    ]
+    assert sp(texts)["input_ids"] == ref  # many new parts: one list call
+    assert sp(texts[::-1])["input_ids"] == ref[::-1]  # every part kept
+    sp = engine()
+    assert [sp(t)["input_ids"] for t in texts] == ref  # a few new parts per call, one string at a time
+    monkeypatch.setattr(sp_tokenizer, "MEMO_PARTS", 7)
+    sp = engine()
+    assert [sp(texts[i : i + 3])["input_ids"] for i in range(0, len(texts), 3)] == [
+        ref[i : i + 3] for i in range(0, len(texts), 3)
+    ]
+    assert len(sp._tokenizer._memo) <= 7 + 3 * 30
+
+
 def test_sentencepiece_engine_only_where_it_reproduces_the_tokenizer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,7 +49,11 @@ _TURN_MARKERS = frozenset({"<start_of_turn>", "<end_of_turn>"})
 _ID_LIMIT = 2**32
 #: where :func:`verified` keeps its verdict, and the version of what it checks
 VERDICT_FILE = "lmaudit-sentencepiece.json"
-CHECK_VERSION = 1
+CHECK_VERSION = 2  # 2: added tokens matched on a character trie, plain parts memoised
+#: the end of an added token in :class:`SentencePieceEngine`'s character trie
+_END = ""
+#: how many distinct plain parts :meth:`SentencePieceEngine.encode_ids` keeps the ids of
+MEMO_PARTS = 65_536
 #: probe texts (and random id sequences) :func:`verified` compares the two engines on
 PROBE_TEXTS = 3000
 
@@ -254,15 +258,20 @@ class SentencePieceEngine:
             self._flags[int(idx)] = dict(tok)
         self._special = {i for i, tok in self._flags.items() if tok.get("special")}
         self._with_added = max([self._size, *(i + 1 for i in self._flags)])
-        # added tokens by first character, each with its lengths, longest first
-        lengths: dict[str, set[int]] = {}
-        for content in self._added:
+        # the added tokens as a character trie (a node's _END entry: the token ending there), and
+        # a character class of their first characters to find where one may start
+        self._trie: dict[str, Any] = {}
+        for content, idx in self._added.items():
             if content:
-                lengths.setdefault(content[0], set()).add(len(content))
-        self._lengths = {c: sorted(ls, reverse=True) for c, ls in lengths.items()}
+                node = self._trie
+                for ch in content:
+                    node = node.setdefault(ch, {})
+                node[_END] = idx
         self._first = (
-            re.compile("[" + "".join(re.escape(c) for c in sorted(lengths)) + "]") if lengths else None
+            re.compile("[" + "".join(re.escape(c) for c in sorted(self._trie)) + "]") if self._trie else None
         )
+        # each plain part's ids (a prompt's turns recur across prompts); bounded, see encode_ids
+        self._memo: dict[str, list[int]] = {}
 
     # the tokenizers.Tokenizer subset
     def get_vocab_size(self, with_added_tokens: bool = True) -> int:
@@ -286,38 +295,55 @@ class SentencePieceEngine:
         return {i: dict(t) for i, t in sorted(self._flags.items())}
 
     def _split(self, text: str) -> list[str | int]:
-        """``text`` cut into its added tokens (ids) and the parts between them (strings)."""
+        """``text`` cut into its added tokens (ids) and the parts between them (strings): the
+        leftmost added token, at its position the longest, then on from its end."""
         out: list[str | int] = []
         if self._first is None:
             return [text] if text else []
         pos = start = 0
+        n = len(text)
         while True:
             m = self._first.search(text, start)
             if m is None:
                 break
             j = m.start()
-            hit = None
-            for n in self._lengths[text[j]]:
-                piece = text[j : j + n]
-                if len(piece) == n and piece in self._added:
-                    hit = piece
+            node: dict[str, Any] = self._trie
+            k, hit, end = j, None, j
+            while k < n:
+                child = node.get(text[k])
+                if child is None:
                     break
+                node, k = child, k + 1
+                if _END in node:
+                    hit, end = node[_END], k
             if hit is None:
                 start = j + 1
                 continue
             if j > pos:
                 out.append(text[pos:j])
-            out.append(self._added[hit])
-            pos = start = j + len(hit)
+            out.append(hit)
+            pos = start = end
         if pos < len(text):
             out.append(text[pos:])
         return out
 
     def encode_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """Each text's token ids, without special tokens added."""
+        """Each text's token ids, without special tokens added.
+
+        Each distinct part between added tokens is encoded once and kept (up to
+        ``MEMO_PARTS`` parts, then the memo starts over): a plain part's ids do not depend on
+        what surrounds it, as the text is cut at its added tokens first. A few new parts are
+        encoded one string at a time: SentencePiece's list call starts a thread pool per call.
+        """
         parts = [self._split(t) for t in texts]
-        plain = [p for ps in parts for p in ps if isinstance(p, str)]
-        encoded = iter(self._sp.encode(plain) if plain else [])
+        memo = self._memo
+        plain = dict.fromkeys(p for ps in parts for p in ps if isinstance(p, str))
+        if len(memo) + len(plain) > MEMO_PARTS:
+            memo.clear()
+        new = [p for p in plain if p not in memo]
+        if new:
+            encoded = self._sp.encode(new) if len(new) > 64 else [self._sp.encode(p) for p in new]
+            memo.update(zip(new, ([int(i) for i in ids] for ids in encoded), strict=True))
         out: list[list[int]] = []
         for ps in parts:
             ids: list[int] = []
@@ -325,7 +351,7 @@ class SentencePieceEngine:
                 if isinstance(p, int):
                     ids.append(p)
                 else:
-                    ids.extend(int(i) for i in next(encoded))
+                    ids.extend(memo[p])
             out.append(ids)
         return out
 
