@@ -5,6 +5,14 @@ from __future__ import annotations
 import sys
 import traceback
 
+if __name__ == "__main__" and not any(a.startswith("-") for a in sys.argv[1:]):
+    # one run given only overrides (no -m, --cfg, --help, ...): MLflow starts importing in a
+    # second process now, on the other core (lmaudit.tracking.worker); main() hands it the
+    # store, or stops it when the run will not record
+    from lmaudit.tracking.worker import prestart
+
+    prestart()
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -27,11 +35,13 @@ def main(cfg: DictConfig) -> float | JobFailed | None:
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
     if not sweeping:  # one job, then exit: the heap of its imports and model is never re-scanned
         one_job_process()
+        from lmaudit.tracking.worker import start, stop
+
         if cfg.mlflow.enabled and cfg.stage in ("all", "analyze", "report"):
             # MLflow imports in a second process while this one loads the model (tracking.worker)
-            from lmaudit.tracking.worker import start
-
             start(cfg.paths.mlruns)
+        else:
+            stop()  # the one started on spec
     try:
         return run(cfg)
     except Terminated as e:  # SIGTERM: the run's MLflow record says KILLED, its lock is released

@@ -248,3 +248,57 @@ def test_the_worker_imports_mlflow_with_the_run_settings_so_telemetry_stays_off(
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["state"] == "ready" and got["env"] == "true"
     assert got["client"] == "None"
+
+
+def test_a_prestarted_worker_takes_its_store_later_in_the_directory_the_run_moved_to(tmp_path: Path) -> None:
+    """run.py starts the worker before Hydra (prestart) and gives it the store once the config
+    is composed; a relative store path means what it means to the main process then, which may
+    have changed directory in between (hydra.job.chdir)."""
+    (tmp_path / "moved").mkdir()
+    got = _script(
+        tmp_path,
+        "w = worker.prestart()\n"
+        "assert worker.prestart() is w  # once\n"
+        "os.chdir('moved')\n"
+        "assert worker.start('mlruns') is w\n"
+        "run_id = worker.call(start_job, mlruns='mlruns', experiment='e', run_name='r')\n"
+        "pid = w.process.pid\n"
+        "in_main = 'mlflow' in sys.modules\n"
+        "worker.stop()\n"
+        "print(json.dumps({'run_id': run_id, 'pid': pid, 'in_main': in_main, 'exitcode': w.process.returncode}))",
+    )
+    assert got["in_main"] is False and got["exitcode"] == 0
+    assert _gone(got["pid"])
+    assert not (tmp_path / "mlruns").exists()
+    client = _store(tmp_path / "moved")
+    assert client.get_run(got["run_id"]).info.run_name == "r"
+
+
+def test_a_prestarted_worker_the_run_does_not_need_is_stopped_without_a_store(tmp_path: Path) -> None:
+    got = _script(
+        tmp_path,
+        "w = worker.prestart()\n"
+        "worker.stop()  # run.py: the composed config does not record (mlflow.enabled=false, ...)\n"
+        "print(json.dumps({'exitcode': w.process.returncode, 'in_main': 'mlflow' in sys.modules}))",
+    )
+    assert got["exitcode"] == -signal.SIGKILL and got["in_main"] is False
+    assert not (tmp_path / "mlruns").exists()
+
+
+def test_a_prestarted_worker_is_replaced_when_the_mlflow_environment_changed(tmp_path: Path) -> None:
+    """MLflow reads its MLFLOW_* variables when imported: a worker that imported it before the
+    run set one (hydra.job.env_set, ...) is not used; a new one, started with them, is."""
+    got = _script(
+        tmp_path,
+        "early = worker.prestart()\n"
+        "os.environ['MLFLOW_LMAUDIT_TEST'] = 'set late'\n"
+        "w = worker.start(mlruns)\n"
+        "run_id = worker.call(start_job, mlruns=mlruns, experiment='e', run_name='r')\n"
+        "print(json.dumps({'replaced': w is not early, 'early_exit': early.process.returncode,\n"
+        "                  'early_pid': early.process.pid, 'run_id': run_id,\n"
+        "                  'child_env': open(f'/proc/{w.process.pid}/environ').read().count('MLFLOW_LMAUDIT_TEST=set late')}))",
+    )
+    assert got["replaced"] is True
+    assert got["early_exit"] == -signal.SIGKILL and _gone(got["early_pid"])
+    assert got["child_env"] == 1
+    assert _store(tmp_path).get_run(got["run_id"]).info.status == "RUNNING"

@@ -24,11 +24,16 @@ def tracking_uri(mlruns: str | Path) -> str:
     return f"sqlite:///{db}"
 
 
-def _mlflow(mlruns: str | Path) -> Any:
+def mlflow_settings() -> None:
+    """The environment lmaudit gives MLflow (read when MLflow is imported), where not set."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     # MLflow 3 reports usage to its developers unless told not to; an audit's records stay here
     # (set MLFLOW_DISABLE_TELEMETRY=false to opt in)
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+def _mlflow(mlruns: str | Path) -> Any:
+    mlflow_settings()
     if "mlflow.store.tracking.sqlalchemy_store" not in sys.modules:
         with long_lived():
             import mlflow.store.tracking.sqlalchemy_store  # the SQLite store, else loaded on first use

@@ -1,10 +1,13 @@
 """A single run's MLflow calls, made by a second process started when the run starts.
 
-Importing MLflow with its SQLite store takes about 2 s (MLflow, SQLAlchemy, Alembic, pandas,
-FastAPI, ...), on one core. A single run that will record (``python run.py`` without ``-m``,
-stage ``all``, ``analyze`` or ``report``, ``mlflow.enabled``) starts this worker first thing
-(:func:`start`), so that import happens on the other core while the main process imports torch
-and loads the model, which use one. The record step then makes its MLflow calls through
+Importing MLflow with its SQLite store takes 2.5-3.5 s of one core (MLflow, SQLAlchemy,
+Alembic, pandas, FastAPI, ...). ``python run.py`` given only overrides starts this worker first
+thing, before Hydra (:func:`prestart`), so that import happens on the other core while the main
+process composes its config, imports torch and loads the model, which use one, and is mostly
+done before the scoring uses both (started after the config, it overlapped the scoring's first
+seconds and slowed it). Once the config is composed, a single run that will record (without
+``-m``; stage ``all``, ``analyze`` or ``report``; ``mlflow.enabled``) hands the worker its store
+(:func:`start`); any other stops it. The record step then makes its MLflow calls through
 :func:`call`: each is sent to the worker and waited for, so they run one at a time, in the
 same order, with the same arguments and results as in process. Without a worker (sweeps,
 notebooks, the test suite) :func:`call` calls the function itself.
@@ -90,18 +93,37 @@ def _die_with(parent: int) -> None:
 
 
 def _serve(conn: Connection, parent: int, mlruns: str, imports: Sequence[str]) -> None:
-    """The worker: import, say ready (or why not), then answer calls until told to stop."""
+    """The worker: import, say ready (or why not), then answer calls until told to stop.
+    Started before its run knew the store (``mlruns`` empty), it first waits for the store's
+    directory (or for ``None``: the run will not record)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with(parent)
     try:
         # first the settings the in-process path makes (telemetry off, ...): MLflow reads them
         # when it is imported
-        from lmaudit.tracking.mlflow_log import _mlflow
+        from lmaudit.tracking.mlflow_log import _mlflow, mlflow_settings
 
-        _mlflow(mlruns)
+        mlflow_settings()
         for name in imports:
             importlib.import_module(name)
+    except BaseException as e:
+        conn.send(("failed", f"{type(e).__name__}: {e}"))
+        return
+    cwd = None
+    if not mlruns:
+        try:
+            msg = conn.recv()
+        except Exception:  # the main process is gone
+            os._exit(1)
+        if msg is None:
+            conn.close()
+            os._exit(0)
+        cwd, mlruns = msg
+    try:
+        if cwd:  # paths in calls are the main process's, which may have moved since this one
+            os.chdir(cwd)  # started (hydra.job.chdir)
+        _mlflow(mlruns)
     except BaseException as e:
         conn.send(("failed", f"{type(e).__name__}: {e}"))
         return
@@ -149,9 +171,13 @@ _BOOT = (
 class Worker:
     """The worker process and the pipe to it."""
 
-    def __init__(self, mlruns: str | Path, imports: Sequence[str] = IMPORTS):
+    def __init__(self, mlruns: str | Path | None, imports: Sequence[str] = IMPORTS):
+        """``mlruns`` None: the store comes later (:meth:`give_store`)."""
         # a fresh interpreter running main() (not multiprocessing's spawn, which would first
         # re-import the main script, run.py, with Hydra and every study's config schema)
+        self.mlruns = None if mlruns is None else str(mlruns)
+        self.imports = tuple(imports)
+        self.environment = _mlflow_environment()  # what MLflow reads from it, as the worker got it
         self._conn, child = Pipe()
         home = str(Path(__file__).resolve().parents[2])  # the directory lmaudit is imported from
         try:
@@ -164,7 +190,7 @@ class Worker:
                     home,
                     str(child.fileno()),
                     str(os.getpid()),
-                    str(mlruns),
+                    self.mlruns or "",
                     *imports,
                 ],
                 pass_fds=(child.fileno(),),
@@ -174,6 +200,15 @@ class Worker:
             child.close()
         self.ready: bool | None = None  # None until the worker has said whether it started
         self.used = False
+
+    def give_store(self, mlruns: str | Path) -> None:
+        """Tell a worker started without a store (:func:`prestart`) which one its calls use."""
+        self.mlruns = str(mlruns)
+        try:
+            self._conn.send((os.getcwd(), self.mlruns))
+        except (OSError, ValueError):  # it stopped (its imports failed): the calls run here
+            self.ready = False
+            self.close()
 
     def _abandon(self) -> None:
         """A signal reached the main process while it was talking to the worker: kill the
@@ -231,17 +266,42 @@ class Worker:
 _worker: Worker | None = None
 
 
-def start(mlruns: str | Path, imports: Sequence[str] = IMPORTS) -> Worker | None:
-    """Start this process's worker for the store under ``mlruns`` (once). None where the main
-    process has MLflow already (nothing to overlap) or the worker cannot be started (the calls
-    then run in process)."""
+def _mlflow_environment() -> dict[str, str]:
+    """The environment variables MLflow reads (``MLFLOW_*``)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_")}
+
+
+def _spawn(mlruns: str | Path | None, imports: Sequence[str]) -> Worker | None:
     global _worker
+    try:
+        _worker = Worker(mlruns, imports)
+    except (OSError, ValueError):
+        return None
+    atexit.register(stop)
+    return _worker
+
+
+def prestart(imports: Sequence[str] = IMPORTS) -> Worker | None:
+    """Start this process's worker before its store is known, so that MLflow's import starts
+    at once; :func:`start` then gives it the store, or :func:`stop` stops it."""
     if _worker is None and "mlflow" not in sys.modules:
-        try:
-            _worker = Worker(mlruns, imports)
-        except (OSError, ValueError):
-            return None
-        atexit.register(stop)
+        return _spawn(None, imports)
+    return _worker
+
+
+def start(mlruns: str | Path, imports: Sequence[str] = IMPORTS) -> Worker | None:
+    """This process's worker for the store under ``mlruns``: the one :func:`prestart` started,
+    given the store, or a new one (once). A prestarted worker is replaced by a new one when the
+    ``MLFLOW_*`` environment changed since it started (MLflow reads it when imported). None
+    where the main process has MLflow already (nothing to overlap) or the worker cannot be
+    started (the calls then run in process)."""
+    if _worker is not None and _worker.mlruns is None:
+        if _worker.environment == _mlflow_environment() and tuple(_worker.imports) == tuple(imports):
+            _worker.give_store(mlruns)
+            return _worker
+        stop()
+    if _worker is None and "mlflow" not in sys.modules:
+        return _spawn(mlruns, imports)
     return _worker
 
 
