@@ -65,7 +65,9 @@ BUSY = "import mlflow.store.tracking.sqlalchemy_store"
 
 
 def _one(code: str, path: Path) -> dict[str, Any]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    # this checkout's lmaudit, whatever is installed
+    src = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": src}
     done = subprocess.run(
         [sys.executable, "-c", code, str(path)], cwd=REPO, env=env, capture_output=True, text=True
     )
