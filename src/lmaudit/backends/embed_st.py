@@ -94,6 +94,10 @@ class SentenceTransformerEmbedder:
             if self._model is None:
                 from sentence_transformers import SentenceTransformer
 
+                from lmaudit.backends.vector_math import settle
+
+                settle()  # MKL's first vector-math call on one thread (vector_math.py)
+
                 model = SentenceTransformer(str(self.model_path), device=self.device, local_files_only=True)
                 if self._max_seq_length is not None:
                     model.max_seq_length = int(self._max_seq_length)

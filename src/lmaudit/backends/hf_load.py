@@ -135,6 +135,9 @@ def load_model(
 ) -> Any:
     import torch
 
+    from lmaudit.backends.vector_math import settle
+
+    settle()  # before any forward: MKL's first vector-math call on one thread (vector_math.py)
     if implementation == "lmaudit":
         from lmaudit.backends.gemma3 import load_model as load_gemma3
 
