@@ -3,22 +3,20 @@
 torch computes ``cos``, ``sin``, ``exp``, ``log``, ``tanh`` and a few other functions of a
 float tensor with oneMKL's vector math library (``vmsCos``, ``vmdExp``, ...), the tensor split
 over torch's OpenMP threads, each calling the library on its share. The first such call in a
-process, made by two threads at the same moment, can return another result for one thread's
-share than every later call does: the same input, a second call in the same process, gives the
-usual values. Measured on the 2-core host, with fresh processes forked from one that had
-imported torch, each computing the global rotary table of Gemma 3's first forward twice:
-
-* 1 process in 1,500 had a first ``cos`` that differed from its second in 18,942 of the 37,888
-  values, all in one thread's share (``benchmarks/vml_first_call.py`` reproduces this);
-* in a full run, the rotary table is the first such call: the scoring unit whose first forward
-  it was then moved all its prompts' label probabilities by up to 5.8e-5, while the second
-  unit, G1 and G3 were unchanged (two default runs in about a hundred).
+process, made by two threads at the same moment, can compute one thread's share in the
+library's lower-accuracy mode (``VML_EP``, up to 1.5e-4 from the ``VML_HA`` values torch asks
+for); every later call is right. Measured with ``benchmarks/vml_first_call.py`` (processes forked
+from one that imported torch, each computing a Gemma 3 global rotary table twice on 2 threads,
+beside one busy process): 31 of 6,000 first calls differed from the second, and 0 of 6,000 after
+:func:`settle`. In a full run the first forward's global rotary table is that first call, and
+the first scoring unit's label probabilities all moved, by up to 5.8e-5 (two default runs in
+about a hundred).
 
 :func:`settle` calls each of these functions once on a tensor too small for torch to split
 (fewer elements than its 2,048-element grain), so the library's first call is made by one
-thread alone, and the later, parallel calls find it set up. It costs well under a millisecond
-and is done once per process (again in a forked child, which does not share the parent's
-library state with certainty).
+thread alone. It costs about 2 ms (most of it the library setting itself up), changes no value,
+and is done once per
+process (again in a forked child, which may not share the parent's library state).
 """
 
 from __future__ import annotations
