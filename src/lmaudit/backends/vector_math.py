@@ -14,9 +14,9 @@ about a hundred).
 
 :func:`settle` calls each of these functions once on a tensor too small for torch to split
 (fewer elements than its 2,048-element grain), so the library's first call is made by one
-thread alone. It costs about 2 ms (most of it the library setting itself up), changes no value,
-and is done once per
-process (again in a forked child, which may not share the parent's library state).
+thread alone. It costs about 2 ms (most of it the library setting itself up), changes no
+value, and is done once per process (again in a forked child, which may not share the
+parent's library state).
 """
 
 from __future__ import annotations
