@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import os
 
-# float functions torch sends to MKL's vector math on the CPU (ATen's cpu/vml.h), and a few
-# it computes itself, called too in case another torch build sends them there
+# The float functions torch 2.13's CPU build sends to MKL's vector math (ATen's cpu/vml.h;
+# breakpoints on vms* show acos, asin, atan, cos, erf, erfc, erfinv, exp, log, log2, log10, sin,
+# sqrt, tan, tanh and trunc), and five it computes itself (expm1, log1p, rsqrt, sigmoid, abs),
+# called too in case another build sends them there.
 _FUNCTIONS = (
     "cos", "sin", "tan", "acos", "asin", "atan", "exp", "expm1", "log", "log2", "log10",
     "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "erfc", "erfinv", "trunc", "abs",
