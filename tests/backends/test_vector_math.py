@@ -1,7 +1,7 @@
 """MKL's vector math is first called on one thread before any model forward (``vector_math.py``).
 
 The race it prevents (a process's first parallel ``cos`` returning other values for one
-thread's share) shows in about 1 process in 240 on a loaded host and is measured by
+thread's share) shows in about 1 process in 200 beside a busy process and is measured by
 ``benchmarks/vml_first_call.py``, not here: a test cannot make it happen on demand. These tests
 check what can be checked every time: that :func:`settle` runs before the first forward of
 either implementation, once per process, a forked child included, and that it changes no result.
