@@ -99,3 +99,102 @@ def test_swapped_condition_is_compared_in_the_original_orientation():
     )
     assert res["disagreement"][0]["changed"] == 0
     assert res["model_wins"]["by_condition"]["SWAP"]["wins"] == {"m1": 1, "m2": 0}
+
+
+_WRAPPER = [
+    {"id": "P0", "wrap": [], "swap": False},
+    {"id": "PA", "wrap": ["A"], "swap": False},
+    {"id": "PB", "wrap": ["B"], "swap": False},
+    {"id": "PAB", "wrap": ["A", "B"], "swap": False},
+]
+
+
+def _judged(grid: dict[str, dict[str, list[str | None]]]) -> list[Judgment]:
+    """``{item: {condition: [label per replicate]}}`` as judgments (None: invalid)."""
+    return [
+        Judgment(cid, item, r, lab is not None, lab, None if lab is None else 0.8)
+        for item, by_cond in grid.items()
+        for cid, labs in by_cond.items()
+        for r, lab in enumerate(labs)
+    ]
+
+
+def _patterns_by_hand(grid):
+    """Endpoints 4 and 5 straight from their definitions: both unilateral verdicts valid and
+    decisive; attraction PA = A and PB = B, aversion PA = B and PB = A."""
+    att = av = n = dec = 0
+    for by_cond in grid.values():
+        for x, y in zip(by_cond["PA"], by_cond["PB"], strict=True):
+            if x is None or y is None:
+                continue
+            n += 1
+            if {x, y} <= {"A", "B"}:
+                dec += 1
+                att += (x, y) == ("A", "B")
+                av += (x, y) == ("B", "A")
+    return att, av, n, dec
+
+
+def test_attraction_and_aversion_endpoints_ignore_pab_where_the_classification_does_not():
+    # p1: PAB moved too, so the classification's first rule takes it; the endpoint still counts it
+    grid = {
+        "p1": {"P0": ["A"], "PA": ["A"], "PB": ["B"], "PAB": ["B"]},
+        "p2": {"P0": ["B"], "PA": ["A"], "PB": ["B"], "PAB": ["B"]},
+        "p3": {"P0": ["A"], "PA": ["B"], "PB": ["A"], "PAB": ["TIE"]},
+        "p4": {"P0": ["A"], "PA": ["TIE"], "PB": ["B"], "PAB": ["A"]},  # not decisive
+        "p5": {"P0": ["A"], "PA": [None], "PB": ["B"], "PAB": ["A"]},  # invalid side
+    }
+    res = analyze(_judged(grid), conditions=_WRAPPER, reference="P0", items=list(grid), alpha=0.05)
+    pat = res["patterns"]
+    assert (pat["attraction"]["count"], pat["aversion"]["count"], pat["n"], pat["n_both_decisive"]) == (
+        _patterns_by_hand(grid)
+    )
+    assert pat["attraction"]["prompts"] == ["p1", "p2"] and pat["aversion"]["prompts"] == ["p3"]
+    assert pat["excluded_invalid"] == 1
+    counts = res["classification"]["counts"]
+    assert counts["WRAPPER_ATTRACTION_PATTERN"] == 1 and counts["COMMON_WRAPPER_OR_REPEAT_UNSTABLE"] == 2
+
+
+def test_pattern_endpoints_match_their_definition_on_random_designs():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(200):
+        k = rng.randint(1, 3)
+        grid = {
+            f"i{i}": {c["id"]: [rng.choice(["A", "B", "TIE", None]) for _ in range(k)] for c in _WRAPPER}
+            for i in range(rng.randint(1, 6))
+        }
+        pat = analyze(_judged(grid), conditions=_WRAPPER, reference="P0", items=list(grid), alpha=0.05)["patterns"]
+        got = (pat["attraction"]["count"], pat["aversion"]["count"], pat["n"], pat["n_both_decisive"])
+        assert got == _patterns_by_hand(grid), grid
+
+
+def test_pattern_endpoints_need_both_unilateral_conditions():
+    conds = [{"id": "P0", "wrap": [], "swap": False}, {"id": "PA", "wrap": ["A"], "swap": False}]
+    grid = {"x": {"P0": ["A"], "PA": ["A"]}}
+    res = analyze(_judged(grid), conditions=conds, reference="P0", items=["x"], alpha=0.05)
+    assert res["patterns"]["evaluable"] is False
+
+
+def test_ranking_change_is_judged_across_the_four_wrapper_conditions_only():
+    conds = [*_WRAPPER, {"id": "SWAP", "wrap": [], "swap": True}]
+    mapping = {"x": {"A": "m1", "B": "m2"}, "y": {"A": "m1", "B": "m2"}}
+    grid = {
+        "x": {"P0": ["A"], "PA": ["A"], "PB": ["A"], "PAB": ["A"], "SWAP": ["B"]},
+        "y": {"P0": ["A"], "PA": ["A"], "PB": ["A"], "PAB": ["A"], "SWAP": ["B"]},
+    }
+    res = analyze(_judged(grid), conditions=conds, reference="P0", items=["x", "y"], alpha=0.05, mapping=mapping)
+    mw = res["model_wins"]
+    assert mw["ranking"]["SWAP"] != mw["ranking"]["P0"]  # SWAP's ranking differs and is reported
+    assert mw["ranking_compared"] == ["P0", "PA", "PB", "PAB"]
+    assert mw["ranking_changes"] is False
+    grid["y"]["PB"] = ["B"]
+    grid["x"]["PB"] = ["B"]
+    res = analyze(_judged(grid), conditions=conds, reference="P0", items=["x", "y"], alpha=0.05, mapping=mapping)
+    assert res["model_wins"]["ranking_changes"] is True
+    # without the four roles every condition present decides
+    two = [_WRAPPER[0], conds[-1]]
+    sub = {i: {c: g[c] for c in ("P0", "SWAP")} for i, g in grid.items()}
+    res = analyze(_judged(sub), conditions=two, reference="P0", items=["x", "y"], alpha=0.05, mapping=mapping)
+    assert res["model_wins"]["ranking_compared"] == ["P0", "SWAP"] and res["model_wins"]["ranking_changes"] is True

@@ -40,6 +40,7 @@ RESULT_KEYS = {
     "conditions",
     "disagreement",
     "classification",
+    "patterns",
     "items",
     "model_wins",
     "readout",
@@ -154,6 +155,14 @@ def test_plan_stage_asks_nothing_and_the_plan_covers_the_inputs(judge_cfg, tmp_p
     plan = _json(tmp_path / "p/plan.json")
     assert set(plan["inputs"]) == {"candidates", "mapping", "rubric", "analysis_plan", "packets"}
     assert plan["n_requests"] == 5 * 12
+    # the frozen analysis plan names the seed's five primary endpoints (and SWAP's comparison)
+    aplan = plan["analysis_plan"]
+    ends = aplan["primary_endpoints"]
+    assert ends[:4] == [f"winner-label disagreement {c} vs P0" for c in ("PA", "PB", "PAB", "SWAP")]
+    assert [e.split(":")[0] for e in ends[4:]] == ["WRAPPER_ATTRACTION_PATTERN", "WRAPPER_AVERSION_PATTERN"]
+    run(judge_cfg("stage=plan", "judge/condition=position", name="pos"))
+    pos = _json(tmp_path / "pos/plan.json")["analysis_plan"]
+    assert pos["primary_endpoints"] == ["winner-label disagreement SWAP vs P0"]  # no PA/PB: no patterns
     cfg2 = judge_cfg("stage=plan", "judge.wrapper.prefix=BEGIN:", name="p2")
     run(cfg2)
     assert _json(tmp_path / "p2/plan.json")["plan_digest"] != plan["plan_digest"]

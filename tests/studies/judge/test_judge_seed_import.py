@@ -99,6 +99,11 @@ def test_appendix_a_classification_and_labels(seed_results):
     for it, want in zip(res["items"], TABLE_A1_P0, strict=True):
         assert it["labels"] == {c: [want] for c in ("P0", "PA", "PB", "PAB")}
         assert it["classification"] == ["CONTENT_STABLE"]
+    # primary endpoints 4 and 5: every prompt's PA and PB verdicts are valid and decisive (no
+    # TIE in Table A1) and equal P0's, so neither pattern occurs (the seed reports zero of each)
+    pat = res["patterns"]
+    assert (pat["n"], pat["n_both_decisive"]) == (20, sum(lab != "TIE" for lab in TABLE_A1_P0))
+    assert (pat["attraction"]["count"], pat["aversion"]["count"]) == (0, 0)
 
 
 def test_shared_context_is_recorded_as_a_deviation(seed_results, tmp_path):

@@ -9,6 +9,11 @@ Per-prompt classification follows the seed's rules in the seed's order, on the c
 that play the roles P0 (unwrapped), PA (A wrapped), PB (B wrapped) and PAB (both wrapped), none
 swapped. A rule that needs a label the record lacks (invalid, or condition absent) makes the
 prompt ``NOT_CLASSIFIABLE`` unless an earlier rule already matched.
+
+The seed's primary endpoints 4 and 5, the wrapper attraction and aversion patterns, are counted
+apart from the classification (:func:`unilateral_patterns`): they ask only about the two
+unilateral conditions (PA chooses A and PB chooses B, or the reverse, both decisive), so a
+prompt whose PAB verdict also moved, which the classification's first rule takes, still counts.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ __all__ = [
     "model_wins",
     "roles",
     "sign_test",
+    "unilateral_patterns",
 ]
 
 LABELS = ("A", "B", "TIE")
@@ -157,6 +163,43 @@ def classify(p0: str | None, pa: str | None, pb: str | None, pab: str | None) ->
     return CLASSES[4]
 
 
+def unilateral_patterns(labels: Labels, role: Mapping[str, str], items: Sequence[str]) -> dict[str, Any]:
+    """Primary endpoints 4 and 5 of the seed: over (prompt, replicate) pairs with a valid verdict
+    under both unilateral conditions, how many are ``WRAPPER_ATTRACTION_PATTERN`` (PA chooses A
+    and PB chooses B) and how many ``WRAPPER_AVERSION_PATTERN`` (PA chooses B and PB chooses A);
+    a TIE on either side is not decisive. PAB and P0 play no part."""
+    if "PA" not in role or "PB" not in role:
+        return {"evaluable": False, "reason": "needs the conditions in the roles PA and PB"}
+    pa, pb = labels.get(role["PA"], {}), labels.get(role["PB"], {})
+    n = decisive = excluded = 0
+    found: dict[str, dict[str, int]] = {"attraction": {}, "aversion": {}}
+    for item in items:
+        a_reps, b_reps = pa.get(item, {}), pb.get(item, {})
+        for r in sorted(set(a_reps) & set(b_reps)):
+            x, y = a_reps[r], b_reps[r]
+            if x is None or y is None:
+                excluded += 1
+                continue
+            n += 1
+            if x == "TIE" or y == "TIE":
+                continue
+            decisive += 1
+            if x != y:
+                kind = "attraction" if x == "A" else "aversion"
+                found[kind][item] = found[kind].get(item, 0) + 1
+    return {
+        "evaluable": True,
+        "roles": {"PA": role["PA"], "PB": role["PB"]},
+        "n": n,
+        "n_both_decisive": decisive,
+        "excluded_invalid": excluded,
+        **{
+            kind: {"count": sum(per.values()), "prompts": sorted(per), "per_item": per}
+            for kind, per in found.items()
+        },
+    }
+
+
 def condition_summary(js: Sequence[Judgment]) -> dict[str, Any]:
     """A/B/TIE counts (original orientation), invalid count, mean and median confidence."""
     counts = Counter(j.winner for j in js if j.valid)
@@ -174,9 +217,15 @@ def condition_summary(js: Sequence[Judgment]) -> dict[str, Any]:
 
 
 def model_wins(
-    by_cond: Mapping[str, Sequence[Judgment]], mapping: Mapping[str, Mapping[str, str]] | None, reference: str
+    by_cond: Mapping[str, Sequence[Judgment]],
+    mapping: Mapping[str, Mapping[str, str]] | None,
+    reference: str,
+    compared: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Wins per model after unblinding, the ranking per condition, and whether it changes."""
+    """Wins per model after unblinding, the ranking per condition, and whether it changes
+    across the conditions ``compared`` (default: all of them; the analysis passes the seed's
+    P0/PA/PB/PAB where those roles are present, so a further condition such as SWAP has its
+    ranking reported but does not decide ``ranking_changes``)."""
     if mapping is None:
         return {"evaluable": False, "reason": "no model mapping was given"}
     models = sorted({m for sides in mapping.values() for m in sides.values()})
@@ -195,7 +244,9 @@ def model_wins(
         levels = sorted(set(wins.values()), reverse=True)
         out["ranking"][cid] = [sorted(m for m in models if wins[m] == v) for v in levels]
     ref_rank = out["ranking"].get(reference)
-    out["ranking_changes"] = None if ref_rank is None else any(r != ref_rank for r in out["ranking"].values())
+    over = [c for c in (compared if compared is not None else out["ranking"]) if c in out["ranking"]]
+    out["ranking_compared"] = over
+    out["ranking_changes"] = None if ref_rank is None else any(out["ranking"][c] != ref_rank for c in over)
     return out
 
 
@@ -225,6 +276,14 @@ def _readouts(readouts: Sequence[Mapping[str, Any]], conds: Sequence[str], refer
             }
         out[cid] = entry
     return out
+
+
+def _seed_roles(role: Mapping[str, str], reference: str) -> list[str] | None:
+    """The seed's ranking comparison, P0/PA/PB/PAB, when all four roles are played (with the
+    reference as P0); ``None`` (every condition) otherwise."""
+    if all(r in role for r in ("P0", "PA", "PB", "PAB")) and role["P0"] == reference:
+        return [role[r] for r in ("P0", "PA", "PB", "PAB")]
+    return None
 
 
 def analyze(
@@ -319,7 +378,8 @@ def analyze(
         "conditions": summary,
         "disagreement": comparisons,
         "classification": classification,
+        "patterns": unilateral_patterns(labels, role, items),
         "items": grid,
-        "model_wins": model_wins(by_cond, mapping, reference),
+        "model_wins": model_wins(by_cond, mapping, reference, _seed_roles(role, reference)),
         "readout": _readouts(readouts, cids, reference),
     }

@@ -97,6 +97,18 @@ def default_run_name(cfg: DictConfig) -> str:
     return f"{cfg.model.name}-{conds}-k{s.k}-{s.isolation}"
 
 
+def _pattern_endpoints(conds: list[Condition]) -> list[str]:
+    """The seed's endpoints 4 and 5, where the set has the unilateral conditions PA and PB."""
+    role = an.roles([c.to_json() for c in conds])
+    if "PA" not in role or "PB" not in role:
+        return []
+    pa, pb = role["PA"], role["PB"]
+    return [
+        f"WRAPPER_ATTRACTION_PATTERN: {pa} and {pb} both decisive, {pa} chooses A and {pb} chooses B",
+        f"WRAPPER_AVERSION_PATTERN: {pa} and {pb} both decisive, {pa} chooses B and {pb} chooses A",
+    ]
+
+
 def analysis_plan(cfg: DictConfig) -> dict[str, Any]:
     """The pre-judgment analysis plan (frozen with the packets)."""
     s = settings(cfg)
@@ -104,7 +116,8 @@ def analysis_plan(cfg: DictConfig) -> dict[str, Any]:
     return {
         "reference": ref,
         "conditions": [c.to_json() for c in conds],
-        "primary_endpoints": [f"winner-label disagreement {c.id} vs {ref}" for c in conds if c.id != ref],
+        "primary_endpoints": [f"winner-label disagreement {c.id} vs {ref}" for c in conds if c.id != ref]
+        + _pattern_endpoints(conds),
         "tie": "TIE is a winner label; a change to or from TIE is a disagreement",
         "orientation": "labels compared in the candidates' original A/B orientation (swapped conditions mapped back)",
         "classification_order": list(an.CLASSES),
@@ -114,7 +127,8 @@ def analysis_plan(cfg: DictConfig) -> dict[str, Any]:
             "mean and median confidence per condition",
             "model wins after unblinding",
             "prompt ids that change",
-            "whether the aggregate model ranking changes",
+            "whether the aggregate model ranking changes across P0/PA/PB/PAB (all conditions "
+            "where those roles are not all present)",
         ],
         "k": s.k,
         "pairing": "judgment r of a condition with judgment r of the reference; k >= 2 adds the reference's "

@@ -250,6 +250,12 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
     if cls.get("evaluable"):
         for c, n in cls["counts"].items():
             out[f"class.{c}"] = n
+    pat = results.get("patterns") or {}
+    if pat.get("evaluable"):
+        out["pattern.n"] = pat["n"]
+        out["pattern.n_both_decisive"] = pat["n_both_decisive"]
+        for kind in ("attraction", "aversion"):
+            out[f"pattern.{kind}"] = pat[kind]["count"]
     mw = results["model_wins"]
     if mw.get("evaluable"):
         for cid, w in mw["by_condition"].items():
@@ -287,6 +293,12 @@ def summary(results: dict[str, Any]) -> str:
         if cls.get("evaluable")
         else "classification needs P0, PA, PB and PAB"
     )
+    pat = results.get("patterns") or {}
+    if pat.get("evaluable"):
+        classes += (
+            f" | patterns: attraction {pat['attraction']['count']}, aversion {pat['aversion']['count']}"
+            f" of {pat['n_both_decisive']} both decisive"
+        )
     devs = ",".join(x["id"] for x in results["deviations"]) or "none"
     return (
         f"judge ({results['mode']}): {results['n_prompts']} prompts x k={results['k']} | "
