@@ -67,7 +67,15 @@ def test_a_judge_condition_sweep_selects_the_judge_study_and_combines_its_jobs(t
     # independently: one job judging the four conditions together, in process, from scratch
     run(judge_cfg_repo("judge/condition=wrapper", f"paths.cache={tmp_path / 'fresh-cache'}", name="together"))
     together = json.loads((tmp_path / "together/results.json").read_text())
-    for key in ("disagreement", "classification", "patterns", "conditions", "items", "model_wins", "validity"):
+    for key in (
+        "disagreement",
+        "classification",
+        "patterns",
+        "conditions",
+        "items",
+        "model_wins",
+        "validity",
+    ):
         assert combined[key] == together[key], key
 
     # MLflow: one parent in the judge experiment (not the default study's), five nested runs

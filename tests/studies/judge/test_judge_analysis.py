@@ -165,7 +165,9 @@ def test_pattern_endpoints_match_their_definition_on_random_designs():
             f"i{i}": {c["id"]: [rng.choice(["A", "B", "TIE", None]) for _ in range(k)] for c in _WRAPPER}
             for i in range(rng.randint(1, 6))
         }
-        pat = analyze(_judged(grid), conditions=_WRAPPER, reference="P0", items=list(grid), alpha=0.05)["patterns"]
+        pat = analyze(_judged(grid), conditions=_WRAPPER, reference="P0", items=list(grid), alpha=0.05)[
+            "patterns"
+        ]
         got = (pat["attraction"]["count"], pat["aversion"]["count"], pat["n"], pat["n_both_decisive"])
         assert got == _patterns_by_hand(grid), grid
 
@@ -184,17 +186,24 @@ def test_ranking_change_is_judged_across_the_four_wrapper_conditions_only():
         "x": {"P0": ["A"], "PA": ["A"], "PB": ["A"], "PAB": ["A"], "SWAP": ["B"]},
         "y": {"P0": ["A"], "PA": ["A"], "PB": ["A"], "PAB": ["A"], "SWAP": ["B"]},
     }
-    res = analyze(_judged(grid), conditions=conds, reference="P0", items=["x", "y"], alpha=0.05, mapping=mapping)
+    res = analyze(
+        _judged(grid), conditions=conds, reference="P0", items=["x", "y"], alpha=0.05, mapping=mapping
+    )
     mw = res["model_wins"]
     assert mw["ranking"]["SWAP"] != mw["ranking"]["P0"]  # SWAP's ranking differs and is reported
     assert mw["ranking_compared"] == ["P0", "PA", "PB", "PAB"]
     assert mw["ranking_changes"] is False
     grid["y"]["PB"] = ["B"]
     grid["x"]["PB"] = ["B"]
-    res = analyze(_judged(grid), conditions=conds, reference="P0", items=["x", "y"], alpha=0.05, mapping=mapping)
+    res = analyze(
+        _judged(grid), conditions=conds, reference="P0", items=["x", "y"], alpha=0.05, mapping=mapping
+    )
     assert res["model_wins"]["ranking_changes"] is True
     # without the four roles every condition present decides
     two = [_WRAPPER[0], conds[-1]]
     sub = {i: {c: g[c] for c in ("P0", "SWAP")} for i, g in grid.items()}
     res = analyze(_judged(sub), conditions=two, reference="P0", items=["x", "y"], alpha=0.05, mapping=mapping)
-    assert res["model_wins"]["ranking_compared"] == ["P0", "SWAP"] and res["model_wins"]["ranking_changes"] is True
+    assert (
+        res["model_wins"]["ranking_compared"] == ["P0", "SWAP"]
+        and res["model_wins"]["ranking_changes"] is True
+    )

@@ -300,16 +300,63 @@ def test_gamma_classes_and_boundary_items() -> None:
     assert c.gamma_bounds.lo > 0 and c.gamma_class == "CONTEXTUAL"
     f0, f7 = res.item("flip0"), res.item("flip7")
     assert f0.q == 1.0 and f0.oss == 1.0 and f0.gamma_bounds.hi == 0.0
-    # exactly on the boundary even with no other mass: Γ_upper = 0 clears the threshold by
-    # nothing, less than the data's precision (sum_tol), so it is not certified
-    assert f0.precision == QQParams().sum_tol and f0.gamma_class == "INDETERMINATE"
+    # exactly on the boundary with no other mass and records that sum to 1: the seed's rule,
+    # Γ_upper <= 0, certifies it (|q| <= OSS admits a noncontextual coupling)
+    assert f0.precision == 0.0 and f0.gamma_class == "NONCONTEXTUAL"
     # the same item with other mass ~1e-7 is INDETERMINATE (as in the seed's pilot)
     assert f7.gamma_bounds.lo < 0 < f7.gamma_bounds.hi
     assert f7.gamma_class == "INDETERMINATE"
-    assert res.gamma_counts() == {"NONCONTEXTUAL": 0, "CONTEXTUAL": 1, "INDETERMINATE": 2}
+    assert res.gamma_counts() == {"NONCONTEXTUAL": 1, "CONTEXTUAL": 1, "INDETERMINATE": 1}
     # a tolerance beyond the precision absorbs the boundary item, which is why the default is 0
     tol_res = analyze(records("flip7", flip, 1e-7), QQParams(gamma_tol=1e-5))
     assert tol_res.items[0].gamma_class == "NONCONTEXTUAL"
+
+
+def _gamma_by_hand(x: Sequence[float]) -> tuple[float, float]:
+    """``(q, Γ)`` of six position probabilities from the joint distributions written out:
+    q = P_AB(mismatch) - P_BA(mismatch), OE_A = P_BA(A_y) - P_AB(A_y), OE_B = P_AB(B_y) - P_BA(B_y)."""
+    a1, b_y, b_n, b1, a_y, a_n = x
+    mis_ab = a1 * (1 - b_y) + (1 - a1) * b_n
+    mis_ba = b1 * (1 - a_y) + (1 - b1) * a_n
+    oe_a = (b1 * a_y + (1 - b1) * a_n) - a1
+    oe_b = (a1 * b_y + (1 - a1) * b_n) - b1
+    q = mis_ab - mis_ba
+    return q, abs(q) - abs(oe_a) - abs(oe_b)
+
+
+@pytest.mark.parametrize(("delta", "when_rounded"), [(2.5e-7, "INDETERMINATE"), (1e-5, "NONCONTEXTUAL")])
+def test_decisions_on_records_that_sum_to_one_are_the_seeds_rules_at_full_precision(
+    delta: float, when_rounded: str
+) -> None:
+    # the deterministic order flip moved by delta at P_BA(A_y | B_y): Γ = -2 delta, records
+    # summing to 1 exactly (no residual), so Γ_upper <= 0 certifies it however small |Γ| is
+    x = [1.0, 0.0, 0.5, 1.0, 1.0 - delta, 0.5]
+    _, gamma = _gamma_by_hand(x)
+    assert gamma == pytest.approx(-2 * delta, rel=1e-6)
+    it = analyze(records("near", x, 0.0)).items[0]
+    assert it.precision == 0.0
+    assert it.gamma_bounds.hi == pytest.approx(gamma, rel=1e-6, abs=1e-15)
+    assert it.gamma_class == "NONCONTEXTUAL"
+    # the same item from records showing a rounding residual of sum_tol (1e-6), which widens
+    # the envelope and the margin: certified only when |Γ| (5e-7 or 2e-5) clears both
+    rounded = records("near", x, 0.0)
+    extra = QQParams().sum_tol
+    rounded[0] = Measurement(**{**rounded[0].to_json(), "other": extra})  # sums to 1 + extra
+    it = analyze(rounded).items[0]
+    assert it.precision == pytest.approx(extra, rel=1e-9)
+    assert it.gamma_class == when_rounded
+
+
+@pytest.mark.parametrize(("q_want", "verdict"), [(0.02 - 5e-7, "SATISFIED"), (0.02 + 5e-7, "VIOLATED")])
+def test_qq_verdict_near_epsilon_is_the_seeds(q_want: float, verdict: str) -> None:
+    # q = P_AB(mismatch) = 1 - P_AB(B_y | A_y) with nothing else moving: the verdict is taken on
+    # the band epsilon + float_tol alone, 5e-7 on either side of 0.02 decides
+    x = [1.0, 1.0 - q_want, 0.5, 1.0, 1.0, 0.5]
+    q, _ = _gamma_by_hand(x)
+    assert q == pytest.approx(q_want, abs=1e-15)
+    it = analyze(records("edge", x, 0.0)).items[0]
+    assert it.q == pytest.approx(q, abs=1e-15) and it.precision == 0.0
+    assert it.verdict == verdict
 
 
 def test_pooling_is_equal_weight_mean() -> None:

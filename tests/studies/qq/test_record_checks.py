@@ -1,9 +1,9 @@
 """QQ measurement records: values are never coerced, ``label_of`` must be its mapping's
 assignment, ``other`` is the record's own (checked against ``1 - sum(probs)``), and no
-decision is certified by a margin finer than the data's precision.
+decision is certified by a margin finer than the rounding residual the records show.
 
-Tolerances: the precision floor is ``QQParams.sum_tol`` (1e-6); residuals are 1e-7, as
-float32 softmaxes leave them.
+Tolerances: residuals are 1e-7, as float32 softmaxes leave them; ``sum_tol`` (1e-6) is how far
+``other`` may be from ``1 - sum(probs)``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.qq import envelope as env
-from lmaudit.studies.qq.analysis import QQParams, analyze
+from lmaudit.studies.qq.analysis import analyze
 from lmaudit.studies.qq.records import Measurement
 
 QUESTION = {("AB", 1): "A", ("AB", 2): "B", ("BA", 1): "B", ("BA", 2): "A"}
@@ -67,7 +67,7 @@ def test_from_json_accepts_integers_and_exact_bounds() -> None:
     assert m.p_y == 1 and m.p_n == 0
 
 
-# --- item 14: the record's other, its residual, and the precision floor ---------------------------
+# --- item 14: the record's other, its residual, and the residual margin --------------------------
 
 
 def six(p_y: list[float], p_n: list[float], other: list[float], item: str = "b") -> list[Measurement]:
@@ -95,8 +95,8 @@ def test_boundary_item_with_negative_residual_is_indeterminate(recorded_other: f
     it = res.items[0]
     assert abs(abs(it.q) - it.oss) < 1e-12  # on |q| = OSS
     assert it.gamma_bounds.hi <= 0.0  # the envelope alone would certify it ...
-    assert it.gamma_class == "INDETERMINATE"  # ... by a margin below the data's precision
-    assert it.precision == pytest.approx(QQParams().sum_tol)
+    assert it.gamma_class == "INDETERMINATE"  # ... by a margin below the records' rounding
+    assert it.precision == pytest.approx(1e-7, rel=1e-6)
     assert it.mappings[0].positions[2].other == pytest.approx(1e-7, rel=1e-6)  # residual kept
 
 

@@ -8,10 +8,14 @@
    semantic through ``label_of``). The pooled envelope is the mean of the per-mapping
    envelopes, exactly, since mappings have disjoint allocation variables.
 4. Decisions on the pooled envelope (QQ verdict, certified Γ class), saturation, label effect.
-   The envelope spreads each record's own ``other`` widened by its rounding residual
-   (:func:`_masses`), and every decision must clear its threshold by the data's precision,
-   ``max(float_tol, sum_tol, largest residual)`` (:func:`precision`, recorded per mapping and
-   item): an item on ``|q| = OSS`` to within that precision stays INDETERMINATE.
+   The decisions are the seed's, on the full-precision certified bounds: SATISFIED when the
+   q envelope lies within ``±(epsilon + float_tol)``, NONCONTEXTUAL when ``Γ_upper <= gamma_tol``
+   (0), CONTEXTUAL when ``Γ_lower > gamma_tol``. The envelope spreads each record's own
+   ``other`` widened by its rounding residual (:func:`_masses`), and where records carry such a
+   residual (masses that do not sum to 1, within ``sum_tol``) the decisions' intervals are also
+   widened by the largest one among the positions decided on (:func:`precision`, recorded per
+   mapping and item), so nothing is certified by less than the rounding the records show. On
+   records that sum to 1 this margin is float round-off (~1e-16) and the rules are the seed's.
 5. Study level: counts, saturation sensitivity, other-mass gate G2, memorization alert,
    Prop. 5 discriminant fits, sampled-estimand intervals (:mod:`.diagnostics`).
 """
@@ -102,12 +106,15 @@ def _masses(m: Measurement, sum_tol: float) -> tuple[float, float, float, float]
     return p_y, p_n, max(0.0, o) + residual, residual
 
 
-def precision(residuals: ArrayLike, params: QQParams) -> float:
-    """The margin by which every decision must clear its threshold: no finer than the
-    float tolerance, the rounding a record may carry (``sum_tol``) or the largest rounding
-    residual actually measured among the positions decided on."""
+def precision(residuals: ArrayLike) -> float:
+    """The margin by which a decision must clear its threshold: the largest rounding residual
+    measured among the positions decided on (how far a record's masses are from summing to 1).
+
+    There is no floor: the seed certifies on full-precision bounds (``Γ_upper <= 0``, the QQ
+    band with its float tolerance), and a floor such as ``sum_tol`` (1e-6) would turn items
+    the seed's rule certifies, e.g. a saturated item with ``Γ_upper = -5e-7``, INDETERMINATE."""
     r = np.asarray(residuals, dtype=np.float64)
-    return float(max(params.float_tol, params.sum_tol, float(r.max()) if r.size else 0.0))
+    return float(r.max()) if r.size else 0.0
 
 
 Cells = dict[str, dict[str, dict[str, dict[tuple[int, str | None], Measurement]]]]
@@ -194,7 +201,7 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
 
     mapping_results: dict[str, list[MappingResult]] = {}
     for r, (item, mapping, ms) in enumerate(rows):
-        margin = precision(residual[r], params)
+        margin = precision(residual[r])
         verdict, gclass = decide(box.take(r), float(g_lo[r]), float(g_hi[r]), margin)
         positions = tuple(
             PositionEstimate(
@@ -233,7 +240,7 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
         start += len(mrs)
         pooled = box.take(sl).mean()
         lo, hi = env.gamma_bounds(pooled)
-        margin = precision(residual[sl], params)
+        margin = precision(residual[sl])
         verdict, gclass = decide(pooled, float(lo), float(hi), margin)
         p_all = p[sl].ravel()
         items.append(

@@ -46,7 +46,7 @@ class QQParams:
     memorization_min_pairs: int = _STUDY.memorization_min_pairs
     estimand: str = "logprob"  # which records the verdicts use: "logprob" | "sampled"
     interval_alpha: float = 0.05  # per-position Clopper-Pearson level for sampled records
-    sum_tol: float = 1e-6  # rounding allowed in a record's masses; also the floor of every decision margin
+    sum_tol: float = 1e-6  # rounding allowed in a record's masses (1 - sum(probs) against other)
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any]) -> QQParams:
@@ -147,7 +147,9 @@ class MappingResult:
     gamma_bounds: Interval  # (Γ_lower, Γ_upper) of this mapping alone
     verdict: str
     gamma_class: str
-    precision: float = 0.0  # margin no decision is certified by less than (analysis.precision)
+    precision: float = (
+        0.0  # largest rounding residual decided on: no decision is certified by less (analysis.precision)
+    )
 
     @property
     def oss(self) -> float:
@@ -209,7 +211,9 @@ class ItemResult:
     n_positions: int
     n_saturated_positions: int  # at params.saturation_threshold
     saturated: bool
-    precision: float = 0.0  # margin no decision is certified by less than (analysis.precision)
+    precision: float = (
+        0.0  # largest rounding residual decided on: no decision is certified by less (analysis.precision)
+    )
 
     @property
     def oss(self) -> float:
