@@ -14,13 +14,13 @@ REPO = Path(__file__).resolve().parents[1]
 SIM_TARGETS = [
     "report@qq_sim_demo",
     "report@qq_sim_mixture",
-    "report@judge_sim_attraction",
+    "report@judge_sim_attraction_v2",
     "report@draws_sim_persistent",
 ]
 SIM_RUNS = [
     ("qq", "qq_sim_demo"),
     ("qq", "qq_sim_mixture"),
-    ("judge", "judge_sim_attraction"),
+    ("judge", "judge_sim_attraction_v2"),
     ("draws", "draws_sim_persistent"),
 ]
 
@@ -74,8 +74,8 @@ def test_repro_builds_every_run_file(clone):
         assert list((out / "plots").glob("*.csv")), run
     assert (clone / "results/qq/qq_sim_demo/plots/distance_cdf.csv").exists()
     # the judge registration is verified and scored inside DVC's run
-    judged = json.loads((clone / "results/judge/judge_sim_attraction/results.json").read_text())
-    assert judged["prereg"]["name"] == "judge_sim_attraction"
+    judged = json.loads((clone / "results/judge/judge_sim_attraction_v2/results.json").read_text())
+    assert judged["prereg"]["name"] == "judge_sim_attraction_v2"
     assert [p["outcome"] for p in judged["predictions"]] == ["held"] * 3
     lock = (clone / "dvc.lock").read_text()
     assert "measure@qq_sim_mixture" in lock and "md5" in lock
@@ -156,7 +156,7 @@ def test_a_second_clone_pulls_the_first_ones_work_and_asks_the_backend_nothing(c
     sh("dvc", "pull", "-q", "-r", "shared", *SIM_TARGETS, "--with-deps", cwd=laptop)
     status = sh("dvc", "status", *SIM_TARGETS, cwd=laptop).stdout
     assert "changed" not in status and "deleted" not in status, status
-    runs = [("qq", "qq_sim_demo"), ("judge", "judge_sim_attraction")]
+    runs = [("qq", "qq_sim_demo"), ("judge", "judge_sim_attraction_v2")]
     before = {r: (laptop / "results" / s / r / "measurements.jsonl").read_bytes() for s, r in runs}
     out = sh("dvc", "repro", "-f", "-s", *(f"measure@{r}" for _, r in runs), cwd=laptop).stdout
     assert _ran(out) == {f"measure@{r}" for _, r in runs}

@@ -48,10 +48,10 @@ def test_a_registration_whose_metrics_match_no_data_warns_loudly(tmp_path):
 
 
 def test_a_registration_with_evaluable_predictions_prints_their_outcomes(tmp_path):
-    proc = _run_py(tmp_path, "prereg=judge_sim_attraction")
+    proc = _run_py(tmp_path, "prereg=judge_sim_attraction_v2")
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
-    start = lines.index("registered predictions (judge_sim_attraction):")
+    start = lines.index("registered predictions (judge_sim_attraction_v2):")
     outcomes = [ln for ln in lines[start + 1 :] if ln.startswith("  P")]
     assert outcomes and all(": held" in ln or ": not held" in ln for ln in outcomes)
     assert "WARNING" not in proc.stderr

@@ -62,3 +62,48 @@ def test_noise_becomes_singletons_or_is_dropped():
     assert len(single.labels) == len(single.clustered) + len(noise)
     with pytest.raises(ValueError, match="noise handling"):
         build_codebook(texts, x, min_cluster_size=5, epsilon=0.0, noise="keep")
+
+
+def _repeated(seed: int) -> tuple[list[str], np.ndarray]:
+    """40 distinct texts around 6 topics, some written 30 or 60 times (models repeat their
+    defaults), the rest 1-3 times; occurrences grouped by text."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((6, 32))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    texts, vecs = [], []
+    for k in range(40):
+        v = centres[rng.integers(0, 6)] + rng.normal(scale=rng.uniform(0.15, 0.6), size=32)
+        v /= np.linalg.norm(v)
+        reps = int(rng.choice([1, 1, 2, 3, 30, 60])) if k % 3 == 0 else int(rng.choice([1, 2, 3]))
+        texts += [f"t{k}"] * reps
+        vecs += [v] * reps
+    return texts, np.array(vecs, dtype=np.float32)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_occurrence_is_a_point_as_in_hdbscan_over_all_items(seed):
+    """The seed clusters every extracted item: the codebook's partition of the texts is that of
+    HDBSCAN run directly on all occurrences (copies of a text at distance 0), a text taking the
+    label most of its copies got. Capping the copies at min_cluster_size changed it in most of
+    these seeds."""
+    from hdbscan import HDBSCAN
+
+    texts, x = _repeated(seed)
+    xd = x.astype(np.float64)
+    d = np.maximum(1.0 - np.clip(xd @ xd.T, -1.0, 1.0), 0.0)
+    same = np.array([[a == b for b in texts] for a in texts])
+    d[same] = 0.0
+    labels = HDBSCAN(min_cluster_size=5, cluster_selection_epsilon=0.3, metric="precomputed").fit_predict(d)
+    want: dict[int, set[str]] = {}
+    for t in dict.fromkeys(texts):
+        mine = labels[[i for i, u in enumerate(texts) if u == t]]
+        good = mine[mine >= 0]
+        if 2 * good.size > mine.size:
+            want.setdefault(int(np.bincount(good).argmax()), set()).add(t)
+    cb = build_codebook(texts, x, min_cluster_size=5, epsilon=0.3, metric="cosine")
+    got: dict[int, set[str]] = {}
+    for t, c in cb.concept_of.items():
+        if c in cb.clustered:
+            got.setdefault(c, set()).add(t)
+    assert sorted(map(sorted, got.values())) == sorted(map(sorted, want.values()))
+    assert cb.n_items == len(texts)

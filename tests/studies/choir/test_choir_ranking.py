@@ -167,10 +167,10 @@ def test_planted_finalist_outcomes_are_recovered_and_ballots_round_trip(make_cfg
         assert con["advanced_pool"] == "conditioned_rare" and unc["advanced_pool"] == "unconditioned_rare"
         # the stage-1 leaders were conditioned-source in both cohorts: the finalist stage decided
         assert con["stage1"]["leader"]["source"] == unc["stage1"]["leader"]["source"] == "conditioned"
-        assert unc["top"]["id"] in unc["stage2"]["finalists"]["unconditioned_rare"]
-        assert (
-            con["top_status"] == "tie" or con["top"]["id"] in con["stage2"]["finalists"]["conditioned_rare"]
-        )
+        # within the advanced pool the top may tie (its finalists' stage-1 points are not planted)
+        for cohort, pool in ((unc, "unconditioned_rare"), (con, "conditioned_rare")):
+            assert cohort["top_status"] in ("ok", "tie")
+            assert cohort["top_status"] == "tie" or cohort["top"]["id"] in cohort["stage2"]["finalists"][pool]
         assert all(len(f) <= 2 for f in con["stage2"]["finalists"].values())  # ranking.finalists: 2
     rows = _rows(tmp_path / "planted/measurements.jsonl")
     ballots = [r for r in rows if r["kind"] == "ballot"]

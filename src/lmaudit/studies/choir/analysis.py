@@ -78,9 +78,16 @@ def _question(
         groups.setdefault((r.model, r.persona), []).append(list(dict.fromkeys(concepts)))
     personas = sorted({r.persona for r in recs} - {UNCONDITIONED})
     ranked = {k: _ranking(v, s.rbo_depth) for k, v in groups.items()}
-    unc = [ranked.get((m, UNCONDITIONED), []) for m in models]
+
+    def cells(condition: str) -> list[list[int]]:
+        """The rankings of the members with lists in ``condition`` (the seed: "all complete
+        model cells available for each probe"); a member without any is left out, not
+        counted as an empty ranking that agrees with no one."""
+        return [ranked[(m, condition)] for m in models if (m, condition) in ranked]
+
+    unc = cells(UNCONDITIONED)
     r_q = _mean_pairwise_rbo(unc, s.rbo_p)
-    same = {p: _mean_pairwise_rbo([ranked.get((m, p), []) for m in models], s.rbo_p) for p in personas}
+    same = {p: _mean_pairwise_rbo(cells(p), s.rbo_p) for p in personas}
     same_vals = [v for v in same.values() if v is not None]
     same_mean = float(np.mean(same_vals)) if same_vals else None
     unc_items = [t for r in recs if r.persona == UNCONDITIONED for t in r.items]
@@ -88,6 +95,8 @@ def _question(
     c_q = len({c for t in unc_items if (c := cb.concept_of.get(t, -1)) in cb.clustered})
     out: dict[str, Any] = {
         "n_models": len(models),
+        "n_models_unconditioned": len(unc),
+        "n_models_per_persona": {p: len(cells(p)) for p in personas},
         "n_lists": len(recs),
         "n_items": cb.n_items,
         "n_concepts": len(cb.labels),

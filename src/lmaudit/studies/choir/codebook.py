@@ -1,11 +1,10 @@
 """The per-question codebook: HDBSCAN over the embeddings of every extracted item of the question
 (all members and conditions), cluster labels = medoid text.
 
-Item occurrences are the points (a text written often is dense), with each distinct text
-counted at most ``min_cluster_size`` times: that many identical points already make a text
-dense on its own, and further copies only cost time (the seed clusters every extracted item;
-with 5,400 items per Infinity-Chat question the cap keeps the distance matrix small when
-models repeat themselves). The points are clustered by HDBSCAN (``min_cluster_size``, ``cluster_selection_epsilon``, ``metric="precomputed"``) over the
+Every item occurrence is a point, as the seed clusters every extracted item (a text written
+often is dense, and how many copies it has weighs in HDBSCAN's cluster stability, so copies
+are not capped: capping them at ``min_cluster_size`` changed the partition). The points are
+clustered by HDBSCAN (``min_cluster_size``, ``cluster_selection_epsilon``, ``metric="precomputed"``) over the
 pairwise distance of unit embeddings (cosine: ``1 - u.v``; euclidean: ``|u - v|``). The
 implementation is the ``hdbscan`` package (scikit-learn-contrib), from which scikit-learn's
 ``HDBSCAN`` was ported: scikit-learn's raises a TypeError whenever
@@ -73,7 +72,7 @@ def build_codebook(
     occ = np.array([index[t] for t in texts], dtype=np.int64)
     counts = np.bincount(occ, minlength=len(uniq)) if n else np.zeros(0, dtype=np.int64)
     d = _distances(vectors[first], metric) if n else np.zeros((0, 0))
-    point_text = np.repeat(np.arange(len(uniq)), np.minimum(counts, max(1, min_cluster_size)))
+    point_text = np.repeat(np.arange(len(uniq)), counts)  # every occurrence, grouped by text
     text_label = np.full(len(uniq), -1)
     if point_text.size >= max(2, min_cluster_size):
         labels = HDBSCAN(
