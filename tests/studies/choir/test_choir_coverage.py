@@ -64,3 +64,20 @@ def test_a_member_present_with_disjoint_lists_still_counts() -> None:
     q = _question(recs)
     assert q["same_persona_rbo"]["p1"] == pytest.approx(1 / 3, abs=1e-12)
     assert q["n_models_per_persona"]["p1"] == 3
+
+
+def test_headline_counts_a_question_without_signal_to_chance_against() -> None:
+    from lmaudit.studies.choir.views import headline
+
+    s = _settings()
+    s.shuffles = 50
+    lists = [CONCEPTS[:5], [*CONCEPTS[:4], CONCEPTS[6]], CONCEPTS[1:6]]
+    recs = [_rec(m, UNCONDITIONED, items) for m, items in zip(("m1", "m2", "m3"), lists, strict=True)]
+    lone = ListRecord("m1", "Q2", "A", UNCONDITIONED, 0.7, 0, tuple(CONCEPTS[:5]))  # one member only
+    body = analyze_lists([*recs, lone], _vectors(), {}, s)
+    assert body["questions"]["Q2"]["stc"] is None
+    stc = body["questions"]["Q"]["stc"]
+    above = int(stc["ratio"] > 1)
+    assert body["summary"]["n_questions"] == 2 and body["summary"]["above_chance"] == above
+    assert headline(body) == above / 2  # not above / 1: Q2 has no signal-to-chance and counts against
+    assert headline(body) == body["summary"]["above_chance_share"]

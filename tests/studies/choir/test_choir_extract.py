@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from lmaudit.studies.choir.extract import extract_items
 
 
@@ -58,3 +60,18 @@ def test_decimals_and_prose_are_not_entries():
     e = extract_items("1. Population 3.5 million\n2. Growth of 2.1 percent")
     assert [i.text for i in e.items] == ["Population 3.5 million", "Growth of 2.1 percent"]
     assert extract_items("No list here at all.").items == ()
+
+
+@pytest.mark.parametrize("indent", ["", "   ", "\t"])
+def test_bullets_under_a_numbered_entry_are_part_of_it(indent):
+    # the seed: one numbered entry is one item (sub-points are not items of their own)
+    raw = f"1. Dosing, including:\n{indent}- how much\n{indent}* how often\n2. Side effects\n3. Interactions"
+    ex = extract_items(raw)
+    assert [i.text for i in ex.items] == ["Dosing, including: - how much * how often", "Side effects", "Interactions"]
+    assert not any(i.extraction_uncertain for i in ex.items) and ex.n_entries == 3
+
+
+def test_a_list_of_bullets_alone_is_still_one_item_per_bullet():
+    ex = extract_items("- alpha\n- beta\n  wrapped\n- gamma")
+    assert [i.text for i in ex.items] == ["alpha", "beta wrapped", "gamma"]
+    assert all(i.extraction_uncertain for i in ex.items)

@@ -1,7 +1,9 @@
 """Concept extraction by rule: one numbered entry of a free list is one concept item.
 
 - An entry starts at a line ``1.``, ``1)``, ``(1)``, ``#1``, ``1 -`` or a bullet (``-``, ``*``,
-  ``•``); lines that follow it (wrapped text) belong to it until the next entry starts.
+  ``•``); lines that follow it (wrapped text) belong to it until the next entry starts. Once a
+  numbered entry has started, a bullet line is part of it (sub-points of one numbered entry
+  are one item, as the seed's rule has it), not an entry of its own.
 - ``[Justification: ...]`` (possibly over several lines) is split off the entry's text and kept
   apart; comma-separated subphrases inside one entry are not split.
 - Text before the first entry (a preamble) and after a blank line that ends the list (a
@@ -62,7 +64,11 @@ def extract_items(raw: str, limit: int = 25) -> Extraction:
     blank = False
     for line in raw.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
         m = _ENTRY.match(line)
-        if m:
+        bullet = m is not None and not any(m.groups()[:3])
+        if m and bullet and entries and entries[-1][0] is not None and not ended:
+            entries[-1][1].append(line.strip())  # a sub-point of the numbered entry
+            blank = False
+        elif m:
             num = next((int(g) for g in m.groups()[:3] if g), None)
             entries.append((num, [m.group(4) or ""]))
             ended, blank = False, False

@@ -280,7 +280,8 @@ def render_report(
         f"<p>{s['n_questions']} questions; members: {html.escape(', '.join(results['design']['models']))}; "
         f"conditions: {html.escape(', '.join(results['design']['conditions']))}; {results['design']['lists']} lists "
         f"({results['design']['empty_lists']} empty). Above-chance unconditioned agreement (STC &gt; 1): "
-        f"<b>{s['above_chance']}/{s['n_stc']}</b> ({s['above_chance_significant']} at p &lt; alpha); persona lift &gt; 1: "
+        f"<b>{s['above_chance']}/{s['n_questions']}</b> ({s['n_stc']} with a signal-to-chance; "
+        f"{s['above_chance_significant']} at p &lt; alpha); persona lift &gt; 1: "
         f"<b>{s['lift_up']}/{s['n_lift']}</b>.</p>",
     ]
     if prows:

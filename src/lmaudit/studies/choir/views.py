@@ -13,9 +13,11 @@ def _key(name: str) -> str:
 
 
 def headline(results: dict[str, Any]) -> float | None:
-    """The share of questions with above-chance unconditioned agreement (signal-to-chance > 1)."""
+    """The share of questions with above-chance unconditioned agreement (signal-to-chance > 1),
+    over every question analysed, as the seed counts (93/100) and ``summary.above_chance_share``
+    does: a question without a signal-to-chance (fewer than two members with lists) counts against."""
     s = results["summary"]
-    return s["above_chance"] / s["n_stc"] if s["n_stc"] else None
+    return s["above_chance"] / s["n_questions"] if s["n_questions"] else None
 
 
 def metrics(results: dict[str, Any]) -> dict[str, float]:
@@ -76,7 +78,8 @@ def summary(results: dict[str, Any]) -> str:
     rec = results["recoverability"]
     parts = [
         f"choir: {s['n_questions']} questions x {len(results['design']['models'])} models",
-        f"above chance {s['above_chance']}/{s['n_stc']} (significant {s['above_chance_significant']})",
+        f"above chance {s['above_chance']}/{s['n_questions']} ({s['n_stc']} with a signal-to-chance; "
+        f"significant {s['above_chance_significant']})",
         f"lift up {s['lift_up']}/{s['n_lift']}",
     ]
     for what in ("model", "persona", "persona_within_model_loqo"):
