@@ -48,6 +48,38 @@ def _mean_pairwise_rbo(rankings: Sequence[Sequence[int]], p: float) -> float | N
     return finite(float(np.nanmean(vals))) if np.isfinite(vals).any() else None
 
 
+#: The seed's template comparison (section 4.3): the depth-pressure template B against the
+#: baseline template A, both unconditioned.
+BASELINE_TEMPLATE, DEPTH_TEMPLATE = "A", "B"
+
+
+def _template_novelty(recs: Sequence[ListRecord], concept_of: Mapping[str, int]) -> dict[str, Any] | None:
+    """The share of the depth-pressure template's distinct concepts (codebook concepts, noise
+    singletons included, pooled over members and generations) that no baseline-template list of
+    the question names; ``None`` unless both templates have concepts for the question."""
+
+    def concepts(template: str) -> set[int]:
+        return {
+            concept_of[t]
+            for r in recs
+            if r.persona == UNCONDITIONED and r.condition == template
+            for t in r.items
+            if t in concept_of
+        }
+
+    base, depth = concepts(BASELINE_TEMPLATE), concepts(DEPTH_TEMPLATE)
+    if not base or not depth:
+        return None
+    novel = depth - base
+    return {
+        "baseline": BASELINE_TEMPLATE,
+        "template": DEPTH_TEMPLATE,
+        "n_concepts": len(depth),
+        "n_novel": len(novel),
+        "share": len(novel) / len(depth),
+    }
+
+
 def _ranking(lists: list[list[int]], depth: int | None) -> list[int]:
     order = [int(str(c)) for c in smiths_s(lists).ranking()] if lists else []
     return order[:depth] if depth else order
@@ -123,6 +155,7 @@ def _question(
         }
     else:
         out["stc"] = None
+    out["template_novelty"] = _template_novelty(recs, cb.concept_of)
     if unc_items and vocab.shape[0]:
         e = echo_rate(np.stack([vec[t] for t in unc_items]), vocab, s.echo_threshold)
         out["echo_rate"] = finite(e.rate)
@@ -208,6 +241,7 @@ def analyze_lists(
     lifts = [
         v["lift"]["relative"] for v in bank_q.values() if v["lift"] and v["lift"]["relative"] is not None
     ]
+    novelty = [v["template_novelty"]["share"] for v in bank_q.values() if v["template_novelty"]]
     summary = {
         "n_questions": len(bank_q),
         "n_stc": len(stc),
@@ -215,6 +249,9 @@ def analyze_lists(
         "above_chance_significant": sum(
             1 for x in stc if x["ratio"] is not None and x["ratio"] > 1.0 and x["p"] < s.alpha
         ),
+        # section 4.3: prompts whose depth-pressure template names more than 50% novel concepts
+        "n_template_novelty": len(novelty),
+        "novelty_over_half": sum(1 for x in novelty if x > 0.5),
         "n_lift": len(lifts),
         "lift_up": sum(1 for x in lifts if x > 1.0),
         "mean_relative_lift": float(np.mean(lifts)) if lifts else None,

@@ -282,7 +282,8 @@ def render_report(
         f"({results['design']['empty_lists']} empty). Above-chance unconditioned agreement (STC &gt; 1): "
         f"<b>{s['above_chance']}/{s['n_questions']}</b> ({s['n_stc']} with a signal-to-chance; "
         f"{s['above_chance_significant']} at p &lt; alpha); persona lift &gt; 1: "
-        f"<b>{s['lift_up']}/{s['n_lift']}</b>.</p>",
+        f"<b>{s['lift_up']}/{s['n_lift']}</b>; template B naming more than 50% concepts template A does not: "
+        f"<b>{s['novelty_over_half']}/{s['n_template_novelty']}</b>.</p>",
     ]
     if prows:
         parts += [
