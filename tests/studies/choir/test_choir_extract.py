@@ -67,7 +67,11 @@ def test_bullets_under_a_numbered_entry_are_part_of_it(indent):
     # the seed: one numbered entry is one item (sub-points are not items of their own)
     raw = f"1. Dosing, including:\n{indent}- how much\n{indent}* how often\n2. Side effects\n3. Interactions"
     ex = extract_items(raw)
-    assert [i.text for i in ex.items] == ["Dosing, including: - how much * how often", "Side effects", "Interactions"]
+    assert [i.text for i in ex.items] == [
+        "Dosing, including: - how much * how often",
+        "Side effects",
+        "Interactions",
+    ]
     assert not any(i.extraction_uncertain for i in ex.items) and ex.n_entries == 3
 
 
