@@ -76,7 +76,9 @@ def test_repro_builds_every_run_file(clone):
     # the judge registration is verified and scored inside DVC's run
     judged = json.loads((clone / "results/judge/judge_sim_attraction_v2/results.json").read_text())
     assert judged["prereg"]["name"] == "judge_sim_attraction_v2"
-    assert [p["outcome"] for p in judged["predictions"]] == ["held"] * 3
+    assert [(p["id"], p["outcome"]) for p in judged["predictions"]] == [
+        (f"P{i}", "held") for i in range(1, 6)
+    ]
     lock = (clone / "dvc.lock").read_text()
     assert "measure@qq_sim_mixture" in lock and "md5" in lock
     status = sh("dvc", "status", *SIM_TARGETS, cwd=clone).stdout
