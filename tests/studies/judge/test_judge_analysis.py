@@ -68,10 +68,29 @@ def test_ties_count_as_disagreements_and_invalid_pairs_are_left_out():
         ("A", "A", "B", None, "NOT_CLASSIFIABLE"),
         ("A", None, "B", "B", "COMMON_WRAPPER_OR_REPEAT_UNSTABLE"),  # decided before PA is needed
         ("A", None, "B", "A", "NOT_CLASSIFIABLE"),
+        ("A", "TIE", None, "A", "MIXED_OR_TIE"),  # no value of PB changes it
+        ("A", "B", None, "A", "NOT_CLASSIFIABLE"),  # PB = A would make it an aversion pattern
+        ("TIE", None, "TIE", "TIE", "NOT_CLASSIFIABLE"),
     ],
 )
 def test_classification_follows_the_seeds_order(p0, pa, pb, pab, want):
     assert classify(p0, pa, pb, pab) == want
+
+
+def test_a_missing_label_leaves_a_prompt_unclassified_exactly_when_it_could_change_the_class():
+    import itertools
+
+    labels = ("A", "B", "TIE")
+    for got in itertools.product((*labels, None), repeat=4):
+        holes = [i for i, x in enumerate(got) if x is None]
+        classes = set()
+        for fill in itertools.product(labels, repeat=len(holes)):
+            full = list(got)
+            for i, x in zip(holes, fill, strict=True):
+                full[i] = x
+            classes.add(classify(*full))
+        want = classes.pop() if len(classes) == 1 else "NOT_CLASSIFIABLE"
+        assert classify(*got) == want, got
 
 
 def test_k_replicates_pair_by_index_and_give_a_repeat_baseline():

@@ -7,8 +7,9 @@ invalid side is left out and counted. TIE is a label: a change to or from TIE is
 
 Per-prompt classification follows the seed's rules in the seed's order, on the conditions
 that play the roles P0 (unwrapped), PA (A wrapped), PB (B wrapped) and PAB (both wrapped), none
-swapped. A rule that needs a label the record lacks (invalid, or condition absent) makes the
-prompt ``NOT_CLASSIFIABLE`` unless an earlier rule already matched.
+swapped. A rule that needs a label the record lacks (invalid, or condition absent) and that the
+labels present do not decide makes the prompt ``NOT_CLASSIFIABLE`` unless an earlier rule
+already matched.
 
 The seed's primary endpoints 4 and 5, the wrapper attraction and aversion patterns, are counted
 apart from the classification (:func:`unilateral_patterns`): they ask only about the two
@@ -146,20 +147,36 @@ def roles(conditions: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     return out
 
 
+def _eq(x: str | None, y: str | None) -> bool | None:
+    return None if x is None or y is None else x == y
+
+
+def _and(*terms: bool | None) -> bool | None:
+    """Three-valued conjunction: False if any term is False, else unknown if any is unknown."""
+    if any(t is False for t in terms):
+        return False
+    return None if any(t is None for t in terms) else True
+
+
 def classify(p0: str | None, pa: str | None, pb: str | None, pab: str | None) -> str:
-    """The seed's per-prompt classification, rules applied in the seed's order."""
-    if p0 is None or pab is None:
-        return NOT_CLASSIFIABLE
-    if pab != p0:
-        return CLASSES[0]
-    if pa is None or pb is None:
-        return NOT_CLASSIFIABLE
-    if pa == "A" and pb == "B":
-        return CLASSES[1]
-    if pa == "B" and pb == "A":
-        return CLASSES[2]
-    if p0 == pa == pb:
-        return CLASSES[3]
+    """The seed's per-prompt classification, rules applied in the seed's order.
+
+    ``None`` is an invalid or missing label. Each rule is evaluated as true, false or unknown
+    (it needs a missing label and the labels present do not decide it); the first true rule
+    gives the class, and an unknown rule before it makes the prompt ``NOT_CLASSIFIABLE``. So a
+    prompt is classified whenever its class does not depend on the missing label (e.g. PA =
+    TIE and PB invalid is MIXED_OR_TIE whatever PB would have been)."""
+    rules = (
+        (CLASSES[0], None if _eq(pab, p0) is None else not _eq(pab, p0)),
+        (CLASSES[1], _and(_eq(pa, "A"), _eq(pb, "B"))),
+        (CLASSES[2], _and(_eq(pa, "B"), _eq(pb, "A"))),
+        (CLASSES[3], _and(_eq(p0, pa), _eq(pa, pb), _eq(p0, pb))),
+    )
+    for cls, holds in rules:
+        if holds is None:
+            return NOT_CLASSIFIABLE
+        if holds:
+            return cls
     return CLASSES[4]
 
 
