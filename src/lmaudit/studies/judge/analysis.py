@@ -5,16 +5,8 @@ displayed label is mapped back), within replicate: judgment ``r`` of a condition
 with judgment ``r`` of the reference. Invalid judgments are never given a label; a pair with an
 invalid side is left out and counted. TIE is a label: a change to or from TIE is a disagreement.
 
-Per-prompt classification follows the seed's rules in the seed's order, on the conditions
-that play the roles P0 (unwrapped), PA (A wrapped), PB (B wrapped) and PAB (both wrapped), none
-swapped. A rule that needs a label the record lacks (invalid, or condition absent) and that the
-labels present do not decide makes the prompt ``NOT_CLASSIFIABLE`` unless an earlier rule
-already matched.
-
-The seed's primary endpoints 4 and 5, the wrapper attraction and aversion patterns, are counted
-apart from the classification (:func:`unilateral_patterns`): they ask only about the two
-unilateral conditions (PA chooses A and PB chooses B, or the reverse, both decisive), so a
-prompt whose PAB verdict also moved, which the classification's first rule takes, still counts.
+The per-prompt classification and the primary endpoints 4 and 5 (the wrapper attraction and
+aversion patterns, counted on PA and PB alone) are in :mod:`lmaudit.studies.judge.classification`.
 """
 
 from __future__ import annotations
@@ -27,9 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.stats.intervals import proportion_ci
+from lmaudit.studies.judge.classification import (
+    CLASSES,
+    NOT_CLASSIFIABLE,
+    Labels,
+    classify,
+    roles,
+    unilateral_patterns,
+)
 
 __all__ = [
     "CLASSES",
+    "NOT_CLASSIFIABLE",
     "Judgment",
     "analyze",
     "classify",
@@ -42,14 +43,6 @@ __all__ = [
 ]
 
 LABELS = ("A", "B", "TIE")
-CLASSES = (
-    "COMMON_WRAPPER_OR_REPEAT_UNSTABLE",
-    "WRAPPER_ATTRACTION_PATTERN",
-    "WRAPPER_AVERSION_PATTERN",
-    "CONTENT_STABLE",
-    "MIXED_OR_TIE",
-)
-NOT_CLASSIFIABLE = "NOT_CLASSIFIABLE"
 _SCORE = {"A": 1, "TIE": 0, "B": -1}  # ordinal position of a verdict, for the paired sign test
 
 
@@ -66,9 +59,6 @@ class Judgment:
     reason: str | None = None
     attempts: int = 1
     error: str | None = None
-
-
-Labels = dict[str, dict[str, dict[int, str | None]]]  # condition -> item -> replicate -> label
 
 
 def label_table(judgments: Sequence[Judgment]) -> Labels:
@@ -133,87 +123,6 @@ def disagreement(
         "changed_prompts": changed_items,
         "per_item": per_item,
         "sign_test": {"toward_A": up, "toward_B": down, "p": sign_test(up, down), "method": "exact binomial"},
-    }
-
-
-def roles(conditions: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """The condition ids playing P0, PA, PB and PAB (unswapped; wrapped none, A, B, both)."""
-    want = {"P0": [], "PA": ["A"], "PB": ["B"], "PAB": ["A", "B"]}
-    out: dict[str, str] = {}
-    for role, wrap in want.items():
-        hits = [c["id"] for c in conditions if not c["swap"] and sorted(c["wrap"]) == wrap]
-        if len(hits) == 1:
-            out[role] = hits[0]
-    return out
-
-
-def _eq(x: str | None, y: str | None) -> bool | None:
-    return None if x is None or y is None else x == y
-
-
-def _and(*terms: bool | None) -> bool | None:
-    """Three-valued conjunction: False if any term is False, else unknown if any is unknown."""
-    if any(t is False for t in terms):
-        return False
-    return None if any(t is None for t in terms) else True
-
-
-def classify(p0: str | None, pa: str | None, pb: str | None, pab: str | None) -> str:
-    """The seed's per-prompt classification, rules applied in the seed's order.
-
-    ``None`` is an invalid or missing label. Each rule is evaluated as true, false or unknown
-    (it needs a missing label and the labels present do not decide it); the first true rule
-    gives the class, and an unknown rule before it makes the prompt ``NOT_CLASSIFIABLE``. So a
-    prompt is classified whenever its class does not depend on the missing label (e.g. PA =
-    TIE and PB invalid is MIXED_OR_TIE whatever PB would have been)."""
-    rules = (
-        (CLASSES[0], None if _eq(pab, p0) is None else not _eq(pab, p0)),
-        (CLASSES[1], _and(_eq(pa, "A"), _eq(pb, "B"))),
-        (CLASSES[2], _and(_eq(pa, "B"), _eq(pb, "A"))),
-        (CLASSES[3], _and(_eq(p0, pa), _eq(pa, pb), _eq(p0, pb))),
-    )
-    for cls, holds in rules:
-        if holds is None:
-            return NOT_CLASSIFIABLE
-        if holds:
-            return cls
-    return CLASSES[4]
-
-
-def unilateral_patterns(labels: Labels, role: Mapping[str, str], items: Sequence[str]) -> dict[str, Any]:
-    """Primary endpoints 4 and 5 of the seed: over (prompt, replicate) pairs with a valid verdict
-    under both unilateral conditions, how many are ``WRAPPER_ATTRACTION_PATTERN`` (PA chooses A
-    and PB chooses B) and how many ``WRAPPER_AVERSION_PATTERN`` (PA chooses B and PB chooses A);
-    a TIE on either side is not decisive. PAB and P0 play no part."""
-    if "PA" not in role or "PB" not in role:
-        return {"evaluable": False, "reason": "needs the conditions in the roles PA and PB"}
-    pa, pb = labels.get(role["PA"], {}), labels.get(role["PB"], {})
-    n = decisive = excluded = 0
-    found: dict[str, dict[str, int]] = {"attraction": {}, "aversion": {}}
-    for item in items:
-        a_reps, b_reps = pa.get(item, {}), pb.get(item, {})
-        for r in sorted(set(a_reps) & set(b_reps)):
-            x, y = a_reps[r], b_reps[r]
-            if x is None or y is None:
-                excluded += 1
-                continue
-            n += 1
-            if x == "TIE" or y == "TIE":
-                continue
-            decisive += 1
-            if x != y:
-                kind = "attraction" if x == "A" else "aversion"
-                found[kind][item] = found[kind].get(item, 0) + 1
-    return {
-        "evaluable": True,
-        "roles": {"PA": role["PA"], "PB": role["PB"]},
-        "n": n,
-        "n_both_decisive": decisive,
-        "excluded_invalid": excluded,
-        **{
-            kind: {"count": sum(per.values()), "prompts": sorted(per), "per_item": per}
-            for kind, per in found.items()
-        },
     }
 
 
