@@ -18,6 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from lmaudit.config.hydra_mode import skip_mode_probe
 from lmaudit.config.overrides import with_canonical_overrides
 from lmaudit.config.schema import register_configs
 from lmaudit.pipeline.record import Terminated
@@ -65,4 +66,5 @@ if __name__ == "__main__":
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    skip_mode_probe(sys.argv[1:])  # Hydra's first composition only reads hydra.mode, never set here
     main()

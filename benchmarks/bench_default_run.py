@@ -11,7 +11,7 @@ Each round runs, in fresh processes and under the same load:
   chat-template rendering, the baseline a user would otherwise have (the measurements must be
   byte-identical to the default run's);
 * the import floor: a process that only imports what the default run must import in its main
-  process (torch, lmaudit's Gemma 3, matplotlib's SVG canvas, Hydra) and loads the embedded
+  process (torch, lmaudit's Gemma 3, Hydra) and loads the embedded
   model's tokenizer, as the run does, under the run's garbage-collector policy
   (:mod:`lmaudit.runtime`); nothing else. MLflow is imported by the run's MLflow worker
   (:mod:`lmaudit.tracking.worker`), in a second process, while the main process does this.
@@ -60,8 +60,6 @@ with long_lived():
     from lmaudit.backends.hf_tokenizer import FastTokenizer
     path = str(ensure_embedded_model())
     FastTokenizer(path, engine=tokenizer_engine(path, embedded=True))
-import matplotlib.figure
-from matplotlib.backends.backend_svg import FigureCanvasSVG
 """
 
 

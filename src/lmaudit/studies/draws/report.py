@@ -2,7 +2,7 @@
 
 :func:`write_report` takes the results dict, the plan (or ``None`` when a measurement file was
 re-analysed without one) and the audit record, and writes the page atomically. Text is
-escaped by Jinja2's autoescape; the figures are SVG written by matplotlib.
+escaped by Jinja2's autoescape; the figures are SVG from lmaudit.svgplot, which escapes its text.
 """
 
 from __future__ import annotations
