@@ -1,4 +1,5 @@
-"""Matplotlib figures as inline SVG for the studies' HTML reports."""
+"""Matplotlib figures as inline SVG for the choir report (the QQ and draws reports draw theirs
+with :mod:`lmaudit.svgplot`, without matplotlib's import)."""
 
 from __future__ import annotations
 
