@@ -173,3 +173,30 @@ def test_figure_2_places_items_and_labels_the_far_ones() -> None:
     # equal axes: the unit square's corners map to a square
     (x1, y1), (x2, y2) = far
     assert (x2 - x1) / (0.9 + 0.4) == pytest.approx(-(y2 - y1) / (0.2 - 0.5), rel=1e-3)
+
+
+def test_points_without_a_place_are_left_out_and_break_the_line() -> None:
+    fig = Plot(300.0, 200.0, "g", margins=(40.0, 10.0, 20.0, 30.0))
+    fig.set_x(0.01, 100.0, log=True)
+    fig.set_y(0.0, 1.0)
+    fig.line(
+        [0.1, 1.0, float("nan"), 10.0, 0.0, 50.0],
+        [0.2, 0.4, 0.5, 0.6, 0.7, float("inf")],
+        colour="#000",
+        series="l",
+    )
+    fig.scatter([0.1, -1.0, 1.0], [0.5, 0.5, float("nan")], colour="#000", series="s")
+    root = ET.fromstring(fig.svg())
+    (path,) = [p for p in root.iter(f"{SVG}path") if p.get("data-series") == "l"]
+    d = path.get("d")
+    assert "nan" not in d and "inf" not in d
+    assert re.findall(r"[ML]", d) == ["M", "L", "M"]  # 0.1, 1 | 10 (x = 0 has no place on a log axis)
+    (dots,) = [g for g in root.iter(f"{SVG}g") if g.get("data-series") == "s"]
+    assert len(list(dots)) == 1
+    with pytest.raises(ValueError, match="finite and increasing"):
+        fig.set_y(1.0, 1.0)
+    with pytest.raises(ValueError, match="positive range"):
+        fig.set_x(0.0, 1.0, log=True)
+    fig.set_y(0.1, 1.0, log=True)
+    with pytest.raises(ValueError, match="linear y axis"):
+        fig.bars([1.0], [0.5], bar_width=0.5, fill="#000", edge="#000")

@@ -91,6 +91,16 @@ class _Axis:
     labels: list[str] | None = None
     title: str = ""
 
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.lo) and math.isfinite(self.hi) and self.lo < self.hi):
+            raise ValueError(f"axis range must be finite and increasing, got [{self.lo}, {self.hi}]")
+        if self.log and self.lo <= 0:
+            raise ValueError(f"a log axis needs a positive range, got [{self.lo}, {self.hi}]")
+
+    def shown(self, v: float) -> bool:
+        """Whether ``v`` has a place on this axis (finite; positive on a log axis)."""
+        return math.isfinite(v) and (v > 0 or not self.log)
+
     def unit(self, v: float) -> float:
         """``v`` as a share of the axis (0 at ``lo``, 1 at ``hi``)."""
         if self.log:
@@ -210,10 +220,20 @@ class Plot:
             s += f' stroke-opacity="{_f(opacity)}"'
         return s
 
+    def _shown(self, x: float, y: float) -> bool:
+        return self.x.shown(x) and self.y.shown(y)
+
     def _path(self, points: Sequence[tuple[float, float]]) -> str:
-        return " ".join(
-            f"{'M' if i == 0 else 'L'}{_f(self.px(x))},{_f(self.py(y))}" for i, (x, y) in enumerate(points)
-        )
+        """Path data through ``points``; a point without a place on the axes (NaN, infinite, not
+        positive on a log axis) is left out and breaks the line there, as matplotlib does."""
+        out, pen = [], "M"
+        for x, y in points:
+            if not self._shown(x, y):
+                pen = "M"
+                continue
+            out.append(f"{pen}{_f(self.px(x))},{_f(self.py(y))}")
+            pen = "L"
+        return " ".join(out)
 
     def line(
         self,
@@ -274,6 +294,7 @@ class Plot:
         dots = "".join(
             f'<circle cx="{_f(self.px(x))}" cy="{_f(self.py(y))}" r="{_f(size / 2)}"/>'
             for x, y in zip(xs, ys, strict=True)
+            if self._shown(x, y)
         )
         self._marks.append(f'<g{tag} fill="{escape(colour)}">{dots}</g>')
 
@@ -310,7 +331,11 @@ class Plot:
             raise ValueError(f"{len(xs)} x values for {len(heights)} heights")
         tag = f' data-series="{escape(series)}"' if series else ""
         rects = []
+        if self.y.log:
+            raise ValueError("bars need a linear y axis (they start at 0)")
         for x, h in zip(xs, heights, strict=True):
+            if not (math.isfinite(x) and math.isfinite(h)):
+                continue
             x0, x1 = self.px(x - bar_width / 2), self.px(x + bar_width / 2)
             y0, y1 = self.py(max(h, 0.0)), self.py(min(h, 0.0))
             rects.append(f'<rect x="{_f(x0)}" y="{_f(y0)}" width="{_f(x1 - x0)}" height="{_f(y1 - y0)}"/>')

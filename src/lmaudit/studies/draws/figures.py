@@ -33,7 +33,7 @@ def _padded(lo: float, hi: float, share: float = 0.05) -> tuple[float, float]:
 def null_svg(family: Mapping[str, Any], prefix: str) -> str | None:
     null = family.get("null") or {}
     t, c = np.asarray(null.get("T") or [], dtype=float), np.asarray(null.get("count") or [], dtype=float)
-    if t.size == 0:
+    if t.size == 0 or t.size != c.size or not np.isfinite(c).all() or c.sum() <= 0:
         return None
     width = float(np.min(np.diff(t))) * 0.9 if t.size > 1 else 0.5
     share = c / c.sum()
