@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -108,9 +107,23 @@ def test_run_dir_of_another_config_is_refused_for_every_stage_that_plans(make_cf
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
-def _no_big_files() -> None:
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
-    resource.setrlimit(resource.RLIMIT_FSIZE, (50_000, 50_000))
+#: run.py with a file-size limit (RLIMIT_FSIZE, a real EFBIG from the kernel) set just before the
+#: report is written: the results, metrics and plots of the run are written under no limit, the
+#: report under one it exceeds, and the audit record's failure entry under the same limit
+_LIMITED_REPORT = """
+import resource, runpy, signal, sys
+import lmaudit.pipeline.stages as stages
+write = stages.atomic_write_text
+def limited(path, text, *a, **k):
+    if path.name == "report.html":
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_BYTES, MAX_BYTES))
+    return write(path, text, *a, **k)
+stages.atomic_write_text = limited
+sys.argv = ["run.py", *sys.argv[1:]]
+runpy.run_path("run.py", run_name="__main__")
+"""
+REPORT_LIMIT = 10_000
 
 
 def test_a_failed_report_leaves_no_stale_report_beside_new_results(tmp_path):
@@ -124,10 +137,23 @@ def test_a_failed_report_leaves_no_stale_report_beside_new_results(tmp_path):
         f"paths.cache={tmp_path / 'cache'}",
     )
     assert _run_py(*args).wait(timeout=300) == 0
-    # the report is larger than the results: a disk that takes 50 kB takes the results, not the report
-    assert (out / "report.html").stat().st_size > 50_000 > (out / "results.json").stat().st_size
+    # the report exceeds the limit; the audit record, rewritten when the report fails, does not
+    assert (out / "report.html").stat().st_size > REPORT_LIMIT > (out / "audit_record.json").stat().st_size
     old_report = (out / "report.html").read_bytes()
-    again = _run_py(*args, "stage=analyze", preexec_fn=_no_big_files)
+    again = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _LIMITED_REPORT.replace("MAX_BYTES", str(REPORT_LIMIT)),
+            *args,
+            "stage=analyze",
+        ],
+        cwd=REPO,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, err = again.communicate(timeout=300)
     assert again.returncode != 0 and "File too large" in err
     assert (out / "results.json").exists()
