@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from lmaudit.studies.qq.figures import D_CLIP, label_effect_svg, saturation_cdf_svg
-from lmaudit.svgplot import Plot, decade_label, linear_ticks, log_ticks, number_label
+from lmaudit.svgplot import Axis, Plot, decade_label, linear_ticks, log_ticks, number_label
 
 SVG = "{http://www.w3.org/2000/svg}"
 STEPS = (1.0, 2.0, 2.5, 5.0)
@@ -75,8 +75,8 @@ def test_log_ticks_and_labels() -> None:
 
 def test_coordinates_follow_the_axis_maps() -> None:
     fig = Plot(300.0, 200.0, "t", margins=(40.0, 10.0, 20.0, 30.0))
-    fig.set_x(1e-4, 1.0, log=True)
-    fig.set_y(-1.0, 3.0)
+    fig.x = Axis(1e-4, 1.0, log=True)
+    fig.y = Axis(-1.0, 3.0)
     left, top, w, h = fig.area()
     assert (left, top, w, h) == (40.0, 20.0, 250.0, 150.0)
     fig.scatter([1e-3, 0.1], [0.0, 2.0], colour="#000", series="pts")
@@ -85,8 +85,8 @@ def test_coordinates_follow_the_axis_maps() -> None:
     # log10: 1e-3 is a quarter of the way from 1e-4 to 1, 0.1 three quarters; y = 0 and 2 of -1..3
     assert dots == [(40 + 250 / 4, 20 + 150 * 3 / 4), (40 + 250 * 3 / 4, 20 + 150 / 4)]
     eq = Plot(300.0, 200.0, "e", margins=(40.0, 10.0, 20.0, 30.0))
-    eq.set_x(0.0, 2.0)
-    eq.set_y(0.0, 1.0)
+    eq.x = Axis(0.0, 2.0)
+    eq.y = Axis(0.0, 1.0)
     eq.equal = True
     assert eq.px(1.0) - eq.px(0.0) == pytest.approx(eq.py(0.0) - eq.py(1.0))
     assert eq.area()[2] == 250.0 and eq.area()[3] == 125.0 and eq.area()[1] == pytest.approx(20.0 + 12.5)
@@ -95,8 +95,8 @@ def test_coordinates_follow_the_axis_maps() -> None:
 def test_text_is_escaped_ids_prefixed_and_output_deterministic() -> None:
     def draw() -> str:
         fig = Plot(200.0, 150.0, "pfx")
-        fig.set_x(0.0, 1.0, title="x <b>&")
-        fig.set_y(0.0, 1.0)
+        fig.x = Axis(0.0, 1.0, title="x <b>&")
+        fig.y = Axis(0.0, 1.0)
         fig.line([0.0, 1.0], [0.0, 1.0], colour="#123456", label="<script>alert(1)</script>")
         fig.text(0.5, 0.5, 'item "<i>"')
         fig.legend("upper right")
@@ -177,8 +177,8 @@ def test_figure_2_places_items_and_labels_the_far_ones() -> None:
 
 def test_points_without_a_place_are_left_out_and_break_the_line() -> None:
     fig = Plot(300.0, 200.0, "g", margins=(40.0, 10.0, 20.0, 30.0))
-    fig.set_x(0.01, 100.0, log=True)
-    fig.set_y(0.0, 1.0)
+    fig.x = Axis(0.01, 100.0, log=True)
+    fig.y = Axis(0.0, 1.0)
     fig.line(
         [0.1, 1.0, float("nan"), 10.0, 0.0, 50.0],
         [0.2, 0.4, 0.5, 0.6, 0.7, float("inf")],
@@ -194,9 +194,9 @@ def test_points_without_a_place_are_left_out_and_break_the_line() -> None:
     (dots,) = [g for g in root.iter(f"{SVG}g") if g.get("data-series") == "s"]
     assert len(list(dots)) == 1
     with pytest.raises(ValueError, match="finite and increasing"):
-        fig.set_y(1.0, 1.0)
+        fig.y = Axis(1.0, 1.0)
     with pytest.raises(ValueError, match="positive range"):
-        fig.set_x(0.0, 1.0, log=True)
-    fig.set_y(0.1, 1.0, log=True)
+        fig.x = Axis(0.0, 1.0, log=True)
+    fig.y = Axis(0.1, 1.0, log=True)
     with pytest.raises(ValueError, match="linear y axis"):
         fig.bars([1.0], [0.5], bar_width=0.5, fill="#000", edge="#000")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lmaudit.svgplot import Plot
+from lmaudit.svgplot import Axis, Plot
 
 __all__ = ["null_svg", "rho_curve_svg"]
 
@@ -41,11 +41,11 @@ def null_svg(family: Mapping[str, Any], prefix: str) -> str | None:
     crit = family.get("critical_value")
     marks: Sequence[float] = [obs] + ([float(crit)] if isinstance(crit, int | float) else [])
     fig = Plot(*_SIZE, prefix, margins=_MARGINS)
-    fig.set_x(
+    fig.x = Axis(
         *_padded(min(float(t.min()) - width / 2, *marks), max(float(t.max()) + width / 2, *marks)),
         title="T = Σ (R − E₀)",
     )
-    fig.set_y(0.0, float(share.max()) * 1.05 if share.max() > 0 else 1.0, title="share of permutations")
+    fig.y = Axis(0.0, float(share.max()) * 1.05 if share.max() > 0 else 1.0, title="share of permutations")
     fig.bars(
         t.tolist(),
         share.tolist(),
@@ -76,8 +76,8 @@ def rho_curve_svg(family: Mapping[str, Any], alpha: float, prefix: str) -> str |
     up = family.get("rho_upper")
     fig = Plot(*_SIZE, prefix, margins=(_MARGINS[0], _MARGINS[1], 22.0, _MARGINS[3]))
     xs = [float(r) for r in rho] + ([float(up)] if isinstance(up, int | float) else [])
-    fig.set_x(*_padded(min(xs), max(xs)), title="ρ (persistence)")
-    fig.set_y(-0.02, 1.02, ticks=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], title="share")
+    fig.x = Axis(*_padded(min(xs), max(xs)), title="ρ (persistence)")
+    fig.y = Axis(-0.02, 1.02, ticks=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], title="share")
     fig.title = f"ρ_upper: {family.get('rho_upper_label', '—')}"
     fig.line(
         [float(r) for r in rho],

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from lmaudit.svgplot import Plot
+from lmaudit.svgplot import Axis, Plot
 
 __all__ = [
     "D_CLIP",
@@ -87,13 +87,15 @@ def saturation_cdf_svg(results: Mapping[str, Any]) -> str | None:
     if len(groups) > 1:
         curves.append(("all", [d for v in groups.values() for d in v]))
     fig = Plot(475.2, 266.4, "fig1", margins=(47.5, 9.5, 24.0, 40.0))
-    fig.set_x(
+    fig.x = Axis(
         D_CLIP / 10,
         1.0,
         log=True,
         title=f"distance from determinism d = 1 − max(p, 1 − p)   (d = 0 drawn at {D_CLIP:g})",
     )
-    fig.set_y(0.0, 1.02, ticks=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], title="share of positions with distance ≤ d")
+    fig.y = Axis(
+        0.0, 1.02, ticks=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], title="share of positions with distance ≤ d"
+    )
     fig.title = "Figure 1. Saturation: CDF of distance from determinism"
     for name, d in curves:
         x = np.sort(np.maximum(np.asarray(d, dtype=np.float64), D_CLIP))
@@ -101,12 +103,13 @@ def saturation_cdf_svg(results: Mapping[str, Any]) -> str | None:
         label = f"{name} (n={x.size})" + ("" if len(groups) > 1 else " = all positions")
         if cut is not None:
             label += f": {100 * _share_below(d, cut):.1f}% with d < {cut:.3g}"
-        fig.step(
+        fig.line(
             [D_CLIP / 10, *x.tolist()],
             [0.0, *y.tolist()],
             colour=_COLOURS.get(name, "#555555"),
             width=2.2 if name == "all" else 1.4,
             dash="5.5,2.4" if name == "all" else None,
+            steps=True,
             label=label,
             series=name,
         )
@@ -166,8 +169,8 @@ def label_effect_svg(results: Mapping[str, Any], annotate_above: float = 0.3) ->
         return None
     fig = Plot(345.6, 374.4, "fig2", margins=(48.4, 10.4, 22.5, 63.6))
     ticks = [-1.0, -0.5, 0.0, 0.5, 1.0]
-    fig.set_x(-1.05, 1.05, ticks=ticks, title=f"q under {pair[0]}")
-    fig.set_y(-1.05, 1.05, ticks=ticks, title=f"q under {pair[1]}")
+    fig.x = Axis(-1.05, 1.05, ticks=ticks, title=f"q under {pair[0]}")
+    fig.y = Axis(-1.05, 1.05, ticks=ticks, title=f"q under {pair[1]}")
     fig.equal = True
     fig.title = f"Figure 2. Label effect ({len(pts)} A/B items)"
     fig.line(

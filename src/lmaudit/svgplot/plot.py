@@ -1,122 +1,24 @@
-"""Small, deterministic SVG plots for the HTML reports, drawn without a plotting library.
-
-One :class:`Plot` is one set of axes on a canvas sized in points (as matplotlib sizes its SVG:
-``width="..pt"``), with linear or base-10 log axes, ticks, a light grid, step curves, lines,
-markers, bars, reference lines, text and a legend. Text stays text (XML-escaped, never parsed
-as markup), every element id carries the figure's ``prefix`` (several figures share one page),
-and the output depends on the data only: the same data give the same bytes.
-
-Importing matplotlib costs 0.5-0.75 s, more than the rest of a QQ report; the QQ and draws
-reports draw their figures here. Layout is computed, not measured: text widths are estimated
-at :data:`CHAR_WIDTH` of the font size per character (DejaVu Sans averages 0.55-0.6 for
-labels like these), which only decides legend box sizes.
-"""
+"""The canvas of :mod:`lmaudit.svgplot`: one set of axes, its marks and legend, as SVG."""
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-__all__ = ["CHAR_WIDTH", "Plot", "decade_label", "linear_ticks", "log_ticks", "number_label"]
+from lmaudit.svgplot.scales import Axis
+
+__all__ = ["CHAR_WIDTH", "Plot"]
 
 CHAR_WIDTH = 0.58  # estimated advance of one character, as a share of the font size
 FONT = "'DejaVu Sans', 'Bitstream Vera Sans', Arial, Helvetica, sans-serif"
-MINUS = "\u2212"
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 def _f(v: float) -> str:
     """A coordinate: two decimals, no trailing zeros, no ``-0``."""
     s = f"{v:.2f}".rstrip("0").rstrip(".")
     return "0" if s in ("-0", "") else s
-
-
-def linear_ticks(lo: float, hi: float, most: int = 8) -> list[float]:
-    """Round tick values in ``[lo, hi]``: steps of 1, 2, 2.5 or 5 times a power of ten, the
-    smallest giving at most ``most`` ticks."""
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
-        raise ValueError(f"tick range must be finite and increasing, got [{lo}, {hi}]")
-    raw = (hi - lo) / max(most - 1, 1)
-    power = 10.0 ** math.floor(math.log10(raw))
-    for m in (1.0, 2.0, 2.5, 5.0, 10.0):
-        step = m * power
-        first = math.ceil(lo / step - 1e-9)
-        last = math.floor(hi / step + 1e-9)
-        if last - first + 1 <= most:
-            break
-    digits = max(0, 3 - math.floor(math.log10(step)))  # k * step without its rounding error
-    return [0.0 if k == 0 else round(k * step, digits) for k in range(first, last + 1)]
-
-
-def log_ticks(lo: float, hi: float, most: int = 9) -> list[float]:
-    """Powers of ten in ``[lo, hi]``, every ``n``-th decade (``n`` the smallest giving at most
-    ``most``), the stride anchored at ``10⁰`` so that 1 is a tick when in range."""
-    if not (0 < lo < hi and math.isfinite(hi)):
-        raise ValueError(f"a log axis needs 0 < lo < hi, got [{lo}, {hi}]")
-    e0, e1 = math.ceil(math.log10(lo) - 1e-9), math.floor(math.log10(hi) + 1e-9)
-    stride = 1
-    while len(range(e0, e1 + 1)) > most * stride:
-        stride += 1
-    return [10.0**e for e in range(e0, e1 + 1) if e % stride == 0]
-
-
-def decade_label(x: float) -> str:
-    """``10⁻ⁿ`` in plain text (``1`` for 10⁰)."""
-    e = round(math.log10(x))
-    return "1" if e == 0 else "10" + str(e).translate(_SUPERSCRIPT)
-
-
-def number_label(ticks: Sequence[float]) -> Callable[[float], str]:
-    """Tick labels with as many decimals as the ticks' step needs (a true minus sign)."""
-    step = min((b - a for a, b in itertools.pairwise(ticks)), default=1.0)
-    decimals = 0
-    while decimals < 10 and abs(round(step, decimals) - step) > 1e-9 * max(abs(step), 1.0):
-        decimals += 1
-
-    def label(v: float) -> str:
-        return f"{v:.{decimals}f}".replace("-", MINUS) if round(v, decimals) != 0 else f"{0:.{decimals}f}"
-
-    return label
-
-
-@dataclass
-class _Axis:
-    lo: float = 0.0
-    hi: float = 1.0
-    log: bool = False
-    ticks: list[float] | None = None
-    labels: list[str] | None = None
-    title: str = ""
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.lo) and math.isfinite(self.hi) and self.lo < self.hi):
-            raise ValueError(f"axis range must be finite and increasing, got [{self.lo}, {self.hi}]")
-        if self.log and self.lo <= 0:
-            raise ValueError(f"a log axis needs a positive range, got [{self.lo}, {self.hi}]")
-
-    def shown(self, v: float) -> bool:
-        """Whether ``v`` has a place on this axis (finite; positive on a log axis)."""
-        return math.isfinite(v) and (v > 0 or not self.log)
-
-    def unit(self, v: float) -> float:
-        """``v`` as a share of the axis (0 at ``lo``, 1 at ``hi``)."""
-        if self.log:
-            return (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo))
-        return (v - self.lo) / (self.hi - self.lo)
-
-    def tick_marks(self) -> list[tuple[float, str]]:
-        ticks = self.ticks
-        if ticks is None:
-            ticks = log_ticks(self.lo, self.hi) if self.log else linear_ticks(self.lo, self.hi)
-        if self.labels is not None:
-            if len(self.labels) != len(ticks):
-                raise ValueError(f"{len(self.labels)} tick labels for {len(ticks)} ticks")
-            return list(zip(ticks, self.labels, strict=True))
-        fmt = decade_label if self.log else number_label(ticks)
-        return [(t, fmt(t)) for t in ticks]
 
 
 @dataclass
@@ -128,8 +30,9 @@ class _Entry:
 
 class Plot:
     """One set of axes on a ``width`` x ``height`` point canvas; ``margins`` (left, right, top,
-    bottom) in points hold the tick labels, axis titles and title. ``equal`` makes one data
-    unit the same length on both axes (the plot area shrinks and is centred)."""
+    bottom) in points hold the tick labels, axis titles and title. ``x`` and ``y`` are the
+    axes (:class:`Axis`), set before marks are added; ``equal`` makes one data unit the same
+    length on both axes (the plot area shrinks and is centred)."""
 
     def __init__(
         self,
@@ -142,7 +45,7 @@ class Plot:
     ) -> None:
         self.width, self.height, self.prefix, self.font_size = width, height, prefix, font_size
         self.margins = margins
-        self.x, self.y = _Axis(), _Axis()
+        self.x, self.y = Axis(), Axis()
         self.title = ""
         self.equal = False
         self._marks: list[str] = []  # clipped to the plot area
@@ -150,44 +53,6 @@ class Plot:
         self._legend: list[_Entry] = []
 
     # ----------------------------------------------------------------------- axes and layout
-
-    def set_x(
-        self,
-        lo: float,
-        hi: float,
-        *,
-        log: bool = False,
-        ticks: Sequence[float] | None = None,
-        labels: Sequence[str] | None = None,
-        title: str = "",
-    ) -> None:
-        self.x = _Axis(
-            lo,
-            hi,
-            log,
-            None if ticks is None else list(ticks),
-            None if labels is None else list(labels),
-            title,
-        )
-
-    def set_y(
-        self,
-        lo: float,
-        hi: float,
-        *,
-        log: bool = False,
-        ticks: Sequence[float] | None = None,
-        labels: Sequence[str] | None = None,
-        title: str = "",
-    ) -> None:
-        self.y = _Axis(
-            lo,
-            hi,
-            log,
-            None if ticks is None else list(ticks),
-            None if labels is None else list(labels),
-            title,
-        )
 
     def area(self) -> tuple[float, float, float, float]:
         """The plot area ``(left, top, width, height)`` in points."""
@@ -212,13 +77,19 @@ class Plot:
     # ----------------------------------------------------------------------------- marks
 
     @staticmethod
-    def _stroke(colour: str, width: float, dash: str | None, opacity: float | None = None) -> str:
+    def _stroke(colour: str, width: float, dash: str | None) -> str:
         s = f'fill="none" stroke="{escape(colour)}" stroke-width="{_f(width)}"'
-        if dash:
-            s += f' stroke-dasharray="{dash}"'
-        if opacity is not None:
-            s += f' stroke-opacity="{_f(opacity)}"'
-        return s
+        return s + (f' stroke-dasharray="{dash}"' if dash else "")
+
+    @staticmethod
+    def _tag(series: str | None) -> str:
+        """The ``data-series`` attribute naming a mark's data (for readers and tests)."""
+        return f' data-series="{escape(series)}"' if series else ""
+
+    @staticmethod
+    def _same_length(xs: Sequence[float], ys: Sequence[float], what: str = "y values") -> None:
+        if len(xs) != len(ys):
+            raise ValueError(f"{len(xs)} x values for {len(ys)} {what}")
 
     def _shown(self, x: float, y: float) -> bool:
         return self.x.shown(x) and self.y.shown(y)
@@ -243,16 +114,22 @@ class Plot:
         colour: str,
         width: float = 1.4,
         dash: str | None = None,
+        steps: bool = False,
         marker_size: float | None = None,
         label: str | None = None,
         series: str | None = None,
     ) -> None:
-        """A polyline through ``(xs, ys)``, with round markers of diameter ``marker_size``."""
-        if len(xs) != len(ys):
-            raise ValueError(f"{len(xs)} x values for {len(ys)} y values")
-        tag = f' data-series="{escape(series)}"' if series else ""
+        """A polyline through ``(xs, ys)``, with round markers of diameter ``marker_size``;
+        ``steps``: a step curve holding each ``y`` from its ``x`` to the next (matplotlib's
+        ``step(where="post")``)."""
+        self._same_length(xs, ys)
+        points: list[tuple[float, float]] = []
+        for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+            if steps and i:
+                points.append((x, ys[i - 1]))
+            points.append((x, y))
         self._marks.append(
-            f'<path{tag} d="{self._path(list(zip(xs, ys, strict=True)))}" {self._stroke(colour, width, dash)}/>'
+            f'<path{self._tag(series)} d="{self._path(points)}" {self._stroke(colour, width, dash)}/>'
         )
         if marker_size:
             self._markers(xs, ys, colour, marker_size, series)
@@ -261,42 +138,15 @@ class Plot:
                 _Entry(label, "line", {"colour": colour, "width": _f(width), "dash": dash or ""})
             )
 
-    def step(
-        self,
-        xs: Sequence[float],
-        ys: Sequence[float],
-        *,
-        colour: str,
-        width: float = 1.4,
-        dash: str | None = None,
-        label: str | None = None,
-        series: str | None = None,
-    ) -> None:
-        """A step curve holding each ``y`` from its ``x`` to the next (matplotlib's ``where="post"``)."""
-        if len(xs) != len(ys):
-            raise ValueError(f"{len(xs)} x values for {len(ys)} y values")
-        pts: list[tuple[float, float]] = []
-        for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
-            if i:
-                pts.append((x, ys[i - 1]))
-            pts.append((x, y))
-        tag = f' data-series="{escape(series)}"' if series else ""
-        self._marks.append(f'<path{tag} d="{self._path(pts)}" {self._stroke(colour, width, dash)}/>')
-        if label is not None:
-            self._legend.append(
-                _Entry(label, "line", {"colour": colour, "width": _f(width), "dash": dash or ""})
-            )
-
     def _markers(
         self, xs: Sequence[float], ys: Sequence[float], colour: str, size: float, series: str | None
     ) -> None:
-        tag = f' data-series="{escape(series)}"' if series else ""
         dots = "".join(
             f'<circle cx="{_f(self.px(x))}" cy="{_f(self.py(y))}" r="{_f(size / 2)}"/>'
             for x, y in zip(xs, ys, strict=True)
             if self._shown(x, y)
         )
-        self._marks.append(f'<g{tag} fill="{escape(colour)}">{dots}</g>')
+        self._marks.append(f'<g{self._tag(series)} fill="{escape(colour)}">{dots}</g>')
 
     def scatter(
         self,
@@ -309,8 +159,7 @@ class Plot:
         series: str | None = None,
     ) -> None:
         """Round markers of diameter ``size`` points."""
-        if len(xs) != len(ys):
-            raise ValueError(f"{len(xs)} x values for {len(ys)} y values")
+        self._same_length(xs, ys)
         self._markers(xs, ys, colour, size, series)
         if label is not None:
             self._legend.append(_Entry(label, "marker", {"colour": colour, "size": _f(size)}))
@@ -327,12 +176,10 @@ class Plot:
         series: str | None = None,
     ) -> None:
         """Vertical bars centred on ``xs``, ``bar_width`` data units wide, from 0 to each height."""
-        if len(xs) != len(heights):
-            raise ValueError(f"{len(xs)} x values for {len(heights)} heights")
-        tag = f' data-series="{escape(series)}"' if series else ""
-        rects = []
+        self._same_length(xs, heights, "heights")
         if self.y.log:
             raise ValueError("bars need a linear y axis (they start at 0)")
+        rects = []
         for x, h in zip(xs, heights, strict=True):
             if not (math.isfinite(x) and math.isfinite(h)):
                 continue
@@ -340,7 +187,8 @@ class Plot:
             y0, y1 = self.py(max(h, 0.0)), self.py(min(h, 0.0))
             rects.append(f'<rect x="{_f(x0)}" y="{_f(y0)}" width="{_f(x1 - x0)}" height="{_f(y1 - y0)}"/>')
         self._marks.append(
-            f'<g{tag} fill="{escape(fill)}" stroke="{escape(edge)}" stroke-width="0.4">{"".join(rects)}</g>'
+            f'<g{self._tag(series)} fill="{escape(fill)}" stroke="{escape(edge)}" stroke-width="0.4">'
+            f"{''.join(rects)}</g>"
         )
         if label is not None:
             self._legend.append(_Entry(label, "patch", {"fill": fill, "edge": edge}))
@@ -372,19 +220,10 @@ class Plot:
         fs = self.font_size if size is None else size
         self._free.append(self._text(self.px(x) + dx, self.py(y) - dy, s, fs, anchor))
 
-    def _text(
-        self,
-        x: float,
-        y: float,
-        s: str,
-        size: float,
-        anchor: str = "middle",
-        rotate: bool = False,
-        weight: str | None = None,
-    ) -> str:
+    @staticmethod
+    def _text(x: float, y: float, s: str, size: float, anchor: str = "middle", rotate: bool = False) -> str:
         extra = f' transform="rotate(-90 {_f(x)} {_f(y)})"' if rotate else ""
-        w = f' font-weight="{weight}"' if weight else ""
-        return f'<text x="{_f(x)}" y="{_f(y)}" font-size="{_f(size)}" text-anchor="{anchor}"{w}{extra}>{escape(s)}</text>'
+        return f'<text x="{_f(x)}" y="{_f(y)}" font-size="{_f(size)}" text-anchor="{anchor}"{extra}>{escape(s)}</text>'
 
     def legend(self, loc: str = "upper left", *, columns: int = 1, size: float | None = None) -> None:
         """Show the labelled marks: ``"upper left"``, ``"upper right"`` (inside the plot area,
