@@ -24,7 +24,7 @@ from lmaudit.config.schema import register_configs
 from lmaudit.pipeline.record import Terminated
 from lmaudit.pipeline.sweep import JobFailed
 from lmaudit.provenance.io import InputError
-from lmaudit.runtime import one_job_process
+from lmaudit.runtime import finish, one_job_process
 
 register_configs()
 
@@ -68,3 +68,4 @@ if __name__ == "__main__":
         sys.exit(2)
     skip_mode_probe(sys.argv[1:])  # Hydra's first composition only reads hydra.mode, never set here
     main()
+    finish(__file__)  # a one-job run that got here succeeded: exit without tearing the heap down

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -83,3 +85,97 @@ def test_long_lived_leaves_a_disabled_collector_disabled() -> None:
     got = _probe(True, start_disabled=True)
     assert got["inside_enabled"] is False and got["after_enabled"] is False
     assert got["garbage_freed"] is True
+
+
+FINISH = """
+import atexit, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+from lmaudit import runtime
+if ONE_JOB:
+    runtime.one_job_process()
+atexit.register(lambda: print("handler=true"))
+class Teardown:  # alive until the interpreter tears the modules down
+    def __del__(self):
+        print("torn_down=true", flush=True)
+sentinel = Teardown()
+late = threading.Event()
+def work():
+    late.wait()
+    print("thread_done=true")
+threading.Thread(target=work).start()  # not a daemon: the exit waits for it
+pool = ThreadPoolExecutor(max_workers=1)  # never shut down: threading's exit hook does it
+pool.submit(late.set)
+sys.stdout.write("unflushed=true ")  # no newline, and stdout is a pipe: still in the buffer
+runtime.finish(__file__, 3)
+print("returned=true")
+"""
+
+#: runs the probe as ``runpy`` does for a wrapper, then goes on
+WRAPPER = """
+import runpy, sys
+try:
+    runpy.run_path(sys.argv[1], run_name="__main__")
+finally:
+    print("wrapper_went_on=true")
+"""
+
+
+def _finish(tmp_path: Path, one_job: bool, *how: str) -> tuple[int, dict[str, str]]:
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"ONE_JOB = {one_job}\n{FINISH}", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, *how, str(probe)],
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stderr == "" or "importtime" in how, done.stderr
+    return done.returncode, dict(w.split("=") for w in done.stdout.split())
+
+
+#: what any exit does: the thread and the pool waited for, the handler run, the buffer flushed
+EXIT = {"unflushed": "true", "thread_done": "true", "handler": "true"}
+
+
+def test_finish_ends_a_one_job_process_after_its_threads_handlers_and_output(tmp_path: Path) -> None:
+    for how in ((), ("-X", "importtime"), ("-u",)):
+        code, words = _finish(tmp_path, True, *how)
+        assert code == 3, how
+        assert words == EXIT, (how, words)  # and no teardown: the finaliser never ran
+
+
+def test_finish_elsewhere_returns_and_the_interpreter_exits_as_usual(tmp_path: Path) -> None:
+    usual = {**EXIT, "returned": "true", "torn_down": "true"}  # the teardown ran the finaliser
+    assert _finish(tmp_path, False) == (0, usual)  # not a one-job process
+    # a one-job process started on another script (a profiler, a test) that then goes on
+    # (a runner's copy of the probe's globals is in a cycle: its finaliser may or may not run)
+    for how, extra in (
+        (("-c", WRAPPER), {"wrapper_went_on": "true"}),
+        (("-m", "cProfile", "-o", str(tmp_path / "prof")), {}),
+    ):
+        code, words = _finish(tmp_path, True, *how)
+        words.pop("torn_down", None)
+        assert (code, words) == (0, {**EXIT, "returned": "true", **extra}), how
+    assert (tmp_path / "prof").stat().st_size > 0  # the profiler wrote its result after the run
+
+
+def test_started_on_reads_the_interpreters_own_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import lmaudit.runtime as runtime
+
+    cases = {
+        ("python", "run.py", "model=x"): True,
+        ("python", "-X", "importtime", "-u", "run.py"): True,
+        ("python", "-Ximporttime", "./run.py"): True,
+        ("python", "-W", "ignore", "run.py"): True,
+        ("python", "other.py", "run.py"): False,
+        ("python", "-c", "import run", "run.py"): False,
+        ("python", "-m", "cProfile", "run.py"): False,
+        ("python", "-mcProfile", "run.py"): False,
+        ("python", "-", "run.py"): False,
+        ("python",): False,
+    }
+    for argv, expected in cases.items():
+        monkeypatch.setattr(sys, "orig_argv", list(argv))
+        assert runtime.started_on(REPO / "run.py") is expected, argv
