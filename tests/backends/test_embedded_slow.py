@@ -221,6 +221,30 @@ def test_prefill_by_messages_equals_naive_also_past_the_sliding_window(backend: 
             assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
 
 
+def test_a_position_2_prompt_continues_its_position_1_prompt(backend: HFBackend) -> None:
+    """On Gemma's template the cut before the answer falls after ``<start_of_turn>model``: the
+    position-1 prompt is a segment of each position-2 prompt, whose prefill then computes only
+    the answer and the next question, bitwise as a memo that never saw the position-1 prompt."""
+    from lmaudit.backends.hf_prefill import PrefillMemo, segment_bounds
+
+    first, *seconds = REQUESTS[:3]
+    short = backend.encode(first.messages)
+    memo = PrefillMemo()
+    memo.prefill(
+        backend.model, short, segment_bounds(backend.message_cuts(first.messages, short), len(short))
+    )
+    for req in seconds:
+        ids = backend.encode(req.messages)
+        bounds = segment_bounds(backend.message_cuts(req.messages, ids), len(ids))
+        assert len(short) in bounds and ids[: len(short)] == short
+        before = memo.tokens_computed - memo.checked_tokens
+        logits, _ = memo.prefill(backend.model, ids, bounds)
+        assert memo.tokens_computed - memo.checked_tokens - before == len(ids) - len(short)
+        assert torch.equal(logits, PrefillMemo(max_bytes=0).prefill(backend.model, ids, bounds)[0])
+        ref = _naive(backend, req)
+        assert float((torch.softmax(logits.double(), -1) - ref).abs().max()) < 1e-5
+
+
 def test_lmaudit_gemma3_equals_transformers_on_the_default_audit(backend: HFBackend, make_cfg: Any) -> None:
     """The embedded model runs on lmaudit's own Gemma 3 by default; on the default audit's 186
     prompts (and the long prompts past the sliding window) its tokens, label probabilities, top-k,

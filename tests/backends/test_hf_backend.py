@@ -396,14 +396,60 @@ def test_segment_bounds_by_hand() -> None:
         segment_bounds([], 0)
 
 
-def test_message_cuts_are_token_prefixes_of_the_prompt(tiny_dir: Path) -> None:
-    backend = _backend(tiny_dir)
+#: a template whose generation prompt opens the assistant turn, as Gemma's does
+#: (``<start_of_turn>model``); the tiny CHAT_TEMPLATE opens it as ``<start_of_turn>assistant``
+OPENS_ASSISTANT = (
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>"
+    "{{ 'model' if m['role'] == 'assistant' else m['role'] }} {{ m['content'] }}<end_of_turn>"
+    "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model {% endif %}"
+)
+
+
+@pytest.mark.parametrize("template", [None, OPENS_ASSISTANT], ids=["tiny-template", "opens-assistant"])
+def test_message_cuts_are_token_prefixes_of_the_prompt(tiny_dir: Path, template: str | None) -> None:
+    """A cut before each message; before an assistant turn, after its opening where the
+    generation prompt renders that opening (else before the turn)."""
+    backend = _backend(tiny_dir, **({"chat_template": template} if template else {}))
     msgs = _chat(3, seed=1)
     ids = backend.encode(msgs)
     cuts = backend.message_cuts(msgs, ids)
     assert len(cuts) == len(msgs) - 1 and cuts == sorted(cuts)
+    opened = 0
     for k, cut in enumerate(cuts, start=1):
-        assert backend._encode_texts([backend.render(msgs[:k], generation_prompt=False)])[0] == ids[:cut]
+        plain = backend._encode_texts([backend.render(msgs[:k], generation_prompt=False)])[0]
+        header = backend._encode_texts([backend.render(msgs[:k], generation_prompt=True)])[0]
+        if msgs[k]["role"] == "assistant" and ids[: len(header)] == header:
+            opened += 1
+            assert ids[:cut] == header and cut > len(plain)
+        else:
+            assert ids[:cut] == plain
+    assert opened == (2 if template else 0)  # both assistant turns open with the generation prompt
+
+
+def test_a_continued_conversation_computes_only_what_follows_its_first_prompt(tiny_dir: Path) -> None:
+    """A position-2 prompt (the position-1 prompt, its answer and the next question) continues
+    the position-1 prompt's memoised prefill: only the tokens after it are computed, and its
+    logits and draws are bitwise those of a backend that never saw the position-1 prompt."""
+    short = _chat(2, seed=7)
+    long = (*short, {"role": "assistant", "content": "B"}, {"role": "user", "content": "answer the second"})
+    first = SampleRequest(short, n=30, temperature=1.0, seed=1, max_tokens=1)
+    second = SampleRequest(long, n=30, temperature=1.0, seed=2, max_tokens=1)
+    warm = _backend(tiny_dir, chat_template=OPENS_ASSISTANT)
+    warm.sample([first])
+    before = warm.prefill_memo.tokens_computed
+    texts = warm.sample([second])[0].texts
+    short_ids, long_ids = warm.encode(short), warm.encode(long)
+    assert long_ids[: len(short_ids)] == short_ids
+    assert warm.prefill_memo.tokens_computed - before == len(long_ids) - len(short_ids)
+    fresh = _backend(tiny_dir, chat_template=OPENS_ASSISTANT)
+    assert fresh.sample([second])[0].texts == texts
+    bounds = segment_bounds(warm.message_cuts(long, long_ids), len(long_ids))
+    assert len(short_ids) in bounds
+    a, _ = warm.prefill_memo.prefill(warm.model, long_ids, bounds)
+    b, _ = PrefillMemo(max_bytes=0).prefill(fresh.model, long_ids, bounds)
+    assert torch.equal(a, b)
+    naive = _naive_probs(fresh, LabelRequest(long, ("A", "B")))
+    assert float((torch.softmax(a.double(), -1) - naive).abs().max()) < 1e-6
 
 
 @pytest.mark.parametrize("turns", [1, 3])

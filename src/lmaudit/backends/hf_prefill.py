@@ -2,7 +2,11 @@
 and memoised by token prefix.
 
 A chat prompt is cut at its own message boundaries: the token lengths of its first ``k``
-messages rendered alone, where those tokens are a prefix of the whole prompt's tokens. Cuts
+messages rendered alone, where those tokens are a prefix of the whole prompt's tokens; before
+an assistant turn, after the opening the generation prompt renders (``<start_of_turn>model``),
+so that a prompt ending in the generation prompt is a segment of the conversation that goes
+on from it (a position-2 prompt extends its position-1 prompt by the answer and the next
+question, and computes only those). Cuts
 closer than ``MIN_SEGMENT`` tokens to the previous one are dropped (a forward has a fixed cost;
 the system turn of a template that folds it into the first user turn renders to the BOS token
 alone). Segment ``j`` is computed as one forward of its own over the KV cache of the segments
@@ -44,8 +48,9 @@ from lmaudit.backends.hf_batching import decoder, vocabulary_logits_each
 
 #: Shortest segment worth its own forward; a cut closer than this to the previous is dropped.
 MIN_SEGMENT = 16
-#: The sampling cache key's record of how prompts are prefilled (changes with MIN_SEGMENT).
-PREFILL_KEY = f"by-message/min{MIN_SEGMENT}"
+#: The sampling cache key's record of how prompts are prefilled (changes with MIN_SEGMENT and
+#: with where the cuts fall; ``by-message/min16`` cut before an assistant turn's opening).
+PREFILL_KEY = f"by-message/header/min{MIN_SEGMENT}"
 #: Default memory bound of the memo (KV caches and logits), in bytes.
 DEFAULT_MEMO_BYTES = 512 * 2**20
 #: Most rows of one packed prefill forward (segments of several prompts and their parents).
@@ -57,26 +62,33 @@ _Key = tuple[tuple[int, ...], tuple[int, ...]]
 
 
 def message_cuts(
-    render: Callable[[int], str],
+    render: Callable[[int, bool], str],
     encode: Callable[[Sequence[str]], list[list[int]]],
     n_messages: int,
     ids: Sequence[int],
+    opens: Callable[[int], bool] = lambda k: False,
 ) -> list[int]:
-    """Token lengths of a prompt's first ``k`` messages rendered alone (``render(k)``, without the
-    generation prompt; ``0 < k < n_messages``), where those tokens are a prefix of the whole
-    prompt's ``ids``. A prefix the template refuses to render (BackendError), or that tokenizes
-    differently, is not a cut."""
+    """Where a prompt's ``ids`` may be cut before its message ``k`` (``0 < k < n_messages``):
+    the token length of its first ``k`` messages rendered alone (``render(k, False)``), where
+    those tokens are a prefix of ``ids``. Before a message that the generation prompt opens
+    (``opens(k)``: an assistant turn), the cut is after that opening where it is a prefix
+    (``render(k, True)``, the first ``k`` messages with the generation prompt), so that the
+    prompt that ended there (a position-1 prompt, say) is a segment of this one. A prefix the
+    template refuses to render (BackendError), or that tokenizes differently, is not a cut."""
     texts: list[str] = []
+    owners: list[int] = []
     for k in range(1, n_messages):
-        try:
-            texts.append(render(k))
-        except BackendError:
-            continue
-    return [
-        len(head)
-        for head in (encode(texts) if texts else [])
-        if 0 < len(head) < len(ids) and list(ids[: len(head)]) == head
-    ]
+        for header in (True, False) if opens(k) else (False,):
+            try:
+                texts.append(render(k, header))
+            except BackendError:
+                continue
+            owners.append(k)
+    cuts: dict[int, int] = {}
+    for k, head in zip(owners, encode(texts) if texts else [], strict=True):
+        if k not in cuts and 0 < len(head) < len(ids) and list(ids[: len(head)]) == head:
+            cuts[k] = len(head)
+    return [cuts[k] for k in sorted(cuts)]
 
 
 def segment_bounds(cuts: Iterable[int], total: int, min_segment: int = MIN_SEGMENT) -> list[int]:
