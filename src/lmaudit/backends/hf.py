@@ -276,13 +276,7 @@ class HFBackend:
 
     def message_cuts(self, messages: Sequence[Message], ids: Sequence[int]) -> list[int]:
         """Where the prompt ``ids`` of ``messages`` may be cut (:func:`~lmaudit.backends.hf_prefill.message_cuts`)."""
-        return message_cuts(
-            lambda k, header: self.render(messages[:k], generation_prompt=header),
-            self._encode_texts,
-            len(messages),
-            ids,
-            opens=lambda k: messages[k].get("role") == "assistant",
-        )
+        return message_cuts(messages, self.render, self._encode_texts, ids)
 
     def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
         """Gate G1: each label's token pieces after the rendered prompt (passes when exactly one).

@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,25 +62,24 @@ _Key = tuple[tuple[int, ...], tuple[int, ...]]
 
 
 def message_cuts(
-    render: Callable[[int, bool], str],
+    messages: Sequence[Mapping[str, Any]],
+    render: Callable[..., str],
     encode: Callable[[Sequence[str]], list[list[int]]],
-    n_messages: int,
     ids: Sequence[int],
-    opens: Callable[[int], bool] = lambda k: False,
 ) -> list[int]:
-    """Where a prompt's ``ids`` may be cut before its message ``k`` (``0 < k < n_messages``):
-    the token length of its first ``k`` messages rendered alone (``render(k, False)``), where
-    those tokens are a prefix of ``ids``. Before a message that the generation prompt opens
-    (``opens(k)``: an assistant turn), the cut is after that opening where it is a prefix
-    (``render(k, True)``, the first ``k`` messages with the generation prompt), so that the
-    prompt that ended there (a position-1 prompt, say) is a segment of this one. A prefix the
-    template refuses to render (BackendError), or that tokenizes differently, is not a cut."""
+    """Where the prompt ``ids`` of ``messages`` may be cut before its message ``k``
+    (``0 < k < len(messages)``): the token length of its first ``k`` messages rendered alone
+    (``render(messages[:k], generation_prompt=False)``), where those tokens are a prefix of
+    ``ids``. Before an assistant turn, the cut is after the opening the generation prompt
+    renders, where that is a prefix (``generation_prompt=True``), so that the prompt that
+    ended there (a position-1 prompt, say) is a segment of this one. A prefix the template
+    refuses to render (BackendError), or that tokenizes differently, is not a cut."""
     texts: list[str] = []
     owners: list[int] = []
-    for k in range(1, n_messages):
-        for header in (True, False) if opens(k) else (False,):
+    for k in range(1, len(messages)):
+        for header in (True, False) if messages[k].get("role") == "assistant" else (False,):
             try:
-                texts.append(render(k, header))
+                texts.append(render(messages[:k], generation_prompt=header))
             except BackendError:
                 continue
             owners.append(k)
