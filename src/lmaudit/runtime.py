@@ -90,9 +90,9 @@ def finish(script: str | os.PathLike[str], code: int = 0) -> None:
     """End a one-job process whose work is done with exit status ``code``: non-daemon threads
     joined, exit handlers run and standard streams flushed, as at any exit, then
     :func:`os._exit` instead of the interpreter's teardown. Only where the interpreter was
-    started on ``script`` (:func:`started_on`), with no tracer or profiler set: anything that
-    runs the script and then goes on (``python -m cProfile``, a test's wrapper) keeps the
-    rest of its process. Anywhere else (sweeps, tests, an interpreter without
+    started on ``script`` (:func:`started_on`), with no tracer or profiler set and no
+    interactive prompt to follow (``python -i``): anything that runs the script and then goes
+    on (``python -m cProfile``, a test's wrapper) keeps the rest of its process. Anywhere else (sweeps, tests, an interpreter without
     :func:`threading._shutdown`) it returns, and the caller exits as usual."""
     shutdown = getattr(threading, "_shutdown", None)  # what the interpreter runs first at exit
     if (
@@ -101,6 +101,8 @@ def finish(script: str | os.PathLike[str], code: int = 0) -> None:
         or threading.current_thread() is not threading.main_thread()
         or sys.gettrace() is not None
         or sys.getprofile() is not None
+        or sys.flags.inspect  # python -i: the prompt comes after the script
+        or os.environ.get("PYTHONINSPECT")
         or not started_on(script)
     ):
         return
