@@ -41,26 +41,33 @@ def _start(tmp_path: Path, *extra: str) -> subprocess.Popen:
     )
 
 
-def _statuses(db: Path) -> list[str]:
+def _statuses(db: Path, *, settled: bool = True) -> list[str]:
+    """The runs' statuses. While the run's process lives (``settled=False``) the store is read
+    read-only, never touching it; once the process is gone it is opened as any later writer (the
+    re-run, MLflow) opens it, which rolls back a transaction a SIGKILL left in a hot journal (a
+    read-only connection cannot, and fails with "attempt to write a readonly database")."""
     if not db.exists():
         return []
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05)
+        uri = f"file:{db}?mode=ro" if not settled else f"file:{db}"
+        con = sqlite3.connect(uri, uri=True, timeout=0.05 if not settled else 5.0)
         try:
             return [r[0] for r in con.execute("select status from runs")]
         finally:
             con.close()
     except sqlite3.Error:
-        return []
+        if settled:
+            raise
+        return []  # the live process holds a lock or is mid-write: look again
 
 
 def _freeze_while_logging(proc: subprocess.Popen, db: Path) -> bool:
     """Stop ``proc`` (SIGSTOP) as soon as its MLflow run exists; False if it finished first."""
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and proc.poll() is None:
-        if "RUNNING" in _statuses(db):
+        if "RUNNING" in _statuses(db, settled=False):
             proc.send_signal(signal.SIGSTOP)
-            return "RUNNING" in _statuses(db)
+            return "RUNNING" in _statuses(db, settled=False)
         time.sleep(0.002)
     return False
 
