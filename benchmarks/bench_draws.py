@@ -26,13 +26,13 @@ import argparse
 import itertools
 import json
 import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from host import host  # benchmarks/host.py (the script's own directory)
 from lmaudit.studies.draws.analysis import AnalysisParams
 from lmaudit.studies.draws.importer import SequenceRecord
 from lmaudit.studies.draws.results import analyze_records
@@ -136,11 +136,7 @@ def main() -> None:
         },
         "registered_analysis_s": round(t_all, 2),
         "families_rejected": results["n_rejected"],
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load_avg_1m": os.getloadavg()[0],
-        },
+        "machine": host(),
     }
     print(
         f"permutation null, one family, B={params.n_perm}: vectorised {t_perm:.2f} s, per-permutation loop "

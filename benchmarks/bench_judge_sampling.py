@@ -22,11 +22,12 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+from host import host  # benchmarks/host.py (the script's own directory)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -144,7 +145,7 @@ def main() -> None:
         "same_greedy_texts_as_generate": same_greedy,
         "rounds": args.rounds,
         "torch_threads": torch.get_num_threads(),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_avg": os.getloadavg()},
+        "machine": host(),
     }
     print(
         f"judge verdict, embedded model: block 1 {per_one:.2f} s, block 8 {per_eight:.2f} s, generate() "

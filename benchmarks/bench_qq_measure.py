@@ -34,7 +34,6 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 import argparse
 import json
-import platform
 import statistics
 import tempfile
 import time
@@ -43,6 +42,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from host import host  # benchmarks/host.py (the script's own directory)
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "qq_measure.json"
@@ -255,13 +256,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         },
         "max_abs_prob_diff": {"vs_naive": diff_naive, "vs_llama_cpp_q4_k_m": diff_llama if llama else None},
         "identical_to_transformers_gemma3": same_as_transformers,
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "threads": args.threads,
-            "load_average_1m": os.getloadavg()[0],
-            "torch": torch.__version__,
-        },
+        "machine": {**host(), "threads": args.threads, "torch": torch.__version__},
         "backend": backend.identity,
     }
     rat = report["ratios"]

@@ -24,13 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from host import host  # benchmarks/host.py (the script's own directory)
 from lmaudit.stats.rbo import encode_lists, rbo_all_pairs, rbo_ext, shuffle_assignments
 
 RESULTS = Path(__file__).resolve().parent / "results" / "rbo.json"
@@ -105,11 +105,7 @@ def main() -> None:
         "speedup_vs_scalar": round(t_scalar / t_fast, 1),
         "max_abs_diff_vs_pypi_rbo": diff_pkg,
         "max_abs_diff_vs_scalar": diff_scalar,
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load_avg_1m": os.getloadavg()[0],
-        },
+        "machine": host(),
     }
     print(
         f"RBO_ext p=0.9, {args.models} models x {args.depth} items, {args.shuffles} shuffles = {pairs} list pairs: "
