@@ -54,23 +54,38 @@ def label_token_ids(
     return out
 
 
+#: Rows of the vocabulary logits softmaxed at a time (:func:`label_results`).
+SOFTMAX_ROWS = 16
+
+
 def label_results(
     logits: Any, idx: Sequence[int], label_ids: Sequence[Mapping[str, int]], k: int, tokenizer: Any
 ) -> Iterator[tuple[int, LabelResult]]:
-    """``(i, result)`` for the rows of ``logits`` ([len(idx), V]): softmax in float64, labels, top-k."""
+    """``(i, result)`` for the rows of ``logits`` ([len(idx), V]): softmax in float64, labels, top-k.
+
+    The rows go through ``SOFTMAX_ROWS`` at a time: torch's softmax and top-k compute each row on
+    its own, so the results are bitwise those over all rows at once, and a block's float64
+    copies (16 MB for Gemma 3's vocabulary) are reused from one block to the next where the
+    whole (200 MB for 96 rows, twice) would be fresh memory, faulted in page by page (measured:
+    0.40 s against 0.14 s for the default run's 186 rows)."""
     import torch
 
-    probs = torch.softmax(logits.double(), dim=-1)
-    tops = torch.topk(probs, min(k, probs.shape[-1]), dim=-1) if k else None
-    for row, i in enumerate(idx):
-        p = {label: float(probs[row, t]) for label, t in label_ids[i].items()}
-        top: list[tuple[str, float]] = []
-        if tops is not None:
-            top = [
-                (tokenizer.decode([int(t)]), float(v))
-                for v, t in zip(tops.values[row].tolist(), tops.indices[row].tolist(), strict=True)
-            ]
-        yield (
-            i,
-            LabelResult(probs=p, other=1.0 - sum(p.values()), top_k=top, label_token_ids=dict(label_ids[i])),
-        )
+    for r0 in range(0, len(idx), SOFTMAX_ROWS):
+        rows = idx[r0 : r0 + SOFTMAX_ROWS]
+        probs = torch.softmax(logits[r0 : r0 + len(rows)].double(), dim=-1)
+        tops = torch.topk(probs, min(k, probs.shape[-1]), dim=-1) if k else None
+        for row, i in enumerate(rows):
+            p = {label: float(probs[row, t]) for label, t in label_ids[i].items()}
+            top: list[tuple[str, float]] = []
+            if tops is not None:
+                top = [
+                    (tokenizer.decode([int(t)]), float(v))
+                    for v, t in zip(tops.values[row].tolist(), tops.indices[row].tolist(), strict=True)
+                ]
+            yield (
+                i,
+                LabelResult(
+                    probs=p, other=1.0 - sum(p.values()), top_k=top, label_token_ids=dict(label_ids[i])
+                ),
+            )
+        del probs, tops
