@@ -25,10 +25,15 @@ prompts, and a segment together with the segments it continues, share forwards o
 :data:`PACK_ROWS` rows, attention running segment by segment as in the segment's own forward
 (:mod:`lmaudit.backends.gemma3.prefill`). That gives every segment bitwise the tensors of its
 own forward if a matrix product's rows do not depend on the other rows, which holds for MKL in
-the strict reproducibility mode lmaudit sets; each memo checks it on its first packed forward
-(one segment recomputed alone) and prefills segment by segment from then on where it does not
-hold. Then the prompts' vocabulary heads run together (:func:`vocabulary_logits_each`, each
-row's logits bitwise its own head, also checked): the head is 671 MB for Gemma 3's 262k-token
+the strict reproducibility mode lmaudit sets, for products of more than a few rows; each memo
+checks it on its first packed forward (its shortest segment recomputed alone) and prefills
+segment by segment from then on where it does not hold. A segment shorter than
+``MIN_SEGMENT`` (only a prompt's last can be) is never packed: on some processors MKL computes a
+product of up to three rows with another kernel (measured on an AMD EPYC with AVX-512: the
+rows of a 1-3-row product differ from the same rows in a product of four or more), so such a
+segment's own forward does not give the bits of its rows in a larger product. Then the
+prompts' vocabulary heads run together (:func:`vocabulary_logits_each`, each row's logits
+bitwise its own head, also checked): the head is 671 MB for Gemma 3's 262k-token
 vocabulary, and read once per prompt it cost about as much as a short prompt's forward.
 """
 
@@ -241,10 +246,12 @@ class PrefillMemo:
         )
         i = 0
         while i < len(plan):
-            j = i + 1  # plan[i:j] in one forward: up to PACK_ROWS rows, no one-token segment
-            if packable and len(plan[i].ids) > 1:
+            j = i + 1  # plan[i:j] in one forward: up to PACK_ROWS rows, no short segment
+            if packable and len(plan[i].ids) >= MIN_SEGMENT:
                 rows = len(plan[i].ids)
-                while j < len(plan) and len(plan[j].ids) > 1 and rows + len(plan[j].ids) <= PACK_ROWS:
+                while (
+                    j < len(plan) and len(plan[j].ids) >= MIN_SEGMENT and rows + len(plan[j].ids) <= PACK_ROWS
+                ):
                     rows += len(plan[j].ids)
                     j += 1
             if j - i == 1 or not self._packed(model, plan, i, j):
@@ -300,10 +307,12 @@ class PrefillMemo:
         return True
 
     def _packing_exact(self, model: Any, plan: list[_Planned], i: int, j: int, outs: list[Any]) -> bool:
-        """Whether the packed forward's last segment has bitwise the hidden row and KV cache of
-        its own forward over the same parent cache (the parent's from the packed forward, if
-        it was in it): the one assumption packing rests on, checked once per memo."""
-        last = plan[j - 1]
+        """Whether the packed forward's shortest segment has bitwise the hidden row and KV cache
+        of its own forward over the same parent cache (the parent's from the packed forward, if
+        it was in it): the one assumption packing rests on, checked once per memo. (The
+        shortest: a product of few rows is where a BLAS takes another kernel.)"""
+        at = min(range(i, j), key=lambda n: (len(plan[n].ids), n))
+        last = plan[at]
         parent = last.parent
         if isinstance(parent, int) and parent >= i:
             parent = outs[parent - i][1]
@@ -313,7 +322,7 @@ class PrefillMemo:
         self.forwards += 1
         self.tokens_computed += len(last.ids)
         self.checked_tokens += len(last.ids)
-        row, cache = outs[-1]
+        row, cache = outs[at - i]
         same = torch.equal(row, alone_row) and all(
             torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
             for a, b in zip(cache.layers, alone_cache.layers, strict=True)
