@@ -189,7 +189,7 @@ def main() -> None:
         f"median ({', '.join(implementations)}): wall {med['wall']:.1f} s = scoring {med['scoring']:.1f}"
         f" + G3 {med['g3_sampling']:.1f} + import floor {med['floor']:.1f} + rest {med['rest']:.1f}"
     )
-    print(f"wall / scoring: {ratio:.2f} (goal <= 1.5)")
+    print(f"wall / scoring: {ratio:.3f} (goal <= 1.5)")
     print(
         f"transformers' Gemma 3: wall {tf_med['wall']:.1f} s, scoring {tf_med['scoring']:.1f} s, G3"
         f" {tf_med['g3_sampling']:.1f} s; its wall / lmaudit's (median of rounds) {paired:.2f}"
