@@ -589,6 +589,12 @@ def test_vocabulary_heads_together_are_each_head_bitwise(
             assert float((got - ref).abs().max()) < 1e-4
 
 
+def _prompt(backend: HFBackend, msgs: tuple[dict[str, str], ...]) -> tuple[list[int], list[int]]:
+    """A chat's token ids and its prefill segment bounds, as the backend cuts them."""
+    ids = backend.encode(msgs)
+    return ids, segment_bounds(backend.message_cuts(msgs, ids), len(ids))
+
+
 def test_prefill_many_gives_each_prompt_its_own_prefill(
     tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -600,11 +606,7 @@ def test_prefill_many_gives_each_prompt_its_own_prefill(
     backend = _backend(tiny_dir)
     model = backend.model
 
-    def prompt(msgs: tuple[dict[str, str], ...]) -> tuple[list[int], list[int]]:
-        ids = backend.encode(msgs)
-        return ids, segment_bounds(backend.message_cuts(msgs, ids), len(ids))
-
-    short, long, other = prompt(_chat(2, seed=5)), prompt(_chat(3, seed=5)), prompt(_chat(2, seed=6))
+    short, long, other = (_prompt(backend, _chat(t, seed=s)) for t, s in ((2, 5), (3, 5), (2, 6)))
     # a prompt whose last segment is exactly `other` (same tokens, same cuts), then more
     extended = (other[0] + short[0][1:17], [*other[1], len(other[0]) + 16])
     memo = PrefillMemo()
@@ -671,11 +673,7 @@ def test_a_short_last_segment_is_prefilled_in_a_forward_of_its_own(
     backend = _backend(tiny_dir)
     model = backend.model
 
-    def prompt(msgs: tuple[dict[str, str], ...]) -> tuple[list[int], list[int]]:
-        ids = backend.encode(msgs)
-        return ids, segment_bounds(backend.message_cuts(msgs, ids), len(ids))
-
-    base, long = prompt(_chat(2, seed=6)), prompt(_chat(3, seed=5))
+    base, long = _prompt(backend, _chat(2, seed=6)), _prompt(backend, _chat(3, seed=5))
     prompts = [base, (base[0] + long[0][5:8], [*base[1], len(base[0]) + 3]), long]
     packed: list[list[int]] = []
     real = gemma3_prefill.packed_prefill
