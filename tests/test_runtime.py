@@ -101,7 +101,8 @@ sentinel = Teardown()
 late = threading.Event()
 def work():
     late.wait()
-    print("thread_done=true")
+    sys.stdout.write("thread_done=true\\n")  # one write: print's text and end are two, and
+    # with -u another thread's write can fall between them
 threading.Thread(target=work).start()  # not a daemon: the exit waits for it
 pool = ThreadPoolExecutor(max_workers=1)  # never shut down: threading's exit hook does it
 pool.submit(late.set)

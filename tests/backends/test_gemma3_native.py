@@ -40,7 +40,7 @@ from lmaudit.backends import embedded, gemma3  # noqa: E402
 from lmaudit.backends.base import BackendError, SampleRequest, identity_digest  # noqa: E402
 from lmaudit.backends.hf import HFBackend  # noqa: E402
 from lmaudit.backends.hf_batching import ForwardStats, next_token_logits  # noqa: E402
-from lmaudit.backends.hf_prefill import MIN_SEGMENT, PrefillMemo  # noqa: E402
+from lmaudit.backends.hf_prefill import PACK_MIN_TOKENS, PrefillMemo  # noqa: E402
 from lmaudit.backends.hf_sampling import sample_completions  # noqa: E402
 from lmaudit.backends.hf_tokenizer import FastTokenizer, TokenizerMismatch  # noqa: E402
 
@@ -588,14 +588,14 @@ def test_raise_exception_in_a_template_raises_as_in_transformers(tmp_path: Path)
 def test_packed_prefill_equals_one_forward_per_segment(pair: tuple[Any, Any]) -> None:
     """Segments of several prompts in one forward (a segment with its parent, two branches of
     one parent, a parent from an earlier forward, segments longer than the window, segments of
-    MIN_SEGMENT tokens, the shortest the memo packs) get bitwise the last hidden row and KV cache of a forward of their own over the same parent
+    PACK_MIN_TOKENS tokens, the shortest the memo packs) get bitwise the last hidden row and KV cache of a forward of their own over the same parent
     cache (the path test_segmented_prefill_and_decoding_equal_transformers holds to
     transformers)."""
     from lmaudit.backends.gemma3.prefill import Segment, packed_prefill
     from lmaudit.backends.hf_prefill import _forward_alone
 
     mine, _ = pair
-    a, b, c, d, e = _seqs(mine.config.vocab_size, (19, 17, 22, MIN_SEGMENT, MIN_SEGMENT), seed=4)
+    a, b, c, d, e = _seqs(mine.config.vocab_size, (19, 17, 22, PACK_MIN_TOKENS, PACK_MIN_TOKENS), seed=4)
     _, earlier = _forward_alone(mine, a, 0, None)  # a parent computed before the packed forward
     segments = [
         Segment(b, 0, None),  # a prompt's start
@@ -625,7 +625,7 @@ def test_packed_prefill_is_exact_whatever_the_thread_count(tmp_path: Path, threa
     """With Gemma 3 270M's layer shapes (width 640, 4 heads of 256, one key-value head, MLP
     width 2,048), an element-wise kernel over packed rows splits them between threads by their
     count (and rounds a thread's last elements on a scalar path); random packings of segments
-    of at least MIN_SEGMENT tokens (the memo packs no shorter one), with and without parents,
+    of at least PACK_MIN_TOKENS tokens (the memo packs no shorter one), with and without parents,
     still give every segment the bits of its own forward at 1, 3 and 6 threads. (The real
     shapes matter: on an AMD EPYC with AVX-512 at 6 threads, MKL's products of width 64 are
     not row-independent below about 20 rows; those of the model's widths are from 4 rows.)"""
@@ -651,7 +651,7 @@ def test_packed_prefill_is_exact_whatever_the_thread_count(tmp_path: Path, threa
     try:
         rnd = random.Random(threads)
         for trial in range(12):
-            lengths = tuple(rnd.randint(MIN_SEGMENT, 60) for _ in range(rnd.randint(2, 6)))
+            lengths = tuple(rnd.randint(PACK_MIN_TOKENS, 60) for _ in range(rnd.randint(2, 6)))
             seqs = _seqs(vocab, lengths, seed=trial)
             _, earlier = _forward_alone(model, seqs[0], 0, None)
             segments = [Segment(seqs[0], len(seqs[0]), earlier)]  # over a cache from before

@@ -662,13 +662,13 @@ def test_prefill_many_gives_each_prompt_its_own_prefill(
 def test_a_short_last_segment_is_prefilled_in_a_forward_of_its_own(
     tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A prompt's last segment shorter than MIN_SEGMENT (a prompt that goes on from another by
+    """A prompt's last segment shorter than PACK_MIN_TOKENS (a prompt that goes on from another by
     a few tokens) is never packed with other segments: on some processors MKL computes a
     product of up to three rows with another kernel, so such a segment's own forward does not
     give the bits of its rows in a larger product. Every prompt still gets bitwise its own
     prefill."""
     from lmaudit.backends.gemma3 import prefill as gemma3_prefill
-    from lmaudit.backends.hf_prefill import MIN_SEGMENT
+    from lmaudit.backends.hf_prefill import PACK_MIN_TOKENS
 
     backend = _backend(tiny_dir)
     model = backend.model
@@ -687,7 +687,7 @@ def test_a_short_last_segment_is_prefilled_in_a_forward_of_its_own(
     got = memo.prefill_many(model, prompts)
     monkeypatch.undo()
     if isinstance(model, gemma3.Gemma3ForCausalLM):
-        assert packed and all(n >= MIN_SEGMENT for lengths in packed for n in lengths)
+        assert packed and all(n >= PACK_MIN_TOKENS for lengths in packed for n in lengths)
     else:
         assert packed == []
     for (ids, bounds), (logits, cache) in zip(prompts, got, strict=True):

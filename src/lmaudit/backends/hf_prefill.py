@@ -28,10 +28,10 @@ own forward if a matrix product's rows do not depend on the other rows, which ho
 the strict reproducibility mode lmaudit sets, for products of more than a few rows; each memo
 checks it on its first packed forward (its shortest segment recomputed alone) and prefills
 segment by segment from then on where it does not hold. A segment shorter than
-``MIN_SEGMENT`` (only a prompt's last can be) is never packed: on some processors MKL computes a
-product of up to three rows with another kernel (measured on an AMD EPYC with AVX-512: the
-rows of a 1-3-row product differ from the same rows in a product of four or more), so such a
-segment's own forward does not give the bits of its rows in a larger product. Then the
+:data:`PACK_MIN_TOKENS` (only a prompt's last can be) is never packed: on some processors MKL
+computes a product of up to three rows with another kernel (measured on an AMD EPYC with
+AVX-512: the rows of a 1-3-row product differ from the same rows in a product of four or
+more), so such a segment's own forward does not give the bits of its rows in a larger product. Then the
 prompts' vocabulary heads run together (:func:`vocabulary_logits_each`, each row's logits
 bitwise its own head, also checked): the head is 671 MB for Gemma 3's 262k-token
 vocabulary, and read once per prompt it cost about as much as a short prompt's forward.
@@ -56,6 +56,11 @@ MIN_SEGMENT = 16
 #: The sampling cache key's record of how prompts are prefilled (changes with MIN_SEGMENT and
 #: with where the cuts fall; ``by-message/min16`` cut before an assistant turn's opening).
 PREFILL_KEY = f"by-message/header/min{MIN_SEGMENT}"
+#: Fewest tokens of a segment packed with others (a prompt's last segment may be shorter than
+#: MIN_SEGMENT): on some processors MKL computes a product of up to three rows with another
+#: kernel (an AMD EPYC with AVX-512), so such a segment's own forward does not give the bits of
+#: its rows in a larger product; 8 leaves a margin.
+PACK_MIN_TOKENS = 8
 #: Default memory bound of the memo (KV caches and logits), in bytes.
 DEFAULT_MEMO_BYTES = 512 * 2**20
 #: Most rows of one packed prefill forward (segments of several prompts and their parents).
@@ -247,10 +252,12 @@ class PrefillMemo:
         i = 0
         while i < len(plan):
             j = i + 1  # plan[i:j] in one forward: up to PACK_ROWS rows, no short segment
-            if packable and len(plan[i].ids) >= MIN_SEGMENT:
+            if packable and len(plan[i].ids) >= PACK_MIN_TOKENS:
                 rows = len(plan[i].ids)
                 while (
-                    j < len(plan) and len(plan[j].ids) >= MIN_SEGMENT and rows + len(plan[j].ids) <= PACK_ROWS
+                    j < len(plan)
+                    and len(plan[j].ids) >= PACK_MIN_TOKENS
+                    and rows + len(plan[j].ids) <= PACK_ROWS
                 ):
                     rows += len(plan[j].ids)
                     j += 1
