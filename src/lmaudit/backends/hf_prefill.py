@@ -31,9 +31,9 @@ segment by segment from then on where it does not hold. A segment shorter than
 :data:`PACK_MIN_TOKENS` (only a prompt's last can be) is never packed: on some processors MKL
 computes a product of up to three rows with another kernel (measured on an AMD EPYC with
 AVX-512: the rows of a 1-3-row product differ from the same rows in a product of four or
-more), so such a segment's own forward does not give the bits of its rows in a larger product. Then the
-prompts' vocabulary heads run together (:func:`vocabulary_logits_each`, each row's logits
-bitwise its own head, also checked): the head is 671 MB for Gemma 3's 262k-token
+more), so such a segment's own forward does not give the bits of its rows in a larger
+product. Then the prompts' vocabulary heads run together (:func:`vocabulary_logits_each`,
+each row's logits bitwise its own head, also checked): the head is 671 MB for Gemma 3's 262k-token
 vocabulary, and read once per prompt it cost about as much as a short prompt's forward.
 """
 
@@ -319,16 +319,16 @@ class PrefillMemo:
         it was in it): the one assumption packing rests on, checked once per memo. (The
         shortest: a product of few rows is where a BLAS takes another kernel.)"""
         at = min(range(i, j), key=lambda n: (len(plan[n].ids), n))
-        last = plan[at]
-        parent = last.parent
+        seg = plan[at]
+        parent = seg.parent
         if isinstance(parent, int) and parent >= i:
             parent = outs[parent - i][1]
         elif isinstance(parent, int):
             parent = plan[parent].cache
-        alone_row, alone_cache = _forward_alone(model, last.ids, last.start, parent)
+        alone_row, alone_cache = _forward_alone(model, seg.ids, seg.start, parent)
         self.forwards += 1
-        self.tokens_computed += len(last.ids)
-        self.checked_tokens += len(last.ids)
+        self.tokens_computed += len(seg.ids)
+        self.checked_tokens += len(seg.ids)
         row, cache = outs[at - i]
         same = torch.equal(row, alone_row) and all(
             torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
