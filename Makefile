@@ -15,6 +15,9 @@ install:
 	# the PyPI rbo package (a test reference for lmaudit.stats.rbo) pins numpy<2 in its metadata
 	# but runs on numpy 2, so it comes without its dependencies
 	$(PIP) install --quiet --disable-pip-version-check --no-deps rbo==0.1.3
+	# an editable install leaves lmaudit's own modules uncompiled, and where PYTHONDONTWRITEBYTECODE
+	# is set (as on CI) every run would compile them again (0.17 s of a run's start)
+	$(PYTHON) -m compileall -q src
 	$(MAKE) --no-print-directory data
 
 # The study inputs (item banks, ...) are DVC-tracked (data.dvc); their content lives in the

@@ -540,14 +540,16 @@ def test_vocabulary_heads_together_are_each_head_bitwise(
     tiny_dir: Path, monkeypatch: pytest.MonkeyPatch, softcap: float | None, stacked: str
 ) -> None:
     """The heads of several prompts taken together give each row exactly its own head, computed
-    alone (several blocks, a ragged last one, and with soft-capping), and the model's own
-    logits to float rounding; on the tiny model and on a head of Gemma 3's width. Where one
-    product over the rows is not exact ("not exact": a product that rounds rows differently
-    when it has several), the rows are computed one by one and the result is the same."""
+    alone (its row in a product over it and three zero rows, block by block; several blocks, a
+    ragged last one, and with soft-capping), and the model's own logits to float rounding; on
+    the tiny model and on a head of Gemma 3's width. Where one product over the rows is not
+    exact ("not exact": a product that rounds rows differently when it has more than four), the
+    rows are computed one by one and the result is the same."""
     real_linear = torch.nn.functional.linear
+    assert hf_batching.HEAD_MIN_ROWS == 4
 
-    def one_row(h: Any, w: Any, b: Any = None) -> Any:  # the reference: a product per row
-        return torch.cat([real_linear(h[i : i + 1], w, b) for i in range(h.shape[0])])
+    def alone(row: Any, w: Any) -> Any:  # the reference: the row in a product of four rows
+        return real_linear(torch.cat([row, torch.zeros(3, row.shape[1])]), w)[:1]
 
     for model, block in ((_backend(tiny_dir).model, 7), (_Head(3 * 512 + 100, softcap), 512)):
         monkeypatch.setattr(hf_batching, "HEAD_BLOCK", block)
@@ -557,36 +559,37 @@ def test_vocabulary_heads_together_are_each_head_bitwise(
         vocab = weight.shape[0]
         assert vocab % block and vocab > 3 * block
         gen = torch.Generator().manual_seed(0)
-        hiddens = [torch.randn(n, model.config.hidden_size, generator=gen) for n in (1, 3, 1, 2)]
-        if stacked == "not exact":
+        for sizes in ((1, 3, 1, 2), (1,), (2, 1)):  # 7 rows; one row and three rows, padded
+            hiddens = [torch.randn(n, model.config.hidden_size, generator=gen) for n in sizes]
+            if stacked == "not exact":
 
-            def skewed(h: Any, w: Any, b: Any = None) -> Any:
-                out = real_linear(h, w, b)
-                return out if h.shape[0] == 1 else torch.nextafter(out, out + 1)
+                def skewed(h: Any, w: Any, b: Any = None) -> Any:
+                    out = real_linear(h, w, b)
+                    return out if h.shape[0] == 4 else torch.nextafter(out, out + 1)
 
-            monkeypatch.setattr(torch.nn.functional, "linear", skewed)
-        together = hf_batching.vocabulary_logits_each(model, hiddens)
-        monkeypatch.setattr(torch.nn.functional, "linear", real_linear)
-        found = set(hf_batching._STACKED_EXACT.values())
-        # "checked": the machine's products decide (on an AMD EPYC with AVX-512, MKL's one-row
-        # products differ from the same rows in a larger one); either way every row below is
-        # its own head bitwise
-        assert found == {False} if stacked == "not exact" else len(found) == 1
-        for h, got in zip(hiddens, together, strict=True):
-            assert got.shape == (h.shape[0], vocab)
-            for i in range(h.shape[0]):
-                row = h[i : i + 1]
-                assert torch.equal(got[i : i + 1], hf_batching.vocabulary_logits(model, row))
-                with torch.no_grad():  # one prompt's head, block by block, as it is computed alone
-                    alone = torch.cat(
-                        [one_row(row, weight[a : a + block]) for a in range(0, vocab, block)], 1
-                    )
-                alone = alone if softcap is None else torch.tanh(alone / softcap) * softcap
-                assert torch.equal(got[i : i + 1], alone)
-            with torch.no_grad():
-                ref = real_linear(h, weight)
-            ref = ref if softcap is None else torch.tanh(ref / softcap) * softcap
-            assert float((got - ref).abs().max()) < 1e-4
+                monkeypatch.setattr(torch.nn.functional, "linear", skewed)
+            together = hf_batching.vocabulary_logits_each(model, hiddens)
+            monkeypatch.setattr(torch.nn.functional, "linear", real_linear)
+            found = set(hf_batching._STACKED_EXACT.values())
+            # "checked": the machine's products decide; either way every row below is its own
+            # head bitwise
+            if stacked == "not exact" and sum(sizes) > 4:
+                assert False in found
+            for h, got in zip(hiddens, together, strict=True):
+                assert got.shape == (h.shape[0], vocab)
+                for i in range(h.shape[0]):
+                    row = h[i : i + 1]
+                    with torch.no_grad():  # one prompt's head, block by block, as it is computed alone
+                        own = torch.cat(
+                            [alone(row, weight[a : a + block]) for a in range(0, vocab, block)], 1
+                        )
+                    own = own if softcap is None else torch.tanh(own / softcap) * softcap
+                    assert torch.equal(got[i : i + 1], own)
+                    assert torch.equal(got[i : i + 1], hf_batching.vocabulary_logits_each(model, [row])[0])
+                with torch.no_grad():
+                    ref = real_linear(h, weight)
+                ref = ref if softcap is None else torch.tanh(ref / softcap) * softcap
+                assert float((got - ref).abs().max()) < 1e-4
 
 
 def _prompt(backend: HFBackend, msgs: tuple[dict[str, str], ...]) -> tuple[list[int], list[int]]:

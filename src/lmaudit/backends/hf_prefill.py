@@ -32,9 +32,11 @@ segment by segment from then on where it does not hold. A segment shorter than
 computes a product of up to three rows with another kernel (measured on an AMD EPYC with
 AVX-512: the rows of a 1-3-row product differ from the same rows in a product of four or
 more), so such a segment's own forward does not give the bits of its rows in a larger
-product. Then the prompts' vocabulary heads run together (:func:`vocabulary_logits_each`,
-each row's logits bitwise its own head, also checked): the head is 671 MB for Gemma 3's 262k-token
-vocabulary, and read once per prompt it cost about as much as a short prompt's forward.
+product. Then the prompts' vocabulary heads run together (:func:`vocabulary_logits_each`):
+a prompt's head is its row in a product of at least four rows (zero rows pad fewer), for the
+same reason, so that one product over several prompts gives each row bitwise its own head
+(also checked): the head is 671 MB for Gemma 3's 262k-token vocabulary, and read once per
+prompt it cost about as much as a short prompt's forward.
 """
 
 from __future__ import annotations
@@ -49,13 +51,15 @@ from typing import Any
 import torch
 
 from lmaudit.backends.base import BackendError
-from lmaudit.backends.hf_batching import decoder, vocabulary_logits_each
+from lmaudit.backends.hf_batching import HEAD_MIN_ROWS, decoder, vocabulary_logits_each
 
 #: Shortest segment worth its own forward; a cut closer than this to the previous is dropped.
 MIN_SEGMENT = 16
-#: The sampling cache key's record of how prompts are prefilled (changes with MIN_SEGMENT and
-#: with where the cuts fall; ``by-message/min16`` cut before an assistant turn's opening).
-PREFILL_KEY = f"by-message/header/min{MIN_SEGMENT}"
+#: The sampling cache key's record of how prompts are prefilled (changes with MIN_SEGMENT, with
+#: where the cuts fall and with how a prompt's head is computed; ``by-message/min16`` cut before
+#: an assistant turn's opening, ``by-message/header/min16`` computed a prompt's head as a
+#: product of its row alone, where it is now its row in a product of at least HEAD_MIN_ROWS).
+PREFILL_KEY = f"by-message/header/min{MIN_SEGMENT}/head{HEAD_MIN_ROWS}"
 #: Fewest tokens of a segment packed with others (a prompt's last segment may be shorter than
 #: MIN_SEGMENT): on some processors MKL computes a product of up to three rows with another
 #: kernel (an AMD EPYC with AVX-512), so such a segment's own forward does not give the bits of
