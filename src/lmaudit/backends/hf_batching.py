@@ -154,7 +154,7 @@ def _stacked_is_exact(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Te
 
 
 def _heads_for_sampling(model: Any, stacked: torch.Tensor) -> torch.Tensor:
-    """The head products (no soft-capping) of ``stacked``'s rows, each row's bitwise its own
+    """The head products (no soft-capping) of ``stacked``'s rows, each row bitwise its own
     padded product: block by block, one product over all the rows (zero-padded to
     :data:`HEAD_MIN_ROWS`) where that is exact here, else one padded product per row."""
     emb = model.get_output_embeddings()
@@ -178,8 +178,8 @@ def vocabulary_logits_each(model: Any, hiddens: Sequence[torch.Tensor]) -> list[
     """The head of each of ``hiddens`` (``[n_i, H]`` each) for sampling, each row's logits
     bitwise those of that row alone: its row in a product over it and zero rows
     (:data:`HEAD_MIN_ROWS`), block by block, then the soft-capping (so a draw does not depend on
-    the prompts sampled with it). Each ``HEAD_BLOCK`` of the output embedding read from memory once
-    for all of them (the whole head, 671 MB for Gemma 3's vocabulary, does not stay in cache
+    the prompts sampled with it). Each ``HEAD_BLOCK`` of the output embedding is read from memory
+    once for all of them (the whole head, 671 MB for Gemma 3's vocabulary, does not stay in cache
     between prompts) where one product over their rows is checked to be exact
     (:func:`_stacked_is_exact`), else one padded product per row, block by block. The
     soft-capping, an element-wise function, runs on each row on its own, as it would alone."""

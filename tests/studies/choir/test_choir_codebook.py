@@ -3,6 +3,11 @@ epsilon 0; identical texts share a concept; noise handling; medoid labels."""
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from sklearn.cluster import HDBSCAN as SkHDBSCAN
@@ -107,3 +112,50 @@ def test_every_occurrence_is_a_point_as_in_hdbscan_over_all_items(seed):
             got.setdefault(c, set()).add(t)
     assert sorted(map(sorted, got.values())) == sorted(map(sorted, want.values()))
     assert cb.n_items == len(texts)
+
+
+_GRAM_DIGEST = """
+import hashlib, sys
+import numpy as np
+from lmaudit.studies.choir.codebook import _unit_gram
+rng = np.random.default_rng(0)
+x = rng.standard_normal((300, 256))
+x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+x64 = x.astype(np.float64)
+print(hashlib.sha256(_unit_gram(x).tobytes()).hexdigest(), hashlib.sha256((x64 @ x64.T).tobytes()).hexdigest())
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="OpenBLAS x86 kernel names")
+def test_distances_are_the_same_bits_whatever_blas_kernel_computes_them():
+    """The codebook's dot products do not depend on the BLAS kernel the processor selects: the
+    same in processes running OpenBLAS's Haswell (AVX2, FMA) and Katmai (SSE) kernels, where a
+    plain float64 product differs between the two (the choir_sim run's partition did, between
+    an AVX2 and an AVX-512 host)."""
+    digests = {}
+    for kernel in ("Haswell", "Katmai"):
+        env = {**os.environ, "OPENBLAS_CORETYPE": kernel}
+        out = subprocess.run(
+            [sys.executable, "-c", _GRAM_DIGEST], env=env, capture_output=True, text=True, check=True
+        )
+        digests[kernel] = out.stdout.split()
+    exact, plain = zip(*digests.values(), strict=True)
+    if plain[0] == plain[1]:
+        pytest.skip("the two kernels give a plain product the same bits on this machine")
+    assert exact[0] == exact[1]
+
+
+@pytest.mark.parametrize("dim", [2, 16, 384, 3072])
+def test_unit_gram_equals_the_exactly_summed_dot_products(dim):
+    """Against each dot product summed exactly (math.fsum of the float32 values' products, exact
+    in float64): within 1e-12 (what the split keeps: 2**-42 per coordinate)."""
+    import math
+
+    from lmaudit.studies.choir.codebook import _unit_gram
+
+    rng = np.random.default_rng(dim)
+    x = rng.standard_normal((12, dim))
+    x = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    ref = np.array([[math.fsum(u * v) for v in x64] for u in x64])
+    assert float(np.abs(_unit_gram(x) - ref).max()) < 1e-12

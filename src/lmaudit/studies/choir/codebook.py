@@ -34,9 +34,29 @@ class Codebook:
     n_noise: int
 
 
+def _unit_gram(x: NDArray[np.float32]) -> NDArray[np.float64]:
+    """The dot products of the rows of ``x`` (unit vectors), bitwise the same on every machine.
+
+    A BLAS product's last bits depend on the kernel the library picks for the processor (its
+    summation order), and HDBSCAN and the medoids turn last bits into other partitions wherever
+    distances tie, as the ``sim`` embedder's bag-of-words vectors do all the time (seen: the
+    ``choir_sim`` run's codebooks on an AVX2 host against an AVX-512 one). So each coordinate is
+    written as ``hi + lo * 2**-b`` (integers ``hi``, ``lo`` of at most ``b`` bits; what the
+    float32 value holds beyond ``2**-2b`` is dropped, ``2b`` >= 42) and the products of the
+    integer matrices are computed by BLAS: their every partial sum is an integer below
+    ``2**53``, so exact in any order. Combining the three products is element-wise."""
+    x64 = np.clip(x.astype(np.float64), -1.0, 1.0)
+    dim = max(int(x64.shape[1]), 1)
+    b = (51 - (dim - 1).bit_length()) // 2  # dim * 2**(2b) <= 2**51: every partial sum exact
+    scale = float(2**b)
+    hi = np.rint(x64 * scale)
+    lo = np.rint((x64 * scale - hi) * scale)  # x * scale - hi is exact (|.| <= 1/2)
+    cross = hi @ lo.T
+    return (hi @ hi.T) / scale**2 + ((cross + cross.T) + (lo @ lo.T) / scale) / scale**3
+
+
 def _distances(x: NDArray[np.float32], metric: str) -> NDArray[np.float64]:
-    x64 = x.astype(np.float64)
-    sim = np.clip(x64 @ x64.T, -1.0, 1.0)
+    sim = np.clip(_unit_gram(x), -1.0, 1.0)
     if metric == "cosine":
         d = 1.0 - sim
     elif metric == "euclidean":
@@ -45,6 +65,14 @@ def _distances(x: NDArray[np.float32], metric: str) -> NDArray[np.float64]:
         raise ValueError(f"codebook metric {metric!r} is not cosine or euclidean")
     np.fill_diagonal(d, 0.0)
     return np.maximum(d, 0.0)
+
+
+def _weighted_sums(d: NDArray[np.float64], w: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``d @ w``, summed left to right (a running sum: the same bits on every machine, where a
+    BLAS product's summation order depends on the processor)."""
+    if d.shape[1] == 0:
+        return np.zeros(d.shape[0])
+    return np.cumsum(d * w[None, :], axis=1)[:, -1]
 
 
 def build_codebook(
@@ -94,7 +122,7 @@ def build_codebook(
     for cl in sorted({int(x) for x in text_label if x >= 0}):
         members = np.flatnonzero(text_label == cl)
         w = counts[members].astype(np.float64)  # the medoid minimises the occurrence-weighted distance
-        medoid = members[int(np.argmin(d[np.ix_(members, members)] @ w))]
+        medoid = members[int(np.argmin(_weighted_sums(d[np.ix_(members, members)], w)))]
         for m_ in members:
             concept_of[uniq[int(m_)]] = next_id
         labels_out[next_id] = uniq[int(medoid)]
