@@ -569,3 +569,28 @@ def test_to_json_is_plain_and_stable() -> None:
     cell = item["mappings"][0]["cells"][1]
     assert cell["order"] == "BA" and set(cell["joint"]) == {"yy", "yn", "ny", "nn"}
     assert [p["first_answer"] for p in cell["positions"]] == [None, "y", "n"]
+
+
+def test_fit_through_origin_sums_are_correctly_rounded():
+    """The fit's sums are the correctly rounded sums of the element-wise products (compared with
+    exact rational arithmetic, to the bit), so k, rmse and r2 do not depend on the summation
+    order a BLAS kernel picks for the processor (they differed in their last digits between an
+    AVX2 and an AVX-512 host)."""
+    import math
+    from fractions import Fraction
+
+    from lmaudit.studies.qq.diagnostics import fit_through_origin
+
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-0.3, 0.3, 257)
+    q = 0.45 * x + rng.normal(0.0, 0.05, x.size)
+
+    def exact(values: np.ndarray) -> float:
+        return float(sum((Fraction(float(v)) for v in values), Fraction(0)))
+
+    fit = fit_through_origin(x, q)
+    k = exact(x * q) / exact(x * x)
+    ss_res = exact((q - k * x) ** 2)
+    assert fit.k == k
+    assert fit.rmse == math.sqrt(ss_res / x.size)
+    assert fit.r2 == 1.0 - ss_res / exact(q * q)

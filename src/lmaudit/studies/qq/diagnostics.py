@@ -6,6 +6,7 @@ Pure functions of arrays or records; each returns a small result dataclass with 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -170,6 +171,11 @@ class FitResult:
         }
 
 
+def _fsum(values: NDArray[np.float64]) -> float:
+    """The correctly rounded sum of ``values``, whatever the processor."""
+    return math.fsum(values.tolist())
+
+
 def fit_through_origin(
     x: ArrayLike, q: ArrayLike, *, epsilon: float = QQStudyConfig.epsilon, family: str = "", stratum: str = ""
 ) -> FitResult:
@@ -177,10 +183,13 @@ def fit_through_origin(
     qf = np.asarray(q, dtype=np.float64).ravel()
     if xf.shape != qf.shape or xf.size == 0:
         raise ValueError(f"fit needs equally many x and q values (>0), got {xf.size} and {qf.size}")
-    sxx = float(xf @ xf)
-    k = float(xf @ qf) / sxx if sxx > 0 else 0.0
-    ss_res = float(np.sum((qf - k * xf) ** 2))
-    sqq = float(qf @ qf)
+    # sums taken exactly (math.fsum of element-wise products): a BLAS dot product's last bits
+    # follow the kernel the processor selects (k, rmse and r2 differed in their last digits
+    # between an AVX2 and an AVX-512 host)
+    sxx = _fsum(xf * xf)
+    k = _fsum(xf * qf) / sxx if sxx > 0 else 0.0
+    ss_res = _fsum((qf - k * xf) ** 2)
+    sqq = _fsum(qf * qf)
     return FitResult(
         stratum=stratum,
         family=family,
