@@ -27,7 +27,7 @@ from tiny_hf import CHAT_TEMPLATE, WORDS, one_thread, qq_requests, tiny_spm_meta
 from lmaudit.backends import (  # noqa: E402
     embedded,
     gemma3,
-    hf_batching,
+    hf_heads,
     hf_prefill,
     hf_sampling,
 )
@@ -239,7 +239,7 @@ def test_last_layer_at_prompt_ends_only_equals_naive(
 def _head_per_unit_vs_own_logits(path: Path, monkeypatch: pytest.MonkeyPatch, softcap: float | None) -> None:
     from lmaudit.backends import hf_batching
 
-    monkeypatch.setattr(hf_batching, "HEAD_BLOCK", 7)  # 160 / 7: a ragged last block
+    monkeypatch.setattr(hf_heads, "HEAD_BLOCK", 7)  # 160 / 7: a ragged last block
     monkeypatch.setattr(hf_batching, "HEAD_ROWS", 4)
     backend = _backend(path)
     if softcap is not None:
@@ -546,14 +546,14 @@ def test_vocabulary_heads_together_are_each_head_bitwise(
     exact ("not exact": a product that rounds rows differently when it has more than four), the
     rows are computed one by one and the result is the same."""
     real_linear = torch.nn.functional.linear
-    assert hf_batching.HEAD_MIN_ROWS == 4
+    assert hf_heads.HEAD_MIN_ROWS == 4
 
     def alone(row: Any, w: Any) -> Any:  # the reference: the row in a product of four rows
         return real_linear(torch.cat([row, torch.zeros(3, row.shape[1])]), w)[:1]
 
     for model, block in ((_backend(tiny_dir).model, 7), (_Head(3 * 512 + 100, softcap), 512)):
-        monkeypatch.setattr(hf_batching, "HEAD_BLOCK", block)
-        monkeypatch.setattr(hf_batching, "_STACKED_EXACT", {})
+        monkeypatch.setattr(hf_heads, "HEAD_BLOCK", block)
+        monkeypatch.setattr(hf_heads, "_STACKED_EXACT", {})
         monkeypatch.setattr(model.config, "final_logit_softcapping", softcap, raising=False)
         weight = model.get_output_embeddings().weight
         vocab = weight.shape[0]
@@ -568,9 +568,9 @@ def test_vocabulary_heads_together_are_each_head_bitwise(
                     return out if h.shape[0] == 4 else torch.nextafter(out, out + 1)
 
                 monkeypatch.setattr(torch.nn.functional, "linear", skewed)
-            together = hf_batching.vocabulary_logits_each(model, hiddens)
+            together = hf_heads.vocabulary_logits_each(model, hiddens)
             monkeypatch.setattr(torch.nn.functional, "linear", real_linear)
-            found = set(hf_batching._STACKED_EXACT.values())
+            found = set(hf_heads._STACKED_EXACT.values())
             # "checked": the machine's products decide; either way every row below is its own
             # head bitwise
             if stacked == "not exact" and sum(sizes) > 4:
@@ -585,7 +585,7 @@ def test_vocabulary_heads_together_are_each_head_bitwise(
                         )
                     own = own if softcap is None else torch.tanh(own / softcap) * softcap
                     assert torch.equal(got[i : i + 1], own)
-                    assert torch.equal(got[i : i + 1], hf_batching.vocabulary_logits_each(model, [row])[0])
+                    assert torch.equal(got[i : i + 1], hf_heads.vocabulary_logits_each(model, [row])[0])
                 with torch.no_grad():
                     ref = real_linear(h, weight)
                 ref = ref if softcap is None else torch.tanh(ref / softcap) * softcap

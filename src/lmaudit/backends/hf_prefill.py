@@ -51,7 +51,8 @@ from typing import Any
 import torch
 
 from lmaudit.backends.base import BackendError
-from lmaudit.backends.hf_batching import HEAD_MIN_ROWS, decoder, vocabulary_logits_each
+from lmaudit.backends.hf_batching import decoder
+from lmaudit.backends.hf_heads import HEAD_MIN_ROWS, vocabulary_logits_each
 
 #: Shortest segment worth its own forward; a cut closer than this to the previous is dropped.
 MIN_SEGMENT = 16
@@ -184,7 +185,7 @@ class PrefillMemo:
         continue: packed into forwards of up to :data:`PACK_ROWS` rows where the model is
         lmaudit's Gemma 3 and packing is exact on this machine (:meth:`_packing_exact`), else
         one forward each. The vocabulary heads of the prompts not memoised with logits run
-        after them, together (:func:`~lmaudit.backends.hf_batching.vocabulary_logits_each`,
+        after them, together (:func:`~lmaudit.backends.hf_heads.vocabulary_logits_each`,
         the same products reading the output embedding once). A prompt that appears twice
         is computed once."""
         for ids, bounds in prompts:
