@@ -1,7 +1,7 @@
 """Imports and measurement files refuse what JSON lets through silently: keys given twice
 (the last would win), NaN and Infinity (and numbers too large for a float), probabilities
 given as strings or booleans, and metric keys two families would share. Every refusal
-names the file, the line or record, and the field. Real files throughout."""
+names the file, the line of a JSON Lines record, and the key or field by its JSON path. Real files throughout."""
 
 from __future__ import annotations
 
@@ -23,32 +23,46 @@ from lmaudit.studies.judge.packets import Condition
 
 
 @pytest.mark.parametrize(
-    ("text", "line", "message"),
+    ("text", "where", "message"),
     [
-        ('{"a": 1,\n "a": 2}', 2, "key 'a' given more than once"),
-        ('{"x": {"k": 1, "k": 1}}', 1, "key 'k' given more than once"),
-        ('[{"ok": 1},\n {"confidence": NaN}]', 2, "field 'confidence' is NaN"),
-        ('{"p": 0.5,\n\n "q": Infinity}', 3, "field 'q' is Infinity"),
-        ('{"p": [0.1,\n -Infinity]}', 2, r"field 'p\[1\]' is -Infinity"),
-        ('{"p": 1e999}', 1, "field 'p' is 1e999"),
-        ("[1,\n NaN]", 2, r"value \[1\] is NaN"),
+        ('{"a": 1,\n "a": 2}', "", "^key 'a' given more than once$"),
+        ('{"x": {"k": 1, "k": 1}}', "x", "^key 'k' given more than once in 'x'$"),
+        ('[{"ok": 1},\n {"confidence": NaN}]', "[1].confidence", r"^field '\[1\]\.confidence' is NaN, not"),
+        ('{"p": 0.5,\n\n "q": Infinity}', "q", "^field 'q' is Infinity, not a finite number$"),
+        ('{"p": [0.1,\n -Infinity]}', "p[1]", r"^field 'p\[1\]' is -Infinity"),
+        ('{"p": 1e999}', "p", "^field 'p' is 1e999"),
+        ('{"r": [{"w": "A", "w": "B"}]}', "r[0]", r"^key 'w' given more than once in 'r\[0\]'$"),
+        ("[1,\n NaN]", "[1]", r"^field '\[1\]' is NaN"),
+        ("NaN", "", "^the top-level value is NaN"),
+        # the first problem in the text is the one named
+        ('{"a": {"b": NaN}, "a": 1}', "a.b", "^field 'a.b' is NaN"),
+        ('{"a": 1, "a": {"b": NaN}}', "", "^key 'a' given more than once$"),
     ],
 )
-def test_strict_loads_names_line_and_field(text: str, line: int, message: str) -> None:
+def test_strict_loads_names_the_key_or_field_by_its_path(text: str, where: str, message: str) -> None:
     with pytest.raises(StrictJsonError, match=message) as info:
         strict_loads(text)
-    assert info.value.line == line
+    assert info.value.where == where
 
 
 def test_strict_loads_accepts_ordinary_json() -> None:
-    text = '{"a": [1, 2.5, -3e-7, {"b": null, "c": true}], "d": "NaN", "e": {}}'
+    text = '{"a": [1, 2.5, -3e-7, {"b": null, "c": true}], "d": "NaN", "e": {}, "f": 1e308, "g": -0.0}'
     assert strict_loads(text) == json.loads(text)
+    assert strict_loads("[]") == [] and strict_loads('"Infinity"') == "Infinity"
+
+
+def test_strict_loads_reports_syntax_errors_as_json_does() -> None:
+    with pytest.raises(json.JSONDecodeError) as info:
+        strict_loads('{"a": 1,\n "b": }')
+    assert (info.value.lineno, info.value.colno) == (2, 7)
+    with pytest.raises(json.JSONDecodeError):  # refused early, but invalid later: the syntax error
+        strict_loads('{"a": NaN, "b": }')
 
 
 def test_read_json_and_iter_jsonl_refuse_with_file_and_line(tmp_path: Path) -> None:
     doc = tmp_path / "doc.json"
     doc.write_text('{\n  "winner": "A",\n  "winner": "B"\n}\n')
-    with pytest.raises(InputError, match=rf"{doc}: line 3: key 'winner' given more than once"):
+    with pytest.raises(InputError, match=rf"{doc}: key 'winner' given more than once$"):
         read_json(doc)
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"a": 1}\n\n{"a": 2, "b": NaN}\n')
@@ -68,7 +82,7 @@ def test_judge_import_refuses_nan_confidence(tmp_path: Path) -> None:
         '[{"prompt_id": "P001", "winner": "A", "confidence": 0.9, "reason": null},\n'
         ' {"prompt_id": "P002", "winner": "B", "confidence": NaN, "reason": null}]\n'
     )
-    with pytest.raises(InputError, match=r"results_P0\.json: line 2: field 'confidence' is NaN"):
+    with pytest.raises(InputError, match=r"results_P0\.json: field '\[1\]\.confidence' is NaN"):
         judge_import.read_import(tmp_path, [Condition("P0", frozenset())])
 
 
@@ -76,7 +90,7 @@ def test_judge_import_refuses_duplicate_key(tmp_path: Path) -> None:
     (tmp_path / "results_P0.json").write_text(
         '{"results": [\n {"prompt_id": "P001", "winner": "A", "winner": "B", "confidence": 0.5, "reason": null}\n]}'
     )
-    with pytest.raises(InputError, match=r"line 2: key 'winner' given more than once"):
+    with pytest.raises(InputError, match=r"key 'winner' given more than once in 'results\[0\]'"):
         judge_import.read_import(tmp_path, [Condition("P0", frozenset())])
 
 

@@ -69,8 +69,9 @@ class InputError(ValueError):
 
 
 def read_json(path: str | Path) -> Any:
-    """The decoded file; InputError naming the file and line for invalid JSON, a key given
-    twice in one object, or a number that is not finite (NaN, Infinity)."""
+    """The decoded file; InputError naming the file and the line for invalid JSON, or the
+    JSON path for a key given twice in one object or a number that is not finite (NaN,
+    Infinity)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -83,7 +84,7 @@ def read_json(path: str | Path) -> Any:
     except json.JSONDecodeError as e:
         raise InputError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}") from None
     except StrictJsonError as e:
-        raise InputError(f"{path}: line {e.line}: {e}") from None
+        raise InputError(f"{path}: {e}") from None
 
 
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:

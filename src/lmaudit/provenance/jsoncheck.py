@@ -1,13 +1,11 @@
 """Checking JSON for people: strict decoding (keys given twice and non-finite numbers refused,
-naming the key or field and its line), JSON type names for messages, and "did you mean"
+naming the key or field), JSON type names for messages, and "did you mean"
 suggestions for mistyped ids and field names."""
 
 from __future__ import annotations
 
 import difflib
 import json
-import json.decoder
-import json.scanner
 import math
 import re
 from collections.abc import Sequence
@@ -65,106 +63,16 @@ def suggest(name: str, candidates: Sequence[str], n: int = 1) -> str:
 
 class StrictJsonError(ValueError):
     """JSON that parses but is refused: a key given twice in one object, or a number that is
-    not finite (``NaN``, ``Infinity``, or one too large for a float). ``line`` is 1-based
-    within the decoded text."""
+    not finite (``NaN``, ``Infinity``, or one too large for a float). ``where`` is the JSON
+    path of the object or field (``results[1].confidence``; ``""`` for the top level)."""
 
-    def __init__(self, message: str, line: int):
+    def __init__(self, message: str, where: str):
         super().__init__(message)
-        self.line = line
-
-
-class _NonFinite:
-    """Stands in for a non-finite number until the object holding it names the field."""
-
-    __slots__ = ("pos", "token")
-
-    def __init__(self, token: str):
-        self.token = token
-        self.pos = -1
-
-
-def _float(token: str) -> float | _NonFinite:
-    x = float(token)
-    return x if math.isfinite(x) else _NonFinite(token)
-
-
-def _bad(value: Any, path: str) -> tuple[_NonFinite, str] | None:
-    """The first non-finite number in ``value`` outside nested objects (checked on their own)."""
-    if isinstance(value, _NonFinite):
-        return value, path
-    if isinstance(value, list):
-        for i, v in enumerate(value):
-            hit = _bad(v, f"{path}[{i}]")
-            if hit is not None:
-                return hit
-    return None
-
-
-def _line(s: str, pos: int) -> int:
-    return s.count("\n", 0, max(0, pos)) + 1
-
-
-def _parse_object(
-    s_and_end: tuple[str, int],
-    strict: bool,
-    scan_once: Any,
-    object_hook: Any,
-    object_pairs_hook: Any,
-    memo: Any = None,
-) -> tuple[dict[str, Any], int]:
-    s, start = s_and_end
-    starts: list[int] = []
-
-    def scan(text: str, idx: int) -> tuple[Any, int]:
-        value, end = scan_once(text, idx)
-        starts.append(idx)
-        for item in (value, *(value if isinstance(value, list) else ())):
-            if isinstance(item, _NonFinite) and item.pos < 0:
-                item.pos = idx
-        return value, end
-
-    pairs, end = json.decoder.JSONObject(  # type: ignore[attr-defined]
-        s_and_end, strict, scan, None, lambda p: p, memo
-    )
-    out: dict[str, Any] = {}
-    for i, (key, value) in enumerate(pairs):
-        if key in out:
-            raise StrictJsonError(f"key {key!r} given more than once", _line(s, starts[i]))
-        hit = _bad(value, key)
-        if hit is not None:
-            bad, field = hit
-            raise StrictJsonError(
-                f"field {field!r} is {bad.token}, not a finite number",
-                _line(s, bad.pos if bad.pos >= 0 else start),
-            )
-        out[key] = value
-    return out, end
-
-
-def _parse_array(s_and_end: tuple[str, int], scan_once: Any) -> tuple[list[Any], int]:
-    def scan(text: str, idx: int) -> tuple[Any, int]:
-        value, end = scan_once(text, idx)
-        if isinstance(value, _NonFinite) and value.pos < 0:
-            value.pos = idx
-        return value, end
-
-    out: tuple[list[Any], int] = json.decoder.JSONArray(s_and_end, scan)  # type: ignore[attr-defined]
-    return out
-
-
-def _decoder() -> json.JSONDecoder:
-    dec = json.JSONDecoder(parse_constant=_NonFinite, parse_float=_float)
-    dec.parse_object = _parse_object  # type: ignore[attr-defined]
-    dec.parse_array = _parse_array  # type: ignore[attr-defined]
-    dec.scan_once = json.scanner.py_make_scanner(dec)  # type: ignore[attr-defined]
-    return dec
-
-
-_STRICT = _decoder()
+        self.where = where
 
 
 class _Refused(Exception):
-    pass
+    """Raised by the fast decoder's hooks: the text holds something strict JSON refuses."""
 
 
 def _fast_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -185,23 +93,61 @@ def _fast_constant(token: str) -> Any:
     raise _Refused
 
 
-def strict_loads(text: str) -> Any:
-    """``json.loads`` that refuses duplicate keys and non-finite numbers (StrictJsonError,
-    naming the key or field and its line); syntax errors raise ``json.JSONDecodeError``.
+class _Pairs(list[tuple[str, Any]]):
+    """An object's key-value pairs as written (keys given twice kept), for the second pass."""
 
-    Clean text takes the C decoder; only refused text is decoded again, in pure Python, to
-    say where the problem is."""
+
+class _NonFinite:
+    """Stands in for a non-finite number (its token as written) in the second pass."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: str):
+        self.token = token
+
+
+def _marked_float(token: str) -> float | _NonFinite:
+    x = float(token)
+    return x if math.isfinite(x) else _NonFinite(token)
+
+
+def _child(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _check(value: Any, path: str) -> None:
+    """Raise :class:`StrictJsonError` for the first refused key or number, in document order."""
+    if isinstance(value, _NonFinite):
+        what = f"field {path!r}" if path else "the top-level value"
+        raise StrictJsonError(f"{what} is {value.token}, not a finite number", path)
+    if isinstance(value, _Pairs):
+        seen: set[str] = set()
+        for key, item in value:
+            if key in seen:
+                inside = f" in {path!r}" if path else ""
+                raise StrictJsonError(f"key {key!r} given more than once{inside}", path)
+            seen.add(key)
+            _check(item, _child(path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check(item, f"{path}[{i}]")
+
+
+def strict_loads(text: str) -> Any:
+    """``json.loads`` that refuses keys given twice in one object and non-finite numbers
+    (StrictJsonError, naming the key or field by its JSON path); syntax errors raise
+    ``json.JSONDecodeError``.
+
+    Both passes are ``json.loads`` with hooks: the first refuses at the first problem; only
+    refused text is decoded a second time, keeping every pair, to say where the problem is."""
     try:
         return json.loads(
             text, object_pairs_hook=_fast_pairs, parse_float=_fast_float, parse_constant=_fast_constant
         )
     except _Refused:
         pass
-    doc = _STRICT.decode(text)
-    hit = _bad(doc, "")
-    if hit is not None:  # a non-finite number outside any object, e.g. a bare list
-        bad, where = hit
-        raise StrictJsonError(
-            f"value {where or '(top level)'} is {bad.token}, not a finite number", _line(text, bad.pos)
-        )
-    return doc
+    doc = json.loads(text, object_pairs_hook=_Pairs, parse_float=_marked_float, parse_constant=_NonFinite)
+    _check(doc, "")
+    raise AssertionError(
+        "strict_loads: the first pass refused text the second pass accepts"
+    )  # pragma: no cover
