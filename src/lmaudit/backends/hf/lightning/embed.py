@@ -1,21 +1,21 @@
 """``study.embedder.runner=lightning``: the MiniLM embedder over ``devices`` Lightning ranks.
 
 :class:`LightningEmbedder` stands where
-:class:`~lmaudit.backends.embed_st.SentenceTransformerEmbedder` stands, with the same identity
+:class:`~lmaudit.backends.embed.st.SentenceTransformerEmbedder` stands, with the same identity
 (``runner``, ``devices`` and ``accelerator`` never enter it, so neither the cache keys nor the
-plan change). :class:`~lmaudit.backends.embeddings.CachedEmbedder` hands it every text missing
+plan change). :class:`~lmaudit.backends.embed.cached.CachedEmbedder` hands it every text missing
 from the cache with its key (:meth:`LightningEmbedder.fill_embeddings`); the keys are computed
 in the caller only. The texts are ordered as the in-process path orders them (longest first,
 then by text), cut into batches of ``batch_size`` and dealt to the ranks as contiguous runs of
 whole batches of about equal padded length; every rank embeds its batches
 (:meth:`EmbedPredictModule.predict_step`) and stores each vector through
-:func:`~lmaudit.backends.embeddings.vector_entries`, the helper the in-process path writes
-with, via the shared :class:`~lmaudit.backends.lightning_module.CacheWriter`. The caller reads
+:func:`~lmaudit.backends.embed.base.vector_entries`, the helper the in-process path writes
+with, via the shared :class:`~lmaudit.backends.hf.lightning.module.CacheWriter`. The caller reads
 every vector back from the cache, so the rank order never matters. The batches are the
 in-process path's batches, so each text is embedded in the same company (the same padding).
 
 The ranks are worker processes on the machine running the pipeline
-(:class:`~lmaudit.backends.lightning_pool.RankPool`, never SLURM tasks: MiniLM is small).
+(:class:`~lmaudit.backends.hf.lightning.pool.RankPool`, never SLURM tasks: MiniLM is small).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import pytorch_lightning as pl
 from numpy.typing import NDArray
 
 from lmaudit.backends.base import BackendError
-from lmaudit.backends.embeddings import decode_vector, vector_entries
-from lmaudit.backends.lightning_pool import RankPool, contiguous_runs, interleave, set_threads
+from lmaudit.backends.embed.base import decode_vector, vector_entries
+from lmaudit.backends.hf.lightning.pool import RankPool, contiguous_runs, interleave, set_threads
 from lmaudit.provenance.cache import ResponseCache
 
 Answer = tuple[str, Any]  # (cache key, stored entry)
@@ -74,14 +74,14 @@ class EmbedWorker:
     """One rank: the embedder, loaded here, and the jobs it answers."""
 
     def __init__(self, setup: dict[str, Any]) -> None:
-        from lmaudit.backends.factory import build_embedder
+        from lmaudit.backends.registry import build_embedder
 
         set_threads(setup)
         self.setup = {**setup, "num_nodes": 1, "strategy": "ddp", "precision": None}
         self.module = EmbedPredictModule(build_embedder(setup["embedder"]))
 
     def answer(self, job: dict[str, Any]) -> dict[str, Any]:
-        from lmaudit.backends.lightning_module import CacheWriter, make_trainer, run_job
+        from lmaudit.backends.hf.lightning.module import CacheWriter, make_trainer, run_job
 
         writer = CacheWriter(job["cache"])
         run_job(make_trainer(self.setup, writer, self.module.st), self.module, job["shards"])
@@ -95,7 +95,7 @@ class LightningEmbedder(RankPool):
     where = "study.embedder"
 
     def __init__(self, embedder_cfg: Mapping[str, Any], execution: Mapping[str, Any]) -> None:
-        from lmaudit.backends.factory import build_embedder
+        from lmaudit.backends.registry import build_embedder
 
         self.embedder_cfg = dict(embedder_cfg)  # without the execution fields
         self.inner = build_embedder(self.embedder_cfg)  # its identity; the model loads in the ranks

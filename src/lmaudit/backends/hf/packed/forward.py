@@ -4,8 +4,8 @@ Only the next-token distribution after each prompt is ever needed, and prompts s
 token prefixes (system prompt, few-shot exemplars, a QQ cell's position-1 prompt), so:
 
 * every prompt of a call goes into one compressed token trie per first token
-  (:func:`~lmaudit.backends.hf_trie.build_prefix_tree`); each trie node is a token segment computed exactly once;
-* the nodes are laid out in depth-first order as one token stream (:func:`~lmaudit.backends.hf_trie.pack_forest`), a
+  (:func:`~lmaudit.backends.hf.packed.trie.build_prefix_tree`); each trie node is a token segment computed exactly once;
+* the nodes are laid out in depth-first order as one token stream (:func:`~lmaudit.backends.hf.packed.trie.pack_forest`), a
   parent always before its children, and the stream is cut into chunks of ``pack_tokens``
   tokens. A chunk is one forward of a single packed row: its queries are the chunk's tokens,
   its keys the key/value cache of the ancestors computed in earlier chunks plus the chunk
@@ -16,47 +16,37 @@ token prefixes (system prompt, few-shot exemplars, a QQ cell's position-1 prompt
 * sliding-window layers get a mask that also drops keys more than ``window - 1`` prompt
   positions back, so the packing is exact for any window;
 * for models that take one mask per layer type, attention runs by blocks of trie nodes, each
-  over the keys it may see only (:mod:`lmaudit.backends.hf_attention`), instead of one dense
+  over the keys it may see only (:mod:`lmaudit.backends.hf.packed.attention`), instead of one dense
   masked attention over the whole chunk;
-* the decoder runs without its vocabulary head, and the head (262k rows for Gemma 3) runs once
-  per prompt, on the final hidden states of the prompts' last tokens gathered over the unit,
-  up to ``HEAD_ROWS`` rows at a time, in blocks of vocabulary rows
-  (:func:`~lmaudit.backends.hf_heads.vocabulary_logits`): a head product for the few prompts one chunk finishes is bound by
-  reading the 671 MB weight matrix, a product for a unit's prompts together by arithmetic;
-* for Gemma 3, the last decoder layer computes keys and values for every token and everything
-  else only at the prompts' last tokens (:mod:`lmaudit.backends.hf_last_layer`), the only
-  tokens whose last-layer output is used;
+* the decoder runs without its vocabulary head, and the head (262k rows for Gemma 3) runs on
+  the final hidden states of the prompts' last tokens only, gathered over the unit, up to
+  ``HEAD_ROWS`` rows at a time (:func:`~lmaudit.backends.hf.heads.vocabulary_logits`);
 * the prompts, sorted by their ids, are first cut into *units* of equal trie size, at most
-  ``unit_tokens`` (:func:`~lmaudit.backends.hf_trie.scoring_units`), and each unit is its own forest, packed and chunked
-  on its own. A unit's arithmetic therefore depends on its prompts only: the Lightning runner
-  deals whole units to its ranks and each rank computes them exactly as one process computes
-  them (the same chunks and the same masks; with MKL's strict reproducibility, which lmaudit
-  sets, the same bits whatever the thread count). The price is each unit recomputing the
-  prefix it shares with the unit before (about 2% of the default audit's tokens at 4,096
-  tokens per unit).
+  ``unit_tokens`` (:func:`~lmaudit.backends.hf.packed.trie.scoring_units`), and each unit is its own forest, packed and chunked
+  on its own. A unit's work therefore depends on its prompts only: the Lightning runner deals
+  whole units to its ranks and each rank computes them as one process computes them (the same
+  chunks and the same masks). The price is each unit recomputing the prefix it shares with the
+  unit before (about 2% of the default audit's tokens at 4,096 tokens per unit).
 
 Each token's arithmetic matches an unpadded, uncached forward of its own prompt up to
-floating-point reassociation (checked against a naive forward in the tests).
+floating-point reassociation (checked against a naive forward in the tests, within 1e-5 in
+probability). The cache between chunks is transformers' ``DynamicCache`` built from the
+ancestors' keys and values (``ddp_cache_data``), the attention function is registered through
+``AttentionInterface`` and selected with ``set_attn_implementation``, and the masks go in as
+the model's documented per-layer-type mask mapping.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from lmaudit.backends.hf_attention import (
-    packed_attention,
-    packed_masks,
-    plan_blocks,
-    supports_packed_attention,
-)
-from lmaudit.backends.hf_heads import vocabulary_logits
-from lmaudit.backends.hf_last_layer import last_layer_rows, supports_last_layer_rows, without_last_layer
-from lmaudit.backends.hf_trie import (
+from lmaudit.backends.hf.heads import vocabulary_logits
+from lmaudit.backends.hf.packed.attention import install_packed_attention, packed_masks, plan_blocks
+from lmaudit.backends.hf.packed.trie import (
     DEFAULT_MIN_SHARED_TOKENS,
     DEFAULT_UNIT_TOKENS,
     pack_forest,
@@ -120,15 +110,13 @@ def _mask_argument(model: Any, allowed: torch.Tensor, near: torch.Tensor, dtype:
     return {"full_attention": full, "sliding_attention": additive(allowed & near)}
 
 
-def _cache_class(model: Any) -> Any:
-    """The KV cache class of ``model``'s implementation (lmaudit's Gemma 3, or transformers')."""
-    from lmaudit.backends.gemma3 import Gemma3ForCausalLM, KVCache
-
-    if isinstance(model, Gemma3ForCausalLM):
-        return KVCache
+def _new_cache(layers: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
+    """A transformers ``DynamicCache`` of full (not sliding-window) layers holding ``layers``'
+    keys and values: the packed stream's positions are not one sequence's, so no layer may drop
+    keys by position; the masks apply the window."""
     from transformers import DynamicCache
 
-    return DynamicCache
+    return DynamicCache(ddp_cache_data=layers) if layers else DynamicCache()
 
 
 def _kv(cache: Any, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,15 +138,15 @@ def next_token_logits(
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
     """Yield ``(indices, logits)``: next-token logits ``[len(indices), V]`` after ``ids[i]``,
     for up to ``HEAD_ROWS`` requests at a time once their unit's forwards are done. Every
-    request is yielded once, unit by unit (:func:`~lmaudit.backends.hf_trie.scoring_units`;
+    request is yielded once, unit by unit (:func:`~lmaudit.backends.hf.packed.trie.scoring_units`;
     ``unit_tokens=None``: all of ``ids`` is one unit), in each unit's depth-first order.
     ``on_chunk(n)`` follows each packed forward that finishes ``n`` requests.
-    ``block_attention``: attention by blocks of trie nodes (:mod:`lmaudit.backends.hf_attention`)
+    ``block_attention``: attention by blocks of trie nodes (:mod:`lmaudit.backends.hf.packed.attention`)
     where the model supports it; False: one dense masked attention per chunk."""
     if any(len(seq) == 0 for seq in ids):
         raise ValueError("cannot score an empty prompt")
     units = [list(range(len(ids)))] if unit_tokens is None else scoring_units(ids, unit_tokens)
-    blocks = block_attention and supports_packed_attention(model)
+    blocks = block_attention and install_packed_attention(model)
     for unit in units:
         for local, logits in _forest_logits(
             model, [ids[i] for i in unit], stats, pack_tokens, min_shared, on_chunk, blocks
@@ -176,13 +164,10 @@ def _forest_logits(
     blocks: bool,
 ) -> Iterator[tuple[list[int], torch.Tensor]]:
     """:func:`next_token_logits` of one unit: its forest, packed and chunked."""
-    make_cache = _cache_class(model)
     forest = pack_forest(ids, min_shared)
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
     window = _sliding_window(model)
-    last = blocks and supports_last_layer_rows(model)
-    last_sliding = last and model.config.layer_types[-1] == "sliding_attention"
     n_layers: int | None = None
     store: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # node -> per-layer (K, V)
     pending: list[tuple[list[int], torch.Tensor]] = []  # (requests, final hidden state of each)
@@ -222,18 +207,16 @@ def _forest_logits(
         k_pos = torch.tensor(key_pos)
         allowed = anc[q_local][:, k_local] & (k_pos[None, :] <= q_pos[:, None])
         near = (q_pos[:, None] - k_pos[None, :]) < (window if window is not None else total + 1)
-        cache = (
-            make_cache(
-                ddp_cache_data=[
-                    (
-                        torch.cat([store[m][layer][0] for m in past], dim=2),
-                        torch.cat([store[m][layer][1] for m in past], dim=2),
-                    )
-                    for layer in range(n_layers or 0)
-                ]
-            )
+        cache = _new_cache(
+            [
+                (
+                    torch.cat([store[m][layer][0] for m in past], dim=2),
+                    torch.cat([store[m][layer][1] for m in past], dim=2),
+                )
+                for layer in range(n_layers or 0)
+            ]
             if past and n_layers
-            else make_cache()
+            else None
         )
         finishing = [
             n for n in chunk_nodes if forest.ends[n] and a <= forest.first[n] + forest.length[n] - 1 < b
@@ -246,37 +229,21 @@ def _forest_logits(
             mask: Any = packed_masks(plan, {t: m for t, m in ok.items() if t in types}, dtype)
         else:
             mask = _mask_argument(model, allowed, near, dtype)
-        with (
-            packed_attention(model) if blocks else contextlib.nullcontext(),
-            without_last_layer(model) if last else contextlib.nullcontext(),
-        ):
-            out = decoder(model)(
-                input_ids=torch.tensor([forest.tokens[a:b]], device=device),
-                attention_mask=mask,
-                position_ids=q_pos.unsqueeze(0).to(device),
-                cache_position=torch.arange(n_past, n_past + b - a, device=device),
-                past_key_values=cache,
-                use_cache=True,
-            )
+        out = decoder(model)(
+            input_ids=torch.tensor([forest.tokens[a:b]], device=device),
+            attention_mask=mask,
+            position_ids=q_pos.unsqueeze(0).to(device),
+            cache=cache,
+            use_cache=True,
+        )
         ends = torch.tensor(
             [int(keep[r]) for r, n in enumerate(finishing) for _ in forest.ends[n]], dtype=torch.long
         )
-        if last:  # the last layer: keys and values of every token, the rest at prompt ends only
-            final = last_layer_rows(
-                model,
-                out.last_hidden_state,
-                ends.to(device),
-                allowed & near if last_sliding else allowed,
-                q_pos.unsqueeze(0).to(device),
-                out.past_key_values,
-                torch.arange(n_past, n_past + b - a, device=device),
-            )
-        else:
-            final = out.last_hidden_state[0, ends.to(device), :]
+        final = out.last_hidden_state[0, ends.to(device), :]
         stats.forward_calls += 1
         stats.tokens_real += b - a
         stats.tokens_padded += b - a
-        new_cache = out.past_key_values
+        new_cache = out.cache
         n_layers = len(new_cache.layers)
         fresh = [
             tuple(t[:, :, n_past:, :].clone() for t in _kv(new_cache, layer)) for layer in range(n_layers)

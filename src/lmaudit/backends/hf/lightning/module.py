@@ -1,11 +1,11 @@
-"""The ``hf`` backend as a PyTorch Lightning module, for :mod:`lmaudit.backends.lightning_runner`.
+"""The ``hf`` backend as a PyTorch Lightning module, for :mod:`lmaudit.backends.hf.lightning.runner`.
 
 A job is one call of the cache layer (every missing request of a ``label_logprobs`` or
 ``sample`` call, each with its cache key or keys), cut into shards by the runner. The shards
 are the items of a dataset that Lightning spreads over the ranks with its distributed sampler;
 :meth:`HFPredictModule.predict_step` answers one shard with the backend's own engine (the packed
-prefix-trie scoring of :mod:`lmaudit.backends.hf_batching`, the seeded draws of
-:mod:`lmaudit.backends.hf_sampling`), and :class:`CacheWriter` stores each answer under its key
+prefix-trie scoring of :mod:`lmaudit.backends.hf.packed.forward`, the seeded draws of
+:mod:`lmaudit.backends.hf.sampling`), and :class:`CacheWriter` stores each answer under its key
 in the response cache (atomic writes), so no answer passes between ranks and their order never
 matters.
 

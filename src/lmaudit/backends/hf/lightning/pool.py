@@ -1,14 +1,14 @@
 """The ranks behind ``runner=lightning``: worker processes that answer job files into the response cache.
 
 A :class:`RankPool` cuts nothing and computes nothing itself: a subclass (the ``hf`` model's
-:class:`~lmaudit.backends.lightning_runner.LightningRunner`, the MiniLM embedder's
-:class:`~lmaudit.backends.lightning_embed.LightningEmbedder`) turns a call into shards and
+:class:`~lmaudit.backends.hf.lightning.runner.LightningRunner`, the MiniLM embedder's
+:class:`~lmaudit.backends.hf.lightning.embed.LightningEmbedder`) turns a call into shards and
 :meth:`RankPool._run` writes them as one job file into a scratch folder; every rank answers its
 shards into the cache and writes ``done-<job>.<rank>.json`` (or its traceback). What a rank
 loads is named by the pool's ``setup.json`` (:func:`make_worker`).
 
 On one machine the ranks are ``devices`` worker processes (``python -m
-lmaudit.backends.lightning_pool``), started on first use and kept until :meth:`RankPool.close`;
+lmaudit.backends.hf.lightning.pool``), started on first use and kept until :meth:`RankPool.close`;
 each joins a process group through Lightning's own environment (``LOCAL_RANK``, ``MASTER_ADDR``
 ..., as torchrun would set them), so Lightning launches nothing itself. Under SLURM (the ``hf``
 runner only) every task is a rank; task 0 answers in-process and the others serve
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.base import BackendError
-from lmaudit.backends.hf_batching import ForwardStats
+from lmaudit.backends.hf.packed.forward import ForwardStats
 from lmaudit.provenance.io import atomic_write_text
 
 POLL_S = 0.02
@@ -100,10 +100,10 @@ def set_threads(setup: Mapping[str, Any]) -> None:
 def make_worker(setup: dict[str, Any]) -> Any:
     """The rank for a pool's setup: the ``hf`` model's, or an embedder's (``lightning_embed``)."""
     if "embedder" in setup:
-        from lmaudit.backends.lightning_embed import EmbedWorker
+        from lmaudit.backends.hf.lightning.embed import EmbedWorker
 
         return EmbedWorker(setup)
-    from lmaudit.backends.lightning_runner import Worker
+    from lmaudit.backends.hf.lightning.runner import Worker
 
     return Worker(setup)
 
@@ -190,7 +190,7 @@ class RankPool:
         for rank in range(devices):
             env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
             log = open(pool / f"log-{rank}.txt", "wb")  # noqa: SIM115 (the worker keeps it)
-            cmd = [sys.executable, "-m", "lmaudit.backends.lightning_pool", str(pool), str(rank)]
+            cmd = [sys.executable, "-m", "lmaudit.backends.hf.lightning.pool", str(pool), str(rank)]
             cmd.append(str(os.getpid()))
             self._procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
             log.close()

@@ -1,6 +1,6 @@
 """The token structure of packed label scoring: prefix tries, their depth-first layout, and
 scoring units (pure functions of token ids; the forward passes are in
-:mod:`lmaudit.backends.hf_batching`).
+:mod:`lmaudit.backends.hf.packed.forward`).
 
 * :func:`build_prefix_tree`: the compressed token trie of prompts sharing a first token; each
   node is a token segment computed once;
