@@ -11,26 +11,29 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from matplotlib import rc_context
-from matplotlib.figure import Figure
-
+from lmaudit.figures import svg_figure
 from lmaudit.reporting import fmt, utc_now
 from lmaudit.studies.choir.report_ranking import ranking_section
-from lmaudit.svg import inline_svg
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["render_report"]
 
-_RC: Any = {"svg.fonttype": "none", "font.size": 9.0, "axes.grid": True, "grid.alpha": 0.3}
+_SIZE = (5.4, 3.2)  # inches
 
 
-def _fig(w: float = 5.4, h: float = 3.2) -> tuple[Figure, Any]:
-    with rc_context(_RC):
-        fig = Figure(figsize=(w, h))
-        ax = fig.add_subplot(111)
-    return fig, ax
+def _axes_svg(draw: Callable[[Axes], object], prefix: str) -> str:
+    """One set of axes drawn by ``draw``, as inline SVG."""
+
+    def on_figure(fig: Figure) -> None:
+        draw(fig.add_subplot())
+
+    return svg_figure(on_figure, size=_SIZE, prefix=prefix)
 
 
 def _width_lift(qs: Mapping[str, Any]) -> str | None:
@@ -41,21 +44,26 @@ def _width_lift(qs: Mapping[str, Any]) -> str | None:
     ]
     if not pts:
         return None
-    with rc_context(_RC):
-        fig, ax = _fig()
+
+    def draw(ax: Axes) -> None:
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, color="#2e7d6f")
         ax.axhline(1.0, color="#888", linestyle=":", linewidth=1)
         ax.set_xlabel("prompt width W_q")
         ax.set_ylabel("relative persona lift")
-    return inline_svg(fig, "choir-wl", _RC)
+
+    return _axes_svg(draw, "choir-wl")
+
+
+def _bin_label(b: Mapping[str, Any]) -> str:
+    return f"[{b['lo']:g}, {'∞' if b['hi'] is None else format(b['hi'], 'g')})"
 
 
 def _bins(bins: list[dict[str, Any]]) -> str | None:
     rows = [b for b in bins if b["n"]]
     if not rows:
         return None
-    with rc_context(_RC):
-        fig, ax = _fig()
+
+    def draw(ax: Axes) -> None:
         for k, (key, color, marker) in enumerate(
             (("unconditioned_rbo", "#c2185b", "o"), ("same_persona_rbo", "#00897b", "s"))
         ):
@@ -77,30 +85,29 @@ def _bins(bins: list[dict[str, Any]]) -> str | None:
                 )
         for i, b in enumerate(rows):
             if b["stc"]:
-                ax.annotate(
+                ax.annotate(  # at the bottom of the axes, whatever the RBO range
                     f"STC {b['stc']['mean']:.2f}",
                     (i, 0.0),
+                    xycoords=("data", "axes fraction"),
                     textcoords="offset points",
                     xytext=(0, 4),
                     ha="center",
                     fontsize=7,
                 )
-        ax.set_xticks(
-            range(len(rows)),
-            [f"[{b['lo']:g}, {'∞' if b['hi'] is None else format(b['hi'], 'g')})" for b in rows],
-        )
+        ax.set_xticks(range(len(rows)), [_bin_label(b) for b in rows])
         ax.set_xlabel("width bin")
         ax.set_ylabel("mean cross-model RBO")
         ax.legend(fontsize=7)
-    return inline_svg(fig, "choir-bins", _RC)
+
+    return _axes_svg(draw, "choir-bins")
 
 
 def _recover(rec: Mapping[str, Any]) -> str | None:
     names = [k for k in ("model", "persona", "persona_within_model_loqo") if k in rec]
     if not names:
         return None
-    with rc_context(_RC):
-        fig, ax = _fig()
+
+    def draw(ax: Axes) -> None:
         for i, k in enumerate(names):
             r = rec[k]
             ax.bar(i, r["accuracy"], color="#5c6bc0", width=0.6)
@@ -119,7 +126,8 @@ def _recover(rec: Mapping[str, Any]) -> str | None:
         ax.set_xticks(range(len(names)), [n.replace("_", " ") for n in names])
         ax.set_ylim(0, 1.05)
         ax.set_ylabel("nearest-centroid accuracy")
-    return inline_svg(fig, "choir-rec", _RC)
+
+    return _axes_svg(draw, "choir-rec")
 
 
 def _scatter(qs: Mapping[str, Any], x: str, y: str, xl: str, yl: str, prefix: str) -> str | None:
@@ -132,15 +140,16 @@ def _scatter(qs: Mapping[str, Any], x: str, y: str, xl: str, yl: str, prefix: st
     pts = [p for p in pts if p[0] is not None and p[1] is not None]
     if not pts:
         return None
-    with rc_context(_RC):
-        fig, ax = _fig()
+
+    def draw(ax: Axes) -> None:
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, color="#6d4c41")
         if x == "R_q":
             hi = max(max(p) for p in pts) * 1.05
             ax.plot([0, hi], [0, hi], color="#888", linestyle=":", linewidth=1)
         ax.set_xlabel(xl)
         ax.set_ylabel(yl)
-    return inline_svg(fig, prefix, _RC)
+
+    return _axes_svg(draw, prefix)
 
 
 def _cue_pairs(cues: Mapping[str, Any] | None) -> tuple[str | None, list[list[str]]]:
@@ -162,8 +171,8 @@ def _cue_pairs(cues: Mapping[str, Any] | None) -> tuple[str | None, list[list[st
     ]
     if not pts:
         return None, rows
-    with rc_context(_RC):
-        fig, ax = _fig()
+
+    def draw(ax: Axes) -> None:
         for p in pts:
             b, a = p["before"], p["after"]
             ax.annotate(
@@ -178,7 +187,8 @@ def _cue_pairs(cues: Mapping[str, Any] | None) -> tuple[str | None, list[list[st
         ax.axhline(1.0, color="#888", linestyle=":", linewidth=1)
         ax.set_xlabel("item-level anchor echo")
         ax.set_ylabel("signal-to-chance")
-    return inline_svg(fig, "choir-cues", _RC), rows
+
+    return _axes_svg(draw, "choir-cues"), rows
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -232,7 +242,7 @@ def render_report(
         for q, v in qs.items()
     ]
     brows = [
-        [f"[{b['lo']:g}, {'∞' if b['hi'] is None else format(b['hi'], 'g')})", str(b["n"])]
+        [_bin_label(b), str(b["n"])]
         + [
             fmt(b[k]["mean"]) + (f" [{fmt(b[k]['ci'][0])}, {fmt(b[k]['ci'][1])}]" if b[k] else "")
             if b[k]

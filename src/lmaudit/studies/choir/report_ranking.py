@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib import rc_context
-from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from lmaudit.svg import inline_svg
+from lmaudit.figures import svg_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["ranking_section"]
 
-_RC: Any = {"svg.fonttype": "none", "font.size": 9.0}
 _COLOUR = {"conditioned": "#2e7d32", "unconditioned": "#c2185b", None: "#bdbdbd"}
 COHORTS = ("conditioned", "unconditioned")
 
@@ -27,9 +27,9 @@ def _figure(qs: Mapping[str, Any]) -> str | None:
     rows = [(q, v) for q, v in qs.items() if v.get("cohorts")]
     if not rows:
         return None
-    with rc_context(_RC):
-        fig = Figure(figsize=(5.4, 0.45 * len(rows) + 1.2))
-        ax = fig.add_subplot(111)
+
+    def draw(fig: Figure) -> None:
+        ax = fig.add_subplot()
         for i, (_q, v) in enumerate(rows):
             y = len(rows) - 1 - i
             for k, c in enumerate(COHORTS):
@@ -57,15 +57,10 @@ def _figure(qs: Mapping[str, Any]) -> str | None:
         ax.set_yticks(range(len(rows)), [q for q, _ in reversed(rows)])
         ax.set_xticks([0.5, 1.5], ["conditioned cohort", "unconditioned cohort"])
         ax.set_xlim(0, 2.4)
-        ax.legend(
-            handles=[Patch(color=_COLOUR[s], label=f"{s}-source advanced pool") for s in COHORTS],
-            fontsize=7,
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.12),
-            ncol=2,
-        )
-        fig.tight_layout()
-    return inline_svg(fig, "choir-rank", _RC)
+        handles = [Patch(color=_COLOUR[s], label=f"{s}-source advanced pool") for s in COHORTS]
+        fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=2)
+
+    return svg_figure(draw, size=(5.4, 0.45 * len(rows) + 1.2), prefix="choir-rank", rc={"axes.grid": False})
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:

@@ -2,7 +2,8 @@
 
 :func:`write_report` takes the results dict, the plan (or ``None`` when a measurement file was
 re-analysed without one) and the audit record, and writes the page atomically. Text is
-escaped by Jinja2's autoescape; the figures are SVG from lmaudit.svgplot, which escapes its text.
+escaped by Jinja2's autoescape; the figures are matplotlib's SVG (:mod:`.figures`), which
+escapes its text.
 """
 
 from __future__ import annotations

@@ -1,26 +1,31 @@
-"""The QQ report's figures as inline SVG strings (:mod:`lmaudit.svgplot`, text kept as text).
+"""The QQ report's figures as inline SVG strings (matplotlib, through :func:`lmaudit.figures.svg_figure`).
 
 * :func:`saturation_cdf_svg` (seed Figure 1): empirical CDF of the distance from determinism
-  ``d = 1 - max(p, 1 - p)`` over every measured position, log x-axis, one curve per stratum
-  group (A/B-labelled items, Yes/No items) plus all positions, and the saturation threshold.
+  ``d = 1 - max(p, 1 - p)`` over every measured position, log x-axis from a decade below the
+  smallest distance, one curve per stratum group (A/B-labelled items, Yes/No items) plus all
+  positions, and the saturation threshold.
 * :func:`label_effect_svg` (seed Figure 2): per-item ``q`` under two label mappings with the
-  dashed diagonal of mapping-invariance; items deviating by more than ``annotate_above`` are
-  labelled.
+  dashed diagonal of mapping-invariance, on equal axes symmetric about 0 that fit the data;
+  items deviating by more than ``annotate_above`` are labelled.
 
 Both take the results dict of ``QQResult.to_json()`` and return ``None`` when there is
-nothing to draw. Text in the SVG is XML-escaped and never parsed as markup, so any item id
-is safe to inline.
+nothing to draw. Text in the SVG is XML-escaped by matplotlib and never parsed as mathtext,
+so any item id is safe to inline.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lmaudit.svgplot import Axis, Plot
+from lmaudit.figures import svg_figure
+from lmaudit.reporting import num as _num
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "D_CLIP",
@@ -38,14 +43,6 @@ YESNO_MAPPING = "yesno"
 GROUP_AB, GROUP_YN = "A/B items", "Yes/No items"
 
 _COLOURS = {GROUP_AB: "#1f77b4", GROUP_YN: "#d62728", "all": "#333333"}
-
-
-def _num(x: Any) -> float | None:
-    """``x`` as a finite float, else ``None``."""
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return None
-    f = float(x)
-    return f if math.isfinite(f) else None
 
 
 def iter_positions(results: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -70,6 +67,17 @@ def position_distances(results: Mapping[str, Any]) -> dict[str, list[float]]:
     return out
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _decade(x: float, _pos: float | None = None) -> str:
+    """Plain-text log tick label ``10⁻ⁿ`` (mathtext is off in the reports' style)."""
+    if x <= 0:
+        return ""
+    e = round(math.log10(x))
+    return "1" if e == 0 else "10" + str(e).translate(_SUPERSCRIPT)
+
+
 def _share_below(d: Sequence[float], cut: float) -> float:
     return float(np.mean(np.asarray(d) < cut)) if len(d) else float("nan")
 
@@ -86,37 +94,44 @@ def saturation_cdf_svg(results: Mapping[str, Any]) -> str | None:
     curves: list[tuple[str, list[float]]] = list(groups.items())
     if len(groups) > 1:
         curves.append(("all", [d for v in groups.values() for d in v]))
-    fig = Plot(475.2, 266.4, "fig1", margins=(47.5, 9.5, 24.0, 40.0))
-    fig.x = Axis(
-        D_CLIP / 10,
-        1.0,
-        log=True,
-        title=f"distance from determinism d = 1 − max(p, 1 − p)   (d = 0 drawn at {D_CLIP:g})",
-    )
-    fig.y = Axis(
-        0.0, 1.02, ticks=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], title="share of positions with distance ≤ d"
-    )
-    fig.title = "Figure 1. Saturation: CDF of distance from determinism"
-    for name, d in curves:
-        x = np.sort(np.maximum(np.asarray(d, dtype=np.float64), D_CLIP))
-        y = np.arange(1, x.size + 1) / x.size
-        label = f"{name} (n={x.size})" + ("" if len(groups) > 1 else " = all positions")
-        if cut is not None:
-            label += f": {100 * _share_below(d, cut):.1f}% with d < {cut:.3g}"
-        fig.line(
-            [D_CLIP / 10, *x.tolist()],
-            [0.0, *y.tolist()],
-            colour=_COLOURS.get(name, "#555555"),
-            width=2.2 if name == "all" else 1.4,
-            dash="5.5,2.4" if name == "all" else None,
-            steps=True,
-            label=label,
-            series=name,
-        )
-    if cut is not None and cut > 0:
-        fig.vline(cut, colour="#888888", dash="1.2,2", label=f"saturation threshold d = 1 − {threshold:g}")
-    fig.legend("upper left", size=8.0)
-    return fig.svg()
+    smallest = min(min(v) for v in groups.values())
+    # the x-axis starts at the decade below half the smallest distance (or threshold) shown
+    left = max(smallest, D_CLIP) if cut is None or cut <= 0 else min(max(smallest, D_CLIP), cut)
+    lo = 10.0 ** math.floor(math.log10(left / 2))
+    clipped = f"   (d = 0 drawn at {D_CLIP:g})" if smallest < D_CLIP else ""
+
+    def draw(fig: Figure) -> None:
+        ax = fig.add_subplot()
+        for name, d in curves:
+            x = np.sort(np.maximum(np.asarray(d, dtype=np.float64), D_CLIP))
+            y = np.arange(1, x.size + 1) / x.size
+            label = f"{name} (n={x.size})" + ("" if len(groups) > 1 else " = all positions")
+            if cut is not None:
+                label += f": {100 * _share_below(d, cut):.1f}% with d < {cut:.3g}"
+            ax.step(
+                np.concatenate([[lo], x]),
+                np.concatenate([[0.0], y]),
+                where="post",
+                color=_COLOURS.get(name, "#555555"),
+                lw=2.2 if name == "all" else 1.4,
+                ls="--" if name == "all" else "-",
+                label=label,
+            )
+        if cut is not None and cut > 0:
+            ax.axvline(
+                cut, color="#888888", ls=":", lw=1.2, label=f"saturation threshold d = 1 − {threshold:g}"
+            )
+        ax.set_xscale("log")
+        ax.set_xlim(lo, 1.0)
+        ax.xaxis.set_major_formatter(_decade)
+        ax.tick_params(axis="x", which="minor", labelbottom=False)
+        ax.set_ylim(0.0, 1.02)
+        ax.set_xlabel(f"distance from determinism d = 1 − max(p, 1 − p){clipped}")
+        ax.set_ylabel("share of positions with distance ≤ d")
+        ax.set_title("Figure 1. Saturation: CDF of distance from determinism")
+        ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+
+    return svg_figure(draw, size=(6.6, 3.7), prefix="fig1")
 
 
 def mapping_pair(results: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -167,46 +182,36 @@ def label_effect_svg(results: Mapping[str, Any], annotate_above: float = 0.3) ->
     pts = [r for r in label_effect_points(results) if r["q1"] is not None and r["q2"] is not None]
     if pair is None or not pts:
         return None
-    fig = Plot(345.6, 374.4, "fig2", margins=(48.4, 10.4, 22.5, 63.6))
-    ticks = [-1.0, -0.5, 0.0, 0.5, 1.0]
-    fig.x = Axis(-1.05, 1.05, ticks=ticks, title=f"q under {pair[0]}")
-    fig.y = Axis(-1.05, 1.05, ticks=ticks, title=f"q under {pair[1]}")
-    fig.equal = True
-    fig.title = f"Figure 2. Label effect ({len(pts)} A/B items)"
-    fig.line(
-        [-1.05, 1.05], [-1.05, 1.05], colour="#888888", width=1.0, dash="3.7,1.6", label="q equal under both"
-    )
     x = np.array([r["q1"] for r in pts])
     y = np.array([r["q2"] for r in pts])
     far = np.abs(y - x) > annotate_above
-    fig.scatter(
-        x[~far].tolist(),
-        y[~far].tolist(),
-        colour="#1f77b4",
-        size=4.7,
-        label=f"|Δq| ≤ {annotate_above:g}",
-        series="near",
-    )
-    if far.any():
-        fig.scatter(
-            x[far].tolist(),
-            y[far].tolist(),
-            colour="#d62728",
-            size=5.5,
-            label=f"|Δq| > {annotate_above:g}",
-            series="far",
-        )
-    for r, flag in zip(pts, far, strict=True):
-        if flag:  # text kept inside the axes: left of points near the right edge, below near the top
-            right = r["q1"] > 0.6
-            fig.text(
-                r["q1"],
-                r["q2"],
-                r["item"],
-                dx=-5 if right else 5,
-                dy=-11 if r["q2"] > 0.85 else 5,
-                anchor="end" if right else "start",
-                size=7.5,
-            )
-    fig.legend("below", columns=3, size=7.5)
-    return fig.svg()
+    # both axes [-lim, lim]: the largest |q| and a 10% margin, at least +-0.01 (a q of exactly 0)
+    lim = max(1.1 * float(np.max(np.abs(np.concatenate([x, y])))), 0.01)
+
+    def draw(fig: Figure) -> None:
+        ax = fig.add_subplot()
+        ax.plot([-lim, lim], [-lim, lim], ls="--", color="#888888", lw=1.0, label="q equal under both")
+        ax.scatter(x[~far], y[~far], s=22, color="#1f77b4", zorder=3, label=f"|Δq| ≤ {annotate_above:g}")
+        if far.any():
+            ax.scatter(x[far], y[far], s=30, color="#d62728", zorder=3, label=f"|Δq| > {annotate_above:g}")
+        for r, flag in zip(pts, far, strict=True):
+            if flag:  # text kept inside the axes: left of points near the right edge, below near the top
+                right = r["q1"] > 0.55 * lim
+                ax.annotate(
+                    r["item"],
+                    (r["q1"], r["q2"]),
+                    xytext=(-5 if right else 5, -11 if r["q2"] > 0.8 * lim else 5),
+                    textcoords="offset points",
+                    ha="right" if right else "left",
+                    fontsize=7.5,
+                    annotation_clip=False,
+                )
+        ax.set_xlim(-lim, lim)
+        ax.set_ylim(-lim, lim)
+        ax.set_aspect("equal")
+        ax.set_xlabel(f"q under {pair[0]}")
+        ax.set_ylabel(f"q under {pair[1]}")
+        ax.set_title(f"Figure 2. Label effect ({len(pts)} A/B items)")
+        fig.legend(loc="outside lower center", ncol=3, fontsize=7.5, frameon=False)
+
+    return svg_figure(draw, size=(4.8, 5.2), prefix="fig2")

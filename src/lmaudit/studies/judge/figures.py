@@ -1,0 +1,49 @@
+"""The judge report's figure as inline SVG (matplotlib, through :func:`lmaudit.figures.svg_figure`):
+:func:`confidence_svg`, the self-reported confidence histograms, one row per condition."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from lmaudit.figures import svg_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["BINS", "confidence_counts", "confidence_svg"]
+
+BINS = 10
+
+
+def confidence_counts(values: Sequence[float]) -> list[int]:
+    """Counts in ``BINS`` equal bins over [0, 1]: ``[b/10, (b+1)/10)``, the last one closed;
+    values outside [0, 1] count in the end bins."""
+    counts = [0] * BINS
+    for v in values:
+        counts[min(BINS - 1, max(0, int(float(v) * BINS)))] += 1
+    return counts
+
+
+def confidence_svg(values_by_condition: Mapping[str, Sequence[float]]) -> str:
+    """Histograms of self-reported confidence, one row per condition; ``""`` without values."""
+    conds = [c for c, v in values_by_condition.items() if v]
+    if not conds:
+        return ""
+    centres = [(b + 0.5) / BINS for b in range(BINS)]
+
+    def draw(fig: Figure) -> None:
+        axes = fig.subplots(len(conds), 1, sharex=True, squeeze=False)[:, 0]
+        for ax, cid in zip(axes, conds, strict=True):
+            vals = values_by_condition[cid]
+            counts = confidence_counts(vals)
+            bars = ax.bar(centres, counts, width=0.85 / BINS, color="#4a7ab5")
+            ax.bar_label(bars, labels=[str(n) if n else "" for n in counts], fontsize=7)
+            ax.set_ylim(0, 1.3 * max(counts))
+            ax.set_yticks([])
+            ax.set_ylabel(f"{cid}\nn={len(vals)}", rotation=0, ha="right", va="center")
+        axes[-1].set_xlim(0.0, 1.0)
+        axes[-1].set_xticks([b / BINS for b in range(0, BINS + 1, 2)])
+        axes[-1].set_xlabel("self-reported confidence")
+
+    return svg_figure(draw, size=(4.8, 0.75 * len(conds) + 0.6), prefix="judge-conf")
