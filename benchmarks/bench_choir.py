@@ -96,8 +96,8 @@ def bench_analysis(n_questions: int) -> None:
 def bench_embed() -> None:
     from sentence_transformers import SentenceTransformer
 
-    from lmaudit.backends.embed_st import SentenceTransformerEmbedder, default_model_path
-    from lmaudit.backends.embeddings import CachedEmbedder
+    from lmaudit.backends.embed.cached import CachedEmbedder
+    from lmaudit.backends.embed.st import SentenceTransformerEmbedder, default_model_path
     from lmaudit.provenance.cache import ResponseCache
 
     rng = np.random.default_rng(0)

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from lmaudit.backends.base import BackendError
-from lmaudit.backends.embed_openai import OpenAIEmbedder
-from lmaudit.backends.embeddings import CachedEmbedder, EmbeddingBackend
+from lmaudit.backends.embed.base import EmbeddingBackend
+from lmaudit.backends.embed.cached import CachedEmbedder
+from lmaudit.backends.embed.openai import OpenAIEmbedder
 from lmaudit.provenance.cache import ResponseCache
 
 SECRET = "sk-embed-test-SECRET-0123456789"

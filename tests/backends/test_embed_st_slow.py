@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lmaudit.backends.embed_st import DEFAULT_NAME, SentenceTransformerEmbedder
-from lmaudit.backends.embeddings import CachedEmbedder, EmbeddingBackend
+from lmaudit.backends.embed.base import EmbeddingBackend
+from lmaudit.backends.embed.cached import CachedEmbedder
+from lmaudit.backends.embed.st import DEFAULT_NAME, SentenceTransformerEmbedder
 from lmaudit.provenance.cache import ResponseCache
 
 pytestmark = pytest.mark.slow

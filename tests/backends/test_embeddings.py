@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from lmaudit.backends.base import BackendError, LabelRequest, identity_digest
-from lmaudit.backends.embeddings import CachedEmbedder, EmbeddingBackend, as_unit_rows
+from lmaudit.backends.embed.base import EmbeddingBackend, as_unit_rows
+from lmaudit.backends.embed.cached import CachedEmbedder
 from lmaudit.backends.sim.embed import SimEmbedder
 from lmaudit.provenance.cache import ResponseCache, cache_key
 

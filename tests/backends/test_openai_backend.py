@@ -29,8 +29,8 @@ from lmaudit.backends.base import (
     canonical_json,
     derive_seed,
 )
-from lmaudit.backends.openai_compat import UNVERIFIED, OpenAIBackend
-from lmaudit.backends.openai_wire import (
+from lmaudit.backends.openai.backend import UNVERIFIED, OpenAIBackend
+from lmaudit.backends.openai.wire import (
     LabelResultWithVariants,
     first_position_top,
     read_labels,

@@ -18,8 +18,8 @@ import pytest
 from test_openai_backend import KEY_ENV, LREQ, MESSAGES, TEMPLATE, Fake, serve
 
 from lmaudit.backends.base import BackendError, LabelRequest
-from lmaudit.backends.openai_compat import OpenAIBackend
-from lmaudit.backends.openai_http import ServerUnreachable
+from lmaudit.backends.openai.backend import OpenAIBackend
+from lmaudit.backends.openai.client import ServerUnreachable
 from lmaudit.config.schema import OpenAIModelConfig
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lmaudit.backends.embeddings import CachedEmbedder
+from lmaudit.backends.embed.cached import CachedEmbedder
 from lmaudit.backends.sim.embed import SimEmbedder
 from lmaudit.provenance.cache import CLAIMS, ResponseCache, cache_key
 from lmaudit.provenance.packs import PACKS

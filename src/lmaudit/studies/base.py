@@ -29,7 +29,7 @@ from lmaudit.provenance.redact import redact_config
 
 if TYPE_CHECKING:
     from lmaudit.backends.cached import CachedBackend
-    from lmaudit.backends.embeddings import CachedEmbedder
+    from lmaudit.backends.embed.cached import CachedEmbedder
 
 
 @dataclass(frozen=True)

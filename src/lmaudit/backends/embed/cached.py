@@ -1,93 +1,37 @@
-"""The third backend contract, **embeddings**, and its cache.
+"""Embeddings through the shared content-addressed cache (:class:`CachedEmbedder`).
 
-An :class:`EmbeddingBackend` turns texts into a ``float32`` matrix with one L2-normalised row
-per text, in input order (:meth:`embed`). Like the other contracts it identifies itself by
-:attr:`identity` (everything that changes the vectors: model, weights digest, output
-dimension, backend version), and that digest prefixes every cache key.
-
-:class:`CachedEmbedder` serves embeddings through the shared content-addressed
+:class:`CachedEmbedder` serves an :class:`~lmaudit.backends.embed.base.EmbeddingBackend` through
 :class:`~lmaudit.provenance.cache.ResponseCache`: one entry per distinct text, keyed by
 ``cache_key(identity digest, {"kind": "embed", "text": text})`` (a payload kind the label and
 sampling contracts never use, so their keys are unchanged). Within a call identical strings
 are embedded once; across calls and processes a text already in the cache is never embedded
-again, and concurrent processes claim what they compute, as for the other contracts. Vectors
-are stored exactly, as base64 of their little-endian float32 bytes (:func:`vector_entries`).
+again, and concurrent processes claim what they compute, as for the other contracts.
 Texts are many and short, so a call claims all the texts it will embed with one claim file
 and stores each batch's vectors as one pack (:meth:`ResponseCache.put_many`); with a file per
 text, creating the files cost about half as much as running MiniLM. A
-backend with ``fill_embeddings`` (the Lightning runner, :mod:`lmaudit.backends.lightning_embed`)
+backend with ``fill_embeddings`` (the Lightning runner, :mod:`lmaudit.backends.hf.lightning.embed`)
 is handed every missing text with its key and writes the entries itself; they are read back.
 
-Implementations: :mod:`lmaudit.backends.embed_st` (sentence-transformers, MiniLM shipped on
-PyPI), :mod:`lmaudit.backends.embed_openai` (OpenAI-compatible ``/v1/embeddings``) and
+Implementations: :mod:`lmaudit.backends.embed.st` (sentence-transformers, MiniLM shipped on
+PyPI), :mod:`lmaudit.backends.embed.openai` (OpenAI-compatible ``/v1/embeddings``) and
 :mod:`lmaudit.backends.sim.embed` (a deterministic hashed bag-of-words for tests).
 """
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from lmaudit.backends.base import Backend, BackendError
+from lmaudit.backends.base import BackendError
 from lmaudit.backends.cached import CachedBackend
+from lmaudit.backends.embed.base import EmbeddingBackend, Matrix, decode_vector, vector_entries
 from lmaudit.provenance.cache import ResponseCache, cache_key
 
-__all__ = [
-    "CachedEmbedder",
-    "EmbeddingBackend",
-    "as_unit_rows",
-    "decode_vector",
-    "encode_vector",
-    "vector_entries",
-]
-
-Matrix = NDArray[np.float32]
-UNIT_TOL = 1e-3
-
-
-@runtime_checkable
-class EmbeddingBackend(Backend, Protocol):
-    def embed(self, texts: list[str]) -> Matrix:
-        """One L2-normalised float32 row per text, in order."""
-        ...
-
-
-def as_unit_rows(vectors: Any, n: int, where: str) -> Matrix:
-    """Check an embedder's output (``n`` finite, non-zero rows) and L2-normalise it as float32."""
-    arr = np.asarray(vectors, dtype=np.float64)
-    if arr.ndim != 2 or arr.shape[0] != n:
-        raise BackendError(f"{where}: expected {n} embedding rows, got an array of shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise BackendError(f"{where}: embeddings hold non-finite values")
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    if np.any(norms == 0):
-        raise BackendError(f"{where}: an embedding is all zeros")
-    return np.ascontiguousarray(arr / norms, dtype=np.float32)
-
-
-def encode_vector(v: NDArray[np.float32]) -> dict[str, Any]:
-    return {"dim": int(v.shape[0]), "f32": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")}
-
-
-def vector_entries(vectors: Any, n: int, where: str) -> tuple[Matrix, list[dict[str, Any]]]:
-    """An embedder's output for ``n`` texts as unit rows, and the cache entries that store them.
-    Every writer of embedding entries (this module, the Lightning ranks of
-    :mod:`lmaudit.backends.lightning_embed`) goes through here."""
-    rows = as_unit_rows(vectors, n, where)
-    return rows, [encode_vector(r) for r in rows]
-
-
-def decode_vector(entry: Any) -> NDArray[np.float32] | None:
-    """A cached vector, or None when the entry is not one (treated as a miss)."""
-    if not isinstance(entry, dict) or "f32" not in entry:
-        return None
-    v = np.frombuffer(base64.b64decode(entry["f32"]), dtype="<f4").astype(np.float32)
-    return v if v.shape[0] == entry.get("dim") else None
+__all__ = ["CachedEmbedder"]
 
 
 class CachedEmbedder(CachedBackend):

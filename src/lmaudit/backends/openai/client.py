@@ -1,5 +1,5 @@
-"""HTTP for the ``openai`` backend: retries with capped waits, a deadline per request, a
-reachability check, and messages with no credentials in them.
+"""HTTP for the ``openai`` backend and the OpenAI-compatible embedder: retries with capped
+waits, a deadline per request, a reachability check, and messages with no credentials in them.
 
 * 429, 5xx, timeouts and connections dropped mid-answer are retried with exponential
   backoff and full jitter. A ``Retry-After`` header is honoured but never beyond
@@ -30,7 +30,7 @@ import requests
 from urllib3.exceptions import NewConnectionError
 
 from lmaudit.backends.base import BackendError
-from lmaudit.backends.openai_wire import parse_retry_after, server_message
+from lmaudit.backends.openai.wire import parse_retry_after, server_message
 from lmaudit.provenance.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)

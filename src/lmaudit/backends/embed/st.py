@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.backends.base import BackendError
-from lmaudit.backends.embeddings import as_unit_rows
+from lmaudit.backends.embed.base import as_unit_rows
 
 BACKEND_VERSION = 1
 DEFAULT_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -89,6 +90,12 @@ class SentenceTransformerEmbedder:
         self._model: Any = None
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> SentenceTransformerEmbedder:
+        """From an embedder config (``kind: minilm``): ``model`` a local folder (default: the
+        PyPI-shipped MiniLM), ``batch_size`` [64]; other kinds' fields are not read."""
+        return cls(cfg.get("model"), batch_size=int(cfg.get("batch_size", 64)))
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
@@ -126,7 +133,7 @@ class SentenceTransformerEmbedder:
 
     @property
     def dim(self) -> int:
-        return int(self._load().get_sentence_embedding_dimension())
+        return int(self._load().get_embedding_dimension())
 
     def embed(self, texts: list[str]) -> NDArray[np.float32]:
         if not texts:

@@ -1,7 +1,7 @@
 """The OpenAI-compatible wire format: chat-template rendering as transformers does it,
 top-logprob parsing for both response shapes, label readout, the error-message and
 ``Retry-After`` helpers, and the tokenize-endpoint dialects (over a POST function given by
-:mod:`lmaudit.backends.openai_compat`)."""
+:mod:`lmaudit.backends.openai.backend`)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ through plain ``requests`` (no SDK). Config keys (a Mapping; defaults in bracket
   exponential backoff and full jitter (``Retry-After`` is honoured up to ``backoff_cap_s``),
   within a total deadline per request; any other 4xx fails at once with the server's message.
   A server that cannot be reached at all fails at once with ``cannot reach <url>``; it is
-  checked (``GET <base_url>/models``) before the first request (:mod:`openai_http`).
+  checked (``GET <base_url>/models``) before the first request (:mod:`lmaudit.backends.openai.client`).
 * ``revision`` [None]: a user-declared string naming the served weights (see ``identity``).
 * ``top_logprobs`` [20]: how many alternatives the server is asked for (hosted OpenAI allows
   at most 20 for chat and 5 for legacy completions).
@@ -63,8 +63,8 @@ from lmaudit.backends.base import (
     derive_seed,
     sha256_text,
 )
-from lmaudit.backends.openai_http import HttpClient, ServerUnreachable
-from lmaudit.backends.openai_wire import (
+from lmaudit.backends.openai.client import HttpClient, ServerUnreachable
+from lmaudit.backends.openai.wire import (
     detokenize_via,
     first_position_top,
     read_labels,
@@ -226,7 +226,7 @@ class OpenAIBackend:
     # --- HTTP ------------------------------------------------------------------------------
 
     def check_server(self) -> None:
-        """Raise a BackendError now if the server cannot be reached (see :mod:`openai_http`)."""
+        """Raise a BackendError now if the server cannot be reached (see :mod:`.client`)."""
         self._http.check_server()
 
     def _post(self, url: str, body: dict[str, Any]) -> Any:

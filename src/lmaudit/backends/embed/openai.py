@@ -7,9 +7,11 @@ Config keys (a Mapping; defaults in brackets): ``base_url`` (required, e.g.
 read at request time, sent only in the ``Authorization`` header, never stored, logged or
 echoed in errors; ``revision`` [None]: the user's name for the served weights;
 ``batch_size`` [256] texts per request; ``timeout_s`` [60], ``max_retries`` [5],
-``backoff_base_s`` [0.5], ``backoff_cap_s`` [30]: 429, 5xx, connection errors and timeouts are
-retried with exponential backoff and full jitter (``Retry-After`` honoured); any other 4xx
-fails at once with the server's message.
+``backoff_base_s`` [0.5], ``backoff_cap_s`` [30], ``request_deadline_s`` [600]: requests go
+through the ``openai`` backend's client (:mod:`lmaudit.backends.openai.client`), so 429, 5xx,
+dropped connections and timeouts are retried with exponential backoff and full jitter
+(``Retry-After`` honoured up to the cap) within the deadline, any other 4xx fails at once with
+the server's message, and a server that cannot be reached fails at once.
 
 The identity is the model, its revision and the requested dimension, not the URL or key: the
 same served model embeds alike wherever it is hosted. Rows come back in input order (the
@@ -18,23 +20,18 @@ response's ``index`` fields are honoured) and are L2-normalised as float32.
 
 from __future__ import annotations
 
-import logging
-import os
 import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-import requests
 from numpy.typing import NDArray
 
 from lmaudit.backends.base import BackendError
-from lmaudit.backends.embeddings import as_unit_rows
-from lmaudit.backends.openai_wire import parse_retry_after, server_message
+from lmaudit.backends.embed.base import as_unit_rows
+from lmaudit.backends.openai.client import HttpClient
 from lmaudit.provenance.redact import redact_url
-
-log = logging.getLogger(__name__)
 
 BACKEND_VERSION = 1
 _KNOWN = {
@@ -48,6 +45,7 @@ _KNOWN = {
     "max_retries",
     "backoff_base_s",
     "backoff_cap_s",
+    "request_deadline_s",
 }
 
 
@@ -80,15 +78,27 @@ class OpenAIEmbedder:
         self.batch_size = int(cfg.get("batch_size", 256))
         self.timeout_s = float(cfg.get("timeout_s", 60.0))
         self.max_retries = int(cfg.get("max_retries", 5))
-        self.backoff_base_s = float(cfg.get("backoff_base_s", 0.5))
-        self.backoff_cap_s = float(cfg.get("backoff_cap_s", 30.0))
         if self.batch_size < 1 or self.max_retries < 0 or self.timeout_s <= 0:
             raise BackendError(
                 "openai embeddings config: need batch_size >= 1, max_retries >= 0, timeout_s > 0"
             )
-        self._sleep = sleep
-        self._rng = rng or random.Random()  # backoff jitter only
-        self._session = requests.Session()
+        self._http = HttpClient(
+            self.base_url,
+            api_key_env=self.api_key_env,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+            backoff_base_s=float(cfg.get("backoff_base_s", 0.5)),
+            backoff_cap_s=float(cfg.get("backoff_cap_s", 30.0)),
+            deadline_s=float(cfg.get("request_deadline_s", 600.0)),
+            sleep=sleep,
+            rng=rng,
+        )
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> OpenAIEmbedder:
+        """From an embedder config (``kind: openai``): its ``base_url``, ``model`` and
+        ``api_key_env``; other kinds' fields are not read."""
+        return cls({k: cfg[k] for k in ("base_url", "model", "api_key_env") if cfg.get(k) is not None})
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(base_url={redact_url(self.base_url)!r}, model={self.model!r})"
@@ -107,57 +117,11 @@ class OpenAIEmbedder:
     def dim(self) -> int | None:
         return self.dimensions
 
-    def _redact(self, text: str) -> str:
-        key = os.environ.get(self.api_key_env, "")
-        return text.replace(key, "***") if key else text
-
-    def _post(self, body: dict[str, Any]) -> Any:
-        url = f"{self.base_url}/embeddings"
-        where = redact_url(url)
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env, "")
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        err = ""
-        for attempt in range(self.max_retries + 1):
-            retry_after: float | None = None
-            try:
-                resp = self._session.post(url, json=body, headers=headers, timeout=self.timeout_s)
-            except (
-                requests.ConnectionError,
-                requests.Timeout,
-                requests.exceptions.ChunkedEncodingError,
-            ) as e:
-                err = f"{type(e).__name__}: {e}"
-            except requests.RequestException as e:
-                raise BackendError(self._redact(f"POST {where} failed: {type(e).__name__}: {e}")) from None
-            else:
-                if resp.status_code < 300:
-                    try:
-                        return resp.json()
-                    except ValueError:
-                        raise BackendError(
-                            f"POST {where}: the body is not JSON: {resp.text[:200]!r}"
-                        ) from None
-                msg = server_message(resp)
-                if resp.status_code != 429 and resp.status_code < 500:
-                    raise BackendError(self._redact(f"POST {where} returned HTTP {resp.status_code}: {msg}"))
-                err = f"HTTP {resp.status_code}: {msg}"
-                retry_after = parse_retry_after(resp.headers.get("Retry-After"))
-            if attempt == self.max_retries:
-                break
-            delay = None if retry_after is None else min(retry_after, self.backoff_cap_s)  # capped
-            if delay is None:
-                delay = self._rng.uniform(0.0, min(self.backoff_cap_s, self.backoff_base_s * 2**attempt))
-            log.warning("%s", self._redact(f"POST {where}: {err}; retry {attempt + 1}/{self.max_retries}"))
-            self._sleep(delay)
-        raise BackendError(self._redact(f"POST {where} failed after {self.max_retries + 1} attempts: {err}"))
-
     def _batch(self, texts: list[str]) -> NDArray[np.float64]:
         body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.dimensions is not None:
             body["dimensions"] = self.dimensions
-        reply = self._post(body)
+        reply = self._http.post(f"{self.base_url}/embeddings", body)
         data = reply.get("data") if isinstance(reply, dict) else None
         if not isinstance(data, list) or len(data) != len(texts):
             got = len(data) if isinstance(data, list) else "no"

@@ -1,0 +1,7 @@
+"""The ``openai`` backend: any OpenAI-compatible server (vLLM, llama.cpp, Ollama, hosted APIs).
+
+:mod:`.backend` holds both contracts (:class:`~lmaudit.backends.openai.backend.OpenAIBackend`),
+:mod:`.client` the HTTP rules (retries, deadlines, reachability, credentials kept out of
+messages) that the OpenAI-compatible embedder (:mod:`lmaudit.backends.embed.openai`) shares, and
+:mod:`.wire` the response format.
+"""
