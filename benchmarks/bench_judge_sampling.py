@@ -34,7 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from hydra import compose, initialize_config_dir
 
 from lmaudit.backends.base import SampleRequest
-from lmaudit.backends.factory import build_backend
+from lmaudit.backends.registry import build_backend
 from lmaudit.config.schema import register_configs
 
 REPO = Path(__file__).resolve().parents[1]

@@ -64,8 +64,8 @@ def _timed(backend: Any, labels: list[Any], samples: list[Any], top_k: int) -> t
 def bench_embed(n: int, devices: list[int], accelerator: str, out_path: Path) -> dict[str, Any]:
     import numpy as np
 
-    from lmaudit.backends.embeddings import CachedEmbedder
-    from lmaudit.backends.factory import build_embedder
+    from lmaudit.backends.embed.cached import CachedEmbedder
+    from lmaudit.backends.registry import build_embedder
     from lmaudit.provenance.cache import ResponseCache
 
     rng = np.random.default_rng(0)
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from bench_qq_measure import default_requests
     from lmaudit.backends.base import SampleRequest
-    from lmaudit.backends.factory import build_backend
+    from lmaudit.backends.registry import build_backend
 
     cfg, labels, top_k = default_requests(args.overrides)
     samples = [

@@ -53,7 +53,7 @@ def spy(monkeypatch):
         holder["judge"] = SpyJudge(seed=0, noise=0.5)
         return holder["judge"]
 
-    monkeypatch.setattr("lmaudit.backends.factory.build_backend", build)
+    monkeypatch.setattr("lmaudit.backends.registry.build_backend", build)
     return holder
 
 

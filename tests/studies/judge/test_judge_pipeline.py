@@ -149,7 +149,7 @@ def test_plan_stage_asks_nothing_and_the_plan_covers_the_inputs(judge_cfg, tmp_p
     def boom(*a, **k):  # type: ignore[no-untyped-def]
         raise AssertionError("no backend at plan stage")
 
-    monkeypatch.setattr("lmaudit.backends.factory.build_backend", boom)
+    monkeypatch.setattr("lmaudit.backends.registry.build_backend", boom)
     cfg = judge_cfg("stage=plan", name="p")
     run(cfg)
     plan = _json(tmp_path / "p/plan.json")

@@ -11,7 +11,7 @@ import pytest
 
 from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.backends.factory import build_backend
+from lmaudit.backends.registry import build_backend
 from lmaudit.provenance.cache import ResponseCache
 from lmaudit.studies.qq.config import G3Config
 from lmaudit.studies.qq.measure import g3_cells, g3_trajectories, g3_trajectories_many, position_seed

@@ -18,6 +18,7 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lmaudit.backends.sim.base import SimAgent
 from lmaudit.backends.sim.extractor import SimExtractor
 from lmaudit.backends.sim.freelist import FreeListSampler
 from lmaudit.backends.sim.judge import SimJudge
@@ -35,9 +36,7 @@ from lmaudit.backends.sim.qq_readout import OTHER_TOKEN, SIM_QQ_VERSION, Sequent
 from lmaudit.backends.sim.ranker import RankingSampler
 
 SIM_AGENTS: dict[str, type[SimQQAgent]] = dict(QQ_AGENTS)
-SIM_SAMPLERS: dict[
-    str, type[PersistentSampler] | type[FreeListSampler] | type[SimExtractor] | type[RankingSampler]
-] = {
+SIM_SAMPLERS: dict[str, type[SimAgent]] = {
     "persistent": PersistentSampler,  # sampling only
     "freelist": FreeListSampler,
     "extractor": SimExtractor,
@@ -59,10 +58,12 @@ __all__ = [
     "RankingSampler",
     "RepetitionAgent",
     "SequentialKernel",
+    "SimAgent",
     "SimExtractor",
     "SimQQAgent",
     "accepted_fields",
     "build_sim_agent",
+    "build_sim_backend",
 ]
 
 
@@ -103,15 +104,7 @@ def build_sim_agent(cfg: Mapping[str, Any]) -> Any:
     if "agent" not in fields:
         raise ValueError(f"sim agent config: missing field 'agent' (one of {known})")
     name = fields.pop("agent")
-    cls: (
-        type[SimQQAgent]
-        | type[PersistentSampler]
-        | type[FreeListSampler]
-        | type[SimExtractor]
-        | type[RankingSampler]
-        | type[SimJudge]
-        | None
-    ) = None
+    cls: type[SimAgent] | None = None
     if isinstance(name, str):
         cls = SIM_AGENTS.get(name) or SIM_SAMPLERS.get(name) or SIM_JUDGES.get(name)
     if cls is None:
@@ -122,3 +115,10 @@ def build_sim_agent(cfg: Mapping[str, Any]) -> Any:
     if unknown:
         raise ValueError(f"sim agent {name!r}: unknown field(s) {unknown} (allowed: {sorted(allowed)})")
     return cls(**fields)
+
+
+def build_sim_backend(model_cfg: Mapping[str, Any]) -> SimAgent:
+    """The agent a ``model=`` config names (``backend: sim``): its ``agent`` and ``seed``, with
+    ``params`` as the agent's fields; the model group's other keys are not the agent's."""
+    named = {k: model_cfg[k] for k in ("agent", "seed") if k in model_cfg}
+    return build_sim_agent({**named, **(model_cfg.get("params") or {})})

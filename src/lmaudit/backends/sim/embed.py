@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,11 @@ class SimEmbedder:
         self.dim = int(dim)
         self.seed = int(seed)
         self.calls: list[list[str]] = []  # what each embed() call was asked (tests count work)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> SimEmbedder:
+        """From an embedder config (``kind: sim``): ``dim`` [256] and ``seed`` [0]."""
+        return cls(dim=int(cfg.get("dim", 256)), seed=int(cfg.get("seed", 0)))
 
     @property
     def identity(self) -> dict[str, Any]:

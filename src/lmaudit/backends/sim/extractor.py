@@ -13,16 +13,13 @@ Fields (all enter :attr:`identity`): ``seed`` (integer >= 0), ``invalid_rate`` (
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
-
-from lmaudit.backends.base import BackendError, SampleRequest, SampleResult
-from lmaudit.backends.sim.fields import count, number
+from lmaudit.backends.base import BackendError, SampleRequest
+from lmaudit.backends.sim.base import SimAgent
+from lmaudit.backends.sim.fields import hashed_rng
 
 __all__ = ["SIM_EXTRACTOR_VERSION", "SimExtractor"]
 
@@ -31,35 +28,22 @@ _ENTRY = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*•])\s+(.*\S)\s*$")
 _JUST = re.compile(r"\s*\[\s*justification\s*:\s*(.*?)\]\s*", re.IGNORECASE)
 
 
-class SimExtractor:
+class SimExtractor(SimAgent):
     """Sampling contract only (:class:`~lmaudit.backends.base.SamplingBackend`)."""
 
-    reads_meta: bool = True
-    name: ClassVar[str] = "extractor"
-    version: ClassVar[str] = SIM_EXTRACTOR_VERSION
+    name = "extractor"
+    version = SIM_EXTRACTOR_VERSION
 
     def __init__(self, *, seed: int = 0, invalid_rate: float = 0.0) -> None:
-        self.seed = count("extractor", "seed", seed)
-        self.invalid_rate = number("extractor", "invalid_rate", invalid_rate, 0.0, 1.0)
+        self.seed = self._count("seed", seed)
+        self.invalid_rate = self._number("invalid_rate", invalid_rate, 0.0, 1.0)
 
-    @classmethod
-    def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(fields)
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        return {
-            "backend": "sim",
-            "agent": self.name,
-            "version": self.version,
-            "seed": self.seed,
-            "invalid_rate": self.invalid_rate,
-        }
+    def params(self) -> dict[str, Any]:
+        return {"seed": self.seed, "invalid_rate": self.invalid_rate}
 
     def invalid(self, raw: str) -> bool:
         """Whether this agent answers ``raw`` with prose (deterministic in seed and answer)."""
-        h = hashlib.sha256(f"{self.seed}:{raw}".encode()).digest()
-        return bool(np.random.default_rng(int.from_bytes(h[:8], "big")).random() < self.invalid_rate)
+        return bool(hashed_rng(self.seed, raw).random() < self.invalid_rate)
 
     @staticmethod
     def items(raw: str) -> list[dict[str, str | None]]:
@@ -72,15 +56,12 @@ class SimExtractor:
                 out.append({"text": text, "justification": just.group(1).strip() if just else None})
         return out
 
-    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
-        out = []
-        for r in requests:
-            raw = r.meta.get("raw")
-            if not isinstance(raw, str):
-                raise BackendError("sim agent 'extractor': a request needs the raw answer in meta['raw']")
-            if self.invalid(raw):
-                reply = "Sure! The answer lists several ideas; the main one is the first."
-            else:
-                reply = json.dumps({"items": self.items(raw)}, ensure_ascii=False)
-            out.append(SampleResult([reply] * r.n))
-        return out
+    def draws(self, request: SampleRequest) -> list[str]:
+        raw = request.meta.get("raw")
+        if not isinstance(raw, str):
+            raise BackendError("sim agent 'extractor': a request needs the raw answer in meta['raw']")
+        if self.invalid(raw):
+            reply = "Sure! The answer lists several ideas; the main one is the first."
+        else:
+            reply = json.dumps({"items": self.items(raw)}, ensure_ascii=False)
+        return [reply] * request.n

@@ -23,16 +23,15 @@ Fields (all enter :attr:`identity`): ``signature`` (int, default 0), ``signature
 
 from __future__ import annotations
 
-import hashlib
-import math
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from lmaudit.backends.base import BackendError, SampleRequest, SampleResult, derive_seed
-from lmaudit.backends.sim.fields import count, number
+from lmaudit.backends.base import BackendError, SampleRequest, derive_seed
+from lmaudit.backends.sim.base import SimAgent
+from lmaudit.backends.sim.fields import hashed_rng
 
 __all__ = ["SIM_FREELIST_VERSION", "FreeListSampler", "question_words"]
 
@@ -105,21 +104,11 @@ def question_words(text: str) -> list[str]:
     return list(dict.fromkeys(w for w in words if w not in _STOP and len(w) > 2))
 
 
-def _rng(*parts: Any) -> np.random.Generator:
-    h = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
-    return np.random.default_rng(int.from_bytes(h[:8], "big"))
-
-
-def _num(name: str, value: Any, lo: float, hi: float = math.inf) -> float:
-    return number("freelist", name, value, lo, hi)
-
-
-class FreeListSampler:
+class FreeListSampler(SimAgent):
     """Sampling contract only; reads ``meta`` (question, question_text, persona, items)."""
 
-    reads_meta: bool = True
-    name: ClassVar[str] = "freelist"
-    version: ClassVar[str] = SIM_FREELIST_VERSION
+    name = "freelist"
+    version = SIM_FREELIST_VERSION
 
     def __init__(
         self,
@@ -134,27 +123,19 @@ class FreeListSampler:
         zipf: float = 1.0,
         widths: Mapping[str, int] | None = None,
     ) -> None:
-        self.seed, self.signature = count("freelist", "seed", seed), count("freelist", "signature", signature)
-        self.signature_strength = _num("signature_strength", signature_strength, 0.0)
-        self.persona_strength = _num("persona_strength", persona_strength, 0.0)
-        self.persona_share = _num("persona_share", persona_share, 0.0, 1.0)
-        self.echo = _num("echo", echo, 0.0, 1.0)
-        self.leak = _num("leak", leak, 0.0, 1.0)
-        self.zipf = _num("zipf", zipf, 0.0)
+        self.seed, self.signature = self._count("seed", seed), self._count("signature", signature)
+        self.signature_strength = self._number("signature_strength", signature_strength, 0.0)
+        self.persona_strength = self._number("persona_strength", persona_strength, 0.0)
+        self.persona_share = self._number("persona_share", persona_share, 0.0, 1.0)
+        self.echo = self._number("echo", echo, 0.0, 1.0)
+        self.leak = self._number("leak", leak, 0.0, 1.0)
+        self.zipf = self._number("zipf", zipf, 0.0)
         self.widths = {str(k): int(v) for k, v in (widths or {}).items()}
         if any(v < 2 for v in self.widths.values()):
             raise ValueError(f"sim agent 'freelist': field 'widths' needs pool sizes >= 2, got {self.widths}")
 
-    @classmethod
-    def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(fields)
-
-    @property
-    def identity(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {
-            "backend": "sim",
-            "agent": self.name,
-            "version": self.version,
             "seed": self.seed,
             "signature": self.signature,
             "signature_strength": self.signature_strength,
@@ -169,11 +150,11 @@ class FreeListSampler:
     def width(self, question: str) -> int:
         if question in self.widths:
             return self.widths[question]
-        return int(_rng(self.seed, "width", question).integers(8, 61))
+        return int(hashed_rng(self.seed, "width", question).integers(8, 61))
 
     def concepts(self, question: str) -> list[str]:
         """The question's concept pool (the same for every signature)."""
-        rng = _rng(self.seed, "concepts", question)
+        rng = hashed_rng(self.seed, "concepts", question)
         out = []
         for _ in range(self.width(question)):
             words = ["".join(rng.choice(_SYLLABLES, size=3)) for _ in range(3)]
@@ -183,20 +164,17 @@ class FreeListSampler:
     def weights(self, question: str, persona: str, temperature: float) -> np.ndarray:
         k = self.width(question)
         base = 1.0 / np.arange(1, k + 1) ** self.zipf
-        z = _rng(self.seed, "signature", self.signature, question).standard_normal(k)
+        z = hashed_rng(self.seed, "signature", self.signature, question).standard_normal(k)
         logw = np.log(base) + self.signature_strength * z
         if persona and persona != "none":
-            boosted = _rng(self.seed, "persona", persona, question).random(k) < self.persona_share
+            boosted = hashed_rng(self.seed, "persona", persona, question).random(k) < self.persona_share
             logw = logw + self.persona_strength * boosted
         t = max(float(temperature), 1e-3)
         logw = logw / t
         w = np.exp(logw - logw.max())
         return w / w.sum()
 
-    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
-        return [self._one(r) for r in requests]
-
-    def _one(self, request: SampleRequest) -> SampleResult:
+    def draws(self, request: SampleRequest) -> list[str]:
         meta = request.meta
         if "question" not in meta:
             raise BackendError("sim agent 'freelist': request meta has no 'question'")
@@ -225,4 +203,4 @@ class FreeListSampler:
                     text = f"{rng.choice(_FILLERS)} {pool[int(c)]}".capitalize()
                 lines.append(f"{rank}. {text}")
             texts.append("\n".join(lines))
-        return SampleResult(texts=texts)
+        return texts

@@ -32,11 +32,10 @@ Fields (all enter :attr:`identity`; ``items`` overrides any of ``quality``, ``po
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -45,10 +44,10 @@ from lmaudit.backends.base import (
     LabelRequest,
     LabelResult,
     SampleRequest,
-    SampleResult,
     derive_seed,
 )
-from lmaudit.backends.sim.fields import count, number
+from lmaudit.backends.sim.base import SimAgent
+from lmaudit.backends.sim.fields import hashed_rng
 
 __all__ = ["SIM_JUDGE_VERSION", "SimJudge"]
 
@@ -70,16 +69,11 @@ def _sigmoid(x: float) -> float:
     return e / (1.0 + e)
 
 
-def _number(name: str, value: Any, lo: float, hi: float = math.inf) -> float:
-    return number("judge", name, value, lo, hi)
-
-
-class SimJudge:
+class SimJudge(SimAgent):
     """Both contracts: :meth:`sample` (verdict texts) and :meth:`label_logprobs` (A/B/TIE)."""
 
-    reads_meta: bool = True
-    name: ClassVar[str] = "judge"
-    version: ClassVar[str] = SIM_JUDGE_VERSION
+    name = "judge"
+    version = SIM_JUDGE_VERSION
 
     def __init__(
         self,
@@ -95,16 +89,15 @@ class SimJudge:
         carryover: float = 0.0,
         items: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
-        count("judge", "seed", seed)
-        self.seed = seed
-        self.position_bias = _number("position_bias", position_bias, -math.inf)
-        self.wrapper_attraction = _number("wrapper_attraction", wrapper_attraction, 0.0)
-        self.wrapper_aversion = _number("wrapper_aversion", wrapper_aversion, 0.0)
-        self.noise = _number("noise", noise, 0.0)
-        self.content_sd = _number("content_sd", content_sd, 0.0)
-        self.tie_margin = _number("tie_margin", tie_margin, 0.0)
-        self.invalid_rate = _number("invalid_rate", invalid_rate, 0.0, 1.0)
-        self.carryover = _number("carryover", carryover, 0.0, 1.0)
+        self.seed = self._count("seed", seed)
+        self.position_bias = self._number("position_bias", position_bias)
+        self.wrapper_attraction = self._number("wrapper_attraction", wrapper_attraction, 0.0)
+        self.wrapper_aversion = self._number("wrapper_aversion", wrapper_aversion, 0.0)
+        self.noise = self._number("noise", noise, 0.0)
+        self.content_sd = self._number("content_sd", content_sd, 0.0)
+        self.tie_margin = self._number("tie_margin", tie_margin, 0.0)
+        self.invalid_rate = self._number("invalid_rate", invalid_rate, 0.0, 1.0)
+        self.carryover = self._number("carryover", carryover, 0.0, 1.0)
         self.items: dict[str, dict[str, float]] = {}
         for item, over in (items or {}).items():
             bad = sorted(set(over) - set(_OVERRIDABLE))
@@ -112,18 +105,10 @@ class SimJudge:
                 raise ValueError(
                     f"sim agent 'judge': items.{item}: unknown field(s) {bad} (allowed: {_OVERRIDABLE})"
                 )
-            self.items[str(item)] = {k: _number(f"items.{item}.{k}", v, -math.inf) for k, v in over.items()}
+            self.items[str(item)] = {k: self._number(f"items.{item}.{k}", v) for k, v in over.items()}
 
-    @classmethod
-    def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(fields)
-
-    @property
-    def identity(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {
-            "backend": "sim",
-            "agent": self.name,
-            "version": self.version,
             "seed": self.seed,
             "position_bias": self.position_bias,
             "wrapper_attraction": self.wrapper_attraction,
@@ -144,8 +129,7 @@ class SimJudge:
         """The latent content logit ``d`` of original response A over B."""
         if "quality" in self.items.get(item, {}):
             return self.items[item]["quality"]
-        h = hashlib.sha256(f"{self.seed}:judge-quality:{item}".encode()).digest()
-        return self.content_sd * float(np.random.default_rng(int.from_bytes(h[:8], "big")).standard_normal())
+        return self.content_sd * float(hashed_rng(self.seed, "judge-quality", item).standard_normal())
 
     def logit(self, item: str, *, swap: bool, wrap: set[str] | frozenset[str]) -> float:
         d = self.quality(item)
@@ -198,13 +182,8 @@ class SimJudge:
         w = ("A", "B", "TIE")[min(int(np.searchsorted(cum, u_winner * cum[-1], side="right")), 2)]
         return f"WINNER: {w}\nCONFIDENCE: {max(p.values()):.2f}\nREASON: {_REASONS[w]}"
 
-    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
-        out = []
-        for r in requests:
-            if isinstance(r.n, bool) or not isinstance(r.n, int) or r.n < 0:
-                raise BackendError(f"sim agent 'judge': n must be an integer >= 0, got {r.n!r}")
-            out.append(SampleResult(texts=[self._draw(r, i) for i in range(r.n)]))
-        return out
+    def draws(self, request: SampleRequest) -> list[str]:
+        return [self._draw(request, i) for i in range(request.n)]
 
     def label_logprobs(self, requests: list[LabelRequest], top_k: int = 10) -> list[LabelResult]:
         out = []

@@ -25,14 +25,15 @@ Temperature, top-p and max tokens are ignored. The sampler has no label-log-prob
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from lmaudit.backends.base import BackendError, SampleRequest, SampleResult, derive_seed
+from lmaudit.backends.base import SampleRequest, derive_seed
+from lmaudit.backends.sim.base import SimAgent
+from lmaudit.backends.sim.fields import hashed_rng
 
 __all__ = ["SIM_PERSISTENT_VERSION", "PersistentSampler"]
 
@@ -55,12 +56,11 @@ def _shares(name: str, value: Any, k: int) -> list[float]:
     return [x / total for x in out]
 
 
-class PersistentSampler:
+class PersistentSampler(SimAgent):
     """Sampling contract only (:class:`~lmaudit.backends.base.SamplingBackend`)."""
 
-    reads_meta: bool = True
-    name: ClassVar[str] = "persistent"
-    version: ClassVar[str] = SIM_PERSISTENT_VERSION
+    name = "persistent"
+    version = SIM_PERSISTENT_VERSION
 
     def __init__(
         self,
@@ -72,10 +72,8 @@ class PersistentSampler:
         drift_to: Sequence[float] | None = None,
         drift_horizon: int = 20,
     ) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"sim agent 'persistent': field 'seed' must be an integer >= 0, got {seed!r}")
-        if isinstance(rho, bool) or not isinstance(rho, int | float) or not 0.0 <= float(rho) <= 1.0:
-            raise ValueError(f"sim agent 'persistent': field 'rho' must be a number in [0, 1], got {rho!r}")
+        self.seed = self._count("seed", seed)
+        self.rho = self._number("rho", rho, 0.0, 1.0)
         if (
             isinstance(answers, str | bytes)
             or not isinstance(answers, Sequence)
@@ -86,28 +84,14 @@ class PersistentSampler:
             raise ValueError(
                 f"sim agent 'persistent': field 'answers' must be a list of distinct non-empty strings, got {answers!r}"
             )
-        if isinstance(drift_horizon, bool) or not isinstance(drift_horizon, int) or drift_horizon < 2:
-            raise ValueError(
-                f"sim agent 'persistent': field 'drift_horizon' must be an integer >= 2, got {drift_horizon!r}"
-            )
-        self.seed = int(seed)
-        self.rho = float(rho)
+        self.drift_horizon = self._count("drift_horizon", drift_horizon, 2)
         self.answers = [str(a) for a in answers]
         k = len(self.answers)
         self.shares = None if shares is None else _shares("shares", shares, k)
         self.drift_to = None if drift_to is None else _shares("drift_to", drift_to, k)
-        self.drift_horizon = int(drift_horizon)
 
-    @classmethod
-    def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(fields)
-
-    @property
-    def identity(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {
-            "backend": "sim",
-            "agent": self.name,
-            "version": self.version,
             "rho": self.rho,
             "answers": self.answers,
             "shares": self.shares,
@@ -120,8 +104,7 @@ class PersistentSampler:
         """The shares of draw 0 for ``probe``: ``shares``, or a Dirichlet(1) draw from (seed, probe)."""
         if self.shares is not None:
             return list(self.shares)
-        h = hashlib.sha256(f"{self.seed}:{probe}".encode()).digest()
-        rng = np.random.default_rng(int.from_bytes(h[:8], "big"))
+        rng = hashed_rng(self.seed, probe)
         return [float(x) for x in rng.dirichlet(np.ones(len(self.answers)))]
 
     def shares_at(self, probe: str, draw: int) -> np.ndarray:
@@ -131,12 +114,7 @@ class PersistentSampler:
         tau = min(1.0, draw / (self.drift_horizon - 1))
         return (1.0 - tau) * start + tau * np.asarray(self.drift_to)
 
-    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
-        return [self._sample_one(r) for r in requests]
-
-    def _sample_one(self, request: SampleRequest) -> SampleResult:
-        if isinstance(request.n, bool) or not isinstance(request.n, int) or request.n < 0:
-            raise BackendError(f"sim agent 'persistent': n must be an integer >= 0, got {request.n!r}")
+    def draws(self, request: SampleRequest) -> list[str]:
         probe = str(request.meta.get("probe", ""))
         last = len(self.answers) - 1
         texts: list[str] = []
@@ -150,4 +128,4 @@ class PersistentSampler:
                 k = min(int(np.searchsorted(cum, u_fresh * cum[-1], side="right")), last)
             texts.append(self.answers[k])
             prev = k
-        return SampleResult(texts=texts)
+        return texts

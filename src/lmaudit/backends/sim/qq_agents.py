@@ -42,7 +42,7 @@ import numpy as np
 
 from lmaudit.backends.sim.qq_core import SimQQAgent
 from lmaudit.backends.sim.qq_qubit import LuedersInstrument, bloch_vector, sequential_kernel
-from lmaudit.backends.sim.qq_readout import SequentialKernel, check_float
+from lmaudit.backends.sim.qq_readout import SequentialKernel
 
 # --------------------------------------------------------------------------- qubit agents
 
@@ -52,7 +52,7 @@ class _QubitAgent(SimQQAgent):
 
     def __init__(self, *, purity: float = 1.0, **common: Any) -> None:
         super().__init__(**common)
-        self.purity = check_float(self.name, "purity", purity, 0.0, 1.0)
+        self.purity = self._number("purity", purity, 0.0, 1.0)
 
     def sharpness(self) -> tuple[float, float, float, float]:
         """``(eta_Ay, eta_An, eta_By, eta_Bn)``."""
@@ -64,7 +64,7 @@ class _QubitAgent(SimQQAgent):
     def _check_override(self, field: str, value: Any) -> Any:
         if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != 2:
             raise ValueError(f"sim agent {self.name!r}: field {field!r} must be [theta, phi], got {value!r}")
-        return [check_float(self.name, f"{field}[{i}]", x, -1e6, 1e6) for i, x in enumerate(value)]
+        return [self._number(f"{field}[{i}]", x, -1e6, 1e6) for i, x in enumerate(value)]
 
     def _draw_item_params(self, rng: np.random.Generator) -> dict[str, Any]:
         x = rng.random(6)
@@ -98,7 +98,7 @@ class LudersSymmetricAgent(_QubitAgent):
 
     def __init__(self, *, eta: float = 0.7, **common: Any) -> None:
         super().__init__(**common)
-        self.eta = check_float(self.name, "eta", eta, 0.0, 1.0)
+        self.eta = self._number("eta", eta, 0.0, 1.0)
 
     def sharpness(self) -> tuple[float, float, float, float]:
         return (self.eta,) * 4
@@ -124,7 +124,7 @@ class LudersAsymmetricAgent(_QubitAgent):
     ) -> None:
         super().__init__(**common)
         given = {"eta_a_y": eta_a_y, "eta_a_n": eta_a_n, "eta_b_y": eta_b_y, "eta_b_n": eta_b_n}
-        self.etas = {key: check_float(self.name, key, val, 0.0, 1.0) for key, val in given.items()}
+        self.etas = {key: self._number(key, val, 0.0, 1.0) for key, val in given.items()}
 
     def sharpness(self) -> tuple[float, float, float, float]:
         e = self.etas
@@ -145,7 +145,7 @@ class _RetentionAgent(SimQQAgent):
         raise NotImplementedError
 
     def _check_override(self, field: str, value: Any) -> Any:
-        return check_float(self.name, field, value, 0.0, 1.0)
+        return self._number(field, value, 0.0, 1.0)
 
     def _draw_item_params(self, rng: np.random.Generator) -> dict[str, Any]:
         lo, hi = self.marginal_range
@@ -173,7 +173,7 @@ class RepetitionAgent(_RetentionAgent):
 
     def __init__(self, *, r: float = 0.5, **common: Any) -> None:
         super().__init__(**common)
-        self.r = check_float(self.name, "r", r, 0.0, 1.0)
+        self.r = self._number("r", r, 0.0, 1.0)
 
     def retention(self) -> tuple[float, float, float, float]:
         return (self.r,) * 4
@@ -201,7 +201,7 @@ class MixtureRepetitionAgent(_RetentionAgent):
     ) -> None:
         super().__init__(**common)
         given = {"r_ab_y": r_ab_y, "r_ab_n": r_ab_n, "r_ba_y": r_ba_y, "r_ba_n": r_ba_n}
-        self.rates = {key: check_float(self.name, key, val, 0.0, 1.0) for key, val in given.items()}
+        self.rates = {key: self._number(key, val, 0.0, 1.0) for key, val in given.items()}
 
     @classmethod
     def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:

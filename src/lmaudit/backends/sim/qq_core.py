@@ -27,9 +27,10 @@ from lmaudit.backends.base import (
     LabelRequest,
     LabelResult,
     SampleRequest,
-    SampleResult,
     derive_seed,
 )
+from lmaudit.backends.sim.base import SimAgent
+from lmaudit.backends.sim.fields import hashed_rng
 from lmaudit.backends.sim.qq_readout import (
     MAX_DRAW_TRIES,
     OTHER_TOKEN,
@@ -37,25 +38,20 @@ from lmaudit.backends.sim.qq_readout import (
     QQQuery,
     SequentialKernel,
     biased_label_probs,
-    check_float,
-    check_int,
-    item_generator,
     nucleus,
     parse_meta,
     temper,
 )
 
 
-class SimQQAgent:
+class SimQQAgent(SimAgent):
     """Base of the QQ ground-truth agents (both :class:`LabelBackend` and :class:`SamplingBackend`).
 
     Subclasses set ``name`` and ``item_keys`` and implement :meth:`agent_params`,
     :meth:`_check_override`, :meth:`_draw_item_params` and :meth:`_build_kernel`.
     """
 
-    reads_meta: bool = True
-    name: ClassVar[str] = "base"
-    version: ClassVar[str] = SIM_QQ_VERSION
+    version = SIM_QQ_VERSION
     item_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
@@ -68,9 +64,9 @@ class SimQQAgent:
         items: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         n = self.name
-        self.seed = check_int(n, "seed", seed)
-        self.other_mass = check_float(n, "other_mass", other_mass, 0.0, 1.0, hi_open=True)
-        self.label_bias = check_float(n, "label_bias", label_bias, -50.0, 50.0)
+        self.seed = self._count("seed", seed)
+        self.other_mass = self._number("other_mass", other_mass, 0.0, 1.0, hi_open=True)
+        self.label_bias = self._number("label_bias", label_bias, -50.0, 50.0)
         if (
             isinstance(marginal_range, str | bytes)
             or not isinstance(marginal_range, Sequence)
@@ -79,8 +75,8 @@ class SimQQAgent:
             raise ValueError(
                 f"sim agent {n!r}: field 'marginal_range' must be [lo, hi], got {marginal_range!r}"
             )
-        lo = check_float(n, "marginal_range[0]", marginal_range[0], 0.0, 1.0)
-        hi = check_float(n, "marginal_range[1]", marginal_range[1], 0.0, 1.0)
+        lo = self._number("marginal_range[0]", marginal_range[0], 0.0, 1.0)
+        hi = self._number("marginal_range[1]", marginal_range[1], 0.0, 1.0)
         if not lo < hi:
             raise ValueError(f"sim agent {n!r}: field 'marginal_range' needs lo < hi, got {marginal_range!r}")
         self.marginal_range = (lo, hi)
@@ -89,11 +85,6 @@ class SimQQAgent:
         self._kernel_cache: dict[str, SequentialKernel] = {}
 
     # ---- subclass hooks
-    @classmethod
-    def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
-        """Config fields -> constructor keywords (hook for accepted alternative spellings)."""
-        return dict(fields)
-
     def agent_params(self) -> dict[str, Any]:
         """The agent-specific parameters (JSON-able), as they enter :attr:`identity`."""
         return {}
@@ -136,7 +127,7 @@ class SimQQAgent:
         if cached is not None:
             return dict(cached)
         over = self.items.get(item, {})
-        rng = item_generator(self.seed, item)
+        rng = hashed_rng(self.seed, item)
         for _ in range(MAX_DRAW_TRIES):
             params = {**self._draw_item_params(rng), **over}
             if set(over) >= set(self.item_keys):
@@ -164,12 +155,8 @@ class SimQQAgent:
         return query, self.kernel(query.item).p_yes(query.question, query.position, query.first_answer)
 
     # ---- identity
-    @property
-    def identity(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {
-            "backend": "sim",
-            "agent": self.name,
-            "version": self.version,
             **self.agent_params(),
             "other_mass": self.other_mass,
             "label_bias": self.label_bias,
@@ -207,9 +194,6 @@ class SimQQAgent:
         return {label: [label] for label in request.labels}
 
     # ---- SamplingBackend
-    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
-        return [self._sample_one(r) for r in requests]
-
     def sampling_distribution(self, request: SampleRequest) -> tuple[list[str], list[float]]:
         """Outcomes ``[label_y, label_n, "<other>"]`` and the probabilities ``sample`` draws from."""
         query, p_y = self.semantic_p_yes(request.meta)
@@ -226,9 +210,7 @@ class SimQQAgent:
         dist = nucleus([keep * tempered[0], keep * tempered[1], self.other_mass], float(top_p))
         return [ly, ln, OTHER_TOKEN], dist
 
-    def _sample_one(self, request: SampleRequest) -> SampleResult:
-        if isinstance(request.n, bool) or not isinstance(request.n, int) or request.n < 0:
-            raise BackendError(f"sim agent {self.name!r}: n must be an integer >= 0, got {request.n!r}")
+    def draws(self, request: SampleRequest) -> list[str]:
         outcomes, dist = self.sampling_distribution(request)
         cum = np.cumsum(dist)
         last = max(i for i, p in enumerate(dist) if p > 0.0)
@@ -237,4 +219,4 @@ class SimQQAgent:
             x = np.random.default_rng(derive_seed(request.seed, i)).random()
             k = int(np.searchsorted(cum, x, side="right"))
             texts.append(outcomes[min(k, last)])
-        return SampleResult(texts=texts)
+        return texts

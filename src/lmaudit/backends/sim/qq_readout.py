@@ -1,16 +1,13 @@
-"""Building blocks of the QQ ``sim`` agents: parameter validation, the per-item
+"""Building blocks of the QQ ``sim`` agents: the per-item
 :class:`SequentialKernel`, request-``meta`` parsing and the label read-out helpers
 (label bias, temperature, nucleus truncation)."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from lmaudit.backends.base import BackendError
 
@@ -20,28 +17,6 @@ _ORDERS = ("AB", "BA")
 _QUESTIONS = ("A", "B")
 _SEMANTIC = ("y", "n")
 MAX_DRAW_TRIES = 1_000
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def check_float(agent: str, name: str, value: Any, lo: float, hi: float, *, hi_open: bool = False) -> float:
-    """A finite number in ``[lo, hi]`` (``[lo, hi)`` if ``hi_open``), else ValueError naming the field."""
-    interval = f"[{lo}, {hi})" if hi_open else f"[{lo}, {hi}]"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"sim agent {agent!r}: field {name!r} must be a number in {interval}, got {value!r}")
-    x = float(value)
-    if not math.isfinite(x) or x < lo or x > hi or (hi_open and x >= hi):
-        raise ValueError(f"sim agent {agent!r}: field {name!r} must be in {interval}, got {value!r}")
-    return x
-
-
-def check_int(agent: str, name: str, value: Any, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or int(value) < minimum:
-        raise ValueError(
-            f"sim agent {agent!r}: field {name!r} must be an integer >= {minimum}, got {value!r}"
-        )
-    return int(value)
 
 
 # --------------------------------------------------------------------------- kernel
@@ -167,9 +142,3 @@ def nucleus(p: Sequence[float], top_p: float) -> list[float]:
         if mass >= top_p:
             break
     return [p[i] / mass if i in keep else 0.0 for i in range(len(p))]
-
-
-def item_generator(seed: int, item: str) -> np.random.Generator:
-    """The per-item generator: seeded by sha256 of ``f"{seed}:{item}"``."""
-    digest = hashlib.sha256(f"{seed}:{item}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "big"))

@@ -32,15 +32,13 @@ values).
 
 from __future__ import annotations
 
-import hashlib
-import math
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from lmaudit.backends.base import BackendError, SampleRequest, SampleResult, derive_seed
-from lmaudit.backends.sim.fields import count, number
+from lmaudit.backends.base import BackendError, SampleRequest, derive_seed
+from lmaudit.backends.sim.base import SimAgent
+from lmaudit.backends.sim.fields import hashed_rng
 
 __all__ = ["SIM_RANKER_VERSION", "RankingSampler"]
 
@@ -48,16 +46,11 @@ SIM_RANKER_VERSION = "ranker-sim/1"
 STYLES = ("chain", "numbered", "chatty")
 
 
-def _num(name: str, value: Any, lo: float = -math.inf, hi: float = math.inf) -> float:
-    return number("ranker", name, value, lo, hi)
-
-
-class RankingSampler:
+class RankingSampler(SimAgent):
     """Sampling contract only; reads ``meta`` (candidates, persona)."""
 
-    reads_meta: bool = True
-    name: ClassVar[str] = "ranker"
-    version: ClassVar[str] = SIM_RANKER_VERSION
+    name = "ranker"
+    version = SIM_RANKER_VERSION
 
     def __init__(
         self,
@@ -73,34 +66,26 @@ class RankingSampler:
         finalist_conditioned_preference: float | None = None,
         finalist_persona_preference: float | None = None,
     ) -> None:
-        count("ranker", "seed", seed)
+        self.seed = self._count("seed", seed)
         if style not in STYLES:
             raise ValueError(f"sim agent 'ranker': field 'style' = {style!r} is not one of {list(STYLES)}")
-        self.seed, self.style = int(seed), style
-        self.conditioned_preference = _num("conditioned_preference", conditioned_preference)
-        self.persona_preference = _num("persona_preference", persona_preference)
-        self.rare_preference = _num("rare_preference", rare_preference)
-        self.taste = _num("taste", taste, 0.0)
-        self.noise = _num("noise", noise, 0.0)
-        self.invalid = _num("invalid", invalid, 0.0, 1.0)
+        self.style = style
+        self.conditioned_preference = self._number("conditioned_preference", conditioned_preference)
+        self.persona_preference = self._number("persona_preference", persona_preference)
+        self.rare_preference = self._number("rare_preference", rare_preference)
+        self.taste = self._number("taste", taste, 0.0)
+        self.noise = self._number("noise", noise, 0.0)
+        self.invalid = self._number("invalid", invalid, 0.0, 1.0)
         self.finalist = {
-            k: None if v is None else _num(k, v)
+            k: None if v is None else self._number(k, v)
             for k, v in (
                 ("finalist_conditioned_preference", finalist_conditioned_preference),
                 ("finalist_persona_preference", finalist_persona_preference),
             )
         }
 
-    @classmethod
-    def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(fields)
-
-    @property
-    def identity(self) -> dict[str, Any]:
+    def params(self) -> dict[str, Any]:
         return {
-            "backend": "sim",
-            "agent": self.name,
-            "version": self.version,
             "seed": self.seed,
             "conditioned_preference": self.conditioned_preference,
             "persona_preference": self.persona_preference,
@@ -112,13 +97,9 @@ class RankingSampler:
         } | {k: v for k, v in self.finalist.items() if v is not None}
 
     def _taste(self, text: str) -> float:
-        h = hashlib.sha256(f"{self.seed}:taste:{text}".encode()).digest()
-        return float(np.random.default_rng(int.from_bytes(h[:8], "big")).standard_normal())
+        return float(hashed_rng(self.seed, "taste", text).standard_normal())
 
-    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
-        return [self._one(r) for r in requests]
-
-    def _one(self, request: SampleRequest) -> SampleResult:
+    def draws(self, request: SampleRequest) -> list[str]:
         cands = request.meta.get("candidates")
         if not isinstance(cands, list) or not cands:
             raise BackendError("sim agent 'ranker': request meta has no 'candidates' (not a ranking request)")
@@ -162,4 +143,4 @@ class RankingSampler:
                 texts.append(
                     chain if self.style == "chain" else f"Here is my ranking:\n\n**{chain}**\n\nThanks!"
                 )
-        return SampleResult(texts=texts)
+        return texts
