@@ -14,8 +14,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from lmaudit.config.checks import ranged
 from lmaudit.config.execution import PRECISIONS, execution_problems
+from lmaudit.config.ranges import ranged
 
 # --- model -------------------------------------------------------------------------------
 
@@ -111,6 +111,9 @@ class PathsConfig:
     results: str = ranged("results", nonempty=True)
     # ad-hoc runs (git-ignored); DVC runs pass cache/<study>/<run>
     cache: str = ranged(".cache/responses", nonempty=True)
+    # after a completed measurement, pack the cache and keep only the keys the run used; for a
+    # folder the run owns (DVC runs pass true), never for one shared by runs (docs/architecture.md)
+    cache_compact: bool = False
     mlruns: str = ranged("mlruns", nonempty=True)
     prereg: str = ranged("prereg", nonempty=True)
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from lmaudit.config.checks import ranged
 from lmaudit.config.execution import execution_problems
+from lmaudit.config.ranges import ranged
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from lmaudit.config.checks import ranged
+from lmaudit.config.ranges import ranged
 
 
 @dataclass

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from omegaconf import MISSING
 
-from lmaudit.config.checks import ranged
+from lmaudit.config.ranges import ranged
 
 
 @dataclass
