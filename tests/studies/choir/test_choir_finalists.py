@@ -12,9 +12,10 @@ import pytest
 
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.ballots import parse_ranking, read_ballots, render_sets_prompt
-from lmaudit.studies.choir.borda import analyze_ranking, borda
+from lmaudit.studies.choir.borda import analyze_ranking
 from lmaudit.studies.choir.finalists import select_finalists
 from lmaudit.studies.choir.pools import source_of
+from lmaudit.studies.choir.tally import borda
 
 BALLOT = {
     "question": "H001",

@@ -16,8 +16,8 @@ from lmaudit.backends.sim.ranker import RankingSampler
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.ballots import parse_ranking, read_ballots, render_prompt
-from lmaudit.studies.choir.borda import borda
 from lmaudit.studies.choir.calibration import analyze_calibration
+from lmaudit.studies.choir.tally import borda
 
 LABELS = ["A", "B", "C", "D"]
 

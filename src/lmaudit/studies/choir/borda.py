@@ -1,10 +1,8 @@
 """The analysis of the source-blind ranking's ballots (appendix D): pure functions from ballot
 records to the results' ``ranking`` section.
 
-Borda with family collapse (stage 1), per ballot: walking the ranking best first, a candidate
-whose family (codebook concept) has already appeared earns nothing; the ``F`` distinct families
-get ``F - 1, F - 2, ..., 0`` points in the order they first appear, and each family's points are
-credited to the candidate that carried its best rank. From it each pool's finalists are chosen
+Borda with family collapse (stage 1, :mod:`.tally`) scores each cohort's ballots. From it each
+pool's finalists are chosen
 (:mod:`.finalists`), and each cohort's stage-2 ballots over the finalist sets decide its
 *advanced pool* and, within it, its *top candidate* (by the cohort's own stage-1 points).
 
@@ -28,14 +26,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.ballots import COHORTS, Parsed, check_ranking, parse_ranking
 from lmaudit.studies.choir.finalists import read_set_ballot, set_outcome, top_finalist
+from lmaudit.studies.choir.tally import Borda, borda
 
-__all__ = ["Borda", "analyze_ranking", "borda", "cohort_tops", "read_ballot"]
+__all__ = ["analyze_ranking", "cohort_tops", "read_ballot"]
 
 
 def read_ballot(row: Mapping[str, Any], where: str) -> tuple[Parsed, list[dict[str, Any]]]:
@@ -57,35 +55,6 @@ def read_ballot(row: Mapping[str, Any], where: str) -> tuple[Parsed, list[dict[s
     if not isinstance(given, list):
         raise InputError(f"{where}: a ballot needs 'raw' or 'ranking'")
     return check_ranking([str(x) for x in given], labels), cands
-
-
-@dataclass(frozen=True)
-class Borda:
-    family_points: dict[str, int]
-    candidate_points: dict[str, int]  # each family's points, credited to its best-ranked candidate
-    family_firsts: dict[str, int]
-    candidate_firsts: dict[str, int]
-    n_ballots: int
-
-
-def borda(rankings: Sequence[Sequence[str]], family: Mapping[str, str]) -> Borda:
-    """Borda with concept-family collapse over rankings of candidate ids (best first)."""
-    fp: Counter[str] = Counter()
-    cp: Counter[str] = Counter()
-    ff: Counter[str] = Counter()
-    cf: Counter[str] = Counter()
-    for ranking in rankings:
-        best: dict[str, str] = {}
-        for c in ranking:
-            best.setdefault(family[c], c)
-        n = len(best)
-        for pos, (f, c) in enumerate(best.items()):
-            fp[f] += n - 1 - pos
-            cp[c] += n - 1 - pos
-            if pos == 0:
-                ff[f] += 1
-                cf[c] += 1
-    return Borda(dict(fp), dict(cp), dict(ff), dict(cf), len(rankings))
 
 
 def _top_family(b: Borda) -> tuple[str | None, bool]:

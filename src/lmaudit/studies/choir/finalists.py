@@ -16,20 +16,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.ballots import Parsed, check_ranking, parse_ranking
 from lmaudit.studies.choir.pools import POOLS
-
-if TYPE_CHECKING:
-    from lmaudit.studies.choir.borda import Borda
+from lmaudit.studies.choir.tally import Borda
 
 __all__ = ["read_set_ballot", "select_finalists", "set_outcome", "top_finalist"]
 
 
 def select_finalists(b: Borda, info: Mapping[str, Mapping[str, Any]], per_pool: int) -> dict[str, Any]:
-    """Each pool's finalists (ids, best first) from a stage-1 Borda (:func:`.borda.borda`), and the
+    """Each pool's finalists (ids, best first) from a stage-1 Borda (:func:`.tally.borda`), and the
     pools whose cut fell inside a tie on points (broken by first places, then the id)."""
     family = {c: str(v["family"]) for c, v in info.items()}
     by_pool: dict[str, list[str]] = {}
