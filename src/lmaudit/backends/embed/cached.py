@@ -37,18 +37,11 @@ __all__ = ["CachedEmbedder"]
 class CachedEmbedder(CachedBackend):
     """An :class:`EmbeddingBackend` seen through the response cache."""
 
-    def __init__(
-        self,
-        backend: Any,
-        cache: ResponseCache,
-        *,
-        batch_size: int = 64,
-        progress: bool = True,
-        poll_s: float = 0.05,
-    ):
+    def __init__(self, backend: Any, cache: ResponseCache, *, batch_size: int = 64, **options: Any):
+        """As :class:`CachedBackend` (``progress``, ``poll_s``), with 64 texts a batch by default."""
         if not isinstance(backend, EmbeddingBackend):
             raise TypeError(f"backend {type(backend).__name__} has no embedding contract")
-        super().__init__(backend, cache, batch_size=batch_size, progress=progress, poll_s=poll_s)
+        super().__init__(backend, cache, batch_size=batch_size, **options)
         self.seconds = {"embed": 0.0}
 
     def key(self, text: str) -> str:
