@@ -3,8 +3,8 @@
 The race it prevents (a process's first parallel ``cos`` returning other values for one
 thread's share) shows in about 1 process in 200 beside a busy process and is measured by
 ``benchmarks/vml_first_call.py``, not here: a test cannot make it happen on demand. These tests
-check what can be checked every time: that :func:`settle` runs before the first forward of
-either implementation, once per process, a forked child included, and that it changes no result.
+check what can be checked every time: that :func:`settle` runs before a model's first forward,
+once per process, a forked child included, and that it changes no result.
 """
 
 from __future__ import annotations
@@ -47,8 +47,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("implementation", ["lmaudit", "transformers"])
-def test_every_cos_and_sin_of_a_forward_comes_after_settle(tiny: Path, implementation: str) -> None:
+def test_every_cos_and_sin_of_a_forward_comes_after_settle(tiny: Path) -> None:
     code = (
         "import torch\n"
         "from lmaudit.backends import vector_math\n"
@@ -62,7 +61,7 @@ def test_every_cos_and_sin_of_a_forward_comes_after_settle(tiny: Path, implement
         "            return f(self, *a, **k)\n"
         "        return call\n"
         "    setattr(torch.Tensor, name, wrap(getattr(torch.Tensor, name)))\n"
-        f"b = HFBackend({str(tiny)!r}, progress=False, implementation={implementation!r})\n"
+        f"b = HFBackend({str(tiny)!r}, progress=False)\n"
         "msgs = ({'role': 'user', 'content': 'is it true that A'},)\n"
         "print(vector_math.is_settled())\n"
         "b.label_logprobs([LabelRequest(msgs, ('A', 'B'))])\n"

@@ -1,14 +1,15 @@
-"""Tiny random transformers checkpoints and QQ-shaped requests for the ``hf`` backend tests
-(no download: models and tokenizers are built and saved here)."""
+"""Tiny random transformers checkpoints (Gemma 3 and Llama), QQ-shaped requests and the naive
+reference for the ``hf`` backend tests (no download: models and tokenizers are built and saved
+here)."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import LabelRequest
+from lmaudit.backends.base import LabelRequest, LabelResult
 
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }} {{ m['content'] }}<end_of_turn>"
@@ -73,8 +74,6 @@ def one_thread() -> Iterator[None]:
 
 
 def corpus() -> list[str]:
-    import random
-
     rng = random.Random(0)
     return [" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(300)] + ["A B Yes No"] * 50
 
@@ -157,63 +156,76 @@ def qq_requests(n_items: int = 4, system: bool = True) -> list[LabelRequest]:
     return out
 
 
-def tiny_spm_meta(tab: bool = True) -> dict[str, Any]:
-    """GGUF tokenizer metadata of a tiny SentencePiece BPE vocabulary shaped like Gemma's (with a
-    tab piece, as Gemma 3 has, unless ``tab`` is false)."""
-    import numpy as np
-
-    pieces: list[tuple[str, float, int]] = [
-        ("<pad>", -1000, 3),
-        ("<eos>", -1000, 3),
-        ("<bos>", -1000, 3),
-        ("<unk>", -1000, 3),
-        ("<start_of_turn>", -1000, 3),
-        ("<end_of_turn>", -1000, 3),
-        ("\n", -1000, 4),
-        ("  ", -1000, 4),
-    ]
-    pieces += [(f"<0x{b:02X}>", 0.0, 6) for b in range(256)]
-    merged = [
-        "▁t",
-        "he",
-        "▁the",
-        "in",
-        "▁a",
-        "er",
-        "on",
-        "▁th",
-        "ing",
-        "▁in",
-        "re",
-        "an",
-        "▁user",
-        "us",
-        "▁is",
-    ]
-    pieces += [(m, -float(k), 1) for k, m in enumerate(merged)]
-    chars = sorted(set("abcdefghijklmnopqrstuvwxyzAB?.") | {"▁"})
-    pieces += [(c, -100.0 - k, 1) for k, c in enumerate(chars)]
-    if tab:
-        pieces.append(("\t", -200.0, 1))
-    pieces.append(("\n\n", -1000, 4))  # an added token another one ("\n") is a prefix of
-    return {
-        "tokenizer.ggml.tokens": [p for p, _, _ in pieces],
-        "tokenizer.ggml.scores": np.array([s for _, s, _ in pieces], dtype=np.float32),
-        "tokenizer.ggml.token_type": np.array([t for _, _, t in pieces], dtype=np.int32),
-        "tokenizer.ggml.bos_token_id": 2,
-        "tokenizer.ggml.eos_token_id": 1,
-        "tokenizer.ggml.unknown_token_id": 3,
-        "tokenizer.ggml.padding_token_id": 0,
-        "tokenizer.ggml.add_space_prefix": 0,
-    }
+def tiny_checkpoint(path: Path, family: str, **model: Any) -> Path:
+    """A tokenizer and a random ``family`` model saved in ``path`` (``model``: :func:`write_model`'s options)."""
+    tok = write_tokenizer(path)
+    write_model(path, family, len(tok), **model)
+    return path
 
 
-def fuzz_texts(pieces: list[str], n: int, seed: int) -> list[str]:
-    """Random texts of the tokenizer's pieces (with "▁" as a space or literally), added tokens and
-    their fragments, whitespace runs, characters outside the vocabulary (byte fallback) and
-    control characters."""
+def make_backend(path: Path, **kw: Any) -> Any:
+    """An :class:`HFBackend` of the checkpoint in ``path``, without a progress bar."""
+    from lmaudit.backends.hf import HFBackend
+
+    kw.setdefault("progress", False)
+    return HFBackend(str(path), **kw)
+
+
+def reference_model(path: Path) -> Any:
+    """The checkpoint in ``path`` as transformers loads it (its default attention, nothing of
+    lmaudit's installed): the independent reference of every scoring check."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+
+
+def naive_probs(reference: Any, ids: Sequence[int]) -> Any:
+    """The next-token distribution after ``ids``: one forward of the whole prompt alone (no
+    padding, no cache reuse, no ``logits_to_keep``), softmaxed in float64."""
+    import torch
+
+    with torch.inference_mode():
+        logits = reference(input_ids=torch.tensor([list(ids)])).logits[0, -1]
+    return torch.softmax(logits.double(), dim=-1)
+
+
+def worst_vs_naive(
+    backend: Any, reference: Any, requests: Sequence[LabelRequest], results: Sequence[LabelResult]
+) -> float:
+    """The largest absolute difference of a label or top-k probability from :func:`naive_probs`."""
+    import torch
+
+    worst = 0.0
+    for req, res in zip(requests, results, strict=True):
+        ref = naive_probs(reference, backend.encode(req.messages))
+        for label, tid in res.label_token_ids.items():
+            worst = max(worst, abs(res.probs[label] - float(ref[tid])))
+        ref_top = torch.topk(ref, len(res.top_k))
+        for (_, p), v in zip(res.top_k, ref_top.values, strict=True):
+            worst = max(worst, abs(p - float(v)))
+    return worst
+
+
+def max_prob_diff(a: Sequence[LabelResult], b: Sequence[LabelResult]) -> float:
+    """The largest absolute difference between two scorings of the same requests: label
+    probabilities, the remaining mass and the top-k probabilities (whose tokens must agree)."""
+    worst = 0.0
+    for x, y in zip(a, b, strict=True):
+        assert x.label_token_ids == y.label_token_ids and set(x.probs) == set(y.probs)
+        worst = max([worst, abs(x.other - y.other), *(abs(x.probs[k] - y.probs[k]) for k in x.probs)])
+        assert len(x.top_k) == len(y.top_k)
+        worst = max([worst, *(abs(p - q) for (_, p), (_, q) in zip(x.top_k, y.top_k, strict=True))])
+    return worst
+
+
+def chat(turns: int, seed: int) -> tuple[dict[str, str], ...]:
+    """A system turn and ``turns`` user/assistant exchanges of 20-word messages, ending on a user turn."""
     rng = random.Random(seed)
-    alphabet = pieces + [p.replace("▁", " ") for p in pieces]
-    alphabet += ["<start_of", "_turn>", "<", ">", "<0x41>", " ", "  ", "\n", "\n\n", "\t", "\r\n", "\x00"]
-    alphabet += ["é", "ß", "日本", "🤖", "\u200b", "\u00a0", "ﬁ", "A\u030a"]
-    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25))) for _ in range(n)]
+    words = WORDS[4:]
+    msgs = [{"role": "system", "content": " ".join(rng.choice(words) for _ in range(20))}]
+    for t in range(turns):
+        msgs.append({"role": "user", "content": " ".join(rng.choice(words) for _ in range(20))})
+        if t < turns - 1:
+            msgs.append({"role": "assistant", "content": rng.choice(["A", "B"])})
+    return tuple(msgs)

@@ -64,7 +64,7 @@ def label_results(
     """``(i, result)`` for the rows of ``logits`` ([len(idx), V]): softmax in float64, labels, top-k.
 
     The rows go through ``SOFTMAX_ROWS`` at a time: torch's softmax and top-k compute each row on
-    its own, so the results are bitwise those over all rows at once, and a block's float64
+    its own, so the results are those over all rows at once, and a block's float64
     copies (16 MB for Gemma 3's vocabulary) are reused from one block to the next where the
     whole (200 MB for 96 rows, twice) would be fresh memory, faulted in page by page (the
     default run's 186 rows: 0.34 s against 0.68 s, four alternating in-process pairs)."""

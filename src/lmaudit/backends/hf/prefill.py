@@ -10,7 +10,7 @@ question, and computes only those). Cuts
 closer than ``MIN_SEGMENT`` tokens to the previous one are dropped (a forward has a fixed cost;
 the system turn of a template that folds it into the first user turn renders to the BOS token
 alone). Segment ``j`` is computed as one forward of its own over the KV cache of the segments
-before it (packed with others where that is exact, below).
+before it.
 
 The cut depends on the prompt only, never on what else is sampled or memoised, so a memo hit
 returns exactly the tensors that recomputing the prefix would give: draws stay independent of
@@ -153,13 +153,11 @@ class PrefillMemo:
         self, model: Any, prompts: Sequence[tuple[Sequence[int], Sequence[int]]]
     ) -> list[tuple[torch.Tensor, Any]]:
         """:meth:`prefill` of each ``(ids, bounds)``, with the same tensors as one call each
-        would give. The segments not memoised are computed once each, after the segment they
-        continue: packed into forwards of up to :data:`PACK_ROWS` rows where the model is
-        lmaudit's Gemma 3 and packing is exact on this machine (:meth:`_packing_exact`), else
-        one forward each. The vocabulary heads of the prompts not memoised with logits run
-        after them, together (:func:`~lmaudit.backends.hf.heads.vocabulary_logits_each`,
-        the same products reading the output embedding once). A prompt that appears twice
-        is computed once."""
+        would give. The segments not memoised are computed once each, in a forward of their own
+        after the segment they continue; then the vocabulary head of each prompt not memoised
+        with logits runs on its own last hidden row
+        (:func:`~lmaudit.backends.hf.heads.vocabulary_logits`). A prompt that appears twice is
+        computed once."""
         for ids, bounds in prompts:
             if not bounds or bounds[-1] != len(ids):
                 raise ValueError(f"segment bounds {list(bounds)} do not end at the prompt length {len(ids)}")
