@@ -107,3 +107,20 @@ def test_a_sim_qq_run_imports_no_torch(tmp_path: Path) -> None:
     assert set(out.split("LOADED", 1)[1].split()) <= {"scipy.special", "matplotlib"}
     (report,) = (tmp_path / "results").glob("qq/*/report.html")
     assert report.read_text().count("<svg") == 2
+
+
+def test_a_sim_run_that_logs_imports_mlflow_in_its_own_process_and_no_torch(tmp_path: Path) -> None:
+    """MLflow is imported by the run that logs (in the run's process, after its report), while
+    a simulated model still needs neither torch nor transformers."""
+    code = (
+        "import atexit, runpy, sys\n"
+        f"heavy = {HEAVY!r}\n"
+        "atexit.register(lambda: print('LOADED', ' '.join(m for m in heavy if m in sys.modules)))\n"
+        f"sys.argv = ['run.py', 'model=sim_projective', 'items=sim_demo', 'progress=false',\n"
+        f"            'out_dir={tmp_path / 'run'}', 'paths.cache={tmp_path / 'cache'}',\n"
+        f"            'paths.mlruns={tmp_path / 'mlruns'}']\n"
+        f"runpy.run_path({str(REPO / 'run.py')!r}, run_name='__main__')\n"
+    )
+    loaded = set(_run(code).split("LOADED", 1)[1].split())
+    assert "mlflow" in loaded and {"torch", "transformers"}.isdisjoint(loaded), loaded
+    assert json.loads((tmp_path / "run" / "audit_record.json").read_text())["mlflow"]["run_id"]

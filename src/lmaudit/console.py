@@ -1,7 +1,8 @@
 """The ``lmaudit`` console command: utilities around the Hydra entry point ``run.py``.
 
-``lmaudit compare`` (runs side by side from MLflow), ``lmaudit prepare-model`` (convert the
-embedded model once; used by the DVC stage), ``lmaudit digest`` (file SHA-256s as recorded).
+``lmaudit compare`` (runs side by side from MLflow), ``lmaudit log`` (log a finished run
+directory to MLflow later), ``lmaudit prepare-model`` (convert the embedded model once; used by
+the DVC stage), ``lmaudit digest`` (file SHA-256s as recorded).
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--last", type=int, help="only the newest N runs")
     c.add_argument("--csv", help="also write the table as CSV here")
     c.add_argument("--markdown", help="also write the table as Markdown here")
+    lg = sub.add_parser("log", help="log a finished run directory to MLflow (one its run could not log)")
+    lg.add_argument("run_dir", help="the run directory (results.json, report.html, audit_record.json)")
+    lg.add_argument(
+        "--tracking-uri",
+        help="the MLflow store (default: the one the run's audit record names, e.g. sqlite:///mlruns/mlflow.db)",
+    )
+    lg.add_argument(
+        "--again", action="store_true", help="log a run that is already logged to that store once more"
+    )
     d = sub.add_parser("digest", help="print the SHA-256 of files (as recorded in plans and audit records)")
     d.add_argument("paths", nargs="+")
     args = parser.parse_args(argv)
@@ -54,14 +64,27 @@ def main(argv: list[str] | None = None) -> int:
                     "weights_sha256": {w.name: file_sha256(w) for w in weights},
                 },
             )
+    elif args.cmd == "log":
+        from lmaudit.pipeline.mlflow_run import log_run_dir
+        from lmaudit.provenance.io import InputError
+
+        try:
+            logged = log_run_dir(Path(args.run_dir), uri=args.tracking_uri, again=args.again)
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0 if logged else 1
     elif args.cmd == "compare":
         from lmaudit.tracking.compare import fetch_runs, table, to_csv, to_markdown, to_text
+        from lmaudit.tracking.mlflow_log import tracking_uri
 
         if not (Path(args.mlruns) / "mlflow.db").exists():
             print(f"error: no MLflow store at {args.mlruns}/mlflow.db (run a study first)", file=sys.stderr)
             return 2
         try:
-            runs = fetch_runs(args.mlruns, args.experiment, parent_run_id=args.sweep, last=args.last)
+            runs = fetch_runs(
+                tracking_uri(args.mlruns), args.experiment, parent_run_id=args.sweep, last=args.last
+            )
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lmaudit.pipeline import run
 from lmaudit.tracking.compare import fetch_runs, table
+from lmaudit.tracking.mlflow_log import tracking_uri
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1"}
@@ -72,9 +73,9 @@ def _freeze_while_logging(proc: subprocess.Popen, db: Path) -> bool:
     return False
 
 
-def test_sigterm_during_report_or_logging_marks_the_run_killed(tmp_path):
+def test_sigterm_during_logging_marks_the_run_killed(tmp_path):
     db = tmp_path / "mlruns" / "mlflow.db"
-    for _attempt in range(3):  # the window is the report and the logging: retry if it closed first
+    for _attempt in range(3):  # the window is the logging: retry if it closed first
         proc = _start(tmp_path)
         caught = _freeze_while_logging(proc, db)
         proc.send_signal(signal.SIGTERM)
@@ -100,14 +101,14 @@ def test_a_killed_runs_dangling_mlflow_run_is_shown_and_closed_by_the_rerun(tmp_
             break
     assert caught, "the run finished before it could be killed"
     assert _statuses(db) == ["RUNNING"]
-    header, rows = table(fetch_runs(tmp_path / "mlruns"))
+    header, rows = table(fetch_runs(tracking_uri(tmp_path / "mlruns")))
     assert rows[0][header.index("status")] == "RUNNING"  # compare never lists it as finished
     again = _start(tmp_path)
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0, err[-2000:]
     assert "of an earlier, interrupted run" in out and "marked KILLED" in out
     assert sorted(_statuses(db)) == ["FINISHED", "KILLED"]
-    header, rows = table(fetch_runs(tmp_path / "mlruns"))
+    header, rows = table(fetch_runs(tracking_uri(tmp_path / "mlruns")))
     assert [r[header.index("status")] for r in rows] == ["FINISHED", "KILLED"]
 
 
@@ -120,6 +121,8 @@ def test_a_damaged_store_is_reported_and_results_and_report_are_written(make_cfg
     audit = json.loads((out / "audit_record.json").read_text())
     assert audit["mlflow"]["run_id"] is None
     assert audit["mlflow"]["not_logged"].startswith("no MLflow run was started in sqlite:///")
+    assert audit["mlflow"]["log_later"] == f"lmaudit log {out}"
     err = capsys.readouterr().err
     assert "warning: no MLflow run was started" in err and "results.json and report.html are written" in err
+    assert err.rstrip().endswith(f"to log the run later: lmaudit log {out}")
     assert len(err.strip().splitlines()) == 1  # one line, no traceback

@@ -187,6 +187,13 @@ def test_a_qq_sweep_nests_its_jobs_under_one_parent_run(tmp_path):
     table = (tmp_path / "sweep/comparison.md").read_text()
     assert "SAT" in table and "G1" in table and "PA vs P0" not in table
     assert not list((tmp_path / "sweep").glob("combined-*"))  # the QQ study has nothing to combine
+    # a job logged again later (`lmaudit log`) nests under the same parent run
+    from lmaudit.console import main as lmaudit_main
+
+    assert lmaudit_main(["log", job_dirs[0], "--again"]) == 0
+    again = _runs(tmp_path / "mlruns")
+    assert len(again) == len(runs) + 1 and [r for r in again if r[2] == "sweep"] == parents
+    assert sum(r[3] == parent_id for r in again) == 3
 
 
 def test_a_judge_group_without_a_study_implies_the_judge_study():

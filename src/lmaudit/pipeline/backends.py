@@ -13,7 +13,6 @@ from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.embeddings import CachedEmbedder
 from lmaudit.backends.factory import plain_config as _plain
 from lmaudit.provenance.cache import ResponseCache
-from lmaudit.runtime import long_lived
 
 
 class Backends:
@@ -38,10 +37,8 @@ class Backends:
         cfg = _plain(model)
         key = canonical_json(cfg)
         if key not in self._open:
-            with long_lived():
-                built = build_backend(cfg)
             self._open[key] = CachedBackend(
-                built,
+                build_backend(cfg),
                 self.cache,
                 batch_size=int(cfg.get("batch_size", 16)),
                 progress=self.progress,

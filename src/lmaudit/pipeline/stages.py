@@ -22,7 +22,9 @@ from lmaudit.config.checks import validate
 from lmaudit.config.execution import without_execution
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now
 from lmaudit.pipeline.context import run_dir, study_of
-from lmaudit.pipeline.record import log_to_mlflow, signals_raise, write_dvc_views
+from lmaudit.pipeline.mlflow_run import log_job
+from lmaudit.pipeline.mlflow_run import section as mlflow_section
+from lmaudit.pipeline.record import signals_raise, write_dvc_views
 from lmaudit.pipeline.registration import Registration, check, freeze, score
 from lmaudit.pipeline.rundir import ARTIFACTS, claim_plan, claim_results, clear_from, diff_keys, run_lock
 from lmaudit.provenance.digest import file_sha256
@@ -36,7 +38,6 @@ from lmaudit.provenance.io import (
     read_json,
 )
 from lmaudit.provenance.redact import redact_config
-from lmaudit.runtime import long_lived
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study
 
 STAGES = ("plan", "freeze", "measure", "analyze", "report", "all")
@@ -86,8 +87,7 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
             "seconds": {"total": round(time.perf_counter() - t0, 3)},
         }
     else:
-        with long_lived():
-            backend = build_backend(cfg.model)
+        backend = build_backend(cfg.model)
         t_load = time.perf_counter() - t0
         batch = int(cfg.model.get("batch_size", 16))
         cached = CachedBackend(backend, cache, batch_size=batch, progress=ctx.progress)
@@ -354,16 +354,17 @@ def _run_locked(
         audit.data[study.name] = section
         audit.save()
 
-    def report(run_id: str | None) -> None:
-        html = study.report(result, ctx.with_audit(audit.data))
-        path = atomic_write_text(out / "report.html", html)
-        audit.update("report", {"written_utc": utc_now(), "report_sha256": file_sha256(path)})
-
-    log_to_mlflow(
-        ctx, study, result, audit, report, sweep_dir=sweep_dir, registration_file=reg[1] if reg else None
+    # how the run is logged to MLflow (now, or later by `lmaudit log`), recorded before the report
+    audit.data["mlflow"] = mlflow_section(
+        ctx, study, sweep_dir=sweep_dir, registration_file=reg[1] if reg else None
     )
+    html = study.report(result, ctx.with_audit(audit.data))
+    path = atomic_write_text(out / "report.html", html)
+    audit.update("report", {"written_utc": utc_now(), "report_sha256": file_sha256(path)})
     print(result.summary)
     _print_predictions(result.results)
     names = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")
     print(f"wrote {out}/{{{', '.join(n for n in names if (out / n).exists())}}}")
+    if cfg.mlflow.enabled:  # last: a store that is down or locked never stops results or report
+        log_job(out, study, result, audit)
     return result.headline

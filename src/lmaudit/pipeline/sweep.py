@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 import traceback
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,6 +27,7 @@ from lmaudit.provenance.io import atomic_write_json, atomic_write_text
 from lmaudit.provenance.redact import redact_config, redact_text
 from lmaudit.studies.base import NotCombinable
 from lmaudit.studies.registry import get_study
+from lmaudit.tracking.mlflow_log import tracking_uri
 from lmaudit.tracking.sweeps import JOBS_DIR, PARENTS_FILE, SWEEP_FILE, job_records, log_comparison
 
 
@@ -158,7 +160,16 @@ class SweepCallback(Callback):
         except Exception:  # the jobs' own results stand; say what went wrong
             print("sweep: combining the jobs failed:\n" + traceback.format_exc())
         if config.mlflow.enabled:
-            log_comparison(config.paths.mlruns, sweep_dir, records)
+            uri = tracking_uri(config.paths.mlruns)
+            try:
+                log_comparison(uri, sweep_dir, records)
+            except Exception as e:  # the jobs' results and reports stand; each job said how to log it
+                first = (str(e).strip().splitlines() or [""])[0]
+                print(
+                    f"warning: the sweep's comparison was not logged to {uri} "
+                    f"({type(e).__name__}: {redact_text(first)[:300]})",
+                    file=sys.stderr,
+                )
         if failed:
             print(
                 f"sweep: {len(failed)} of {len(records)} jobs failed: "

@@ -9,10 +9,9 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from lmaudit.tracking.mlflow_log import _mlflow
+from lmaudit.tracking.mlflow_log import client
 
 # (column header, source) where source is "param:...", "metric:...", "tag:..." or "info:...";
 # the common columns, then each study's own (``Study.compare_columns``), leaving out
@@ -45,25 +44,24 @@ def _fmt(v: Any) -> str:
 
 
 def fetch_runs(
-    mlruns: str | Path,
+    uri: str,
     experiments: Sequence[str] | None = None,
     parent_run_id: str | None = None,
     last: int | None = None,
 ) -> list[Any]:
-    """Job runs of every status, newest first; sweep parents are left out."""
-    mlflow = _mlflow(mlruns)
-    client = mlflow.tracking.MlflowClient()
+    """Job runs of every status in the store at ``uri``, newest first; sweep parents are left out."""
+    c = client(uri)
     if experiments:
-        exps = [e for e in (client.get_experiment_by_name(n) for n in experiments) if e is not None]
+        exps = [e for e in (c.get_experiment_by_name(n) for n in experiments) if e is not None]
         missing = sorted(set(experiments) - {e.name for e in exps})
         if missing:
-            raise ValueError(f"no MLflow experiment named {', '.join(missing)} in {mlruns}")
+            raise ValueError(f"no MLflow experiment named {', '.join(missing)} in {uri}")
     else:
-        exps = [e for e in client.search_experiments() if e.name != "Default"]
+        exps = [e for e in c.search_experiments() if e.name != "Default"]
     if not exps:
         return []
     filt = f"tags.mlflow.parentRunId = '{parent_run_id}'" if parent_run_id else ""
-    runs = client.search_runs(
+    runs = c.search_runs(
         [e.experiment_id for e in exps],
         filter_string=filt,
         order_by=["attributes.start_time DESC"],

@@ -1,27 +1,30 @@
-"""MLflow logging: one run per job in a SQLite store under ``mlruns/``.
+"""MLflow logging: one run per job, made in the run's own process through ``MlflowClient``.
 
-MLflow 3 refuses the old ``./mlruns`` file store, so the backend store is
-``sqlite:///<mlruns>/mlflow.db`` and artifacts live under ``<mlruns>/artifacts``; the
-tracking URI is always set explicitly (never taken from the environment by accident).
+MLflow 3 refuses the old ``./mlruns`` file store, so lmaudit's store is
+``sqlite:///<mlruns>/mlflow.db`` with artifacts under ``<mlruns>/artifacts``; the tracking URI
+is always passed explicitly (never taken from the environment, never set globally). MLflow
+is imported on the first call, so a run that does not log never imports it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from lmaudit.provenance.redact import redact_config, redact_text
-from lmaudit.runtime import long_lived
+
+#: the run directory a job's run belongs to (resolved), set when the run is created
+RUN_DIR_TAG = "lmaudit.run_dir"
+_SQLITE = "sqlite:///"
 
 
 def tracking_uri(mlruns: str | Path) -> str:
-    db = Path(mlruns).resolve() / "mlflow.db"
-    return f"sqlite:///{db}"
+    """The tracking URI of lmaudit's store under the folder ``mlruns``."""
+    return f"{_SQLITE}{Path(mlruns).resolve() / 'mlflow.db'}"
 
 
 def mlflow_settings() -> None:
@@ -32,28 +35,33 @@ def mlflow_settings() -> None:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
-def _mlflow(mlruns: str | Path) -> Any:
+def client(uri: str) -> Any:
+    """An ``MlflowClient`` of the store at ``uri`` (a SQLite store's folder is made first)."""
     mlflow_settings()
-    if "mlflow.store.tracking.sqlalchemy_store" not in sys.modules:
-        with long_lived():
-            import mlflow.store.tracking.sqlalchemy_store  # the SQLite store, else loaded on first use
-    import mlflow
+    from mlflow.tracking import MlflowClient
 
-    Path(mlruns).mkdir(parents=True, exist_ok=True)
-    mlflow.set_tracking_uri(tracking_uri(mlruns))
-    return mlflow
+    if uri.startswith(_SQLITE):
+        Path(uri[len(_SQLITE) :]).parent.mkdir(parents=True, exist_ok=True)
+    return MlflowClient(tracking_uri=uri)
 
 
-def ensure_experiment(mlruns: str | Path, name: str) -> str:
-    mlflow = _mlflow(mlruns)
-    exp = mlflow.get_experiment_by_name(name)
+def _artifact_location(uri: str) -> str | None:
+    """``<mlruns>/artifacts`` beside a SQLite store; other stores choose their own."""
+    if not uri.startswith(_SQLITE):
+        return None
+    return (Path(uri[len(_SQLITE) :]).parent / "artifacts").as_uri()
+
+
+def ensure_experiment(uri: str, name: str) -> str:
+    """The id of experiment ``name``, created if it does not exist yet."""
+    c = client(uri)
+    exp = c.get_experiment_by_name(name)
     if exp is not None:
         return str(exp.experiment_id)
-    artifacts = (Path(mlruns).resolve() / "artifacts").as_uri()
     try:
-        return str(mlflow.create_experiment(name, artifact_location=artifacts))
+        return str(c.create_experiment(name, artifact_location=_artifact_location(uri)))
     except Exception:  # created concurrently by another job
-        exp = mlflow.get_experiment_by_name(name)
+        exp = c.get_experiment_by_name(name)
         if exp is None:
             raise
         return str(exp.experiment_id)
@@ -70,79 +78,72 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-RUN_DIR_TAG = "lmaudit.run_dir"  # the run directory a job's run belongs to, set when it is created
+def start_run(uri: str, experiment: str, run_name: str, tags: Mapping[str, str]) -> str:
+    """Create a RUNNING run in ``experiment`` and return its id."""
+    run = client(uri).create_run(ensure_experiment(uri, experiment), run_name=run_name, tags=dict(tags))
+    return str(run.info.run_id)
 
 
 def start_job(
-    *,
-    mlruns: str | Path,
-    experiment: str,
-    run_name: str,
-    parent_run_id: str | None = None,
-    run_dir: str | None = None,
+    *, uri: str, experiment: str, run_name: str, parent_run_id: str | None = None, run_dir: str | None = None
 ) -> str:
-    """Create the job's MLflow run (so its id can go into the report) and return its id."""
-    mlflow = _mlflow(mlruns)
-    exp_id = ensure_experiment(mlruns, experiment)
+    """Create a job's run (nested under ``parent_run_id``) and return its id."""
     tags = {"lmaudit.kind": "job"}
     if run_dir is not None:
         tags[RUN_DIR_TAG] = run_dir
     if parent_run_id:
         tags["mlflow.parentRunId"] = parent_run_id
-    run = mlflow.start_run(experiment_id=exp_id, run_name=run_name, tags=tags)
-    mlflow.end_run(status="RUNNING")
-    return str(run.info.run_id)
+    return start_run(uri, experiment, run_name, tags)
 
 
 def log_run(
     *,
-    mlruns: str | Path,
+    uri: str,
     run_id: str,
     params: Mapping[str, Any],
     metrics: Mapping[str, float],
     tags: Mapping[str, str],
     artifacts: list[Path],
-) -> str:
-    """Log a job into its started run ``run_id``: params (flattened), finite metrics, tags and
-    artifact files or folders; returns the run id."""
-    mlflow = _mlflow(mlruns)
-    safe_tags = {k: redact_text(str(v)) for k, v in tags.items()}
-    with mlflow.start_run(run_id=run_id, tags=safe_tags) as run:
-        flat = {
-            k: redact_text("" if v is None else str(v))[:6000]
-            for k, v in flatten(redact_config(params)).items()
-        }
-        if flat:
-            mlflow.log_params(flat)
-        finite = {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
-        if finite:
-            mlflow.log_metrics(finite)
-        for path in artifacts:
-            p = Path(path)
-            if p.is_dir():
-                mlflow.log_artifacts(str(p), artifact_path=p.name)
-            elif p.exists():
-                mlflow.log_artifact(str(p))
-        return str(run.info.run_id)
+) -> None:
+    """Log into the started run ``run_id``: params (flattened, credentials redacted), finite
+    metrics, tags and artifact files or folders; then mark it FINISHED."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    c = client(uri)
+    flat = {
+        k: redact_text("" if v is None else str(v))[:6000] for k, v in flatten(redact_config(params)).items()
+    }
+    now = int(time.time() * 1000)
+    finite = {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
+    c.log_batch(
+        run_id,
+        metrics=[Metric(k, v, now, 0) for k, v in finite.items()],
+        params=[Param(k, v) for k, v in flat.items()],
+        tags=[RunTag(k, redact_text(str(v))) for k, v in tags.items()],
+    )
+    for path in map(Path, artifacts):
+        if path.is_dir():
+            c.log_artifacts(run_id, str(path), artifact_path=path.name)
+        elif path.exists():
+            c.log_artifact(run_id, str(path))
+    c.set_terminated(run_id, status="FINISHED")
 
 
-def fail_job(mlruns: str | Path, run_id: str, status: str = "FAILED") -> None:
-    """Mark a job's run FAILED (its report or logging raised after the run was started) or
-    KILLED (a signal stopped it)."""
-    with contextlib.suppress(Exception):  # never mask the error that got us here
-        _mlflow(mlruns).tracking.MlflowClient().set_terminated(run_id, status=status)
+def end_run(uri: str, run_id: str, status: str) -> None:
+    """Mark a run FAILED (its logging raised after it was started) or KILLED (a signal)."""
+    client(uri).set_terminated(run_id, status=status)
 
 
-def close_running(mlruns: str | Path, experiment: str, run_dir: str, status: str = "KILLED") -> list[str]:
+def close_running(uri: str, experiment: str, run_dir: str, status: str = "KILLED") -> list[str]:
     """Mark ``status`` every job run of ``run_dir`` still RUNNING: runs of a process that was
     killed before it could say so (the run directory's lock guarantees no live process owns
     them). Returns their ids."""
-    client = _mlflow(mlruns).tracking.MlflowClient()
-    exp = client.get_experiment_by_name(experiment)
+    c = client(uri)
+    exp = c.get_experiment_by_name(experiment)
     if exp is None:
         return []
-    runs = client.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'")
+    runs = c.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'")
     ids = [r.info.run_id for r in runs if r.data.tags.get(RUN_DIR_TAG) == run_dir]
     for run_id in ids:
-        client.set_terminated(run_id, status=status)
+        c.set_terminated(run_id, status=status)
     return ids

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,9 +42,10 @@ def parents(sweep_dir: str | Path) -> dict[str, str]:
     return dict(json.loads(p.read_text())) if p.exists() else {}
 
 
-def sweep_parent(sweep_dir: str | Path, mlruns: str | Path, experiment: str) -> str:
-    """The sweep's parent run in ``experiment``, created by the first job that asks."""
-    from lmaudit.tracking.mlflow_log import _mlflow, ensure_experiment
+def sweep_parent(sweep_dir: str | Path, uri: str, experiment: str) -> str:
+    """The sweep's parent run in ``experiment`` of the store at ``uri``, created by the first
+    job that asks."""
+    from lmaudit.tracking.mlflow_log import start_run
 
     sweep_dir = Path(sweep_dir)
     with _locked(sweep_dir):
@@ -51,18 +53,16 @@ def sweep_parent(sweep_dir: str | Path, mlruns: str | Path, experiment: str) -> 
         if experiment in known:
             return known[experiment]
         meta = json.loads((sweep_dir / SWEEP_FILE).read_text()) if (sweep_dir / SWEEP_FILE).exists() else {}
-        mlflow = _mlflow(mlruns)
-        run = mlflow.start_run(
-            experiment_id=ensure_experiment(mlruns, experiment),
-            run_name=f"sweep {sweep_dir.name}",
-            tags={
+        known[experiment] = start_run(
+            uri,
+            experiment,
+            f"sweep {sweep_dir.name}",
+            {
                 "lmaudit.kind": "sweep",
                 "sweep_dir": str(sweep_dir),
                 "sweep_overrides": redact_text(" ".join(meta.get("overrides", [])))[:5000],
             },
         )
-        mlflow.end_run(status="RUNNING")
-        known[experiment] = str(run.info.run_id)
         atomic_write_json(sweep_dir / PARENTS_FILE, known)
         return known[experiment]
 
@@ -74,23 +74,27 @@ def job_records(sweep_dir: str | Path) -> list[dict[str, Any]]:
     return sorted(recs, key=lambda r: int(r["num"]))
 
 
-def log_comparison(mlruns: str | Path, sweep_dir: Path, records: list[dict[str, Any]]) -> None:
-    """Each parent run gets the side-by-side table of its jobs (also written to the sweep folder)."""
-    from lmaudit.tracking.compare import fetch_runs, table, to_csv, to_markdown
-    from lmaudit.tracking.mlflow_log import _mlflow
+def log_comparison(uri: str, sweep_dir: Path, records: list[dict[str, Any]]) -> None:
+    """Each parent run gets the side-by-side table of its jobs (also written to the sweep
+    folder) and is marked FINISHED."""
+    from mlflow.entities import Metric
 
-    mlflow = _mlflow(mlruns)
+    from lmaudit.tracking.compare import fetch_runs, table, to_csv, to_markdown
+    from lmaudit.tracking.mlflow_log import client
+
+    c = client(uri)
     for experiment, run_id in parents(sweep_dir).items():
-        runs = fetch_runs(mlruns, [experiment], parent_run_id=run_id)
+        runs = fetch_runs(uri, [experiment], parent_run_id=run_id)
         header, rows = table(list(reversed(runs)))
         stem = "comparison" if len(parents(sweep_dir)) == 1 else f"comparison-{experiment}"
         atomic_write_text(sweep_dir / f"{stem}.md", to_markdown(header, rows))
         atomic_write_text(sweep_dir / f"{stem}.csv", to_csv(header, rows))
-        with mlflow.start_run(run_id=run_id):
-            mlflow.log_metric("n_jobs", sum(r["experiment"] == experiment for r in records))
-            mlflow.log_metric("n_runs", len(runs))
-            mlflow.log_artifact(str(sweep_dir / f"{stem}.md"))
-            mlflow.log_artifact(str(sweep_dir / f"{stem}.csv"))
+        now = int(time.time() * 1000)
+        n_jobs = sum(r["experiment"] == experiment for r in records)
+        c.log_batch(run_id, metrics=[Metric("n_jobs", n_jobs, now, 0), Metric("n_runs", len(runs), now, 0)])
+        c.log_artifact(run_id, str(sweep_dir / f"{stem}.md"))
+        c.log_artifact(run_id, str(sweep_dir / f"{stem}.csv"))
+        c.set_terminated(run_id, status="FINISHED")
         print(
             f"sweep: {len(runs)} runs under MLflow parent run {run_id} ({experiment}); "
             f"comparison in {sweep_dir}/{stem}.md"
