@@ -33,7 +33,7 @@ def test_registering_every_study_imports_nothing_heavy() -> None:
     code = (
         "from lmaudit.config.schema import register_configs\n"
         "register_configs()\n"
-        "import lmaudit.pipeline, lmaudit.backends.cached, lmaudit.backends.factory, lmaudit.stats.intervals\n"
+        "import lmaudit.pipeline, lmaudit.backends.cached, lmaudit.backends.registry, lmaudit.stats.intervals\n"
     )
     assert _loaded_after(code) == set()
 

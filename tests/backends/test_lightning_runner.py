@@ -25,7 +25,7 @@ from tiny_hf import WORDS, qq_requests, write_model, write_tokenizer  # noqa: E4
 
 from lmaudit.backends.base import SampleRequest, identity_digest  # noqa: E402
 from lmaudit.backends.cached import CachedBackend  # noqa: E402
-from lmaudit.backends.factory import build_backend  # noqa: E402
+from lmaudit.backends.registry import build_backend  # noqa: E402
 from lmaudit.config.checks import ConfigRangeError, validate  # noqa: E402
 from lmaudit.provenance.cache import ResponseCache, cache_key  # noqa: E402
 
@@ -181,7 +181,7 @@ def test_fsdp_on_two_gpus_equals_ddp(tiny: Path, tmp_path: Path) -> None:
 
 
 def test_label_shards_are_whole_scoring_units_in_contiguous_runs(tiny: Path) -> None:
-    from lmaudit.backends.hf_trie import scoring_units
+    from lmaudit.backends.hf.packed.trie import scoring_units
 
     runner = build_backend(_cfg(tiny, runner="lightning", devices=2, unit_tokens=40))
     seen: list[Any] = []

@@ -20,8 +20,8 @@ import pytest
 import requests
 
 from lmaudit.backends.base import LabelRequest, SampleRequest
-from lmaudit.backends.embedded import GEMMA3_CHAT_TEMPLATE
-from lmaudit.backends.openai_compat import OpenAIBackend
+from lmaudit.backends.hf.embedded import GEMMA3_CHAT_TEMPLATE
+from lmaudit.backends.openai.backend import OpenAIBackend
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ QQ_PROMPTS = [
 
 def _gguf_path() -> Path:
     try:
-        from lmaudit.backends.embedded import embedded_gguf_path
+        from lmaudit.backends.hf.embedded import embedded_gguf_path
 
         return Path(embedded_gguf_path())
     except ImportError:
@@ -165,7 +165,7 @@ def test_sampling_returns_n_texts(llama_server: str) -> None:
 
 
 def test_top1_agrees_with_hf_backend(llama_server: str) -> None:
-    from lmaudit.backends.factory import build_backend
+    from lmaudit.backends.registry import build_backend
 
     hf = build_backend({
         "backend": "hf", "name": ALIAS, "model": "embedded:gemma3-270m", "dtype": "float32",

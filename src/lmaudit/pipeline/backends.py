@@ -10,8 +10,8 @@ from omegaconf import DictConfig
 
 from lmaudit.backends.base import canonical_json
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.backends.embeddings import CachedEmbedder
-from lmaudit.backends.factory import plain_config as _plain
+from lmaudit.backends.embed.cached import CachedEmbedder
+from lmaudit.backends.registry import plain_config as _plain
 from lmaudit.provenance.cache import ResponseCache
 
 
@@ -32,7 +32,7 @@ class Backends:
             self._open[canonical_json(_plain(own[0]))] = self._own = own[1]
 
     def sampler(self, model: Mapping[str, Any]) -> CachedBackend:
-        from lmaudit.backends.factory import build_backend
+        from lmaudit.backends.registry import build_backend
 
         cfg = _plain(model)
         key = canonical_json(cfg)
@@ -47,7 +47,7 @@ class Backends:
         return backend
 
     def embedder(self, embedder: Mapping[str, Any]) -> CachedEmbedder:
-        from lmaudit.backends.factory import build_embedder
+        from lmaudit.backends.registry import build_embedder
 
         cfg = _plain(embedder)
         key = "embed:" + canonical_json(cfg)

@@ -132,7 +132,7 @@ AUDIT: dict[str, Any] = {
                 "backend_digest": "bd" * 32, "cache": {"dir": "cache", "hits": 7, "misses": 113, "writes": 113},
                 "seconds": {"load": 0.01, "total": 1.5}},
     "analyze": {"finished_utc": "2026-07-01T10:02:00Z", "measurements_sha256": MEAS_SHA},
-    "mlflow_run_id": "run-12345",
+    "mlflow": {"run_name": "run-12345", "experiment": "lmaudit-qq"},
 }  # fmt: skip
 
 
@@ -328,7 +328,7 @@ def test_renders_without_plan_audit_or_optional_sections(tmp_path: Path, results
     assert header["Measurements SHA-256"] == "not recorded" and header["Estimand"] == "logprob"
     assert 'class="badge notrun">G1 NOT_RUN<' in html and 'class="badge notrun">G3 NOT_RUN<' in html
     assert 'class="badge pass">G2 PASS<' in html  # falls back to results["mass"]
-    assert "MLflow run id not recorded" in doc.text and "Not configured" in doc.text
+    assert "MLflow run not recorded" in doc.text and "Not configured" in doc.text
     assert html.count("<svg") == 2 and set(ITEMS) <= set(doc.text.split())
 
 

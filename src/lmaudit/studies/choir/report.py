@@ -344,7 +344,8 @@ def render_report(
     parts += [
         "<h2>Provenance</h2>",
         f"<p>plan digest {html.escape(str(audit.get('plan_digest')))}; embedder {html.escape(json.dumps(emb, sort_keys=True))}; "
-        f"MLflow run {html.escape(str((audit.get('mlflow') or {}).get('run_id')))}; generated {utc_now()}</p>",
+        f"MLflow run {html.escape(str((audit.get('mlflow') or {}).get('run_name')))} "
+        f"(experiment {html.escape(str((audit.get('mlflow') or {}).get('experiment')))}); generated {utc_now()}</p>",
         "</body></html>",
     ]
     return "\n".join(parts)

@@ -72,7 +72,9 @@ def render_report(
         "Execution record": design.get("execution"),
         "Plan digest": _get(plan, "plan_digest") or audit.get("plan_digest"),
         "Measurements SHA-256": _get(results, "source", "measurements_sha256"),
-        "MLflow run": _get(audit, "mlflow", "run_id"),
+        # the run is logged to MLflow after the report is written: its name, not its id
+        "MLflow run": _get(audit, "mlflow", "run_name"),
+        "MLflow experiment": _get(audit, "mlflow", "experiment"),
         "lmaudit version": audit.get("lmaudit_version") or __version__,
         "Measured (UTC)": _get(audit, "measure", "finished_utc"),
         "Analysed (UTC)": _get(audit, "analyze", "finished_utc"),
