@@ -2,7 +2,8 @@
 
 ``lmaudit compare`` (runs side by side from MLflow), ``lmaudit log`` (log a finished run
 directory to MLflow later), ``lmaudit prepare-model`` (convert the embedded model once; used by
-the DVC stage), ``lmaudit digest`` (file SHA-256s as recorded).
+the DVC stage), ``lmaudit digest`` (file SHA-256s as recorded), ``lmaudit cache compact`` (a
+response cache folder into packs, optionally only the keys some runs used).
 """
 
 from __future__ import annotations
@@ -41,16 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     d = sub.add_parser("digest", help="print the SHA-256 of files (as recorded in plans and audit records)")
     d.add_argument("paths", nargs="+")
+    _add_cache_parser(sub.add_parser("cache", help="response cache maintenance (lmaudit cache compact)"))
     args = parser.parse_args(argv)
     if args.cmd == "prepare-model":
-        from lmaudit.backends.embedded import ensure_embedded_model, gguf_sha256
+        from lmaudit.backends.hf.embedded import ensure_embedded_model, gguf_sha256
 
         path = ensure_embedded_model()
         print(path)
         if args.record:
             from importlib.metadata import version
-
-            from lmaudit.backends.gemma3 import IMPLEMENTATION_VERSION
 
             weights = sorted(Path(path).glob("*.safetensors"))
             atomic_write_json(
@@ -58,9 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "model": "embedded:gemma3-270m",
                     "gguf_sha256": gguf_sha256(),
-                    # the conversion's (GGUF to safetensors) and the forward's (lmaudit's Gemma 3)
+                    # the conversion's (GGUF to safetensors) and the forward's
                     "transformers": version("transformers"),
-                    "implementation": f"lmaudit.gemma3/{IMPLEMENTATION_VERSION}",
                     "weights_sha256": {w.name: file_sha256(w) for w in weights},
                 },
             )
@@ -94,7 +93,41 @@ def main(argv: list[str] | None = None) -> int:
             atomic_write_text(args.csv, to_csv(header, rows))
         if args.markdown:
             atomic_write_text(args.markdown, to_markdown(header, rows))
+    elif args.cmd == "cache":
+        return _cache(args)
     elif args.cmd == "digest":
         for p in args.paths:
             print(f"{file_sha256(p)}  {p}")
+    return 0
+
+
+def _add_cache_parser(parser: argparse.ArgumentParser) -> None:
+    k = parser.add_subparsers(dest="cache_cmd", required=True).add_parser(
+        "compact",
+        help="move every entry of a cache folder into packs (sorted by key, content-named), optionally "
+        "keeping only the keys some runs used",
+    )
+    k.add_argument("dir", help="the cache folder (paths.cache of the runs, e.g. cache/qq/qq_pilot_track_m)")
+    k.add_argument(
+        "--keep-from",
+        action="append",
+        metavar="PATH",
+        help="keep only these keys: a key list (one a line) or a run directory / its measurements.jsonl "
+        "(the run's cache_keys.txt); repeat to keep the union",
+    )
+
+
+def _cache(args: argparse.Namespace) -> int:
+    """``lmaudit cache compact``: see :mod:`lmaudit.provenance.compact`."""
+    from lmaudit.provenance.cache import ResponseCache
+    from lmaudit.provenance.compact import CacheBusy, compact, read_keys
+    from lmaudit.provenance.io import InputError
+
+    try:
+        keep = None if not args.keep_from else set().union(*(read_keys(p) for p in args.keep_from))
+        report = compact(ResponseCache(Path(args.dir)), keep)
+    except (InputError, CacheBusy) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(report.summary())
     return 0

@@ -24,7 +24,7 @@ ARTIFACTS = "artifacts"  # the run folder's subfolder for a study's own files
 # what each stage writes; a stage removes its own earlier outputs and every later stage's first
 OUTPUTS = {
     "plan": ("plan.json",),
-    "measure": ("measurements.jsonl", ARTIFACTS),
+    "measure": ("measurements.jsonl", ARTIFACTS, "cache_keys.txt"),
     "analyze": ("results.json", "metrics.json", "plots"),
     "report": ("report.html",),
 }

@@ -65,9 +65,10 @@ def _write_artifacts(out: Path, files: dict[str, bytes], *, frozen: bool) -> lis
 
 def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> None:
     from lmaudit.backends.cached import CachedBackend
-    from lmaudit.backends.factory import build_backend
+    from lmaudit.backends.registry import build_backend
     from lmaudit.pipeline.backends import Backends
     from lmaudit.provenance.cache import ResponseCache
+    from lmaudit.provenance.compact import after_measure
 
     cfg, out = ctx.cfg, ctx.run_dir
     t0 = time.perf_counter()
@@ -121,6 +122,8 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
         audit.data.pop(later, None)
     path = atomic_write_jsonl(out / "measurements.jsonl", measured.rows)
     written = _write_artifacts(out, measured.artifacts, frozen=False)
+    # the run completed (every request answered): record the keys it used, compact when asked
+    section["cache"].update(after_measure(cache, out, compact_cache=bool(cfg.paths.cache_compact)))
     audit.update(
         "measure",
         {
@@ -281,7 +284,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
         raise InputError(f"stage={stage!r} is not one of {', '.join(STAGES)}")
     model = cfg.get("model")
     if stage in {"measure", "all"} and isinstance(model, DictConfig) and model.get("runner") == "lightning":
-        from lmaudit.backends.lightning_runner import serve_if_secondary
+        from lmaudit.backends.hf.lightning.runner import serve_if_secondary
 
         plain = OmegaConf.to_container(model, resolve=True)
         assert isinstance(plain, dict)

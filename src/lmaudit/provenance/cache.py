@@ -15,24 +15,26 @@ the request is asked again and the entry rewritten atomically (a directory in th
 moved aside to ``<entry>.invalid-<ns>``).
 
 **Legacy entries.** Entries written before digests existed (``{"key", "value"}`` with no
-``sha256``, e.g. the DVC-tracked caches under ``cache/<study>/<run>``) are accepted when
-they parse, carry their own key and their value passes the caller's shape check; they are
-served as they are, never rewritten (so DVC's digests of those folders stay put), and
-counted as ``legacy`` in the stats, which the audit record shows. Such an entry has nothing
-to be verified against: an edit that keeps its shape cannot be detected, and the digest
-guards against corruption and accidental edits, not against someone who removes it.
-Cache keys are unchanged by the digest: it is stored inside the entry, not in its name.
+``sha256``) are accepted when they parse, carry their own key and their value passes the
+caller's shape check; reading never rewrites them, and the stats count them as ``legacy`` (the
+audit record shows it). Such an entry has nothing to be verified against: an edit that keeps its
+shape cannot be detected (the digest guards against corruption and accidental edits, not against
+someone who removes it). A compaction turns them into verified entries (see below). Cache keys
+are unchanged by the digest: it is stored inside the entry, not in its name.
 
-**Packs.** Callers that store many small answers at once (the embedding contract: thousands
-of short texts per call) write them as one *pack* (:meth:`ResponseCache.put_many`):
-``packs/<sha256 of the content>.jsonl``, one verified entry per line, written atomically like
-an entry. Creating a file costs far more than writing a few kilobytes into one, so a pack
-per batch rather than a file per text is what keeps a cold embedding run about as fast as the
-bare model. Pack names are content digests, so a rebuilt cache has the same files (DVC's
-digest of a cache folder does not depend on when or where it was filled). The pack index (key -> file, offset, length) is
-built from the pack files (:mod:`lmaudit.provenance.packs`) and refreshed when the ``packs`` folder changes, so entries another
-process packs are seen. A key in both (only after a re-ask) is served from a pack. A damaged pack line is rejected like a damaged entry, and the answer
-asked again goes into a new pack.
+**Packs.** Callers that store many small answers at once (a request's draws, a batch of
+embeddings) write them as one *pack* (:meth:`ResponseCache.put_many`):
+``packs/<sha256 of the content>.jsonl``, one verified entry per line, written atomically like an
+entry; creating a file costs far more than writing a few kilobytes into one. Pack names are
+content digests, so a rebuilt cache has the same files (DVC's digest of a cache folder does not
+depend on when or where it was filled). The pack index (:mod:`lmaudit.provenance.packs`) is
+refreshed when the ``packs`` folder changes, so entries another process packs are seen. A key in
+both is served from a pack. A damaged pack line is rejected like a damaged entry.
+
+**Compaction** (:func:`lmaudit.provenance.compact.compact`, :mod:`lmaudit.provenance.compact`) rewrites a
+folder as packs only (entries sorted by key, so the same entries give the same files anywhere),
+optionally keeping only the keys a run used (:attr:`ResponseCache.used_keys`: every key served
+or stored through this object).
 
 Processes sharing a cache do not duplicate work: before asking a backend, a process
 *claims* each missing key (``<key>.claim``, created with O_EXCL, so exactly one process
@@ -138,6 +140,8 @@ class ResponseCache:
         self._legacy: set[str] = set()
         self._packs = Packs(self.root)
         self._group_owners: dict[str, tuple[str, frozenset[str]]] = {}  # claim file -> (owner, keys)
+        #: every key this object served (a hit) or stored: what a run read or wrote
+        self.used_keys: set[str] = set()
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
@@ -149,10 +153,14 @@ class ResponseCache:
         for where in self._packs.locations(key):
             shown = self._packs.describe(key, where)
             try:
-                ok, value = self._serve(key, self._packs.read(where), shown, check)
+                raw = self._packs.read(where)
+            except FileNotFoundError:  # rewritten by a compaction: its lines are in the new packs
+                continue
             except OSError as e:
-                ok, value = False, None
                 self._reject(key, shown, f"unreadable ({e.strerror or type(e).__name__})")
+                self._packs.forget(key, where)
+                continue
+            ok, value = self._serve(key, raw, shown, check)
             if ok:
                 return value
             self._packs.forget(key, where)  # not tried again by this process
@@ -196,6 +204,7 @@ class ResponseCache:
             self._legacy.add(key)
             self.stats.legacy += 1
         self.stats.hits += 1
+        self.used_keys.add(key)
         return True, value
 
     def _reject(self, key: str, path: Path | str, why: str) -> None:
@@ -215,6 +224,7 @@ class ResponseCache:
                 p.rename(p.with_name(f"{p.name}.invalid-{time.time_ns()}"))
         atomic_write_text(p, canonical_json(entry), fsync=False)
         self._rejected.discard(key)
+        self.used_keys.add(key)
         self.stats.writes += 1
 
     def put_many(self, items: Sequence[tuple[str, Any]]) -> None:
@@ -234,10 +244,17 @@ class ResponseCache:
                 with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                     p.rename(p.with_name(f"{p.name}.invalid-{time.time_ns()}"))
                 self._rejected.discard(key)
+        self.used_keys.update(key for key, _ in items)
         self.stats.writes += len(items)
 
     def __contains__(self, key: str) -> bool:
         return self._path(key).exists() or bool(self._packs.locations(key))
+
+    def reload_packs(self) -> None:
+        """Close the pack files and index them afresh (after :func:`lmaudit.provenance.compact.compact`
+        rewrote them)."""
+        self._packs.close()
+        self._packs = Packs(self.root)
 
     # -- claims ---------------------------------------------------------------------------
     claim_ttl_s: float = 3600.0
@@ -303,6 +320,13 @@ class ResponseCache:
         with contextlib.suppress(FileNotFoundError):
             (self.root / CLAIMS / name).unlink()
         self._group_owners.pop(name, None)
+
+    def live_claims(self) -> list[Path]:
+        """The claim files (per key and group) whose owner is alive; stale group claims are removed."""
+        self._claimed_in_groups()  # lists the group claims, removing stale ones
+        found = [self.root / CLAIMS / n for n in sorted(self._group_owners)]
+        found += [p for p in sorted(self.root.glob("??/*.claim")) if not self._stale(p)]
+        return found
 
     def _claim_held(self, key: str) -> bool:
         p = self._claim_path(key)

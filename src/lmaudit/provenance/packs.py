@@ -3,8 +3,9 @@
 A pack is ``packs/<sha256 of its content>.jsonl``, one verified cache entry per line, written
 atomically. :class:`Packs` writes them and knows where each key's lines are: an index (key ->
 pack, byte offset, length) built from the pack files and refreshed when the ``packs`` folder
-changes, so packs other processes write are seen. Reading and checking an entry is the cache's
-business; this module only finds its bytes.
+changes, so packs other processes write are seen; a pack removed under it (by
+:mod:`lmaudit.provenance.compact`, which rewrites packs) is dropped from the index. Reading and checking an entry is the cache's business; this module only
+finds its bytes.
 """
 
 from __future__ import annotations
@@ -41,8 +42,7 @@ class Packs:
 
     def write(self, lines: Sequence[tuple[str, bytes]]) -> str:
         """Write the ``(key, entry line)`` pairs as one pack; its file name."""
-        body = b"\n".join(line for _, line in lines) + b"\n"
-        name = f"{sha256_text(body.decode('utf-8'))}.jsonl"
+        name, body = pack_body([line for _, line in lines])
         atomic_write_bytes(self.folder / name, body, fsync=False)
         self._known.add(name)
         offset = 0
@@ -57,12 +57,38 @@ class Packs:
         return list(self._where.get(key, ()))
 
     def read(self, where: Location) -> bytes:
-        """The bytes of one line (OSError when the pack cannot be read)."""
-        return os.pread(self._fd(where[0]), where[2], where[1])
+        """The bytes of one line (OSError when the pack cannot be read; FileNotFoundError when
+        the pack is gone, after which its lines are no longer offered)."""
+        try:
+            return os.pread(self._fd(where[0]), where[2], where[1])
+        except FileNotFoundError:
+            self._vanished(where[0])
+            raise
+
+    def index(self) -> dict[str, list[Location]]:
+        """Every key in the packs with its locations (after a refresh)."""
+        self._refresh()
+        return {k: list(v) for k, v in self._where.items() if v}
+
+    def names(self) -> list[str]:
+        """The pack files in the folder, sorted."""
+        try:
+            return sorted(
+                n for n in os.listdir(self.folder) if n.endswith(".jsonl") and not n.startswith(".")
+            )
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def _vanished(self, name: str) -> None:
+        """A pack was removed (rewritten by a compaction): forget its lines."""
+        self._known.discard(name)
+        for key in list(self._where):
+            self._where[key] = [w for w in self._where[key] if w[0] != name]
 
     def forget(self, key: str, where: Location) -> None:
         """Do not offer this line for this key again (it was damaged)."""
-        self._where[key].remove(where)
+        with contextlib.suppress(KeyError, ValueError):
+            self._where[key].remove(where)
 
     def describe(self, key: str, where: Location) -> str:
         return f"{self.folder / where[0]} (line of key {key})"
@@ -91,8 +117,8 @@ class Packs:
         if listed is not None and listed[0] == mtime and mtime < listed[1] - RACY_NS:
             return
         self._listed = (mtime, time.time_ns())
-        for name in sorted(os.listdir(self.folder)):
-            if name.endswith(".jsonl") and not name.startswith(".") and name not in self._known:
+        for name in self.names():
+            if name not in self._known:
                 self._index(self.folder / name)
 
     def _index(self, path: Path) -> None:
@@ -113,3 +139,18 @@ class Packs:
             if key is not None:
                 self._where.setdefault(key, []).append((path.name, offset, len(line)))
             offset += len(line) + 1
+
+
+def pack_body(lines: Sequence[bytes]) -> tuple[str, bytes]:
+    """A pack's file name (the digest of its content) and content: the lines, each ended by a newline."""
+    body = b"\n".join(lines) + b"\n"
+    return f"{sha256_text(body.decode('utf-8'))}.jsonl", body
+
+
+def fsync_dir(folder: Path) -> None:
+    """Flush a folder's entries (a rename or removal in it) to disk."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
