@@ -55,6 +55,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from lmaudit.stats.exact import powers
+
 __all__ = [
     "EncodedLists",
     "encode_lists",
@@ -120,6 +122,7 @@ def rbo_ext(a: Iterable[Any], b: Iterable[Any], p: float = 0.9) -> float:
         return 0.0
     (gs, s), (gl, long_n) = sorted(((ga, na), (gb, nb)), key=lambda t: t[1])
     ps, pl = _prefix_sizes(gs, long_n), _prefix_sizes(gl, long_n)
+    pw = powers(p, long_n + 1)
     total = 0.0
     a_s = 0.0
     agreement = 0.0
@@ -131,8 +134,8 @@ def rbo_ext(a: Iterable[Any], b: Iterable[Any], p: float = 0.9) -> float:
                 a_s = agreement
         else:
             agreement = 2.0 * (x + (d - s) * a_s) / (d + len(pl[d]))
-        total += (1.0 - p) * p ** (d - 1) * agreement
-    return float(min(1.0, max(0.0, total + agreement * p**long_n)))
+        total += (1.0 - p) * pw[d - 1] * agreement
+    return float(min(1.0, max(0.0, total + agreement * pw[long_n])))
 
 
 @dataclass(frozen=True)
@@ -218,7 +221,8 @@ def rbo_all_pairs(ids: IntArray, p: float = 0.9) -> FloatArray:
     # both prefixes, and C[that depth - 1] (0 where it never does), for the cumulative weights
     # C[k] = sum_{d<=k} w_d / d, w_d = (1-p) p^(d-1)
     d = np.arange(1, width + 1, dtype=np.float64)
-    cum = np.concatenate([[0.0], np.cumsum((1.0 - p) * p ** (d - 1.0) / d)])
+    pw = powers(p, width + 1)  # p**k exactly rounded: NumPy's power differs between processors
+    cum = np.concatenate([[0.0], np.cumsum((1.0 - p) * pw[:width] / d)])
     grid = np.arange(big + 1)
     both = np.maximum(grid[:, None], grid[None, :])
     enter_tab = np.where((both < big) & (grid[:, None] > 0), both, big).astype(small)
@@ -237,11 +241,11 @@ def rbo_all_pairs(ids: IntArray, p: float = 0.9) -> FloatArray:
     # past the shorter list: sum_{d=s+1..l} w_d (d - s) / d, tabulated over (s, l)
     g = np.arange(width + 1, dtype=np.float64)
     dd = g[None, None, 1:]
-    tail_w = (1.0 - p) * p ** (dd - 1.0) * (dd - g[:, None, None]) / dd
+    tail_w = (1.0 - p) * pw[None, None, :width] * (dd - g[:, None, None]) / dd
     inside = (dd > g[:, None, None]) & (dd <= g[None, :, None])
     tail = (tail_w * inside).sum(axis=-1)  # tail[s, l]
     a_l = (x_l + (long_n - s) * a_s) / np.maximum(long_n, 1)
-    value = head + a_s * tail[s, long_n] + a_l * p ** long_n.astype(np.float64)
+    value = head + a_s * tail[s, long_n] + a_l * pw[long_n]
     value = np.clip(value, 0.0, 1.0)
     value = np.where(s == 0, 0.0, value)
     value = np.where(long_n == 0, np.nan, value)

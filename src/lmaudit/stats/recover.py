@@ -9,7 +9,9 @@ held-out question; without groups each cell is held out alone. With ``strata`` (
 model) a cell is classified only against centroids of its own stratum: the seed's
 within-model, leave-one-question-out persona classifier (appendix C) is
 ``strata=model, groups=question, labels=persona``. A class with no cell left outside the
-held-out group is not a candidate for that group; ties go to the class seen first.
+held-out group is not a candidate for that group; ties go to the class seen first, and scores
+within ``1e-9`` of each other are ties (:func:`lmaudit.stats.exact.first_max`: the scores' last
+bits follow the processor's BLAS kernel and must not decide a prediction).
 
 :func:`recoverability` adds the accuracy's percentile-bootstrap interval (cells resampled
 with replacement) and a label-shuffle null: labels permuted (within ``shuffle_within``
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from lmaudit.stats.exact import first_max
 from lmaudit.stats.permutation import monte_carlo_pvalue
 
 __all__ = ["Recovery", "nearest_centroid_predict", "recoverability", "within_model_persona"]
@@ -106,7 +109,7 @@ def _predict_stratum(st: _Stratum, y: IntArray, n_classes: int) -> IntArray:
     norms = np.sqrt(np.maximum(sq, 0.0))[:, g]
     usable = left & (norms > 1e-9)
     scores = np.where(usable, dots / np.where(usable, norms, 1.0), -np.inf)
-    return np.asarray(scores.argmax(axis=2), dtype=np.int64)
+    return first_max(scores, axis=2)  # equal but for rounding: the class seen first
 
 
 def _unit(x: ArrayLike) -> FloatArray:

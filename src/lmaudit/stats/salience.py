@@ -11,7 +11,9 @@
 * :func:`persona_lift`: same-persona cross-model RBO against the unconditioned one, as an
   absolute difference and as the relative ratio (reported together, as the seed asks).
 * :func:`echo_rate`: the share of concepts whose embedding lies within cosine distance
-  ``threshold`` (0.2) of any term of the question's vocabulary.
+  ``threshold`` (0.2) of any term of the question's vocabulary (dot products exact:
+  :func:`lmaudit.stats.exact.unit_dots`; a distance within ``1e-6``, float32 precision, of the
+  threshold counts as within it).
 * :func:`signal_to_chance`: observed mean pairwise cross-model RBO divided by its mean under
   1,000 shuffles of concept assignments across models (:func:`lmaudit.stats.rbo.shuffle_assignments`).
 * :func:`codebook_permutation_test`: the model-by-cluster association (Pearson chi-square of the
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from lmaudit.stats.exact import unit_dots
 from lmaudit.stats.permutation import monte_carlo_pvalue
 from lmaudit.stats.rbo import encode_lists, rbo_all_pairs, shuffle_assignments
 
@@ -50,6 +53,8 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 WIDTH_CAP = 0.35
+#: distances within this of the echo threshold count as within it: the embeddings are float32
+ECHO_TOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -69,21 +74,24 @@ class Salience:
 
 
 def smiths_s(lists: Sequence[Sequence[Hashable]]) -> Salience:
-    """Smith's S (seed eq. 1) of every item named in ``lists``."""
-    total: dict[Hashable, float] = {}
+    """Smith's S (seed eq. 1) of every item named in ``lists``, summed exactly (in units of
+    ``1 / lcm`` of the list lengths), so that items whose S is equal tie whatever the order of
+    the lists, and the tie goes to more lists, then to the item seen first."""
+    ranked = [list(dict.fromkeys(raw)) for raw in lists]  # repeats dropped, first rank kept
+    unit = math.lcm(*(len(r) for r in ranked if r))
+    total: dict[Hashable, int] = {}
     freq: dict[Hashable, int] = {}
-    for raw in lists:
-        ranked = list(dict.fromkeys(raw))  # repeats dropped, first rank kept
-        length = len(ranked)
-        for rank, item in enumerate(ranked, start=1):
-            total[item] = total.get(item, 0.0) + (length - rank + 1) / length
+    for items in ranked:
+        length = len(items)
+        for rank, item in enumerate(items, start=1):
+            total[item] = total.get(item, 0) + (length - rank + 1) * (unit // length)
             freq[item] = freq.get(item, 0) + 1
     n = len(lists)
     first = {item: k for k, item in enumerate(total)}
     order = sorted(total, key=lambda i: (-total[i], -freq[i], first[i]))
     return Salience(
         items=tuple(order),
-        s=tuple(total[i] / n for i in order),
+        s=tuple(total[i] / (unit * n) for i in order),  # integers: one correctly rounded division
         frequency=tuple(freq[i] for i in order),
         n_lists=n,
     )
@@ -142,8 +150,8 @@ def echo_rate(concepts: ArrayLike, vocabulary: ArrayLike, threshold: float = 0.2
     if v is not None and v.shape[1] != c.shape[1]:
         raise ValueError(f"concepts have dimension {c.shape[1]}, vocabulary {v.shape[1]}")
     empty = v is None or c.shape[0] == 0
-    nearest = np.full(c.shape[0], np.inf) if empty or v is None else 1.0 - (c @ v.T).max(axis=1)
-    echo = nearest <= threshold
+    nearest = np.full(c.shape[0], np.inf) if empty or v is None else 1.0 - unit_dots(c, v).max(axis=1)
+    echo = nearest <= threshold + ECHO_TOL
     n = int(c.shape[0])
     n_echo = int(echo.sum())
     return EchoRate(

@@ -4,22 +4,33 @@
 Every item occurrence is a point, as the seed clusters every extracted item (a text written
 often is dense, and how many copies it has weighs in HDBSCAN's cluster stability, so copies
 are not capped: capping them at ``min_cluster_size`` changed the partition). The points are
-clustered by HDBSCAN (``min_cluster_size``, ``cluster_selection_epsilon``, ``metric="precomputed"``) over the
-pairwise distance of unit embeddings (cosine: ``1 - u.v``; euclidean: ``|u - v|``). The
-implementation is the ``hdbscan`` package (scikit-learn-contrib), from which scikit-learn's
-``HDBSCAN`` was ported: scikit-learn's raises a TypeError whenever
-``cluster_selection_epsilon > 0`` under NumPy 2 (its issue #33219, unfixed in the installed
-release); with ``epsilon = 0`` the two agree (a test checks it).
-Identical texts always share a concept. HDBSCAN's noise items (label -1) become one concept per
-distinct text (``noise=singleton``) or are left out of every list (``noise=drop``).
+clustered by HDBSCAN (``min_cluster_size``, ``cluster_selection_epsilon``) over the pairwise
+distance of unit embeddings (cosine: ``1 - u.v``; euclidean: ``|u - v|``). The implementation
+is the ``hdbscan`` package (scikit-learn-contrib), from which scikit-learn's ``HDBSCAN`` was
+ported: scikit-learn's raises a TypeError whenever ``cluster_selection_epsilon > 0`` under
+NumPy 2 (its issue #33219, unfixed in the installed release); with ``epsilon = 0`` the two
+agree (a test checks it). Identical texts always share a concept. HDBSCAN's noise items
+(label -1) become one concept per distinct text (``noise=singleton``) or are left out of every
+list (``noise=drop``).
+
+The same partition and labels on every processor (:mod:`.ties`): the distances are exact
+(:func:`lmaudit.stats.exact.unit_dots`) and rounded to float32; HDBSCAN's tree is built from
+mutual reachability distances whose ties are broken by point order before HDBSCAN sees them
+(it orders equal edges by NumPy's unstable sort, whose order differs between AVX-512 and AVX2
+processors); concepts are numbered by the first appearance of their texts; a medoid's
+occurrence-weighted distance sum is exact, ties going to the text seen first.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+
+from lmaudit.stats.exact import unit_dots
+from lmaudit.studies.choir.ties import canonical_labels, tie_broken_reachability
 
 __all__ = ["Codebook", "build_codebook"]
 
@@ -34,45 +45,38 @@ class Codebook:
     n_noise: int
 
 
-def _unit_gram(x: NDArray[np.float32]) -> NDArray[np.float64]:
-    """The dot products of the rows of ``x`` (unit vectors), bitwise the same on every machine.
-
-    A BLAS product's last bits depend on the kernel the library picks for the processor (its
-    summation order), and HDBSCAN and the medoids turn last bits into other partitions wherever
-    distances tie, as the ``sim`` embedder's bag-of-words vectors do all the time (seen: the
-    ``choir_sim`` run's codebooks on an AVX2 host against an AVX-512 one). So each coordinate is
-    written as ``hi + lo * 2**-b`` (integers ``hi``, ``lo`` of at most ``b`` bits; what the
-    float32 value holds beyond ``2**-2b`` is dropped, ``2b`` >= 42) and the products of the
-    integer matrices are computed by BLAS: their every partial sum is an integer below
-    ``2**53``, so exact in any order. Combining the three products is element-wise."""
-    x64 = np.clip(x.astype(np.float64), -1.0, 1.0)
-    dim = max(int(x64.shape[1]), 1)
-    b = (51 - (dim - 1).bit_length()) // 2  # dim * 2**(2b) <= 2**51: every partial sum exact
-    scale = float(2**b)
-    hi = np.rint(x64 * scale)
-    lo = np.rint((x64 * scale - hi) * scale)  # x * scale - hi is exact (|.| <= 1/2)
-    cross = hi @ lo.T
-    return (hi @ hi.T) / scale**2 + ((cross + cross.T) + (lo @ lo.T) / scale) / scale**3
-
-
 def _distances(x: NDArray[np.float32], metric: str) -> NDArray[np.float64]:
-    sim = np.clip(_unit_gram(x), -1.0, 1.0)
+    """Pairwise distances of unit rows, rounded to float32 (the precision the embeddings hold),
+    the same bits on every machine."""
+    sim = np.clip(unit_dots(x), -1.0, 1.0)
     if metric == "cosine":
         d = 1.0 - sim
     elif metric == "euclidean":
         d = np.sqrt(np.maximum(2.0 - 2.0 * sim, 0.0))
     else:
         raise ValueError(f"codebook metric {metric!r} is not cosine or euclidean")
+    d = np.maximum(d, 0.0).astype(np.float32).astype(np.float64)
     np.fill_diagonal(d, 0.0)
-    return np.maximum(d, 0.0)
+    return d
 
 
-def _weighted_sums(d: NDArray[np.float64], w: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``d @ w``, summed left to right (a running sum: the same bits on every machine, where a
-    BLAS product's summation order depends on the processor)."""
-    if d.shape[1] == 0:
-        return np.zeros(d.shape[0])
-    return np.cumsum(d * w[None, :], axis=1)[:, -1]
+def _medoid(d: NDArray[np.float64], members: NDArray[np.int64], w: NDArray[np.int64]) -> int:
+    """The member with the least occurrence-weighted distance sum (exact: float32 distances
+    times counts are exact in float64, and math.fsum rounds their sum once); ties: the first."""
+    sums = [math.fsum(row) for row in d[np.ix_(members, members)] * w[None, :].astype(np.float64)]
+    return int(members[sums.index(min(sums))])
+
+
+def _text_labels(point_text: NDArray[np.int64], labels: NDArray[np.int64], n_texts: int) -> NDArray[np.int64]:
+    """A text's copies are one point in space: the label most of them got (ties: the label
+    seen first), or -1 unless more than half of them are clustered."""
+    out = np.full(n_texts, -1, dtype=np.int64)
+    for u in range(n_texts):
+        mine = labels[point_text == u]
+        good = mine[mine >= 0]
+        if good.size * 2 > mine.size:
+            out[u] = int(np.bincount(good).argmax())  # labels are canonical: ties to the first seen
+    return out
 
 
 def build_codebook(
@@ -101,43 +105,41 @@ def build_codebook(
     counts = np.bincount(occ, minlength=len(uniq)) if n else np.zeros(0, dtype=np.int64)
     d = _distances(vectors[first], metric) if n else np.zeros((0, 0))
     point_text = np.repeat(np.arange(len(uniq)), counts)  # every occurrence, grouped by text
-    text_label = np.full(len(uniq), -1)
+    text_label = np.full(len(uniq), -1, dtype=np.int64)
     if point_text.size >= max(2, min_cluster_size):
-        labels = HDBSCAN(
+        reach = tie_broken_reachability(d[np.ix_(point_text, point_text)], min_cluster_size)
+        # min_samples=1: HDBSCAN's own mutual reachability of ``reach`` is ``reach`` itself
+        raw = HDBSCAN(
             min_cluster_size=min_cluster_size,
+            min_samples=1,
             cluster_selection_epsilon=epsilon,
             metric="precomputed",
-        ).fit_predict(d[np.ix_(point_text, point_text)])
-        for u in range(len(uniq)):  # a text's copies are one point in space: one label (majority)
-            ls = labels[point_text == u]
-            ls = ls[ls >= 0]
-            if ls.size * 2 > (point_text == u).sum():
-                vals, c = np.unique(ls, return_counts=True)
-                text_label[u] = vals[np.argmax(c)]
+        ).fit_predict(reach)
+        text_label = _text_labels(point_text, canonical_labels(raw), len(uniq))
+    # concepts (clusters and noise singletons) numbered by the first appearance of a text
     concept_of: dict[str, int] = {}
     labels_out: dict[int, str] = {}
     sizes: dict[int, int] = {}
     clustered: set[int] = set()
-    next_id = 0
-    for cl in sorted({int(x) for x in text_label if x >= 0}):
-        members = np.flatnonzero(text_label == cl)
-        w = counts[members].astype(np.float64)  # the medoid minimises the occurrence-weighted distance
-        medoid = members[int(np.argmin(_weighted_sums(d[np.ix_(members, members)], w)))]
-        for m_ in members:
-            concept_of[uniq[int(m_)]] = next_id
-        labels_out[next_id] = uniq[int(medoid)]
-        sizes[next_id] = int(w.sum())
-        clustered.add(next_id)
-        next_id += 1
     n_noise = 0
-    for u in range(len(uniq)):
-        if text_label[u] >= 0:
+    next_id = 0
+    seen: dict[int, int] = {}
+    for u, text in enumerate(uniq):
+        cl = int(text_label[u])
+        if cl >= 0:
+            if cl not in seen:
+                seen[cl] = next_id
+                members = np.flatnonzero(text_label == cl)
+                labels_out[next_id] = uniq[_medoid(d, members, counts[members])]
+                sizes[next_id] = int(counts[members].sum())
+                clustered.add(next_id)
+                next_id += 1
+            concept_of[text] = seen[cl]
             continue
-        count = int(counts[u])
-        n_noise += count
+        n_noise += int(counts[u])
         if noise == "singleton":
-            concept_of[uniq[u]] = next_id
-            labels_out[next_id] = uniq[u]
-            sizes[next_id] = count
+            concept_of[text] = next_id
+            labels_out[next_id] = text
+            sizes[next_id] = int(counts[u])
             next_id += 1
     return Codebook(concept_of, labels_out, sizes, frozenset(clustered), n, n_noise)

@@ -14,10 +14,10 @@ first mention). With ``n`` members on the side:
 
 So the four pools are unconditioned consensus, unconditioned rare, conditioned consensus and
 conditioned rare. Each pool's ``k`` candidates are drawn uniformly from its concepts (listed by
-salience, then permuted by a generator seeded by ``ranking.seed`` and the question); a candidate is shown
-as the concept's most frequent item text on its side (ties: the alphabetically first), so the
-same concept may appear once per side under different wording: the ranking's family collapse
-counts it once. Pools are drawn in the order above; a concept whose text an earlier pool has
+salience, summed exactly, ties by concept id, i.e. by first appearance; then permuted by a
+generator seeded by ``ranking.seed`` and the question); a candidate is shown as the concept's
+most frequent item text on its side (ties: the alphabetically first), so the same concept may
+appear once per side under different wording: the ranking's family collapse counts it once. Pools are drawn in the order above; a concept whose text an earlier pool has
 already drawn is passed over (no text is shown twice).
 """
 
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from lmaudit.stats.salience import smiths_s
 from lmaudit.studies.choir.codebook import build_codebook
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord
@@ -68,18 +69,19 @@ def _side_stats(
 ) -> tuple[int, dict[int, dict[str, Any]]]:
     members: set[str] = set()
     stats: dict[int, dict[str, Any]] = {}
+    orders = []
     for r in recs:
         members.add(r.model)
         order = list(dict.fromkeys(concept_of[t] for t in r.items if t in concept_of))
-        for rank, c in enumerate(order, start=1):
-            st = stats.setdefault(c, {"members": Counter(), "s": 0.0, "texts": Counter()})
+        orders.append(order)
+        for c in order:
+            st = stats.setdefault(c, {"members": Counter(), "texts": Counter()})
             st["members"][r.model] += 1
-            st["s"] += (len(order) - rank + 1) / len(order)
         for t in r.items:
             if t in concept_of:
                 stats[concept_of[t]]["texts"][t] += 1
-    for st in stats.values():
-        st["s"] /= max(1, len(recs))
+    for concept, s in smiths_s(orders).as_dict().items():  # exact sums: salience ties are exact
+        stats[int(str(concept))]["s"] = s
     return len(members), stats
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from lmaudit.stats.exact import unit_dots
 from lmaudit.stats.recover import recoverability, within_model_persona
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
@@ -125,13 +126,15 @@ def leakage(
     rng: np.random.Generator,
 ) -> dict[str, Any] | None:
     terms = {p: np.stack([vec[t] for t in ws]) for p, ws in persona_vocab.items() if ws}
-    sim: dict[tuple[str, str], float] = {}
+    texts: dict[str, dict[str, None]] = {}
     for r in recs:
-        if r.persona == UNCONDITIONED or r.persona not in terms:
-            continue
-        for t in r.items:
-            if (r.persona, t) not in sim:
-                sim[(r.persona, t)] = float(np.max(terms[r.persona] @ vec[t]))
+        if r.persona != UNCONDITIONED and r.persona in terms:
+            texts.setdefault(r.persona, {}).update(dict.fromkeys(r.items))
+    sim: dict[tuple[str, str], float] = {}
+    for p, ts in texts.items():
+        if ts:  # exact dot products: the similarities are results, the same bits on every machine
+            best = unit_dots(np.stack([vec[t] for t in ts]), terms[p]).max(axis=1)
+            sim.update({(p, t): float(v) for t, v in zip(ts, best, strict=True)})
     if not sim:
         return None
     # an item's leakage: its cosine similarity to the nearest content word of its own profile;
