@@ -5,15 +5,15 @@ arithmetic then does not depend on how many draws the request asks for). A judge
 one draw of up to 32 tokens; with a block of 8 rows, seven of them are computed and dropped.
 This compares the default block (1 row) with the 8-row block on the demo's real judge prompts
 (P0 packets of ``data/judge/demo``), interleaved round by round so both see the same machine
-load, and checks that the verdict text is the same either way. The third path, in the same
-rounds, is transformers' own ``model.generate()`` (sampling with the same temperature, top-p,
-token budget and stop tokens, ``top_k=0``); its draws come from another random stream, so its
-texts are compared only under greedy decoding (first ``--greedy-check`` prompts, temperature
-0 on both sides). Prints the ratios; writes them,
-with the machine and its load, to ``benchmarks/results/judge_sampling.json``. No assertion on
-absolute times.
+load, each round cold (a fresh prefill memo), and checks that the verdict text is the same
+either way. The baseline, in the same rounds, is transformers' own ``model.generate()`` on the
+same model (sampling with the same temperature, top-p, token budget and stop tokens,
+``top_k=0``); its draws come from another random stream, so its texts are compared only under
+greedy decoding (first ``--greedy-check`` prompts, temperature 0 on both sides). Prints the
+ratios; writes them, with the machine and its load, to ``benchmarks/results/judge_sampling.json``.
+No assertion on absolute times.
 
-    python benchmarks/bench_judge_sampling.py [--rounds 3] [--max-tokens 32] [--threads 2]
+    python benchmarks/bench_judge_sampling.py [--rounds 3] [--max-tokens 32] [--threads 2] [--prompts N]
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--prompts", type=int, default=0, help="the first N judge prompts only (0: all)")
     ap.add_argument("--greedy-check", type=int, default=3, help="prompts compared greedily with generate()")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
@@ -106,23 +107,26 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    from lmaudit.backends.hf.prefill import PrefillMemo
+
     model_cfg, reqs = _setup(args.max_tokens)
+    reqs = reqs[: args.prompts] if args.prompts else reqs
     one = build_backend({**model_cfg, "sample_block": 1})
     eight = build_backend({**model_cfg, "sample_block": 8})
-    # generate() needs transformers' model class (the backends compute the embedded model with
-    # lmaudit's own Gemma 3, whose logits equal transformers' bit for bit)
-    gen = build_backend({**model_cfg, "implementation": "transformers"})
-    one.sample(reqs[:1])  # load the model (shared files; each backend loads its own copy)
+    gen = one  # generate() runs on the same transformers model
+    one.sample(reqs[:1])  # load the model (each backend loads its own copy) and warm up
     eight.sample(reqs[:1])
-    gen.sample(reqs[:1])
+    _generate(gen, reqs[0], reqs[0].temperature)
     t_one: list[float] = []
     t_eight: list[float] = []
     t_gen: list[float] = []
     same = True
     for _ in range(args.rounds):
+        one.prefill_memo = eight.prefill_memo = PrefillMemo()  # cold: no prefill from an earlier round
         t0 = time.perf_counter()
         a = one.sample(reqs)
         t_one.append(time.perf_counter() - t0)
+        eight.prefill_memo = PrefillMemo()
         t0 = time.perf_counter()
         b = eight.sample(reqs)
         t_eight.append(time.perf_counter() - t0)

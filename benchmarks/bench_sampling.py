@@ -63,9 +63,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from bench_qq_measure import default_requests
     from lmaudit.backends.cached import CachedBackend
-    from lmaudit.backends.factory import build_backend
-    from lmaudit.backends.hf_prefill import PrefillMemo, segment_bounds
-    from lmaudit.backends.hf_sampling import _generator, draw_tokens
+    from lmaudit.backends.hf.prefill import PrefillMemo, segment_bounds
+    from lmaudit.backends.hf.sampling import _generator, draw_tokens
+    from lmaudit.backends.registry import build_backend
     from lmaudit.provenance.cache import ResponseCache
     from lmaudit.studies.qq.config import EstimandConfig
     from lmaudit.studies.qq.measure import _sample_request, position_seed
