@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from lmaudit.backends.base import canonical_json
 from lmaudit.provenance.cache import CLAIMS, InvalidEntry, entry_digest, parse_entry
-from lmaudit.provenance.io import InputError, atomic_write_bytes, atomic_write_text
+from lmaudit.provenance.io import InputError, atomic_write_bytes, atomic_write_text, read_utf8
 from lmaudit.provenance.packs import Packs, fsync_dir, pack_body
 
 if TYPE_CHECKING:
@@ -298,12 +298,7 @@ def read_keys(path: str | Path) -> set[str]:
         p = (p if p.is_dir() else p.parent) / KEYS_FILE
         if not p.exists():
             raise InputError(f"{p}: not found (the measure stage writes it; measure the run again)")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{p}: file not found") from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"{p}: not UTF-8 text (byte {e.start})") from None
+    text = read_utf8(p)
     keys: set[str] = set()
     for n, line in enumerate(text.splitlines(), start=1):
         word = line.split("#", 1)[0].strip()

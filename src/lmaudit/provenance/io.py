@@ -68,17 +68,23 @@ class InputError(ValueError):
     """Bad user input; the message names the file, line/item and field."""
 
 
+def read_utf8(path: str | Path) -> str:
+    """The file's text; InputError naming the file when it is missing or not UTF-8."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start})") from None
+
+
 def read_json(path: str | Path) -> Any:
     """The decoded file; InputError naming the file and the line for invalid JSON, or the
     JSON path for a key given twice in one object or a number that is not finite (NaN,
     Infinity)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    text = read_utf8(path)
     try:
         return strict_loads(text)
     except json.JSONDecodeError as e:

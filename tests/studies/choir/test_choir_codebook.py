@@ -82,22 +82,6 @@ def _repeated(seed: int) -> tuple[list[str], np.ndarray]:
     return texts, np.array(vecs, dtype=np.float32)
 
 
-def _repeated(seed: int) -> tuple[list[str], np.ndarray]:
-    """40 distinct texts around 6 topics, some written 30 or 60 times (models repeat their
-    defaults), the rest 1-3 times; occurrences grouped by text."""
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((6, 32))
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    texts, vecs = [], []
-    for k in range(40):
-        v = centres[rng.integers(0, 6)] + rng.normal(scale=rng.uniform(0.15, 0.6), size=32)
-        v /= np.linalg.norm(v)
-        reps = int(rng.choice([1, 1, 2, 3, 30, 60])) if k % 3 == 0 else int(rng.choice([1, 2, 3]))
-        texts += [f"t{k}"] * reps
-        vecs += [v] * reps
-    return texts, np.array(vecs, dtype=np.float32)
-
-
 def _text_partition(labels: np.ndarray, texts: list[str]) -> list[list[str]]:
     """The texts grouped by the label most of their copies got (a text whose copies are mostly
     noise is left out)."""
