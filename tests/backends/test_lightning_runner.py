@@ -1,9 +1,10 @@
 """The Lightning runner (``model.runner=lightning``) on tiny random models built in the test.
 
-Its answers must equal the in-process backend's: label probabilities to the bit (each rank
-scores whole scoring units, as one process does, and MKL's strict reproducibility makes the
-thread count irrelevant; across GPUs within 1e-6), draws identical (each draw's seed is fixed
-by its key); and how a model runs never enters its identity, a cache key or the plan.
+Fresh label probabilities agree with the in-process backend's within 1e-5 on any device or
+process layout, and the label tokens and top-k tokens are the same; draws are identical (each
+draw's seed is fixed by its key, on one host and configuration); answers read back from a
+shared cache are the stored ones byte for byte; and how a model runs never enters its identity,
+a cache key or the plan (the determinism contract of docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from lmaudit.backends.registry import build_backend  # noqa: E402
 from lmaudit.config.checks import ConfigRangeError, validate  # noqa: E402
 from lmaudit.provenance.cache import ResponseCache, cache_key  # noqa: E402
 
-TOL = 1e-6
+TOL = 1e-5  # fresh label probabilities, any runner or process layout
 
 
 @pytest.fixture(scope="module")
@@ -121,25 +122,26 @@ def test_devices_1_equals_in_process(tiny: Path, tmp_path: Path) -> None:
     ref = _measure(_cfg(tiny), tmp_path / "ref")
     got = _measure(_cfg(tiny, runner="lightning", devices=1, accelerator="cpu"), tmp_path / "run")
     _assert_equal(got, ref)
-    # one prefix trie on the one rank: the same arithmetic as in-process
-    assert [g.probs for g in got[0]] == [r.probs for r in ref[0]]
     assert got[2].jobs == 3 and got[2].stats.requests == len(qq_requests(4)) + len(_samples()) + 1
 
 
 def test_devices_2_equals_in_process_and_resumes(tiny: Path, tmp_path: Path) -> None:
-    """Two CPU processes (gloo) over several scoring units: the same answers to the bit; a rerun
-    over the filled cache asks nothing."""
+    """Two CPU processes (gloo) over several scoring units: answers within 1e-5; a rerun over
+    the filled cache starts no worker and returns the stored answers exactly."""
     ref = _measure(_cfg(tiny, unit_tokens=40), tmp_path / "ref")
     run = _cfg(tiny, runner="lightning", devices=2, accelerator="cpu", unit_tokens=40)
     got = _measure(run, tmp_path / "run")
     _assert_equal(got, ref)
-    # each rank computes whole units, as one process does: the same bits, not just within TOL
-    assert [(g.probs, g.other, g.top_k) for g in got[0]] == [(r.probs, r.other, r.top_k) for r in ref[0]]
     assert got[2].describe()["runner"]["devices"] == 2
     assert got[2].stats.requests == ref[2].stats.requests  # no unit computed twice
     again = _measure(run, tmp_path / "run")  # every answer cached: no worker is started
     assert again[2].jobs == 0
-    _assert_equal(again, ref)
+    # from a shared cache: the same values, bit for bit, whichever runner reads it
+    stored = [(g.probs, g.other, g.top_k) for g in got[0]]
+    assert [(g.probs, g.other, g.top_k) for g in again[0]] == stored
+    plain = _measure(_cfg(tiny, unit_tokens=40), tmp_path / "run")
+    assert [(g.probs, g.other, g.top_k) for g in plain[0]] == stored and plain[2].stats.requests == 0
+    assert [d.texts for d in again[1]] == [d.texts for d in got[1]]
 
 
 def test_a_partly_filled_cache_is_completed(tiny: Path, tmp_path: Path) -> None:
