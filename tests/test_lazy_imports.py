@@ -42,55 +42,6 @@ def test_the_hf_module_defers_torch_until_a_model_is_used() -> None:
     assert {"torch", "transformers"}.isdisjoint(_loaded_after("import lmaudit.backends.sim"))
 
 
-def test_model_classes_load_without_sklearn_or_scipy_and_deferred_functions_work() -> None:
-    pytest.importorskip("sklearn")
-    pytest.importorskip("scipy")
-    pytest.importorskip("transformers")
-    classes = "from transformers import AutoModelForCausalLM, GenerationMixin, PreTrainedModel\n"
-    # without the deferrals, loading transformers' model classes imports scikit-learn (the
-    # generation package) and scipy.optimize (the loss package)
-    plain = _run(f"{classes}import sys\nprint(' '.join(m for m in ('sklearn', 'scipy') if m in sys.modules))")
-    imported_without = set(plain.split())
-    code = (
-        "import json, sys\n"
-        "from lmaudit.backends.hf_imports import defer_optional_imports\n"
-        "deferred = defer_optional_imports()\n"
-        "from lmaudit.backends.hf import HFBackend\n"
-        "from lmaudit.backends.base import BackendError\n"
-        "try:\n"
-        "    HFBackend(model='/nonexistent/model', progress=False)\n"
-        "except BackendError:\n"
-        "    pass\n"
-        f"{classes}"
-        "import transformers.generation.candidate_generator as cg\n"
-        "import transformers.loss.loss_for_object_detection as l1, transformers.loss.loss_rt_detr as l2\n"
-        "import transformers.loss.loss_deformable_detr as l3, transformers.loss.loss_grounding_dino as l4\n"
-        "before = sorted(m for m in ('sklearn', 'scipy') if m in sys.modules)\n"
-        "y, s = [0, 0, 1, 1, 0, 1], [0.1, 0.4, 0.35, 0.8, 0.7, 0.2]\n"
-        "cost = [[4.0, 1.0, 3.0, 7.0], [2.0, 0.0, 5.0, 1.0], [3.0, 2.0, 2.0, 6.0]]\n"
-        "roc = [list(map(float, a)) for a in cg.roc_curve(y, s)]\n"
-        "lsa = [[[int(i) for i in a] for a in m.linear_sum_assignment(cost)] for m in (l1, l2, l3, l4)]\n"
-        "from sklearn.metrics import roc_curve\n"
-        "from scipy.optimize import linear_sum_assignment\n"
-        "ref_roc = [list(map(float, a)) for a in roc_curve(y, s)]\n"
-        "ref_lsa = [[int(i) for i in a] for a in linear_sum_assignment(cost)]\n"
-        "print(json.dumps({'deferred': deferred, 'before': before, 'roc': roc, 'ref_roc': ref_roc,\n"
-        "                  'lsa': lsa, 'ref_lsa': ref_lsa}))"
-    )
-    got = json.loads(_run(code))
-    # deferred exactly where there is an import to defer (a transformers that no longer imports
-    # a package with its model classes leaves nothing to do for it)
-    assert got["deferred"] == {
-        "sklearn.metrics": "sklearn" in imported_without,
-        "scipy.optimize": "scipy" in imported_without,
-    }
-    assert got["before"] == []
-    # the functions the modules hold are the packages' own, imported on first call
-    assert got["roc"] == got["ref_roc"]
-    assert got["lsa"] == [got["ref_lsa"]] * 4
-    assert got["ref_lsa"] == [[0, 1, 2], [1, 3, 2]]  # the minimum-cost assignment, by hand: 1 + 1 + 2
-
-
 def test_a_sim_qq_run_imports_no_torch(tmp_path: Path) -> None:
     """A whole sim QQ run imports neither torch nor transformers (nor MLflow, with tracking
     off); its report's two figures come from matplotlib."""
