@@ -17,6 +17,13 @@ about a hundred).
 thread alone. It costs about 2 ms (most of it the library setting itself up), changes no
 value, and is done once per process (again in a forked child, which may not share the
 parent's library state).
+
+This works around PyTorch issue #188792 (https://github.com/pytorch/pytorch/issues/188792:
+oneMKL resolves each VML function's kernel on its first call, and concurrent first calls race).
+torch 2.13.0's CPU wheel links oneMKL 2024.2 (``torch.__config__.show()``), an affected version.
+**When it can go:** once the torch that lmaudit installs links oneMKL 2025.0 or newer, where the
+race no longer reproduces, or carries the one-element warm-up of PyTorch PR #188791; check with
+``benchmarks/vml_first_call.py`` (0 first calls differing without :func:`settle`).
 """
 
 from __future__ import annotations
