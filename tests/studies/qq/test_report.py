@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +18,7 @@ from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.analysis import QQParams, analyze
 from lmaudit.studies.qq.diagnostics import g3_check
 from lmaudit.studies.qq.records import Measurement, request_meta
-from lmaudit.studies.qq.report import write_report
+from lmaudit.studies.qq.report import render_report
 
 LABEL_OF = {"map1": {"y": "A", "n": "B"}, "map2": {"y": "B", "n": "A"}, "yesno": {"y": "Yes", "n": "No"}}
 SIM_ITEMS = {"s1-01": "S1", "s1-02": "S1", "s1-04": "S1", "s2-01": "S2", "s3-01": "S3", "s3-03": "S3"}
@@ -190,27 +188,19 @@ def results() -> dict[str, Any]:
     return make_results()
 
 
-def _render(
-    tmp_path: Path, results: dict[str, Any], plan: Any = PLAN, audit: Any = None
-) -> tuple[str, Parsed]:
+def _render(results: dict[str, Any], plan: Any = PLAN, audit: Any = None) -> tuple[str, Parsed]:
     audit = AUDIT if audit is None else audit
-    path = write_report(
-        tmp_path / "report.html", results=results, plan=plan, audit=audit, generated_utc=GENERATED
-    )
-    assert path == tmp_path / "report.html"
-    html = path.read_text(encoding="utf-8")
+    html = render_report(results=results, plan=plan, audit=audit, generated_utc=GENERATED)
     return html, Parsed(html)
 
 
 @pytest.fixture(scope="module")
-def report(results: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Parsed]:
+def report(results: dict[str, Any]) -> tuple[str, Parsed]:
     """The full report (both mappings, plan and audit), rendered once for the module."""
-    return _render(tmp_path_factory.mktemp("report"), results)
+    return _render(results)
 
 
-def test_report_is_well_formed_self_contained_and_written_atomically(
-    tmp_path: Path, report: tuple[str, Parsed], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_report_is_well_formed_and_self_contained(report: tuple[str, Parsed]) -> None:
     html, doc = report
     assert html.lstrip().startswith("<!DOCTYPE html>")
     assert doc.errors == [] and doc.stack == [], (doc.errors, doc.stack)
@@ -221,21 +211,8 @@ def test_report_is_well_formed_self_contained_and_written_atomically(
     assert ids and len(ids) == len(set(ids))  # two inline SVGs, no clashing element ids
     refs = {r for pair in re.findall(r'url\(#([^)]+)\)|href="#([^"]+)"', html) for r in pair if r}
     assert refs and refs <= set(ids)
-    # atomic: the previous report survives a failed rename, and no temporary file is left
-    out = tmp_path / "report.html"
     minimal: dict[str, Any] = {"study": "qq", "n_items": 0, "items": []}
-    write_report(out, results=minimal, plan=None, audit={})
-    before = out.read_text(encoding="utf-8")
-    assert "0 items." in before
-
-    def boom(src: str, dst: str) -> None:
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError, match="disk full"):
-        write_report(out, results={**minimal, "study": "changed"}, plan=None, audit={})
-    assert out.read_text(encoding="utf-8") == before
-    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+    assert "0 items." in render_report(results=minimal, plan=None, audit={})
 
 
 def test_every_item_with_its_verdict_and_row_colour(
@@ -293,15 +270,15 @@ def test_two_figures_and_label_effect_table_with_both_mappings(
     assert all(f">{name}<" in fig2 for name in big)
 
 
-def test_single_mapping_gives_one_figure_and_a_note(tmp_path: Path) -> None:
-    html, doc = _render(tmp_path, make_results(ab_mappings=("map1",), sampled=False))
+def test_single_mapping_gives_one_figure_and_a_note() -> None:
+    html, doc = _render(make_results(ab_mappings=("map1",), sampled=False))
     assert html.count("<svg") == 1
     assert "only one label mapping was measured" in doc.text
     assert not any(t and "|Δq|" in t[0][1] for t in doc.tables)
     assert "Sampled estimand" not in doc.text
 
 
-def test_malicious_item_id_is_escaped_everywhere(tmp_path: Path, results: dict[str, Any]) -> None:
+def test_malicious_item_id_is_escaped_everywhere(results: dict[str, Any]) -> None:
     bad = '<script>alert("x")</script>'
     r = copy.deepcopy(results)
     it = next(i for i in r["items"] if i["item"] == "s1-02")
@@ -309,7 +286,7 @@ def test_malicious_item_id_is_escaped_everywhere(tmp_path: Path, results: dict[s
     m1, m2 = it["mappings"]
     m1["q"], m2["q"] = -0.6, 0.7  # far off the diagonal: annotated in Figure 2 too
     r["gates"]["G3"]["checks"][0]["item"] = bad
-    html, doc = _render(tmp_path, r)
+    html, doc = _render(r)
     assert "<script" not in html.lower()
     assert html.count("&lt;script&gt;") >= 4  # verdict table, label-effect table, G3 table, figure
     assert "&lt;script&gt;alert" in html[html.rindex("<svg") :]  # the Figure 2 annotation
@@ -317,11 +294,11 @@ def test_malicious_item_id_is_escaped_everywhere(tmp_path: Path, results: dict[s
     assert bad in [cells[0] for _, cells in doc.table_with("QQ verdict")[1:]]
 
 
-def test_renders_without_plan_audit_or_optional_sections(tmp_path: Path, results: dict[str, Any]) -> None:
+def test_renders_without_plan_audit_or_optional_sections(results: dict[str, Any]) -> None:
     r = copy.deepcopy(results)
     for key in ("gates", "source", "memorization", "fits", "sampled", "saturation"):
         r.pop(key)
-    html, doc = _render(tmp_path, r, plan=None, audit={})
+    html, doc = _render(r, plan=None, audit={})
     assert doc.errors == [] and doc.stack == []
     header = dict(cells for _, cells in doc.table_with("Study"))
     assert header["Model"] == "not recorded" and header["Plan digest"] == "not recorded"
@@ -332,11 +309,11 @@ def test_renders_without_plan_audit_or_optional_sections(tmp_path: Path, results
     assert html.count("<svg") == 2 and set(ITEMS) <= set(doc.text.split())
 
 
-def test_base_model_mass_elsewhere_is_stated_plainly(tmp_path: Path) -> None:
+def test_base_model_mass_elsewhere_is_stated_plainly() -> None:
     r = make_results({"agent": "projective", "seed": 1, "other_mass": 0.8}, sampled=False)
     plan = copy.deepcopy(PLAN)
     plan["config"]["model"]["base_model"] = True
-    html, doc = _render(tmp_path, r, plan=plan)
+    html, doc = _render(r, plan=plan)
     assert "most of its next-token probability on tokens other than the answer labels" in doc.text
     assert "configured as a base model" in doc.text
     assert 'class="badge fail">G2 FAIL<' in html

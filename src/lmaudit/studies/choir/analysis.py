@@ -32,7 +32,7 @@ from lmaudit.stats.salience import (
     signal_to_chance,
     smiths_s,
 )
-from lmaudit.studies.choir.codebook import build_codebook
+from lmaudit.studies.choir.codebook import question_codebook
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.cues import anchor_echo, pair_table
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
@@ -94,15 +94,7 @@ def _question(
     rng: np.random.Generator,
     anchors: Sequence[str] = (),
 ) -> tuple[dict[str, Any], dict[str, int]]:
-    texts = [t for r in recs for t in r.items]
-    cb = build_codebook(
-        texts,
-        np.stack([vec[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32),
-        min_cluster_size=s.codebook.min_cluster_size,
-        epsilon=s.codebook.cluster_selection_epsilon,
-        metric=s.codebook.metric,
-        noise=s.codebook.noise,
-    )
+    cb = question_codebook(recs, vec, s)
     models = sorted({r.model for r in recs})
     groups: dict[tuple[str, str], list[list[int]]] = {}
     for r in recs:

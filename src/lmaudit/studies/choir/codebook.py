@@ -24,13 +24,19 @@ occurrence-weighted distance sum is exact, ties going to the text seen first.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.stats.exact import unit_dots
 from lmaudit.studies.choir.ties import canonical_labels, tie_broken_reachability
+
+if TYPE_CHECKING:
+    from lmaudit.studies.choir.config import ChoirStudyConfig
+    from lmaudit.studies.choir.records import ListRecord
 
 __all__ = ["Codebook", "build_codebook"]
 
@@ -143,3 +149,19 @@ def build_codebook(
             sizes[next_id] = int(counts[u])
             next_id += 1
     return Codebook(concept_of, labels_out, sizes, frozenset(clustered), n, n_noise)
+
+
+def question_codebook(
+    recs: Sequence[ListRecord], vec: Mapping[str, NDArray[np.float32]], s: ChoirStudyConfig
+) -> Codebook:
+    """The codebook of one question's lists (every item occurrence, by its embedding in
+    ``vec``), clustered as the study's ``codebook`` settings say."""
+    texts = [t for r in recs for t in r.items]
+    return build_codebook(
+        texts,
+        np.stack([vec[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32),
+        min_cluster_size=s.codebook.min_cluster_size,
+        epsilon=s.codebook.cluster_selection_epsilon,
+        metric=s.codebook.metric,
+        noise=s.codebook.noise,
+    )

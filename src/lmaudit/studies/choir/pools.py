@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.stats.salience import smiths_s
-from lmaudit.studies.choir.codebook import build_codebook
+from lmaudit.studies.choir.codebook import question_codebook
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord
 
@@ -107,15 +107,7 @@ def build_pools(
     question: str, recs: list[ListRecord], vec: Mapping[str, NDArray[np.float32]], s: ChoirStudyConfig
 ) -> dict[str, Any]:
     """The question's pools and drawn candidates (a ``ranking_pool`` measurement record)."""
-    texts = [t for r in recs for t in r.items]
-    cb = build_codebook(
-        texts,
-        np.stack([vec[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32),
-        min_cluster_size=s.codebook.min_cluster_size,
-        epsilon=s.codebook.cluster_selection_epsilon,
-        metric=s.codebook.metric,
-        noise=s.codebook.noise,
-    )
+    cb = question_codebook(recs, vec, s)
     sides = {
         "unconditioned": [r for r in recs if r.persona == UNCONDITIONED],
         "conditioned": [r for r in recs if r.persona != UNCONDITIONED],

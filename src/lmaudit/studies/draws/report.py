@@ -1,7 +1,7 @@
 """The draws study's report: one self-contained ``report.html`` (inline CSS and SVG, no scripts).
 
-:func:`write_report` takes the results dict, the plan (or ``None`` when a measurement file was
-re-analysed without one) and the audit record, and writes the page atomically. Text is
+:func:`render_report` takes the results dict, the plan (or ``None`` when a measurement file was
+re-analysed without one) and the audit record, and returns the page (the pipeline writes it). Text is
 escaped by Jinja2's autoescape; the figures are matplotlib's SVG (:mod:`.figures`), which
 escapes its text.
 """
@@ -11,14 +11,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
 from lmaudit import __version__
-from lmaudit.provenance.io import atomic_write_text
 from lmaudit.reporting import config_json, fmt, utc_now
 from lmaudit.reporting import get as _get
 from lmaudit.reporting import num as _num
@@ -26,7 +24,7 @@ from lmaudit.reporting import pval as _pval
 from lmaudit.reporting import text as _text
 from lmaudit.studies.draws.figures import null_svg, rho_curve_svg
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["render_report"]
 
 TEMPLATE = "report_template.html.j2"
 NOT_RECORDED = "not recorded"
@@ -114,13 +112,3 @@ def render_report(
         config=config_json(plan),
         generated=utc_now(),
     )
-
-
-def write_report(
-    path: str | Path,
-    *,
-    results: Mapping[str, Any],
-    plan: Mapping[str, Any] | None,
-    audit: Mapping[str, Any] | None,
-) -> Path:
-    return atomic_write_text(path, render_report(results=results, plan=plan, audit=audit))

@@ -9,14 +9,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
 from lmaudit import __version__
-from lmaudit.provenance.io import atomic_write_text
 from lmaudit.reporting import claim, config_json, fmt, observed, utc_now
 from lmaudit.reporting import get as _get
 from lmaudit.reporting import num as _num
@@ -24,7 +22,7 @@ from lmaudit.reporting import pval as _pval
 from lmaudit.reporting import text as _text
 from lmaudit.studies.judge.figures import confidence_svg
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["render_report"]
 
 TEMPLATE = "report_template.html.j2"
 
@@ -100,13 +98,3 @@ def render_report(
         config=config_json(plan),
         generated=utc_now(),
     )
-
-
-def write_report(
-    path: str | Path,
-    *,
-    results: Mapping[str, Any],
-    plan: Mapping[str, Any] | None,
-    audit: Mapping[str, Any] | None,
-) -> Path:
-    return atomic_write_text(path, render_report(results=results, plan=plan, audit=audit))

@@ -1,8 +1,8 @@
 """The QQ study's report: one self-contained ``report.html`` (inline CSS and SVG, no scripts).
 
-:func:`write_report` takes the results dict (``QQResult.to_json()`` plus ``gates`` and
+:func:`render_report` takes the results dict (``QQResult.to_json()`` plus ``gates`` and
 ``source``), the plan (or ``None`` when a measurement file was re-analysed without one) and
-the audit record, and writes the page atomically. Every optional part of the inputs may be
+the audit record, and returns the page (the pipeline writes it). Every optional part of the inputs may be
 missing; it then reads "not recorded". All text is escaped by Jinja2's autoescape; the
 figures are SVG written by matplotlib, which escapes its own text.
 """
@@ -15,14 +15,12 @@ import json
 import math
 from collections.abc import Mapping
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
 from lmaudit import __version__
-from lmaudit.provenance.io import atomic_write_text
 from lmaudit.reporting import claim, observed
 from lmaudit.studies.qq.figures import (
     iter_positions,
@@ -32,7 +30,7 @@ from lmaudit.studies.qq.figures import (
     saturation_cdf_svg,
 )
 
-__all__ = ["NOT_RECORDED", "render_report", "write_report"]
+__all__ = ["NOT_RECORDED", "render_report"]
 
 NOT_RECORDED = "not recorded"
 TEMPLATE = "report_template.html.j2"
@@ -314,22 +312,6 @@ def render_report(
     audit: dict[str, Any] | None,
     generated_utc: str | None = None,
 ) -> str:
-    """The report page as a string (see :func:`write_report`)."""
+    """The report page as a string (the pipeline writes it, atomically)."""
     generated = generated_utc or _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return _template().render(**_context(results, plan, audit or {}, generated))
-
-
-def write_report(
-    path: Path,
-    *,
-    results: dict[str, Any],
-    plan: dict[str, Any] | None,
-    audit: dict[str, Any],
-    generated_utc: str | None = None,
-) -> Path:
-    """Write the self-contained HTML report to ``path`` atomically and return ``path``.
-
-    ``generated_utc`` pins the "report generated" timestamp (for byte-reproducible output).
-    """
-    html = render_report(results=results, plan=plan, audit=audit, generated_utc=generated_utc)
-    return atomic_write_text(path, html)
