@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.base import canonical_json, sha256_text
+from lmaudit.provenance.io import open_input
 
 
 def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a regular file, read in blocks (a pipe or device is refused: :func:`open_input`)."""
     h = hashlib.sha256()
-    with Path(path).open("rb") as fh:
+    with open_input(path) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from lmaudit.provenance.jsoncheck import StrictJsonError, strict_loads
 
@@ -68,13 +69,67 @@ class InputError(ValueError):
     """Bad user input; the message names the file, line/item and field."""
 
 
-def read_utf8(path: str | Path) -> str:
-    """The file's text; InputError naming the file when it is missing or not UTF-8."""
+#: The most bytes lmaudit reads whole from one input file (an item bank, an import, a
+#: registration), and the longest line it reads from a JSON Lines file: past this an input is
+#: refused instead of being read into memory.
+MAX_INPUT_BYTES = 1 << 30
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(path: Path, mode: int) -> InputError:
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return InputError(f"{path}: {kind}, not a regular file; inputs are read from regular files only")
+
+
+def open_input(path: str | Path) -> IO[bytes]:
+    """Open an input file for reading, refusing at once (InputError naming it) anything but a
+    regular file: a named pipe would block the open, a device (``/dev/zero``) never ends.
+
+    The file is opened non-blocking and checked again on its descriptor, so a path swapped for
+    a pipe after the first check cannot block either."""
     path = Path(path)
     try:
-        return path.read_text(encoding="utf-8")
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_regular(path, mode)
+    return os.fdopen(fd, "rb")
+
+
+def read_input(path: str | Path) -> bytes:
+    """The bytes of a regular input file (:func:`open_input`) of at most
+    :data:`MAX_INPUT_BYTES`; a larger one is refused, naming the bound."""
+    limit = MAX_INPUT_BYTES
+    with open_input(path) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(f"{path}: larger than {limit:,} bytes, the most lmaudit reads from one input file")
+    return data
+
+
+def read_utf8(path: str | Path) -> str:
+    """The file's text (:func:`read_input`); InputError naming the file when it is missing, not
+    a regular file, too large or not UTF-8."""
+    try:
+        return read_input(path).decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
@@ -97,12 +152,11 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)`` for each non-blank line; errors name the line (and the
     key given twice or the field holding a non-finite number, as :func:`read_json`)."""
     path = Path(path)
-    try:
-        fh = path.open("rb")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    with fh:
-        for lineno, raw in enumerate(fh, start=1):
+    limit = MAX_INPUT_BYTES
+    with open_input(path) as fh:
+        for lineno, raw in enumerate(iter(lambda: fh.readline(limit + 1), b""), start=1):
+            if len(raw) > limit:
+                raise InputError(f"{path}: line {lineno}: longer than {limit:,} bytes")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:

@@ -170,7 +170,7 @@ def test_bad_json_names_file_line_and_column(tmp_path: Path) -> None:
 
 
 def test_unreadable_and_file_level_problems(tmp_path: Path) -> None:
-    assert "cannot read file" in str(_error(tmp_path / "missing.json"))
+    assert "file not found" in str(_error(tmp_path / "missing.json"))
     assert "missing top-level field 'items'" in str(_error(_write(tmp_path, {"bank": "b", "version": "1"})))
     assert "'items' is empty" in str(_error(_write(tmp_path, {"bank": "b", "version": "1", "items": []})))
     assert "top level must be a JSON object" in str(_error(_write(tmp_path, "[1, 2]")))

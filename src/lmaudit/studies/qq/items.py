@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError
+from lmaudit.provenance.io import InputError, read_input
 from lmaudit.provenance.jsoncheck import JsonObject, duplicate_keys, json_type, suggest
 
 STRATA = ("S1", "S2", "S3")
@@ -145,9 +145,9 @@ def load_bank(path: str | Path) -> ItemBank:
     """Read and validate an item bank; raise ``ItemBankError`` listing every problem."""
     where = str(path)
     try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise ItemBankError(where, [f"{where}: cannot read file: {exc.strerror or exc}"]) from exc
+        raw = read_input(path)
+    except InputError as exc:
+        raise ItemBankError(where, [str(exc)]) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
