@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from lmaudit.backends.base import (
     canonical_json,
     derive_seed,
 )
+from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.openai.backend import UNVERIFIED, OpenAIBackend
 from lmaudit.backends.openai.wire import (
     LabelResultWithVariants,
@@ -36,6 +38,7 @@ from lmaudit.backends.openai.wire import (
     read_labels,
     render_chat_template,
 )
+from lmaudit.provenance.cache import ResponseCache
 
 SECRET = "sk-test-0123456789abcdef-SECRET"
 KEY_ENV = "LMAUDIT_TEST_OPENAI_KEY"
@@ -59,6 +62,7 @@ class Fake:
     tokenize: str | None = "llama-cpp-python"  # which tokenize API exists (None: none)
     gets: list[str] = field(default_factory=list)
     models_status: int = 200  # what GET /v1/models answers
+    top: dict[str, Any] | None = None  # top logprobs to send as they are (None: TOP's)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -119,6 +123,10 @@ def _make_handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
                     {"token": t, "logprob": math.log(p), "id": 100 + i}
                     for i, (t, p) in enumerate(TOP.items())
                 ][: body["top_logprobs"]]
+                if fake.top is not None:
+                    tops = [
+                        {"token": t, "logprob": v, "id": 100 + i} for i, (t, v) in enumerate(fake.top.items())
+                    ]
                 lp = {"content": [{"token": "A", "logprob": math.log(0.6), "top_logprobs": tops}]}
                 self._send(200, {"choices": [{"index": 0, "message": {"content": "A"}, "logprobs": lp}]})
             else:
@@ -333,6 +341,38 @@ def test_completions_mode_renders_template(server: tuple[Fake, str]) -> None:
     assert body["logprobs"] == 5 and body["max_tokens"] == 1 and body["temperature"] == 0
     assert res.probs == pytest.approx({"A": 0.6, "B": 0.25})
     assert res.label_token_ids == {"A": -1, "B": -1}  # legacy format carries no ids
+
+
+@pytest.mark.parametrize(
+    ("top", "refusal"),
+    [
+        ({"A": 0.5, "B": math.log(0.2)}, r"logprob 0\.5 for token 'A', not a log-probability"),
+        ({"A": math.inf}, r"logprob inf for token 'A', not a log-probability"),
+        ({"A": math.nan}, r"logprob nan for token 'A', not a log-probability"),
+        ({"A": "-0.1"}, r"sent '-0\.1' as the logprob of token 'A', not a number"),
+        ({"A": math.log(0.7), "B": math.log(0.6)}, r"probabilities summing to 1\.3 > 1"),
+    ],
+)
+def test_an_answer_that_is_no_distribution_is_refused_and_never_cached(
+    server: tuple[Fake, str], tmp_path: Path, top: dict[str, Any], refusal: str
+) -> None:
+    fake, url = server
+    fake.top = top
+    cached = CachedBackend(make(url, top_logprobs=4), ResponseCache(tmp_path), progress=False)
+    with pytest.raises(BackendError, match=refusal):
+        cached.label_logprobs([LREQ], top_k=3)
+    asked = len(fake.seen)
+    fake.top = None  # the server mended: the request is asked again, not served a bad answer
+    (res,) = cached.label_logprobs([LREQ], top_k=3)
+    assert len(fake.seen) == asked + 1
+    assert res.probs == pytest.approx({"A": 0.6, "B": 0.25})
+
+
+def test_rounding_above_zero_and_null_logprobs_are_read_as_probabilities(server: tuple[Fake, str]) -> None:
+    fake, url = server
+    fake.top = {"A": 3e-7, "B": None}  # float32 rounding of p = 1; llama.cpp writes -inf as null
+    (res,) = make(url, top_logprobs=4).label_logprobs([LREQ], top_k=3)
+    assert res.probs == {"A": 1.0, "B": 0.0} and res.other == 0.0
 
 
 def test_parse_functions() -> None:

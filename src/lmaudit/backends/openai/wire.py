@@ -53,15 +53,21 @@ def first_position_top(choice: Mapping[str, Any]) -> list[tuple[str, float, int]
         first = content[0]
         tops = first.get("top_logprobs") or [first]
         for t in tops:
+            if not isinstance(t, Mapping):
+                raise BackendError(f"openai backend: unexpected top_logprobs entry {str(t)[:200]}")
             tid = t.get("id", t.get("token_id", -1))
             entries.append(
-                (str(t.get("token", "")), _finite(t.get("logprob")), int(tid) if tid is not None else -1)
+                (
+                    str(t.get("token", "")),
+                    _logprob(t.get("logprob"), str(t.get("token", ""))),
+                    int(tid) if tid is not None else -1,
+                )
             )
     elif isinstance(lp.get("top_logprobs"), list) and lp["top_logprobs"]:
         first_top = lp["top_logprobs"][0]
         if not isinstance(first_top, Mapping):
             raise BackendError(f"openai backend: unexpected top_logprobs shape {str(first_top)[:200]}")
-        entries = [(str(tok), _finite(v), -1) for tok, v in first_top.items()]
+        entries = [(str(tok), _logprob(v, str(tok)), -1) for tok, v in first_top.items()]
     else:
         raise BackendError(
             f"openai backend: no logprobs at the first position (finish_reason="
@@ -69,7 +75,7 @@ def first_position_top(choice: Mapping[str, Any]) -> list[tuple[str, float, int]
             f"{str(lp)[:200]}"
         )
     entries.sort(key=lambda e: -e[1])
-    return entries
+    return _checked_mass(entries)
 
 
 def read_labels(
@@ -96,12 +102,41 @@ def read_labels(
     return LabelResult(probs=probs, other=other, top_k=top, label_token_ids=ids)
 
 
-def _finite(x: Any) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
+#: How far above 0 a log-probability, and above 1 the top alternatives' summed probability, may
+#: come back and still be read as rounding (servers compute in float32); anything more is not a
+#: distribution, and the answer is refused before it can be cached.
+LOGPROB_ROUNDING = 1e-4
+
+
+def _logprob(x: Any, token: str) -> float:
+    """A log-probability as the server sent it: a number at most 0 (up to rounding, read as 0),
+    ``-inf``, or ``null`` (p = 0: JSON has no infinity, and llama.cpp writes ``-inf`` as ``null``).
+    Anything else is refused with the value the server sent."""
+    if x is None:
         return -math.inf
-    return v if not math.isnan(v) else -math.inf
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise BackendError(
+            f"openai backend: the server sent {x!r} as the logprob of token {token!r}, not a number; "
+            "the answer is refused and not cached"
+        )
+    v = float(x)
+    if math.isnan(v) or v > LOGPROB_ROUNDING:
+        raise BackendError(
+            f"openai backend: the server sent logprob {v!r} for token {token!r}, not a log-probability "
+            f"(p = exp({v!r}) is not in [0, 1]); the answer is refused and not cached"
+        )
+    return min(v, 0.0)
+
+
+def _checked_mass(entries: list[tuple[str, float, int]]) -> list[tuple[str, float, int]]:
+    mass = math.fsum(math.exp(lp) for _, lp, _ in entries)
+    if mass > 1 + LOGPROB_ROUNDING:
+        raise BackendError(
+            f"openai backend: the server's top alternatives have probabilities summing to {mass:.6g} > 1 "
+            f"({', '.join(f'{t!r}: {math.exp(lp):.4g}' for t, lp, _ in entries[:5])}); "
+            "the answer is refused and not cached"
+        )
+    return entries
 
 
 def server_message(resp: requests.Response) -> str:
