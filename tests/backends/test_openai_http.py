@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
+import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -174,3 +177,75 @@ def test_credentials_in_url_redacted_everywhere(
     assert caplog.text and all("pa55word" not in t for t in texts)
     assert backend.describe()["base_url"] == f"http://***@{host}"
     assert fake.seen[0]["headers"]["Authorization"].startswith("Basic ")  # the server still gets them
+
+
+# --- item: the deadline covers the body, however slowly it arrives -----------------------------
+
+
+class _Drip(BaseHTTPRequestHandler):
+    """Answers 200 at once, then sends its JSON body one byte every 50 ms (each socket read well
+    inside timeout_s): on POST, or with ``drip_get`` on GET /models too."""
+
+    drip_get = False
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _answer(self, body: Any, drip: bool) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            for i in range(len(data)) if drip else ():
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                time.sleep(0.05)
+            if not drip:
+                self.wfile.write(data)
+        except OSError:  # the client gave up and closed the connection
+            pass
+
+    def do_GET(self) -> None:
+        self._answer({"object": "list", "data": [{"id": "toy", "object": "model"}]}, self.drip_get)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        tops = [{"token": "A", "logprob": -0.1}, {"token": "B", "logprob": -3.0}]
+        self._answer(
+            {"choices": [{"message": {"content": "A"}, "logprobs": {"content": [{"top_logprobs": tops}]}}]},
+            True,
+        )
+
+
+class _DripAll(_Drip):
+    drip_get = True
+
+
+@pytest.mark.parametrize(
+    ("handler", "request_line"), [(_Drip, "POST"), (_DripAll, "GET")], ids=["answer", "reachability check"]
+)
+def test_a_body_sent_a_byte_at_a_time_is_cut_off_at_the_request_deadline(
+    handler: type[_Drip], request_line: str
+) -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        conf = {
+            "base_url": url,
+            "model": "toy",
+            "timeout_s": 5.0,
+            "request_deadline_s": 0.5,
+            "max_retries": 2,
+        }
+        with pytest.raises(
+            BackendError,
+            match=rf"^{request_line} .* gave up at its deadline \(request_deadline_s=0\.5\): HTTP 200, "
+            r"the body still arriving \(\d+ bytes read\)",
+        ):
+            OpenAIBackend(conf).label_logprobs([LREQ])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -5,9 +5,11 @@ waits, a deadline per request, a reachability check, and messages with no creden
   backoff and full jitter. A ``Retry-After`` header is honoured but never beyond
   ``backoff_cap_s``: a server asking for a day's pause gets at most the cap, and the
   request's deadline decides when to give up.
-* Every request has a total deadline, ``request_deadline_s`` (attempts, waits and the
-  per-attempt ``timeout_s`` together). A request that cannot finish in time fails with the
-  last error seen rather than waiting longer.
+* Every request has a total deadline, ``request_deadline_s`` (attempts, waits, the
+  per-attempt ``timeout_s`` and the reading of each answer's body together). A request that
+  cannot finish in time fails with the last error seen rather than waiting longer. The body is
+  read as it arrives (urllib3's ``read1``) with the deadline checked between reads, so a server
+  that sends its answer a byte at a time, each read inside ``timeout_s``, cannot hold a run.
 * A connection that cannot be made at all (refused, host unknown) is not retried: it fails
   at once with ``cannot reach <url>``. Before its first request the client checks the
   server once (``GET <base_url>/models``), so a wrong address stops a run before any
@@ -18,6 +20,7 @@ waits, a deadline per request, a reachability check, and messages with no creden
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -27,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 import requests
+from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 
 from lmaudit.backends.base import BackendError
@@ -38,6 +42,10 @@ log = logging.getLogger(__name__)
 
 class ServerUnreachable(BackendError):
     """No connection could be made to the server: retrying, or asking other endpoints, is futile."""
+
+
+class _BodyPastDeadline(Exception):
+    """The answer's body was still arriving when the request's deadline passed."""
 
 
 def _unreachable(e: requests.RequestException) -> bool:
@@ -108,12 +116,23 @@ class HttpClient:
         """``GET <base_url>/models`` once: ServerUnreachable when nothing answers there, a
         BackendError when the server refuses the credentials; any other answer is a server."""
         url = f"{self.base_url}/models"
+        start = self._clock()
         try:
             resp = self._session().get(
-                url, headers=self._headers(), timeout=min(self.timeout_s, self.deadline_s)
+                url, headers=self._headers(), timeout=min(self.timeout_s, self.deadline_s), stream=True
             )
-        except requests.RequestException as e:
-            if _unreachable(e) or isinstance(e, requests.ConnectTimeout):
+            with resp:
+                data = self._read_body(resp, start)
+        except _BodyPastDeadline as e:
+            raise BackendError(
+                self.redact(
+                    f"GET {redact_url(url)} gave up at its deadline (request_deadline_s={self.deadline_s:g}): {e}"
+                )
+            ) from None
+        except (requests.RequestException, Urllib3Error) as e:
+            if isinstance(e, requests.RequestException) and (
+                _unreachable(e) or isinstance(e, requests.ConnectTimeout)
+            ):
                 raise ServerUnreachable(
                     self.redact(f"cannot reach {redact_url(self.base_url)}: {type(e).__name__}: {e}")
                 ) from None
@@ -123,7 +142,8 @@ class HttpClient:
             raise BackendError(
                 self.redact(
                     f"{redact_url(self.base_url)} refused the credentials (HTTP {resp.status_code}: "
-                    f"{server_message(resp)}); the key is read from ${self.api_key_env}"
+                    f"{server_message(data.decode('utf-8', 'replace'), resp.reason)}); "
+                    f"the key is read from ${self.api_key_env}"
                 )
             )
         if resp.status_code >= 300:
@@ -152,29 +172,39 @@ class HttpClient:
             retry_after: float | None = None
             try:
                 resp = self._session().post(
-                    url, json=body, headers=self._headers(), timeout=min(self.timeout_s, left)
+                    url, json=body, headers=self._headers(), timeout=min(self.timeout_s, left), stream=True
                 )
-            except requests.RequestException as e:
-                if _unreachable(e):
+                with resp:
+                    data = self._read_body(resp, start)
+            except _BodyPastDeadline as e:
+                err = str(e)
+                break
+            except (requests.RequestException, Urllib3Error) as e:
+                if isinstance(e, requests.RequestException) and _unreachable(e):
                     raise ServerUnreachable(
                         self.redact(f"cannot reach {where}: {type(e).__name__}: {e}")
                     ) from None
                 if not isinstance(
-                    e, requests.ConnectionError | requests.Timeout | requests.exceptions.ChunkedEncodingError
+                    e,
+                    requests.ConnectionError
+                    | requests.Timeout
+                    | requests.exceptions.ChunkedEncodingError
+                    | Urllib3Error,
                 ):
                     raise BackendError(self.redact(f"POST {where} failed: {type(e).__name__}: {e}")) from None
                 err = f"{type(e).__name__}: {e}"
             else:
                 if resp.status_code < 300:
                     try:
-                        return resp.json()
+                        return json.loads(data)
                     except ValueError:
                         raise BackendError(
                             self.redact(
-                                f"POST {where}: HTTP {resp.status_code} but the body is not JSON: {resp.text[:300]!r}"
+                                f"POST {where}: HTTP {resp.status_code} but the body is not JSON: "
+                                f"{data[:300].decode('utf-8', 'replace')!r}"
                             )
                         ) from None
-                msg = server_message(resp)
+                msg = server_message(data.decode("utf-8", "replace"), resp.reason)
                 if resp.status_code != 429 and resp.status_code < 500:
                     raise BackendError(self.redact(f"POST {where} returned HTTP {resp.status_code}: {msg}"))
                 err = f"HTTP {resp.status_code}: {msg}"
@@ -197,6 +227,20 @@ class HttpClient:
                 f"POST {where} gave up at its deadline (request_deadline_s={self.deadline_s:g}): {err}"
             )
         )
+
+    def _read_body(self, resp: requests.Response, start: float) -> bytes:
+        """The answer's body, read as it arrives, within the request's deadline."""
+        parts: list[bytes] = []
+        while True:
+            if self._clock() - start > self.deadline_s:
+                got = sum(map(len, parts))
+                raise _BodyPastDeadline(
+                    f"HTTP {resp.status_code}, the body still arriving ({got} bytes read)"
+                )
+            chunk = resp.raw.read1(1 << 16, decode_content=True)
+            if not chunk:
+                return b"".join(parts)
+            parts.append(chunk)
 
     def wait_s(self, attempt: int, retry_after: float | None) -> float:
         """The pause before retry ``attempt + 1``: ``Retry-After`` when sent, else full jitter;

@@ -13,8 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import requests
-
 from lmaudit.backends.base import BackendError, LabelResult, Message
 from lmaudit.backends.chat_template import render_chat_template as _render
 
@@ -139,11 +137,13 @@ def _checked_mass(entries: list[tuple[str, float, int]]) -> list[tuple[str, floa
     return entries
 
 
-def server_message(resp: requests.Response) -> str:
+def server_message(text: str, reason: str = "") -> str:
+    """What an error answer's body (``text``) says, for a message: the ``error`` / ``detail`` /
+    ``message`` field of a JSON body, else the text itself, else the HTTP reason phrase."""
     try:
-        body = resp.json()
+        body = json.loads(text)
     except ValueError:
-        return resp.text[:500] or resp.reason or ""
+        return text[:500] or reason or ""
     if isinstance(body, dict):
         err = body.get("error", body.get("detail", body.get("message")))
         if isinstance(err, dict):
