@@ -180,3 +180,20 @@ def test_seconds_count_the_time_spent_answering_misses_per_contract(tmp_path: Pa
     warm.sample([SREQ])
     assert backend.labels == backend.draws == 0  # all answered from the cache...
     assert warm.seconds == {"label_logprobs": 0.0, "sample": 0.0}  # ...so no time is counted
+
+
+def test_each_missing_key_is_one_miss_however_often_it_is_looked_up(tmp_path: Path) -> None:
+    """A cold call looks each key up twice (before and after claiming it) and a waiting process
+    polls it: the audit record's misses count keys, not lookups."""
+    backend = Asked()
+    cache = ResponseCache(tmp_path)
+    reqs = [
+        LabelRequest(messages=({"role": "user", "content": f"Is {i} A?"},), labels=("A", "B"))
+        for i in range(3)
+    ]
+    CachedBackend(backend, cache, progress=False).label_logprobs(reqs, top_k=3)
+    assert backend.labels == 3
+    assert cache.stats.as_dict() == {"hits": 0, "misses": 3, "writes": 3, "invalid": 0, "legacy": 0}
+    absent = cache_key("d" * 64, {"kind": "never stored"})
+    assert [cache.get(absent) for _ in range(5)] == [None] * 5
+    assert cache.stats.misses == 4

@@ -113,6 +113,10 @@ def parse_entry(raw: bytes, key: str) -> tuple[Any, bool]:
 
 @dataclass
 class CacheStats:
+    """What one process's cache object saw. ``misses`` counts each key not found once, however
+    often it is looked up again (after claiming it, or while another process answers it), so
+    ``misses - writes`` is what other processes answered meanwhile (or what failed)."""
+
     hits: int = 0
     misses: int = 0
     writes: int = 0
@@ -138,6 +142,7 @@ class ResponseCache:
         self.root = Path(self.root)
         self._rejected: set[str] = set()
         self._legacy: set[str] = set()
+        self._missed: set[str] = set()
         self._packs = Packs(self.root)
         self._group_owners: dict[str, tuple[str, frozenset[str]]] = {}  # claim file -> (owner, keys)
         #: every key this object served (a hit) or stored: what a run read or wrote
@@ -168,16 +173,21 @@ class ResponseCache:
         try:
             data = p.read_bytes()
         except FileNotFoundError:
-            self.stats.misses += 1
+            self._miss(key)
             return None
         except OSError as e:  # a directory, no permission ...
             self._reject(key, p, f"unreadable ({e.strerror or type(e).__name__})")
-            self.stats.misses += 1
+            self._miss(key)
             return None
         ok, value = self._serve(key, data, p, check)
         if not ok:
-            self.stats.misses += 1
+            self._miss(key)
         return value
+
+    def _miss(self, key: str) -> None:
+        if key not in self._missed:
+            self._missed.add(key)
+            self.stats.misses += 1
 
     def close(self) -> None:
         """Close the pack files held open for reading (reopened when needed)."""
