@@ -104,6 +104,32 @@ def test_a_list_given_twice_is_refused(make_cfg, tmp_path):
         run(make_cfg("study=choir", f"study.import_path={path}", *COMMON, name="twice"))
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "said"),
+    [
+        ("What lasts?", "What endures?", "line 1: its 'question_text' is 'What lasts?', {path}: line 2: its"),
+        (None, "What endures?", "line 1: the infinity bank's text is"),
+    ],
+)
+def test_one_question_with_two_texts_is_refused_naming_both_lines(make_cfg, tmp_path, first, second, said):
+    rec = {
+        "model": "m",
+        "question": "H001",
+        "template": "A",
+        "temperature": 0.7,
+        "persona": "none",
+        "items": ["alpha"],
+    }
+    one = {**rec, "generation": 0} | ({"question_text": first} if first else {})
+    two = {**rec, "generation": 1, "question_text": second}
+    path = tmp_path / "texts.jsonl"
+    path.write_text(json.dumps(one) + "\n" + json.dumps(two) + "\n")
+    with pytest.raises(InputError) as e:
+        run(make_cfg("study=choir", f"study.import_path={path}", *COMMON, name="texts"))
+    assert str(e.value).startswith("question 'H001' has two texts: ")
+    assert said.format(path=path) in str(e.value) and str(e.value).endswith("is 'What endures?'")
+
+
 def test_imported_lists_may_bring_their_own_persona_profiles(make_cfg, tmp_path):
     """Lists conditioned on profiles other than ours: refused without their texts, analysed with
     them (study.profiles_path), and the leakage check reads those texts."""

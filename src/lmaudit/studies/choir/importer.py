@@ -87,7 +87,7 @@ def read_import(
     )
     personas = {p.id for p in m.personas} | set(profiles)  # ours, and those of study.profiles_path
     rows: list[dict[str, Any]] = []
-    texts: dict[str, str] = {}
+    texts: dict[str, tuple[str, str]] = {}  # question -> (its text, where that text was given)
     seen: set[tuple[Any, ...]] = set()
     for line, where, obj in records(path, _REQUIRED, _KNOWN):
         model, q, template, persona = (
@@ -103,13 +103,18 @@ def read_import(
                 f"{where}: field 'persona' = {persona!r} is not a persona profile ({sorted(personas)}; give the lists' own in study.profiles_path)"
             )
         if "question_text" in obj:
-            texts[q] = _str(obj, "question_text", where)
+            text, said = _str(obj, "question_text", where), f"{where}: its 'question_text'"
         elif q in bank:
-            texts[q] = bank[q]
+            text, said = bank[q], f"{where}: the {s.bank} bank's text"
         else:
             raise InputError(
                 f"{where}: field 'question' = {q!r} is not in the {s.bank} bank (add 'question_text')"
             )
+        if q in texts and texts[q][0] != text:
+            raise InputError(
+                f"question {q!r} has two texts: {texts[q][1]} is {texts[q][0]!r}, {said} is {text!r}"
+            )
+        texts.setdefault(q, (text, said))
         key = (model, q, template, persona, float(t), g)
         if key in seen:
             raise InputError(
@@ -134,4 +139,4 @@ def read_import(
         )
     if not rows:
         raise InputError(f"{path}: no lists")
-    return rows, texts
+    return rows, {q: text for q, (text, _) in texts.items()}
