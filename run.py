@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 import traceback
 
@@ -10,6 +11,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from lmaudit.backends.base import BackendError
 from lmaudit.config.overrides import with_canonical_overrides
 from lmaudit.config.schema import register_configs
 from lmaudit.pipeline.record import Terminated
@@ -17,6 +19,26 @@ from lmaudit.pipeline.sweep import JobFailed
 from lmaudit.provenance.io import InputError
 
 register_configs()
+
+
+#: what the machine refuses, reported in one line: a full disk or quota, a file-size limit,
+#: a permission, a read-only file system, a path component that is a file
+_MACHINE_REFUSALS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EFBIG,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EROFS,
+    errno.ENOTDIR,
+    errno.EISDIR,
+}
+
+
+def _one_line(e: Exception) -> str:
+    if isinstance(e, OSError) and e.strerror:  # "<path>: No space left on device"
+        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    return str(e)
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -29,11 +51,20 @@ def main(cfg: DictConfig) -> float | JobFailed | None:
     except Terminated as e:  # SIGTERM: the run's MLflow record says KILLED, its lock is released
         print(f"error: stopped by {e}", file=sys.stderr)
         sys.exit(143)
-    except InputError as e:  # errors for people: no traceback, the message names file/item/field
-        print(f"error: {e}", file=sys.stderr)
+    except (InputError, BackendError, OSError) as e:
+        # errors for people, without a traceback: bad input (the message names file, item and
+        # field), a backend that cannot answer, and what the machine refuses (a full disk, a
+        # file-size limit, a permission); any other OSError is a fault of lmaudit's, below
+        if isinstance(e, OSError) and e.errno not in _MACHINE_REFUSALS:
+            if not sweeping:
+                raise
+            traceback.print_exc()
+            return JobFailed(f"{type(e).__name__}: {e}")
+        message = _one_line(e)
+        print(f"error: {message}", file=sys.stderr)
         if sweeping:  # the sweep goes on; its end reports the failure and exits non-zero
-            return JobFailed(str(e))
-        sys.exit(2)
+            return JobFailed(message)
+        sys.exit(2 if isinstance(e, InputError) else 1)
     except Exception as e:
         if not sweeping:
             raise

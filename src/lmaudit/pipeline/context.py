@@ -57,5 +57,16 @@ def run_dir(cfg: DictConfig) -> Path:
     return out
 
 
+def must_be_folder(path: Path, field: str) -> None:
+    """Refuse (InputError naming ``field``) a folder path that is a file, or lies below one,
+    before anything is planned or written there."""
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                where = "is a file" if p == path else f"lies below {p}, a file"
+                raise InputError(f"{field} = {path} {where}, not a folder")
+            return
+
+
 def experiment_name(cfg: DictConfig) -> str:
     return str(cfg.mlflow.experiment or f"lmaudit-{cfg.study.name}")

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from lmaudit.config.checks import validate
 from lmaudit.config.execution import without_execution
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now
-from lmaudit.pipeline.context import run_dir, study_of
+from lmaudit.pipeline.context import must_be_folder, run_dir, study_of
 from lmaudit.pipeline.mlflow_run import log_job
 from lmaudit.pipeline.mlflow_run import section as mlflow_section
 from lmaudit.pipeline.record import signals_raise, write_dvc_views
@@ -294,6 +294,9 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
             return None
     study = study_of(cfg)
     out = run_dir(cfg)
+    must_be_folder(out, "out_dir" if cfg.get("out_dir") else "the run folder")
+    if stage in {"measure", "all"}:
+        must_be_folder(Path(cfg.paths.cache), "paths.cache")
     freezing_open = stage == "freeze" and cfg.prereg is not None and cfg.prereg.data == "open"
     ctx = RunContext(cfg=cfg, stage=stage, run_dir=out, freezing_open=freezing_open)
     # the plan validates every input: bad input is refused before the run directory exists

@@ -40,9 +40,11 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, fsync: bool = True) -> 
                 fh.flush()
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:  # a full disk or a size limit: name the file
+            raise OSError(e.errno, e.strerror, str(path)) from None
         raise
     return path
 
