@@ -226,3 +226,29 @@ def test_ranking_change_is_judged_across_the_four_wrapper_conditions_only():
         res["model_wins"]["ranking_compared"] == ["P0", "SWAP"]
         and res["model_wins"]["ranking_changes"] is True
     )
+
+
+def test_each_items_confidences_are_its_own_in_replicate_order_whatever_the_judgment_order():
+    import random
+
+    rng = random.Random(11)
+    conds = [{"id": "P0", "wrap": [], "swap": False}, {"id": "PA", "wrap": ["A"], "swap": False}]
+    items = [f"i{i}" for i in range(12)]
+    js = [
+        Judgment(c["id"], item, r, True, rng.choice(["A", "B"]), round(rng.random(), 3))
+        for c in conds
+        for item in items
+        for r in range(3)
+    ]
+    want = {
+        (j.condition, j.item): [
+            x.confidence
+            for x in sorted(js, key=lambda x: x.replicate)
+            if (x.condition, x.item) == (j.condition, j.item)
+        ]
+        for j in js
+    }
+    rng.shuffle(js)
+    res = analyze(js, conditions=conds, reference="P0", items=items, alpha=0.05)
+    for row in res["items"]:
+        assert row["confidence"] == {c["id"]: want[(c["id"], row["item"])] for c in conds}

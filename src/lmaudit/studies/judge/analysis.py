@@ -282,15 +282,18 @@ def analyze(
         classification["counts"] = {c: pooled.get(c, 0) for c in (*CLASSES, NOT_CLASSIFIABLE)}
         classification["by_replicate"] = by_rep
 
+    # each condition's confidences by item, in replicate order: one pass over the judgments
+    # (a scan of every judgment per item made the analysis quadratic in the prompts)
+    confidence: dict[str, dict[str, list[float | None]]] = {cid: {} for cid in cids}
+    for cid in cids:
+        for j in sorted(by_cond[cid], key=lambda j: j.replicate):
+            confidence[cid].setdefault(j.item, []).append(j.confidence)
     grid = []
     for item in items:
         row: dict[str, Any] = {
             "item": item,
             "labels": {cid: [labels[cid].get(item, {}).get(r) for r in range(k)] for cid in cids},
-            "confidence": {
-                cid: [j.confidence for j in sorted(by_cond[cid], key=lambda j: j.replicate) if j.item == item]
-                for cid in cids
-            },
+            "confidence": {cid: confidence[cid].get(item, []) for cid in cids},
         }
         if item in per_item_class:
             row["classification"] = per_item_class[item]
