@@ -97,3 +97,25 @@ def test_integer_answers_never_match_string_answers() -> None:
     b = SequenceRecord("m", "s", "c", "p", ("1", "2", "3"), None)
     kept, dropped = dedup_prefixes([a, b])
     assert len(kept) == 2 and not dropped
+
+
+def test_prefix_dropping_matches_its_definition_on_random_records() -> None:
+    """Dropped exactly when equal to or a prefix of a kept sequence of its key, the longer (and
+    of equals the first) kept: against the definition, sequence by sequence."""
+    import random
+
+    rng = random.Random(5)
+    for _ in range(300):
+        recs = [
+            _rec("".join(rng.choice("AB") for _ in range(rng.randint(1, 5))), probe=rng.choice("pq"))
+            for _ in range(rng.randint(1, 12))
+        ]
+        order = sorted(range(len(recs)), key=lambda i: (-len(recs[i].draws), i))
+        kept_ids: list[int] = []
+        for i in order:
+            d = recs[i].draws
+            if not any(recs[k].key == recs[i].key and recs[k].draws[: len(d)] == d for k in kept_ids):
+                kept_ids.append(i)
+        kept, dropped = dedup_prefixes(recs)
+        assert kept == [recs[i] for i in sorted(kept_ids)]
+        assert dropped == [r for i, r in enumerate(recs) if i not in kept_ids]

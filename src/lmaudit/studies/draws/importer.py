@@ -136,13 +136,19 @@ def dedup_prefixes(records: Sequence[SequenceRecord]) -> tuple[list[SequenceReco
     for idx in by_key.values():
         if len(idx) < 2:
             continue
-        kept: list[tuple[Answer, ...]] = []
+        # the kept sequences as a trie: every path from the root is a prefix of a kept
+        # sequence, so a sequence is dropped exactly when it walks the trie to its end (one
+        # step per draw, whatever the number of sequences kept)
+        trie: dict[Answer, dict[Any, Any]] = {}
         for i in sorted(idx, key=lambda i: (-len(records[i].draws), i)):
-            d = records[i].draws
-            if any(k[: len(d)] == d for k in kept):
+            node = trie
+            covered = True
+            for a in records[i].draws:
+                if a not in node:
+                    covered = False
+                node = node.setdefault(a, {})
+            if covered:
                 drop.add(i)
-            else:
-                kept.append(d)
     return (
         [r for i, r in enumerate(records) if i not in drop],
         [r for i, r in enumerate(records) if i in drop],
