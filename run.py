@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import sys
 import traceback
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -13,6 +14,7 @@ from omegaconf import DictConfig
 
 from lmaudit.backends.base import BackendError
 from lmaudit.config.overrides import with_canonical_overrides
+from lmaudit.config.registrations import check_registrations
 from lmaudit.config.schema import register_configs
 from lmaudit.pipeline.record import Terminated
 from lmaudit.pipeline.sweep import JobFailed
@@ -75,6 +77,8 @@ def main(cfg: DictConfig) -> float | JobFailed | None:
 if __name__ == "__main__":
     try:  # a study's groups by their short names (framing=track_p, judge/condition=P0, ...)
         sys.argv = with_canonical_overrides(sys.argv)
+        # registrations set design and predictions only, checked before Hydra reads them
+        check_registrations(Path(__file__).resolve().parent / "conf" / "prereg")
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
