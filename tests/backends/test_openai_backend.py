@@ -63,6 +63,7 @@ class Fake:
     gets: list[str] = field(default_factory=list)
     models_status: int = 200  # what GET /v1/models answers
     top: dict[str, Any] | None = None  # top logprobs to send as they are (None: TOP's)
+    filtered: bool = False  # draws answered as hosted APIs answer a refusal: content null
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -129,6 +130,11 @@ def _make_handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
                     ]
                 lp = {"content": [{"token": "A", "logprob": math.log(0.6), "top_logprobs": tops}]}
                 self._send(200, {"choices": [{"index": 0, "message": {"content": "A"}, "logprobs": lp}]})
+            elif fake.filtered:
+                message = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+                self._send(
+                    200, {"choices": [{"index": 0, "message": message, "finish_reason": "content_filter"}]}
+                )
             else:
                 text = f"draw-{body.get('seed')}"
                 self._send(
@@ -373,6 +379,23 @@ def test_rounding_above_zero_and_null_logprobs_are_read_as_probabilities(server:
     fake.top = {"A": 3e-7, "B": None}  # float32 rounding of p = 1; llama.cpp writes -inf as null
     (res,) = make(url, top_logprobs=4).label_logprobs([LREQ], top_k=3)
     assert res.probs == {"A": 1.0, "B": 0.0} and res.other == 0.0
+
+
+def test_a_filtered_draw_is_refused_and_never_cached_as_an_empty_answer(
+    server: tuple[Fake, str], tmp_path: Path
+) -> None:
+    fake, url = server
+    fake.filtered = True
+    cached = CachedBackend(make(url), ResponseCache(tmp_path), progress=False)
+    req = SampleRequest(messages=MESSAGES, n=2, seed=3)
+    with pytest.raises(
+        BackendError,
+        match=r"no text for a draw \(finish_reason='content_filter', \"I can't help with that.\"\)",
+    ):
+        cached.sample([req])
+    fake.filtered = False  # asked again: nothing was cached
+    (res,) = cached.sample([req])
+    assert res.texts == [f"draw-{derive_seed(3, i)}" for i in range(2)]
 
 
 def test_parse_functions() -> None:

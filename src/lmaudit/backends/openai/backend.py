@@ -351,5 +351,16 @@ class OpenAIBackend:
             "n": 1,
         }
         choice = self._generate(request.messages, extra)
-        text = (choice.get("message") or {}).get("content") if self.endpoint == "chat" else choice.get("text")
-        return text if isinstance(text, str) else ""
+        found = choice.get("message")
+        message: dict[str, Any] = found if isinstance(found, dict) else {}
+        text = message.get("content") if self.endpoint == "chat" else choice.get("text")
+        if isinstance(text, str):
+            return text
+        # no text: a refusal or a filtered answer (hosted APIs answer content null with
+        # finish_reason "content_filter"), never an empty draw to cache as the model's answer
+        said = message.get("refusal") or choice.get("finish_reason")
+        raise BackendError(
+            f"openai backend: the server gave no text for a draw (finish_reason="
+            f"{choice.get('finish_reason')!r}{f', {said!r}' if said else ''}): "
+            f"the draw is refused and not cached, not recorded as an empty answer"
+        )
