@@ -36,6 +36,7 @@ class Fake:
     seen: list[dict[str, Any]] = field(default_factory=list)
     failures: list[tuple[int, str]] = field(default_factory=list)
     reverse: bool = True
+    dims: list[int] = field(default_factory=list)  # the next calls' vector lengths (then 8)
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def server() -> Iterator[tuple[str, Fake]]:
             if self.path != "/v1/embeddings":
                 self._send(404, {"error": {"message": "no such route"}})
                 return
-            dim = body.get("dimensions", 8)
+            dim = fake.dims.pop(0) if fake.dims else body.get("dimensions", 8)
             rows = [
                 {"object": "embedding", "index": i, "embedding": vector_for(t, dim)}
                 for i, t in enumerate(body["input"])
@@ -144,3 +145,20 @@ def test_cached_through_the_shared_store(server, tmp_path: Path, monkeypatch) ->
     assert fake.seen[0]["auth"] is None and fake.seen[0]["body"]["input"] == ["p", "q"]
     assert np.array_equal(cached.embed(["q", "p"]), first[[1, 0]])
     assert len(fake.seen) == n  # served from the cache
+
+
+def test_vectors_of_another_length_are_refused_before_they_are_cached(server, tmp_path: Path) -> None:
+    """A server whose vector length changes between calls: the first length known under the
+    identity stands, the other batch is refused and not cached, and a later run against a
+    server that answers right is served from the cache and asks only for what is missing."""
+    url, fake = server
+    cache = tmp_path / "cache"
+    fake.dims = [8, 5]  # the first batch right, the second of another length
+    cached = CachedEmbedder(make(url), ResponseCache(cache), batch_size=2, progress=False)
+    with pytest.raises(BackendError, match=r"vectors of dimension 5 where this identity's are \[8\]"):
+        cached.embed(["a", "bb", "ccc", "dddd"])  # longest first: [dddd, ccc] then [bb, a]
+    asked = len(fake.seen)
+    again = CachedEmbedder(make(url), ResponseCache(cache), batch_size=2, progress=False)
+    out = again.embed(["a", "bb", "ccc", "dddd"])
+    assert out.shape == (4, 8)
+    assert [s["body"]["input"] for s in fake.seen[asked:]] == [["bb", "a"]]  # only the refused batch

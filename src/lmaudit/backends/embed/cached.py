@@ -73,7 +73,19 @@ class CachedEmbedder(CachedBackend):
                 self._read_back(idx, load, stored)
                 return
             batch = [unique[i] for i in idx]
-            rows, entries = vector_entries(self.backend.embed(batch), len(batch), type(self.backend).__name__)
+            name = type(self.backend).__name__
+            rows, entries = vector_entries(self.backend.embed(batch), len(batch), name)
+            # one identity, one dimension: vectors of another length than those already known
+            # (cached, stored by an earlier batch, or the embedder's declared dimension) are
+            # refused before they are cached, so a server that changes its answer cannot leave
+            # both lengths under one identity
+            declared = getattr(self.backend, "dim", None)
+            known = {v.shape[0] for v in found if v is not None} | ({int(declared)} if declared else set())
+            if known and {rows.shape[1]} != known:
+                raise BackendError(
+                    f"{name}: the embedder returned vectors of dimension {rows.shape[1]} where this "
+                    f"identity's are {sorted(known)}; the batch is refused and not cached"
+                )
             # one pack per batch: a file per text would cost about as much as embedding it
             self.cache.put_many([(keys[i], entry) for i, entry in zip(idx, entries, strict=True)])
             for i, row in zip(idx, rows, strict=True):
