@@ -64,6 +64,7 @@ class Fake:
     models_status: int = 200  # what GET /v1/models answers
     top: dict[str, Any] | None = None  # top logprobs to send as they are (None: TOP's)
     filtered: bool = False  # draws answered as hosted APIs answer a refusal: content null
+    raw: bytes | None = None  # a chat answer's body, sent as it is
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -119,6 +120,13 @@ def _make_handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
             route(body)
 
         def _chat(self, body: dict[str, Any]) -> None:
+            if fake.raw is not None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(fake.raw)))
+                self.end_headers()
+                self.wfile.write(fake.raw)
+                return
             if body.get("logprobs"):
                 tops = [
                     {"token": t, "logprob": math.log(p), "id": 100 + i}
@@ -396,6 +404,29 @@ def test_a_filtered_draw_is_refused_and_never_cached_as_an_empty_answer(
     fake.filtered = False  # asked again: nothing was cached
     (res,) = cached.sample([req])
     assert res.texts == [f"draw-{derive_seed(3, i)}" for i in range(2)]
+
+
+@pytest.mark.parametrize(
+    ("raw", "refusal"),
+    [
+        (b'{"choices": ["A"]}', r"choices\[0\] is str 'A', not an object"),
+        (b'{"choices": "A"}', "has no choices"),
+        (
+            '{"choices": [{"message": {"content": "caf\u00e9"}}]}'.encode("latin-1"),
+            r"the body is not UTF-8 \(byte 41",
+        ),
+        (b"<html>busy</html>", r"the body is not JSON: '<html>busy</html>'"),
+    ],
+)
+def test_a_malformed_answer_is_one_backend_error_and_never_cached(
+    server: tuple[Fake, str], tmp_path: Path, raw: bytes, refusal: str
+) -> None:
+    fake, url = server
+    fake.raw = raw
+    cached = CachedBackend(make(url), ResponseCache(tmp_path), progress=False)
+    with pytest.raises(BackendError, match=refusal):
+        cached.sample([SampleRequest(messages=MESSAGES, n=1, seed=3)])
+    assert not any(tmp_path.rglob("*.json"))
 
 
 def test_parse_functions() -> None:

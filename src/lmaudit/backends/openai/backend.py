@@ -255,9 +255,14 @@ class OpenAIBackend:
             body = {"model": self.model, "prompt": self._render(messages), **extra}
             out = self._post(f"{self.base_url}/completions", body)
         choices = out.get("choices") if isinstance(out, dict) else None
-        if not choices:
+        if not choices or not isinstance(choices, list):
             raise BackendError(
                 f"openai backend: response from {self.endpoint} endpoint has no choices: {str(out)[:300]}"
+            )
+        if not isinstance(choices[0], dict):
+            raise BackendError(
+                f"openai backend: response from {self.endpoint} endpoint: choices[0] is "
+                f"{type(choices[0]).__name__} {str(choices[0])[:200]!r}, not an object"
             )
         return dict(choices[0])
 

@@ -197,12 +197,14 @@ class HttpClient:
                 if resp.status_code < 300:
                     try:
                         return json.loads(data)
-                    except ValueError:
+                    except ValueError as e:
+                        what = (
+                            f"not UTF-8 (byte {e.start}: {data[max(0, e.start - 20) : e.start + 20]!r})"
+                            if isinstance(e, UnicodeDecodeError)
+                            else f"not JSON: {data[:300].decode('utf-8', 'replace')!r}"
+                        )
                         raise BackendError(
-                            self.redact(
-                                f"POST {where}: HTTP {resp.status_code} but the body is not JSON: "
-                                f"{data[:300].decode('utf-8', 'replace')!r}"
-                            )
+                            self.redact(f"POST {where}: HTTP {resp.status_code} but the body is {what}")
                         ) from None
                 msg = server_message(data.decode("utf-8", "replace"), resp.reason)
                 if resp.status_code != 429 and resp.status_code < 500:
