@@ -13,15 +13,26 @@ each joins a process group through Lightning's own environment (``LOCAL_RANK``, 
 ..., as torchrun would set them), so Lightning launches nothing itself. Under SLURM (the ``hf``
 runner only) every task is a rank; task 0 answers in-process and the others serve
 (:func:`serve`) until it is done (docs/scale.md).
+
+**Ranks never outlive the run, and a dead rank fails it at once.** While a job runs, every
+local rank is watched, not only the one whose answer is awaited: a rank that dies (an OOM kill
+before it joins the process group leaves the others waiting for torch's 30-minute rendezvous)
+fails the call within one poll, naming the rank, its exit code and its log. On Linux each rank
+asks for its parent's death as ``SIGKILL`` (``prctl(PR_SET_PDEATHSIG)``, its first act: the
+death of the thread that started it, which is the run's, as the pipeline calls backends from
+its main thread), so a run killed outright takes its ranks with it, and the scratch folder of a run whose process is gone
+(``lmaudit-runner-<pid>-*`` in the temporary directory) is removed by the next pool that starts.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -75,6 +86,33 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+_POOL_PREFIX = "lmaudit-runner-"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a rank, first thing: be sent SIGKILL when the run's process ``parent`` dies (Linux),
+    and leave at once if it is already gone (it may have died before this call)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        sys.exit(f"the run's process {parent} is gone")
+
+
+def _remove_stale_pools() -> None:
+    """Remove the scratch folders of runs whose process is gone (killed before their close)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_POOL_PREFIX}*-*"):
+        pid = folder.name.removeprefix(_POOL_PREFIX).split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:  # another user's live process
+            continue
 
 
 def _free_port() -> int:
@@ -179,7 +217,8 @@ class RankPool:
             self._pool = pool
             return pool
         self._first = self.jobs
-        pool = Path(tempfile.mkdtemp(prefix="lmaudit-runner-"))
+        _remove_stale_pools()
+        pool = Path(tempfile.mkdtemp(prefix=f"{_POOL_PREFIX}{os.getpid()}-"))
         atomic_write_text(pool / "setup.json", json.dumps(self._setup()))
         devices = int(self.execution["devices"])
         threads = str(max(1, _cores() // devices))
@@ -217,12 +256,14 @@ class RankPool:
                         for e in sorted(pool.glob(f"error-{n}.*.txt"))
                     ]
                     raise BackendError("lightning runner: job failed\n" + "\n".join(texts))
-                if rank < len(self._procs) and self._procs[rank].poll() is not None:
-                    log = (pool / f"log-{rank}.txt").read_text(errors="replace")[-3000:]
-                    raise BackendError(
-                        f"lightning runner: worker rank {rank} exited with code "
-                        f"{self._procs[rank].returncode}; its log ends:\n{log}"
-                    )
+                # every rank, not only the awaited one: the others wait for a dead rank forever
+                for r, proc in enumerate(self._procs):
+                    if proc.poll() is not None:
+                        log = (pool / f"log-{r}.txt").read_text(errors="replace")[-3000:]
+                        raise BackendError(
+                            f"lightning runner: worker rank {r} exited with code {proc.returncode}; "
+                            f"its log ends:\n{log}"
+                        )
                 time.sleep(POLL_S)
             stats = json.loads(done.read_text())["stats"]
             for k, v in stats.items():
@@ -247,8 +288,11 @@ class RankPool:
 
 
 def main(argv: list[str]) -> None:
+    parent = int(argv[2]) if len(argv) > 2 else None
+    if parent is not None:
+        _die_with_parent(parent)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    serve(Path(argv[0]), int(argv[1]), int(argv[2]) if len(argv) > 2 else None)
+    serve(Path(argv[0]), int(argv[1]), parent)
 
 
 if __name__ == "__main__":
