@@ -30,6 +30,18 @@ ENSEMBLE = (
 )
 
 
+#: one imported list, valid as it is
+RECORD = {
+    "model": "m",
+    "question": "H001",
+    "template": "A",
+    "temperature": 0.7,
+    "persona": "none",
+    "generation": 0,
+    "items": ["alpha"],
+}
+
+
 def _json(p: Path) -> Any:
     return json.loads(p.read_text())
 
@@ -70,17 +82,8 @@ def test_imported_lists_give_the_elicited_analysis(make_cfg, tmp_path):
     ],
 )
 def test_bad_records_are_refused_naming_line_and_field(make_cfg, tmp_path, record, message):
-    base = {
-        "model": "m",
-        "question": "H001",
-        "template": "A",
-        "temperature": 0.7,
-        "persona": "none",
-        "generation": 0,
-        "items": ["alpha"],
-    }
     path = tmp_path / "bad.jsonl"
-    path.write_text(json.dumps({**base, **record}) + "\n")
+    path.write_text(json.dumps({**RECORD, **record}) + "\n")
     with pytest.raises(
         InputError,
         match=message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)"),
@@ -89,17 +92,8 @@ def test_bad_records_are_refused_naming_line_and_field(make_cfg, tmp_path, recor
 
 
 def test_a_list_given_twice_is_refused(make_cfg, tmp_path):
-    rec = {
-        "model": "m",
-        "question": "H001",
-        "template": "A",
-        "temperature": 0.7,
-        "persona": "none",
-        "generation": 0,
-        "items": ["alpha"],
-    }
     path = tmp_path / "twice.jsonl"
-    path.write_text(json.dumps(rec) + "\n" + json.dumps(rec) + "\n")
+    path.write_text(json.dumps(RECORD) + "\n" + json.dumps(RECORD) + "\n")
     with pytest.raises(InputError, match="line 2: a second list for model m"):
         run(make_cfg("study=choir", f"study.import_path={path}", *COMMON, name="twice"))
 
@@ -112,16 +106,8 @@ def test_a_list_given_twice_is_refused(make_cfg, tmp_path):
     ],
 )
 def test_one_question_with_two_texts_is_refused_naming_both_lines(make_cfg, tmp_path, first, second, said):
-    rec = {
-        "model": "m",
-        "question": "H001",
-        "template": "A",
-        "temperature": 0.7,
-        "persona": "none",
-        "items": ["alpha"],
-    }
-    one = {**rec, "generation": 0} | ({"question_text": first} if first else {})
-    two = {**rec, "generation": 1, "question_text": second}
+    one = RECORD | ({"question_text": first} if first else {})
+    two = {**RECORD, "generation": 1, "question_text": second}
     path = tmp_path / "texts.jsonl"
     path.write_text(json.dumps(one) + "\n" + json.dumps(two) + "\n")
     with pytest.raises(InputError) as e:
