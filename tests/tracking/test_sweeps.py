@@ -139,6 +139,32 @@ def test_a_reused_sweep_directory_starts_clean(tmp_path):
     assert "together" not in proc.stdout
 
 
+def test_a_reused_sweep_directory_keeps_what_lmaudit_did_not_write(tmp_path):
+    """Only the earlier sweep's own records go; the user's files in jobs/ stay (and are not read
+    as records); a parents file that is not lmaudit's is neither removed nor replaced: a job
+    that would log its parent run there says so and is not logged."""
+    assert _sweep(tmp_path, "judge/condition=P0,PA", "model=sim_judge", mlflow=False).returncode == 0
+    jobs = tmp_path / "sweep/jobs"
+    mine = {"submit.sh": "#!/bin/sh\nsbatch job.sh\n", "0007.json": '{"num": 7, "note": "mine"}\n'}
+    for name, text in mine.items():
+        (jobs / name).write_text(text)
+    proc = _sweep(tmp_path, "judge/condition=PB", "model=sim_judge", mlflow=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {p.name: p.read_text() for p in jobs.iterdir() if p.name in mine} == mine
+    records = sorted(p.name for p in jobs.glob("*.json") if p.name not in mine)
+    assert records == ["0000.json"]  # the new sweep's one job; the earlier two are gone
+    assert "PB" in json.loads((jobs / "0000.json").read_text())["overrides"][0]
+    parents = tmp_path / "sweep/mlflow_parents.json"
+    parents.write_text('{"my experiment": "not a run id"}\n')
+    proc = _sweep(tmp_path, "judge/condition=PA", "model=sim_judge")  # its job logs to MLflow
+    # tracking never decides a run (README, "MLflow"): the job's results stand, and the warning
+    # says what was not logged and why
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{parents}: not a record of lmaudit's" in proc.stderr
+    assert parents.read_text() == '{"my experiment": "not a run id"}\n'
+    assert {p.name: p.read_text() for p in jobs.iterdir() if p.name in mine} == mine
+
+
 def test_imported_results_split_by_condition_combine_to_the_seed_tables(tmp_path):
     seed = REPO / "tests/data/judge/seed_001"
     proc = _sweep(tmp_path, "judge/condition=P0,PA,PB,PAB", f"study.import_dir={seed}", mlflow=False)

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -28,7 +27,7 @@ from lmaudit.provenance.redact import redact_config, redact_text
 from lmaudit.studies.base import NotCombinable
 from lmaudit.studies.registry import get_study
 from lmaudit.tracking.mlflow_log import tracking_uri
-from lmaudit.tracking.sweeps import JOBS_DIR, PARENTS_FILE, SWEEP_FILE, job_records, log_comparison
+from lmaudit.tracking.sweeps import JOBS_DIR, SWEEP_FILE, clear_records, job_records, log_comparison
 
 
 class JobFailed(NamedTuple):
@@ -103,8 +102,7 @@ class SweepCallback(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         # a sweep directory used before (a fixed hydra.sweep.dir): its records and parent runs
         # belong to that sweep, whose MLflow runs stay where they are
-        shutil.rmtree(sweep_dir / JOBS_DIR, ignore_errors=True)
-        (sweep_dir / PARENTS_FILE).unlink(missing_ok=True)
+        clear_records(sweep_dir)  # only what lmaudit can prove it wrote
         atomic_write_json(
             sweep_dir / SWEEP_FILE,
             {"overrides": [_recorded(o) for o in config.hydra.overrides.task], "started_utc": utc_now()},

@@ -9,20 +9,70 @@ id in ``mlflow_parents.json``. The experiment is known only inside a job: a swee
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import atomic_write_json, atomic_write_text
+from lmaudit.provenance.io import InputError, atomic_write_json, atomic_write_text
 from lmaudit.provenance.redact import redact_text
 
 SWEEP_FILE = "sweep.json"
 PARENTS_FILE = "mlflow_parents.json"
 JOBS_DIR = "jobs"
+#: the fields of a job record (pipeline.sweep writes ``jobs/<num, 4 digits>.json``)
+RECORD_FIELDS = frozenset(
+    {"num", "overrides", "study", "experiment", "run_dir", "status", "error", "config", "ended_utc"}
+)
+_RECORD_NAME = re.compile(r"(\d{4,})\.json")
+_RUN_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def _json_file(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def own_record(path: Path) -> dict[str, Any] | None:
+    """The job record at ``path`` when lmaudit can prove it wrote it (named by its job number,
+    an object with exactly a record's fields), else None: the file is someone else's."""
+    m = _RECORD_NAME.fullmatch(path.name)
+    if m is None or not path.is_file():
+        return None
+    doc = _json_file(path)
+    if isinstance(doc, dict) and set(doc) == RECORD_FIELDS and doc["num"] == int(m.group(1)):
+        return doc
+    return None
+
+
+def _own_parents(path: Path) -> bool:
+    doc = _json_file(path)
+    return isinstance(doc, dict) and all(
+        isinstance(k, str) and isinstance(v, str) and _RUN_ID.fullmatch(v) for k, v in doc.items()
+    )
+
+
+def clear_records(sweep_dir: Path) -> None:
+    """Before a sweep: remove an earlier sweep's records from ``sweep_dir`` (a fixed
+    ``hydra.sweep.dir``), only those lmaudit can prove it wrote. Anything else stays: files in
+    ``jobs/`` that are not job records, and a ``mlflow_parents.json`` that is not lmaudit's
+    (which :func:`parents` then refuses to read or replace)."""
+    parents_file = sweep_dir / PARENTS_FILE
+    if parents_file.exists() and _own_parents(parents_file):
+        parents_file.unlink()
+    folder = sweep_dir / JOBS_DIR
+    for path in sorted(folder.iterdir()) if folder.is_dir() else ():
+        if own_record(path) is not None:
+            path.unlink()
+    with contextlib.suppress(OSError):  # only when nothing else is left in it
+        folder.rmdir()
 
 
 @contextmanager
@@ -39,7 +89,14 @@ def _locked(sweep_dir: Path) -> Iterator[None]:
 def parents(sweep_dir: str | Path) -> dict[str, str]:
     """``{experiment: parent run id}`` of a sweep (empty before its first job logged)."""
     p = Path(sweep_dir) / PARENTS_FILE
-    return dict(json.loads(p.read_text())) if p.exists() else {}
+    if not p.exists():
+        return {}
+    if not _own_parents(p):
+        raise InputError(
+            f"{p}: not a record of lmaudit's (a sweep's file of MLflow parent runs), and this sweep "
+            "would replace it; move it, or choose another hydra.sweep.dir"
+        )
+    return dict(json.loads(p.read_text()))
 
 
 def sweep_parent(sweep_dir: str | Path, uri: str, experiment: str) -> str:
@@ -70,8 +127,8 @@ def sweep_parent(sweep_dir: str | Path, uri: str, experiment: str) -> str:
 def job_records(sweep_dir: str | Path) -> list[dict[str, Any]]:
     """The sweep's job records, in job order."""
     folder = Path(sweep_dir) / JOBS_DIR
-    recs = [json.loads(p.read_text()) for p in folder.glob("*.json")] if folder.exists() else []
-    return sorted(recs, key=lambda r: int(r["num"]))
+    recs = [own_record(p) for p in sorted(folder.glob("*.json"))] if folder.exists() else []
+    return sorted((r for r in recs if r is not None), key=lambda r: int(r["num"]))
 
 
 def log_comparison(uri: str, sweep_dir: Path, records: list[dict[str, Any]]) -> None:
