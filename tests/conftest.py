@@ -33,6 +33,7 @@ def make_cfg(tmp_path: Path) -> Iterator[Callable[..., DictConfig]]:
             f"paths.results={tmp_path / 'results'}",
             f"paths.cache={tmp_path / 'cache'}",
             f"paths.mlruns={tmp_path / 'mlruns'}",
+            f"paths.registrations={CONF / 'prereg'}",
             f"out_dir={tmp_path / name}",
             "progress=false",
         ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from omegaconf import open_dict
 from lmaudit.console import main as lmaudit_main
 from lmaudit.pipeline import run
 from lmaudit.provenance import prereg
+from lmaudit.provenance.digest import json_digest
 from lmaudit.provenance.io import InputError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,6 +153,76 @@ def test_an_edited_frozen_file_is_detected(make_cfg, tmp_path):
     frozen.write_text(json.dumps(doc))
     with pytest.raises(prereg.PreregError, match="edited after freezing"):
         run(_cfg(make_cfg, tmp_path))
+
+
+def test_the_registration_file_is_sealed_at_freeze(make_cfg, tmp_path):
+    """A key that reaches no plan (here a comment; a section later refused is no different)
+    added to the registration file after freezing is caught by the file's sealed digest."""
+    folder = tmp_path / "registrations"
+    folder.mkdir()
+    source = folder / "qq_sim_mixture.yaml"
+    source.write_bytes((REPO / "conf/prereg/qq_sim_mixture.yaml").read_bytes())
+    where = f"paths.registrations={folder}"
+    run(_cfg(make_cfg, tmp_path, "stage=freeze", where))
+    frozen = json.loads((tmp_path / "prereg" / "qq" / "qq_sim_mixture.json").read_text())
+    assert frozen["registration_file"]["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    run(_cfg(make_cfg, tmp_path, where))
+    res = json.loads((tmp_path / "reg" / "results.json").read_text())
+    assert res["prereg"]["registration_file"]["sealed"] is True
+    source.write_text(source.read_text() + "# added after freezing\n")
+    with pytest.raises(prereg.PreregError, match=r"qq_sim_mixture\.yaml was edited after it was frozen"):
+        run(_cfg(make_cfg, tmp_path, where, name="edited"))
+    assert not (tmp_path / "edited").exists()
+    # re-freezing the edited file under the same name is refused too
+    with pytest.raises(prereg.PreregError, match="differs in: the registration file"):
+        run(_cfg(make_cfg, tmp_path, "stage=freeze", where))
+
+
+def test_run_py_seals_the_file_hydra_read(tmp_path):
+    """Through run.py the sealed file is the one Hydra composed (conf/prereg beside run.py),
+    whatever paths.registrations says."""
+    import shutil
+
+    shutil.copytree(REPO / "conf", tmp_path / "conf")
+    shutil.copy(REPO / "run.py", tmp_path / "run.py")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1"}
+    common = [
+        "prereg=qq_sim_mixture",
+        f"study.items.path={REPO / 'data/qq/items/pilot.json'}",
+        f"paths.registrations={REPO / 'conf/prereg'}",  # an unedited copy, ignored under run.py
+        "mlflow.enabled=false",
+        "progress=false",
+    ]
+
+    def run_py(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "run.py", *common, *args], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+
+    done = run_py("stage=freeze")
+    assert done.returncode == 0, done.stderr[-2000:]
+    frozen = json.loads((tmp_path / "prereg/qq/qq_sim_mixture.json").read_text())
+    assert frozen["registration_file"]["path"] == "conf/prereg/qq_sim_mixture.yaml"
+    with open(tmp_path / "conf/prereg/qq_sim_mixture.yaml", "a") as fh:
+        fh.write("# added after freezing\n")
+    done = run_py("stage=plan")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "conf/prereg/qq_sim_mixture.yaml was edited after it was frozen" in done.stderr
+
+
+def test_a_registration_frozen_before_files_were_sealed_is_scored_with_its_file_recorded(
+    make_cfg, tmp_path, capsys
+):
+    run(_cfg(make_cfg, tmp_path, "stage=freeze"))
+    path = tmp_path / "prereg" / "qq" / "qq_sim_mixture.json"
+    doc = json.loads(path.read_text())
+    body = {k: v for k, v in doc.items() if k not in ("file_digest", "registration_file")}
+    path.write_text(json.dumps({**body, "file_digest": json_digest(body)}))
+    run(_cfg(make_cfg, tmp_path))
+    assert "frozen before registration files were sealed" in capsys.readouterr().out
+    rec = json.loads((tmp_path / "reg" / "results.json").read_text())["prereg"]["registration_file"]
+    assert rec["sealed"] is False
+    assert rec["sha256"] == hashlib.sha256((REPO / "conf/prereg/qq_sim_mixture.yaml").read_bytes()).hexdigest()
 
 
 def test_a_prediction_on_an_unknown_metric_is_refused_at_freeze(make_cfg, tmp_path):

@@ -107,6 +107,33 @@ def test_run_dir_of_another_config_is_refused_for_every_stage_that_plans(make_cf
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
+def _user_folder(out: Path) -> dict[Path, bytes]:
+    """A folder of the user's own files, some named as lmaudit names its outputs."""
+    (out / "plots").mkdir(parents=True)
+    (out / "plots" / "figure1.svg").write_text("<svg/>")
+    (out / "results.json").write_text('{"mine": true}')
+    (out / "report.html").write_text("<p>my notes</p>")
+    (out / "measurements.jsonl").write_text('{"not": "lmaudit"}\n')
+    return {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_folder_that_is_not_an_lmaudit_run_is_refused_untouched(make_cfg, tmp_path, overwrite):
+    out = tmp_path / "mine"
+    before = _user_folder(out)
+    base = ("model=sim_projective", "mlflow.enabled=false", "items=sim_demo", f"out_dir={out}")
+    for stage in ("plan", "measure", "all", "analyze", "report"):
+        extra = (f"measurements={out / 'measurements.jsonl'}",) if stage == "analyze" else ()
+        with pytest.raises(InputError, match=r"is not an lmaudit run folder.*holds: measurements\.jsonl, plots, "):
+            run(make_cfg(*base, f"stage={stage}", f"overwrite={str(overwrite).lower()}", *extra))
+        assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before, stage
+    # an lmaudit run's folder stays the user's to reuse: a new one, or an empty one, is taken
+    (tmp_path / "empty").mkdir()
+    run(make_cfg(*base[:-1], f"out_dir={tmp_path / 'empty'}"))
+    run(make_cfg(*base[:-1], f"out_dir={tmp_path / 'empty'}", "stage=analyze"))
+    assert json.loads((tmp_path / "empty" / "results.json").read_text())["source"]
+
+
 #: run.py with a file-size limit (RLIMIT_FSIZE, a real EFBIG from the kernel) set just before the
 #: report is written: the results, metrics and plots of the run are written under no limit, the
 #: report under one it exceeds, and the audit record's failure entry under the same limit

@@ -116,6 +116,8 @@ class PathsConfig:
     cache_compact: bool = False
     mlruns: str = ranged("mlruns", nonempty=True)
     prereg: str = ranged("prereg", nonempty=True)
+    # the registration files (conf/prereg/<name>.yaml); a frozen registration seals its file
+    registrations: str = ranged("conf/prereg", nonempty=True)
 
 
 @dataclass

@@ -4,16 +4,66 @@ differs from its frozen one, and score the registered predictions after analysis
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit import __version__
 from lmaudit.pipeline.context import path_component
 from lmaudit.provenance import prereg
+from lmaudit.provenance.digest import file_sha256
 from lmaudit.studies.base import Plan, Study, StudyResult
 
-Registration = tuple[dict[str, Any], Path]
+class Registration(NamedTuple):
+    """A frozen registration as a run uses it: the frozen document, its path, and the
+    registration file as it is now (path and sha256)."""
+
+    doc: dict[str, Any]
+    path: Path
+    file: dict[str, str]
+
+
+def _registrations_folder(cfg: DictConfig) -> Path:
+    """Where Hydra read the registration from: the ``prereg/`` folder of its primary config
+    source when run by ``run.py``; ``paths.registrations`` when composed without Hydra's main
+    (the compose API of tests and notebooks)."""
+    if HydraConfig.initialized():
+        for source in HydraConfig.get().runtime.config_sources:
+            if source.provider == "main" and source.schema == "file":
+                return Path(source.path) / "prereg"
+    return Path(cfg.paths.registrations)
+
+
+def registration_file(cfg: DictConfig, name: str) -> dict[str, str]:
+    """The registration's own file (``<conf>/prereg/<name>.yaml``): its path (relative to the
+    working directory when below it, so records agree across clones) and the sha256 of its bytes."""
+    path = _registrations_folder(cfg) / f"{name}.yaml"
+    if not path.is_file():
+        raise prereg.PreregError(
+            f"{path}: registration {name!r} has no file here; a frozen registration seals its file"
+        )
+    shown = path.resolve()
+    if Path.cwd() in shown.parents:
+        shown = shown.relative_to(Path.cwd())
+    return {"path": str(shown), "sha256": file_sha256(path)}
+
+
+def _check_file(doc: dict[str, Any], current: dict[str, str], path: Path) -> None:
+    """Refuse a registration file edited since it was frozen; a registration frozen before
+    files were sealed is used with a warning (its file's digest goes into the results)."""
+    sealed = doc.get("registration_file")
+    if sealed is None:
+        print(
+            f"{path}: frozen before registration files were sealed; scoring it against "
+            f"{current['path']} as it is now (sha256 {current['sha256'][:12]}, recorded in the results)"
+        )
+    elif sealed.get("sha256") != current["sha256"]:
+        raise prereg.PreregError(
+            f"{path}: refusing to run: {current['path']} was edited after it was frozen (sha256 "
+            f"{current['sha256'][:12]}, frozen {str(sealed.get('sha256'))[:12]}); restore the file, "
+            "or freeze the new design under a new prereg name"
+        )
 
 
 def data_keys(cfg: DictConfig, study: Study) -> tuple[str, ...]:
@@ -58,6 +108,7 @@ def freeze(cfg: DictConfig, study: Study, plan: Plan) -> Path:
         predictions=preds,
         lmaudit_version=__version__,
         data_keys=keys,
+        registration_file=registration_file(cfg, name),
     )
     path = prereg.prereg_path(cfg.paths.prereg, study.name, name)
     if prereg.write_registration(path, doc):
@@ -85,14 +136,16 @@ def check(cfg: DictConfig, study: Study, plan: Plan) -> Registration | None:
             f"{list(keys)}; restore the registration's config"
         )
     prereg.verify(doc, prereg.without_data(plan.doc, keys), preds, path)
-    return doc, path
+    current = registration_file(cfg, name)
+    _check_file(doc, current, path)
+    return Registration(doc, path, current)
 
 
 def score(
     result: StudyResult, reg: Registration, plan: Plan | None, measurements_sha256: str
 ) -> dict[str, Any]:
     """The results body with the registration's identity and every prediction scored."""
-    doc, path = reg
+    doc, path = reg.doc, reg.path
     results = dict(result.results)
     results["prereg"] = {
         "name": doc["name"],
@@ -100,6 +153,8 @@ def score(
         "file_digest": doc["file_digest"],
         "frozen_utc": doc["frozen_utc"],
         "plan_digest": doc["plan_digest"],
+        # the registration file scored under, and whether the frozen registration seals it
+        "registration_file": {**reg.file, "sealed": "registration_file" in doc},
     }
     if doc.get("data_keys"):  # an open registration: record the data these scores rest on
         results["prereg"]["data"] = "open"

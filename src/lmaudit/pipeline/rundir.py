@@ -123,6 +123,34 @@ def clear_from(out: Path, stage: str) -> list[str]:
     return gone
 
 
+def _is_own(path: Path, key: str) -> bool:
+    """Is ``path`` a record lmaudit wrote (a JSON object carrying ``key``)?"""
+    if not path.is_file():
+        return False
+    try:
+        doc = read_json(path)
+    except InputError:
+        return False
+    return isinstance(doc, dict) and key in doc
+
+
+def claim_folder(out: Path) -> None:
+    """Refuse a run folder that already holds something and is not an lmaudit run: lmaudit
+    replaces only its own records (an earlier run's ``plan.json`` or ``audit_record.json``
+    marks the folder as one), so a folder of the user's own files, even ones named like
+    lmaudit's (``plots/``, ``results.json``), is never cleared, with or without ``overwrite``."""
+    present = sorted(p.name for p in out.iterdir() if p.name != LOCK) if out.is_dir() else []
+    if not present:
+        return
+    if _is_own(out / "plan.json", "plan_digest") or _is_own(out / "audit_record.json", "lmaudit_version"):
+        return
+    shown = ", ".join(present[:8]) + (f" and {len(present) - 8} more" if len(present) > 8 else "")
+    raise InputError(
+        f"{out} is not an lmaudit run folder (no plan.json or audit_record.json of lmaudit's) and holds: "
+        f"{shown}; lmaudit replaces only its own records, so choose a new or empty out_dir"
+    )
+
+
 def claim_plan(out: Path, plan_doc: dict[str, Any], *, overwrite: bool) -> bool:
     """May this run's plan go into ``out``? True when the directory holds another plan that
     ``overwrite`` lets this run replace (the caller then clears the directory). A different

@@ -26,7 +26,7 @@ from lmaudit.pipeline.mlflow_run import log_job
 from lmaudit.pipeline.mlflow_run import section as mlflow_section
 from lmaudit.pipeline.record import signals_raise, write_dvc_views
 from lmaudit.pipeline.registration import Registration, check, freeze, score
-from lmaudit.pipeline.rundir import ARTIFACTS, claim_plan, claim_results, clear_from, diff_keys, run_lock
+from lmaudit.pipeline.rundir import ARTIFACTS, claim_folder, claim_plan, claim_results, clear_from, diff_keys, run_lock
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import (
     InputError,
@@ -199,7 +199,7 @@ def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration |
         diffs = diff_keys(plan.config.get("model"), model)
         if diffs:
             raise InputError(
-                f"{path}: the measurements were made with another model than {reg[1]} registers "
+                f"{path}: the measurements were made with another model than {reg.path} registers "
                 f"(differs in: {', '.join('model.' + d if d else 'model' for d in diffs)}); "
                 "a registration scores only measurements of its own model"
             )
@@ -315,6 +315,7 @@ def _run_locked(
 ) -> float | None:
     cfg, out, stage = ctx.cfg, ctx.run_dir, ctx.stage
     print(f"lmaudit {study.name}: stage={stage} run dir {out}")
+    claim_folder(out)
     if plan is not None and claim_plan(out, plan.doc, overwrite=bool(cfg.get("overwrite", False))):
         clear_from(out, "plan")
         (out / "audit_record.json").unlink(missing_ok=True)
@@ -362,7 +363,7 @@ def _run_locked(
 
     # how the run is logged to MLflow (now, or later by `lmaudit log`), recorded before the report
     audit.data["mlflow"] = mlflow_section(
-        ctx, study, sweep_dir=sweep_dir, registration_file=reg[1] if reg else None
+        ctx, study, sweep_dir=sweep_dir, registration_file=reg.path if reg else None
     )
     html = study.report(result, ctx.with_audit(audit.data))
     path = atomic_write_text(out / "report.html", html)

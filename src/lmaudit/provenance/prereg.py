@@ -82,7 +82,11 @@ def build_registration(
     predictions: list[Prediction],
     lmaudit_version: str,
     data_keys: tuple[str, ...] = (),
+    registration_file: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """The frozen registration: its body and ``file_digest``. ``registration_file`` (the
+    registration's own file: ``path`` and ``sha256`` of its bytes) seals the file itself, so a
+    key that reaches no plan (a comment, a section later refused) cannot be added unnoticed."""
     body: dict[str, Any] = {
         "study": study,
         "name": name,
@@ -97,6 +101,8 @@ def build_registration(
     if data_keys:  # an open registration (absent otherwise, so older frozen files still verify)
         body["data"] = "open"
         body["data_keys"] = list(data_keys)
+    if registration_file is not None:  # absent in files frozen before the file was sealed
+        body["registration_file"] = dict(registration_file)
     return {**body, "file_digest": json_digest(body)}
 
 
@@ -129,11 +135,17 @@ def write_registration(path: Path, doc: dict[str, Any]) -> bool:
     A registration is never overwritten with a different one."""
     if path.exists():
         old = load_registration(path)
-        if old["plan_digest"] == doc["plan_digest"] and old["predictions"] == doc["predictions"]:
+        same_file = (old.get("registration_file") or {}).get("sha256") in (
+            None,
+            (doc.get("registration_file") or {}).get("sha256"),
+        )
+        if old["plan_digest"] == doc["plan_digest"] and old["predictions"] == doc["predictions"] and same_file:
             return False
+        diffs = diff_keys(old, doc, ("config", "inputs", "predictions")) or (["plan"] if same_file else [])
+        diffs += [] if same_file else ["the registration file"]
         raise PreregError(
             f"{path}: a different registration is already frozen under this name "
-            f"(differs in: {', '.join(diff_keys(old, doc, ('config', 'inputs', 'predictions'))) or 'plan'}). "
+            f"(differs in: {', '.join(diffs)}). "
             "Frozen registrations are never overwritten: choose a new prereg name."
         )
     atomic_write_json(path, doc)
