@@ -222,7 +222,9 @@ def test_a_registration_frozen_before_files_were_sealed_is_scored_with_its_file_
     assert "frozen before registration files were sealed" in capsys.readouterr().out
     rec = json.loads((tmp_path / "reg" / "results.json").read_text())["prereg"]["registration_file"]
     assert rec["sealed"] is False
-    assert rec["sha256"] == hashlib.sha256((REPO / "conf/prereg/qq_sim_mixture.yaml").read_bytes()).hexdigest()
+    assert (
+        rec["sha256"] == hashlib.sha256((REPO / "conf/prereg/qq_sim_mixture.yaml").read_bytes()).hexdigest()
+    )
 
 
 def test_a_prediction_on_an_unknown_metric_is_refused_at_freeze(make_cfg, tmp_path):

@@ -124,7 +124,9 @@ def test_a_folder_that_is_not_an_lmaudit_run_is_refused_untouched(make_cfg, tmp_
     base = ("model=sim_projective", "mlflow.enabled=false", "items=sim_demo", f"out_dir={out}")
     for stage in ("plan", "measure", "all", "analyze", "report"):
         extra = (f"measurements={out / 'measurements.jsonl'}",) if stage == "analyze" else ()
-        with pytest.raises(InputError, match=r"is not an lmaudit run folder.*holds: measurements\.jsonl, plots, "):
+        with pytest.raises(
+            InputError, match=r"is not an lmaudit run folder.*holds: measurements\.jsonl, plots, "
+        ):
             run(make_cfg(*base, f"stage={stage}", f"overwrite={str(overwrite).lower()}", *extra))
         assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before, stage
     # an lmaudit run's folder stays the user's to reuse: a new one, or an empty one, is taken

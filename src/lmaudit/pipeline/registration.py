@@ -15,6 +15,7 @@ from lmaudit.provenance import prereg
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.studies.base import Plan, Study, StudyResult
 
+
 class Registration(NamedTuple):
     """A frozen registration as a run uses it: the frozen document, its path, and the
     registration file as it is now (path and sha256)."""

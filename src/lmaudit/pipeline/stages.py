@@ -26,7 +26,15 @@ from lmaudit.pipeline.mlflow_run import log_job
 from lmaudit.pipeline.mlflow_run import section as mlflow_section
 from lmaudit.pipeline.record import signals_raise, write_dvc_views
 from lmaudit.pipeline.registration import Registration, check, freeze, score
-from lmaudit.pipeline.rundir import ARTIFACTS, claim_folder, claim_plan, claim_results, clear_from, diff_keys, run_lock
+from lmaudit.pipeline.rundir import (
+    ARTIFACTS,
+    claim_folder,
+    claim_plan,
+    claim_results,
+    clear_from,
+    diff_keys,
+    run_lock,
+)
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import (
     InputError,

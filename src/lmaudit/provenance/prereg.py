@@ -139,7 +139,11 @@ def write_registration(path: Path, doc: dict[str, Any]) -> bool:
             None,
             (doc.get("registration_file") or {}).get("sha256"),
         )
-        if old["plan_digest"] == doc["plan_digest"] and old["predictions"] == doc["predictions"] and same_file:
+        if (
+            old["plan_digest"] == doc["plan_digest"]
+            and old["predictions"] == doc["predictions"]
+            and same_file
+        ):
             return False
         diffs = diff_keys(old, doc, ("config", "inputs", "predictions")) or (["plan"] if same_file else [])
         diffs += [] if same_file else ["the registration file"]
