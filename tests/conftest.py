@@ -8,6 +8,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -57,6 +58,9 @@ class StubState:
     def __init__(self) -> None:
         self.delay = 0.0
         self.posts = 0
+        # a draw request (chat, no logprobs) this says True of is answered as hosted APIs
+        # answer a filtered one: content null, finish_reason "content_filter"
+        self.refuse: Callable[[dict[str, Any]], bool] | None = None
 
 
 @pytest.fixture
@@ -108,6 +112,9 @@ def openai_stub() -> Iterator[tuple[StubState, str]]:
                 ]
                 lp = {"content": [{"token": "A", "logprob": math.log(0.45), "top_logprobs": tops}]}
                 self._send({"choices": [{"index": 0, "message": {"content": "A"}, "logprobs": lp}]})
+            elif self.path.endswith("/chat/completions") and state.refuse is not None and state.refuse(body):
+                message = {"role": "assistant", "content": None}
+                self._send({"choices": [{"index": 0, "message": message, "finish_reason": "content_filter"}]})
             elif self.path.endswith("/chat/completions"):
                 self._send({"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}}]})
             else:

@@ -389,21 +389,23 @@ def test_rounding_above_zero_and_null_logprobs_are_read_as_probabilities(server:
     assert res.probs == {"A": 1.0, "B": 0.0} and res.other == 0.0
 
 
-def test_a_filtered_draw_is_refused_and_never_cached_as_an_empty_answer(
+def test_a_filtered_draw_is_recorded_as_a_refusal_and_never_cached_as_an_answer(
     server: tuple[Fake, str], tmp_path: Path
 ) -> None:
     fake, url = server
     fake.filtered = True
     cached = CachedBackend(make(url), ResponseCache(tmp_path), progress=False)
     req = SampleRequest(messages=MESSAGES, n=2, seed=3)
-    with pytest.raises(
-        BackendError,
-        match=r"no text for a draw \(finish_reason='content_filter', \"I can't help with that.\"\)",
-    ):
-        cached.sample([req])
-    fake.filtered = False  # asked again: nothing was cached
     (res,) = cached.sample([req])
-    assert res.texts == [f"draw-{derive_seed(3, i)}" for i in range(2)]
+    assert res.texts == ["", ""] and res.refused
+    assert res.refusals == ("content_filter: I can't help with that.",) * 2
+    assert dict(cached.refusals) == {"content_filter": 2}
+    assert cached.cache.stats.writes == 0
+    fake.filtered = False  # asked again: nothing was cached
+    seen = len(fake.seen)
+    (res,) = cached.sample([req])
+    assert len(fake.seen) == seen + 2
+    assert res.texts == [f"draw-{derive_seed(3, i)}" for i in range(2)] and not res.refused
 
 
 @pytest.mark.parametrize(

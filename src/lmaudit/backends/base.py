@@ -115,9 +115,29 @@ class SampleRequest:
 
 @dataclass(frozen=True)
 class SampleResult:
-    """``n`` completions, in draw order (draw ``i`` used seed ``derive_seed(seed, i)``)."""
+    """``n`` completions, in draw order (draw ``i`` used seed ``derive_seed(seed, i)``).
+
+    ``refusals[i]`` is why draw ``i`` has no answer (the server's refusal or finish reason, e.g.
+    ``content_filter``), ``None`` for an answer; empty when every draw is an answer. A refused
+    draw's text is ``""``: it is never cached, and a study records it as a refusal."""
 
     texts: list[str]
+    refusals: tuple[str | None, ...] = ()
+
+    def refusal(self, draw: int) -> str | None:
+        return self.refusals[draw] if self.refusals else None
+
+    @property
+    def refused(self) -> bool:
+        return any(r is not None for r in self.refusals)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A draw the server answered without an answer (a refusal, a filtered answer): ``reason``
+    is its finish reason, with the refusal's words where the server gave them."""
+
+    reason: str
 
 
 def derive_seed(seed: int, draw_index: int) -> int:

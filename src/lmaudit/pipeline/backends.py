@@ -3,6 +3,7 @@ through the run's response cache; the run's own model is served by the backend a
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,6 +61,13 @@ class Backends:
             )
         emb: CachedEmbedder = self._open[key]
         return emb
+
+    def refusals(self) -> dict[str, int]:
+        """Draws answered without an answer by any backend opened here, by finish reason."""
+        total: Counter[str] = Counter()
+        for opened in self._open.values():
+            total.update(getattr(opened, "refusals", None) or {})
+        return dict(sorted(total.items()))
 
     def close(self) -> None:
         """Stop the worker processes of the backends opened here (Lightning runners); the

@@ -108,6 +108,15 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
             close = getattr(backend, "close", None)  # the Lightning runner's worker processes
             if callable(close):
                 close()
+        refused = opened.refusals()
+        if refused:
+            n = sum(refused.values())
+            print(
+                f"WARNING: the server answered {n} draw(s) without an answer ("
+                + ", ".join(f"{k}: {v}" for k, v in refused.items())
+                + "); recorded as refusals, never cached as answers",
+                file=sys.stderr,
+            )
         label_ids = sorted(
             {f"{k}={v}" for r in measured.rows for k, v in (r.get("label_token_ids") or {}).items()}
         )
@@ -116,6 +125,7 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
             "backend_digest": cached.digest,
             "backend": cached.describe(),
             "label_token_ids": label_ids,
+            "refused_draws": refused,
             "cache": {"dir": str(cache.root), **cache.stats.as_dict()},
             "seconds": {
                 "load": round(t_load, 3),

@@ -287,6 +287,7 @@ def render_report(
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
         "figure{display:inline-block;margin:0.5em}</style></head><body>",
         "<h1>CHOIR: free-list elicitation across models</h1>",
+        *_refused_warning(results["design"].get("refused_lists") or {}),
         f"<p>{s['n_questions']} questions; members: {html.escape(', '.join(results['design']['models']))}; "
         f"conditions: {html.escape(', '.join(results['design']['conditions']))}; {results['design']['lists']} lists "
         f"({results['design']['empty_lists']} empty). Above-chance unconditioned agreement (STC &gt; 1): "
@@ -349,3 +350,15 @@ def render_report(
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def _refused_warning(refused: dict[str, Any]) -> list[str]:
+    """A loud line when the server answered some generations without a list."""
+    if not refused.get("n"):
+        return []
+    reasons = ", ".join(f"{html.escape(str(k))}: {v}" for k, v in (refused.get("reasons") or {}).items())
+    return [
+        f"<p style='background:#fbeaea;border:1px solid #e0a0a0;padding:.5em'><b>The server refused "
+        f"{refused['n']} generation(s)</b> ({reasons}): they are counted here, left out of every list "
+        "statistic below, and asked again by the next run (never cached).</p>"
+    ]

@@ -6,6 +6,7 @@ calibration on them."""
 from __future__ import annotations
 
 import base64
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     embedder = None
     extractor: dict[str, Any] = {"method": "rule"}
     cue_pairs: list[dict[str, Any]] = []
+    refused: Counter[str] = Counter()
     for i, r in enumerate(rows, start=1):
         where = f"{source}: record {i}"
         kind = r.get("kind") if isinstance(r, dict) else None
@@ -54,6 +56,8 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
                     f"{where}: a list record needs model, question, condition, persona, "
                     f"temperature, generation and items[].text ({e})"
                 ) from None
+        elif kind == "refused_list":  # the server answered without a list: counted only
+            refused[str(r.get("refusal")).split(":")[0]] += 1
         elif kind == "embedding":
             vec[str(r.get("text"))] = _vector(str(r.get("vector")), where)
         elif kind == "vocabulary":
@@ -87,7 +91,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
             pools.append(r)
         else:
             raise InputError(
-                f"{where}: field 'kind' = {kind!r} is not list, embedding, vocabulary, profile_vocabulary, "
+                f"{where}: field 'kind' = {kind!r} is not list, refused_list, embedding, vocabulary, profile_vocabulary, "
                 "embedder, extractor, cue_pair, ballot, ranking_pool or calibration_*"
             )
     missing = sorted(
@@ -103,7 +107,8 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
             f"{source}: {len(missing)} item texts have no embedding record (e.g. {missing[0]!r})"
         )
     if not recs:
-        raise InputError(f"{source}: no list records to analyse")
+        why = f" (the server refused all {sum(refused.values())} lists)" if refused else ""
+        raise InputError(f"{source}: no list records to analyse{why}")
     out = analyze_lists(recs, vec, vocab, s, pvocab, cue_pairs)
     out["ranking"] = analyze_ranking(ballots, pools, source)
     out["calibration"] = analyze_calibration(calibration, cohort_tops(out["ranking"]))
@@ -115,6 +120,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         "conditions": sorted({r.condition for r in recs}),
         "lists": len(recs),
         "empty_lists": sum(1 for r in recs if not r.items),
+        "refused_lists": {"n": sum(refused.values()), "reasons": dict(sorted(refused.items()))},
         "extraction": {"method": "llm", **extractor} if "lists" in extractor else extractor,
     }
     return out

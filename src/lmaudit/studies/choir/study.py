@@ -166,6 +166,19 @@ def _list_row(
     }
 
 
+def _refused_row(
+    member: str, meta: Mapping[str, Any], temperature: float, g: int, reason: str
+) -> dict[str, Any]:
+    return {
+        "kind": "refused_list",
+        "model": member,
+        **{k: meta[k] for k in ("question", "condition", "template", "persona")},
+        "temperature": temperature,
+        "generation": g,
+        "refusal": reason,
+    }
+
+
 def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
     s = settings(cfg)
     m = design.materials(s)
@@ -189,7 +202,11 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
             )
             for r, res in zip(reqs, results, strict=True):
                 for g, raw in enumerate(res.texts):
-                    rows.append(_list_row(name, r.meta, r.temperature, g, raw, s.items_per_list))
+                    reason = res.refusal(g)
+                    if reason is not None:  # no list: counted, never read as an empty one
+                        rows.append(_refused_row(name, r.meta, r.temperature, g, reason))
+                    else:
+                        rows.append(_list_row(name, r.meta, r.temperature, g, raw, s.items_per_list))
     extraction = None
     if s.extractor.kind == "llm":
         from lmaudit.studies.choir.llm_extract import extract_rows
@@ -213,7 +230,7 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
     profile_text = {p.id: p.text or "" for p in m.personas} | profiles
     pvocab = {p: question_words(profile_text[p]) for p in sorted(used) if p in profile_text}
     texts = sorted(
-        {it["text"] for r in rows for it in r["items"]}
+        {it["text"] for r in rows for it in r.get("items", ())}
         | {w for ws in vocab.values() for w in ws}
         | {w for ws in pvocab.values() for w in ws}
         | {a for p in pairs for a in p["anchors"]}

@@ -26,6 +26,7 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
         k: float(v) for k, v in s.items() if isinstance(v, int | float) and not isinstance(v, bool)
     }
     out["n_models"] = float(len(results["design"]["models"]))
+    out["n_refused_lists"] = float((results["design"].get("refused_lists") or {}).get("n", 0))
     for what, r in results["recoverability"].items():
         out[f"recover.{what}.accuracy"] = float(r["accuracy"])
     leak = results.get("leakage") or {}

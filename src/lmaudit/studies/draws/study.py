@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -164,35 +165,51 @@ def measure(cfg: DictConfig, cached: CachedBackend | None) -> list[dict[str, Any
     results = cached.sample(requests, desc="draws")
     rows = []
     for req, res in zip(requests, results, strict=True):
-        rows.append(
-            {
-                "kind": "sequence",
-                "family": str(cfg.model.name),
-                "source": s.source,
-                "condition": req.meta["condition"],
-                "probe": req.meta["probe"],
-                "replicate": req.meta["replicate"],
-                "seed": req.seed,
-                "draws": [norm(t) for t in res.texts],
-                "raw": list(res.texts),
-            }
-        )
+        row = {
+            "kind": "refused" if res.refused else "sequence",
+            "family": str(cfg.model.name),
+            "source": s.source,
+            "condition": req.meta["condition"],
+            "probe": req.meta["probe"],
+            "replicate": req.meta["replicate"],
+            "seed": req.seed,
+        }
+        if res.refused:  # a sequence with a refused draw has no draw-to-draw order to test
+            rows.append({**row, "refusals": list(res.refusals), "raw": list(res.texts)})
+        else:
+            rows.append({**row, "draws": [norm(t) for t in res.texts], "raw": list(res.texts)})
     return rows
+
+
+def _refused(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sampled sequences the server refused a draw of: counted, never analysed."""
+    reasons: Counter[str] = Counter()
+    n = 0
+    for row in rows:
+        if isinstance(row, dict) and row.get("kind") == "refused":
+            n += 1
+            reasons.update(str(r).split(":")[0] for r in row.get("refusals") or [] if r is not None)
+    return {"sequences": n, "draws": sum(reasons.values()), "reasons": dict(sorted(reasons.items()))}
 
 
 def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
     """Pure: sequence rows + config in, results dict out (no model, no clock)."""
     s = settings(cfg)
     records = []
+    refused = _refused(rows)
     for i, row in enumerate(rows, start=1):
         where = f"{source}: record {i}" + (f" (line {row['line']} of the import)" if "line" in row else "")
         kind = row.get("kind", "sequence") if isinstance(row, dict) else None
+        if kind == "refused" and "seed" in row:
+            continue
         if kind != "sequence":
             raise InputError(f"{where}: field 'kind' = {kind!r} is not 'sequence'")
         records.append(validate_record(row, where))
     if not records:
-        raise InputError(f"{source}: no sequences to analyse")
+        why = f" (the server refused a draw of all {refused['sequences']})" if refused["sequences"] else ""
+        raise InputError(f"{source}: no sequences to analyse{why}")
     results = analyze_records(records, analysis_params(s), exclude_patterns=list(s.exclude_patterns))
+    results["data"]["refused"] = refused
     mode = "import" if s.import_path or not any("seed" in r for r in rows) else "sample"
     return {
         **results,
@@ -218,6 +235,7 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
         "n_sequences": results["data"]["analysed_sequences"],
         "n_excluded": results["data"]["excluded"]["n"],
         "n_deduplicated": results["data"]["deduplicated"]["n_dropped"],
+        "n_refused": results["data"].get("refused", {}).get("sequences", 0),
     }
     for name, f in results["families"].items():
         k = _key(name)
