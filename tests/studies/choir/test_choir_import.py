@@ -4,6 +4,7 @@ same lists elicited here; bad records are refused with file, line and field."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,31 @@ def test_imported_lists_may_bring_their_own_persona_profiles(make_cfg, tmp_path)
     vocab = [json.loads(x) for x in (tmp_path / "own/measurements.jsonl").read_text().splitlines()]
     terms = next(r["terms"] for r in vocab if r["kind"] == "profile_vocabulary")
     assert "profile" in terms and "mentions" in terms
+
+
+def test_ids_with_dollar_signs_are_drawn_as_written(make_cfg, tmp_path):
+    """Question ids come from the import as written: `$...$` is text, never TeX (matplotlib's
+    mathtext would fail on "$x^{$" and turn "cost $5 or $10" into math)."""
+    ids = ("cost $5 or $10", "$x^{$ broken", "$\\alpha$")
+    words = ("bread", "salt", "water", "lamp", "rope", "tent")
+    recs = [
+        {
+            **RECORD,
+            "model": model,
+            "question": q,
+            "question_text": f"Name things: {q}",
+            "generation": g,
+            "items": list(words[(g + k) % 6 : (g + k) % 6 + 3]),
+        }
+        for k, q in enumerate(ids)
+        for model in ("m1", "m2")
+        for g in range(3)
+    ]
+    path = tmp_path / "lists.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run(make_cfg("study=choir", f"study.import_path={path}", *COMMON[4:], name="dollars"))
+    html = (tmp_path / "dollars" / "report.html").read_text()
+    figures = "".join(re.findall(r"<svg.*?</svg>", html, flags=re.S))
+    drawn = {m for m in re.findall(r">([^<>]*)</text>", figures)}
+    for q in ids:  # each id labels its point, exactly as written (XML-escaped, no mathtext)
+        assert q in drawn, q

@@ -47,11 +47,20 @@ def _width_lift(qs: Mapping[str, Any]) -> str | None:
 
     def draw(ax: Axes) -> None:
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, color="#2e7d6f")
+        _label_points(ax, pts)
         ax.axhline(1.0, color="#888", linestyle=":", linewidth=1)
         ax.set_xlabel("prompt width W_q")
         ax.set_ylabel("relative persona lift")
 
     return _axes_svg(draw, "choir-wl")
+
+
+def _label_points(ax: Axes, pts: list[tuple[Any, Any, str]]) -> None:
+    """Each point named by its question id, as written (figure text is never TeX)."""
+    for x, y, q in pts:
+        ax.annotate(
+            q, (x, y), textcoords="offset points", xytext=(3, 2), fontsize=6, color="#444", clip_on=True
+        )
 
 
 def _bin_label(b: Mapping[str, Any]) -> str:
@@ -136,15 +145,16 @@ def _scatter(qs: Mapping[str, Any], x: str, y: str, xl: str, yl: str, prefix: st
             return v["stc"]["ratio"] if v["stc"] else None
         return v[k]
 
-    pts = [(val(v, x), val(v, y)) for v in qs.values()]
+    pts = [(val(v, x), val(v, y), q) for q, v in qs.items()]
     pts = [p for p in pts if p[0] is not None and p[1] is not None]
     if not pts:
         return None
 
     def draw(ax: Axes) -> None:
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, color="#6d4c41")
+        _label_points(ax, pts)
         if x == "R_q":
-            hi = max(max(p) for p in pts) * 1.05
+            hi = max(max(p[0], p[1]) for p in pts) * 1.05
             ax.plot([0, hi], [0, hi], color="#888", linestyle=":", linewidth=1)
         ax.set_xlabel(xl)
         ax.set_ylabel(yl)
