@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -61,6 +62,13 @@ def sample_value(v: Any) -> str:
     return v
 
 
+def _with_cached(res: SampleResult, known: Sequence[str | None]) -> SampleResult:
+    """``res`` with the draws the cache already held put back (answered again, not replaced)."""
+    texts = [t if t is not None else res.texts[d] for d, t in enumerate(known)]
+    refusals = tuple(None if t is not None else res.refusal(d) for d, t in enumerate(known))
+    return SampleResult(texts=texts, refusals=refusals if any(refusals) else ())
+
+
 class CachedBackend:
     def __init__(
         self,
@@ -77,9 +85,16 @@ class CachedBackend:
         self.progress = progress
         self.poll_s = poll_s
         self.digest = identity_digest(backend.identity)
+        # a backend that checks its server against what this identity's answers were made
+        # with (openai: lmaudit.backends.openai.served) does so before any answer is served
+        attach = getattr(backend, "attach_cache", None)
+        if callable(attach):
+            attach(cache.root, self.digest)
         self.reads_meta = bool(getattr(backend, "reads_meta", False))
         # wall seconds spent answering cache misses, per contract (the audit record's timings)
         self.seconds: dict[str, float] = {"label_logprobs": 0.0, "sample": 0.0}
+        # draws the server answered without an answer, by finish reason (never cached)
+        self.refusals: Counter[str] = Counter()
 
     def describe(self) -> dict[str, Any]:
         """What the backend says about itself for the audit record (empty if it says nothing)."""
@@ -239,9 +254,14 @@ class CachedBackend:
 
         all_keys = [[cache_key(self.digest, payload(r, d)) for d in range(r.n)] for r in requests]
 
+        # the draws of a request found in the cache when others were not (the rest refused
+        # earlier): kept as cached, so a row always shows what the cache holds
+        partial: dict[int, list[str | None]] = {}
+
         def load(i: int) -> bool:
             texts = [self.cache.get(k, sample_value) for k in all_keys[i]]
             if any(t is None for t in texts):
+                partial[i] = texts
                 return False
             out[i] = SampleResult(texts=[str(t) for t in texts])
             return True
@@ -257,8 +277,21 @@ class CachedBackend:
             for i, res in zip(idx, results, strict=True):
                 if len(res.texts) != requests[i].n:
                     raise RuntimeError("backend returned a different number of draws than asked")
-                # a request's draws go into the cache as one pack (one file, not one per draw)
-                self.cache.put_many(list(zip(all_keys[i], res.texts, strict=True)))
+                # a request's draws go into the cache as one pack (one file, not one per draw);
+                # a refused draw never does (asked again by the next run)
+                known = partial.get(i) or [None] * len(res.texts)
+                answered = [
+                    (key, text)
+                    for d, (key, text, had) in enumerate(zip(all_keys[i], res.texts, known, strict=True))
+                    if had is None and res.refusal(d) is None
+                ]
+                self.cache.put_many(answered)
+                for d in range(requests[i].n):
+                    reason = res.refusal(d)
+                    if reason is not None and known[d] is None:
+                        self.refusals[reason.split(":")[0]] += 1
+                if any(t is not None for t in known):
+                    res = _with_cached(res, known)
                 out[i] = res
                 stored(i)
 

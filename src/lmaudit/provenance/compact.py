@@ -23,7 +23,8 @@ and is listed (``left_loose``); so does an entry whose own file and pack line di
 cache serves the pack line, or the file when the caller's shape check rejects the line).
 Damaged entries are left in place and listed (``invalid``), or removed when ``keep`` excludes
 their key; damaged pack lines go with their pack. Other files (moved-aside ``*.invalid-*``
-entries, anything lmaudit did not write) are never touched.
+entries, the ``served/`` records of what an ``openai`` server served
+(:mod:`lmaudit.backends.openai.served`), anything lmaudit did not write) are never touched.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ through plain ``requests`` (no SDK). Config keys (a Mapping; defaults in bracket
   A server that cannot be reached at all fails at once with ``cannot reach <url>``; it is
   checked (``GET <base_url>/models``) before the first request (:mod:`lmaudit.backends.openai.client`).
 * ``revision`` [None]: a user-declared string naming the served weights (see ``identity``).
+  What the server reports it serves (``/models``, an answer's ``model`` and
+  ``system_fingerprint``) is not in the identity (a re-run from the cache needs no server) but
+  recorded beside the cache's answers and checked before any is served: a server serving
+  another model than they were made with is refused (:mod:`lmaudit.backends.openai.served`).
 * ``top_logprobs`` [20]: how many alternatives the server is asked for (hosted OpenAI allows
   at most 20 for chat and 5 for legacy completions).
 * ``label_space_variants`` [False]: also read ``" A"`` as label ``"A"`` (see below).
@@ -51,6 +55,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 from lmaudit.backends.base import (
@@ -58,12 +63,14 @@ from lmaudit.backends.base import (
     LabelRequest,
     LabelResult,
     Message,
+    Refused,
     SampleRequest,
     SampleResult,
     derive_seed,
     sha256_text,
 )
 from lmaudit.backends.openai.client import HttpClient, ServerUnreachable
+from lmaudit.backends.openai.served import ServedCheck
 from lmaudit.backends.openai.wire import (
     detokenize_via,
     first_position_top,
@@ -178,6 +185,7 @@ class OpenAIBackend:
             rng=rng,
         )
         self._tok_dialect: str | None = None
+        self._served = ServedCheck(self.model, redact_url(self.base_url))
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> OpenAIBackend:
@@ -201,13 +209,15 @@ class OpenAIBackend:
             "request_deadline_s": self.request_deadline_s,
             "max_concurrency": self.max_concurrency,
             "tokenizer": self._tok_dialect or self.tokenizer,
+            "served": self._served.describe(),
         }
 
     @property
     def identity(self) -> dict[str, Any]:
         """Everything that changes outputs. Not the base_url nor the key: the same served model
         answers alike wherever it is hosted (localhost, a cluster, a tunnel), so caches stay
-        shareable; ``revision`` is the user's declaration that tells served weights apart."""
+        shareable; ``revision`` is the user's declaration that tells served weights apart (what
+        the server reports is checked against the cache, not part of it: :mod:`.served`)."""
         ident: dict[str, Any] = {
             "backend": "openai",
             "backend_version": BACKEND_VERSION,
@@ -228,6 +238,10 @@ class OpenAIBackend:
     def check_server(self) -> None:
         """Raise a BackendError now if the server cannot be reached (see :mod:`.client`)."""
         self._http.check_server()
+
+    def attach_cache(self, root: Path, digest: str) -> None:
+        """Check what the server serves against the record in cache folder ``root`` (:mod:`.served`)."""
+        self._served.attach(root, digest, self._http.check_server)
 
     def _post(self, url: str, body: dict[str, Any]) -> Any:
         return self._http.post(url, body)
@@ -264,6 +278,7 @@ class OpenAIBackend:
                 f"openai backend: response from {self.endpoint} endpoint: choices[0] is "
                 f"{type(choices[0]).__name__} {str(choices[0])[:200]!r}, not an object"
             )
+        self._served.answered(out)
         return dict(choices[0])
 
     # --- label log-probabilities -----------------------------------------------------------
@@ -339,15 +354,18 @@ class OpenAIBackend:
 
     def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
         jobs = [(r, i) for r in requests for i in range(r.n)]
-        texts = self._map(lambda job: self._one_draw(*job), jobs)
+        draws = self._map(lambda job: self._one_draw(*job), jobs)
         out: list[SampleResult] = []
         pos = 0
         for r in requests:
-            out.append(SampleResult(texts=texts[pos : pos + r.n]))
+            mine = draws[pos : pos + r.n]
+            refusals = tuple(d.reason if isinstance(d, Refused) else None for d in mine)
+            texts = ["" if isinstance(d, Refused) else d for d in mine]
+            out.append(SampleResult(texts=texts, refusals=refusals if any(refusals) else ()))
             pos += r.n
         return out
 
-    def _one_draw(self, request: SampleRequest, draw: int) -> str:
+    def _one_draw(self, request: SampleRequest, draw: int) -> str | Refused:
         extra = {
             "temperature": request.temperature,
             "top_p": request.top_p,
@@ -359,13 +377,13 @@ class OpenAIBackend:
         found = choice.get("message")
         message: dict[str, Any] = found if isinstance(found, dict) else {}
         text = message.get("content") if self.endpoint == "chat" else choice.get("text")
-        if isinstance(text, str):
+        if isinstance(text, str) and not message.get("refusal"):
             return text
+        if text is not None and not message.get("refusal"):
+            raise BackendError(f"openai backend: the answer's text is {type(text).__name__}, not a string")
         # no text: a refusal or a filtered answer (hosted APIs answer content null with
-        # finish_reason "content_filter"), never an empty draw to cache as the model's answer
-        said = message.get("refusal") or choice.get("finish_reason")
-        raise BackendError(
-            f"openai backend: the server gave no text for a draw (finish_reason="
-            f"{choice.get('finish_reason')!r}{f', {said!r}' if said else ''}): "
-            f"the draw is refused and not cached, not recorded as an empty answer"
-        )
+        # finish_reason "content_filter", or a ``refusal`` message), recorded as such by the
+        # study and never cached as the model's answer
+        said = message.get("refusal")
+        reason = str(choice.get("finish_reason") or "no text")
+        return Refused(f"{reason}: {str(said)[:200]}" if said else reason)

@@ -13,7 +13,8 @@ waits, a deadline per request, a reachability check, and messages with no creden
 * A connection that cannot be made at all (refused, host unknown) is not retried: it fails
   at once with ``cannot reach <url>``. Before its first request the client checks the
   server once (``GET <base_url>/models``), so a wrong address stops a run before any
-  measurement or gate is asked, and a run served entirely from the cache never needs it.
+  measurement or gate is asked, and a run served entirely from the cache never needs it (the
+  listing is also what :mod:`lmaudit.backends.openai.served` checks against the cache).
 * URLs in messages pass through :func:`lmaudit.provenance.redact.redact_text`, and the
   API key (read from the environment at request time) is replaced by ``***``.
 """
@@ -112,9 +113,10 @@ class HttpClient:
 
     # --- the reachability check ------------------------------------------------------------
 
-    def check_server(self) -> None:
+    def check_server(self) -> Any:
         """``GET <base_url>/models`` once: ServerUnreachable when nothing answers there, a
-        BackendError when the server refuses the credentials; any other answer is a server."""
+        BackendError when the server refuses the credentials; any other answer is a server.
+        Returns the decoded listing (None when the answer is no JSON or no success)."""
         url = f"{self.base_url}/models"
         start = self._clock()
         try:
@@ -137,7 +139,8 @@ class HttpClient:
                     self.redact(f"cannot reach {redact_url(self.base_url)}: {type(e).__name__}: {e}")
                 ) from None
             log.warning("%s", self.redact(f"GET {redact_url(url)}: {type(e).__name__}: {e}; carrying on"))
-            return
+            self._checked = True
+            return None
         if resp.status_code in (401, 403):
             raise BackendError(
                 self.redact(
@@ -146,8 +149,14 @@ class HttpClient:
                     f"the key is read from ${self.api_key_env}"
                 )
             )
+        self._checked = True
         if resp.status_code >= 300:
             log.info("GET %s returned HTTP %s; carrying on", redact_url(url), resp.status_code)
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            return None
 
     def _ensure_checked(self) -> None:
         if self._checked:
