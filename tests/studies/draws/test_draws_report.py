@@ -36,4 +36,44 @@ def test_report_renders_without_plan_or_audit(tmp_path: Path) -> None:
 
 def test_report_survives_an_empty_results_dict() -> None:
     html = render_report(results={}, plan=None, audit=None)
-    assert "lmaudit draws: 0 families" in html and "No predictions registered" in html
+    assert "The run could not answer" in html and "the run holds no sequences" in html
+    assert "None: this run is not a registered one" in html
+
+
+def test_the_page_leads_with_the_answer_and_ends_with_provenance() -> None:
+    res = _results()
+    rows = [
+        {
+            "kind": "sequence",
+            "family": "m",
+            "source": "s",
+            "condition": "c",
+            "probe": "colour",
+            "replicate": 0,
+            "seed": 7,
+            "draws": ["red", "red", "blue"],
+        },
+    ]
+    plan = {
+        "requests": [
+            {
+                "messages": [{"role": "user", "content": "Name a <colour>."}],
+                "meta": {"condition": "c", "probe": "colour", "replicate": 0},
+            }
+        ]
+    }
+    html = render_report(results=res, plan=plan, audit=None, rows=rows)
+    order = [
+        html.index(h)
+        for h in (
+            'id="answer"',
+            'id="predictions"',
+            "The persistence test, per family",
+            'id="asked"',
+            'id="provenance"',
+        )
+    ]
+    assert order == sorted(order)
+    assert "Answers persist from draw to draw in 1 of 1 family" in html  # the planted persistence
+    assert "[user] Name a &lt;colour&gt;." in html and "red → red → blue" in html
+    assert "True" not in html and "False" not in html and "{&#34;" not in html  # nothing raw

@@ -1,0 +1,137 @@
+"""One page layout for every study's report (``templates/page.html.j2``).
+
+A report leads with its answer (:class:`Verdict`: one plain sentence, the numbers behind it,
+and whether the run could answer at all), then what went wrong loudly (alerts), the terms it
+uses, the registered predictions and their outcomes, the study's own sections (a study's
+template ``{% extends "page.html.j2" %}`` and fills ``{% block body %}``), what was asked and
+answered (:class:`Sample`: each opens onto the exact prompt and the model's answer), and
+provenance last, formatted (:func:`provenance`).
+
+The page is a pure function of the run's records (results, plan, audit record, measurements):
+no clock, so a report rebuilt from the same records is the same bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from lmaudit import __version__
+from lmaudit.reporting import NOT_RECORDED, fmt, num, pval, text
+from lmaudit.reporting.terms import GLOSSARY
+
+__all__ = ["Page", "Sample", "Verdict", "provenance", "read_rows", "render", "value"]
+
+#: how many samples a page shows (the rest are in measurements.jsonl, and the page says so)
+MAX_SAMPLES = 400
+OUTCOME_CSS = {"held": "held", "not held": "nothold", "not evaluable": "noteval"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The answer a reader should take away. ``answered`` False: the run could not answer the
+    study's question (a failed gate, every output invalid, the mass off the labels), and the
+    headline says why."""
+
+    headline: str
+    facts: Sequence[str] = ()
+    answered: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """One thing asked and answered: its id, a one-line title (an item's wording, a prompt's
+    question), the exact rendered prompt, the model's answer, and a few labelled facts."""
+
+    id: str
+    title: str
+    prompt: str
+    answer: str
+    facts: Sequence[tuple[str, str]] = ()
+    flagged: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Page:
+    study: str
+    title: str
+    question: str  # what the study asks, in one sentence
+    verdict: Verdict
+    alerts: Sequence[str] = ()
+    terms: Sequence[str] = ()  # keys of lmaudit.reporting.terms.GLOSSARY
+    predictions: Sequence[Mapping[str, Any]] = ()
+    registration: str | None = None  # the registration's name when the run is registered
+    samples: Sequence[Sample] = ()
+    samples_total: int = 0
+    samples_note: str = ""
+    provenance: Sequence[tuple[str, str]] = ()
+    config: str | None = None
+
+
+def value(v: Any) -> str:
+    """A recorded value for the provenance table: yes/no for booleans, ``key: value`` pairs for
+    mappings, items joined for lists; nothing raw."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, Mapping):
+        return "; ".join(f"{k}: {value(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, list | tuple):
+        return ", ".join(value(x) for x in v) or "none"
+    return text(v)
+
+
+def provenance(rows: Iterable[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """``(label, value)`` rows formatted for the page (see :func:`value`); the report's own
+    lmaudit version is added last."""
+    return [(label, value(v)) for label, v in rows] + [("lmaudit version (report)", __version__)]
+
+
+def read_rows(audit: Mapping[str, Any], run_dir: Path) -> Iterable[dict[str, Any]]:
+    """The measurement rows the results were computed from (the file the audit record's analyze
+    section names, else the run's own), streamed; nothing when there is none."""
+    from lmaudit.provenance.io import iter_jsonl
+
+    analyzed = (audit.get("analyze") or {}).get("measurements")
+    path = Path(analyzed) if analyzed else run_dir / "measurements.jsonl"
+    if not path.is_file():
+        return
+    for _, row in iter_jsonl(path):
+        yield row
+
+
+def _abbr(term: str, shown: str | None = None) -> str:
+    """``term`` marked with its explanation (hover), as HTML."""
+    from markupsafe import Markup, escape
+
+    return Markup(f'<abbr title="{escape(GLOSSARY[term])}">{escape(shown or term)}</abbr>')
+
+
+@functools.cache
+def _environment(package: str) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(
+            [jinja2.PackageLoader(package, ""), jinja2.PackageLoader("lmaudit.reporting", "templates")]
+        ),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(num=fmt, pval=pval, text=text, value=value)
+    env.filters["int"] = lambda x: fmt(x, ".0f")
+    env.filters["pct"] = lambda x: "—" if num(x) is None else f"{100 * float(x):.1f}%"
+    env.globals.update(OUTCOME_CSS=OUTCOME_CSS, NOT_RECORDED=NOT_RECORDED, GLOSSARY=GLOSSARY, term=_abbr)
+    return env
+
+
+def render(package: str, template: str, page: Page, **context: Any) -> str:
+    """Render ``template`` of ``package`` (which extends ``page.html.j2``) for ``page``."""
+    unknown = [t for t in page.terms if t not in GLOSSARY]
+    if unknown:
+        raise KeyError(f"terms not in the glossary: {unknown}")
+    return _environment(package).get_template(template).render(page=page, **context)
