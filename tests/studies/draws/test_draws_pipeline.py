@@ -41,7 +41,7 @@ def test_sim_persistent_sampler_end_to_end(make_cfg, tmp_path) -> None:
     plan = json.loads((out / "plan.json").read_text())
     assert plan["n_requests"] == 18 and set(plan["config"]) == {"study", "model"}
     html = (out / "report.html").read_text()
-    assert "<svg" in html and "sim-persistent" in html and "Registered result" in html
+    assert "<svg" in html and "sim-persistent" in html and "The persistence test, per family" in html
     assert (out / "metrics.json").exists() and (out / "plots" / "rho_curve.csv").exists()
 
 
