@@ -11,6 +11,7 @@ cache like a damaged entry: reported, counted, asked again and rewritten.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -93,8 +94,25 @@ class CachedBackend:
         self.reads_meta = bool(getattr(backend, "reads_meta", False))
         # wall seconds spent answering cache misses, per contract (the audit record's timings)
         self.seconds: dict[str, float] = {"label_logprobs": 0.0, "sample": 0.0}
+        self._loaded = False  # the backend's model loaded (:meth:`_ready`)
         # draws the server answered without an answer, by finish reason (never cached)
         self.refusals: Counter[str] = Counter()
+
+    def _ready(self) -> None:
+        """Load the backend's model (its ``load()``) before the first miss is answered: a step
+        of its own, said and timed, so no progress bar counts the load as its first item."""
+        load = getattr(self.backend, "load", None)
+        if self._loaded or not callable(load):
+            return
+        self._loaded = True
+        t0 = time.perf_counter()
+        if self.progress:
+            name = str(self.backend.identity.get("model") or "the model").split("@")[0]
+            tqdm.write(f"loading {name} ...", file=sys.stderr)
+        load()
+        self.seconds["load_model"] = time.perf_counter() - t0
+        if self.progress:
+            tqdm.write(f"loaded in {self.seconds['load_model']:.1f} s", file=sys.stderr)
 
     def describe(self) -> dict[str, Any]:
         """What the backend says about itself for the audit record (empty if it says nothing)."""
@@ -224,13 +242,15 @@ class CachedBackend:
                 raise RuntimeError("backend returned a different number of results than requests")
 
         missing = [i for i in range(len(requests)) if not load(i)]
+        if missing:
+            self._ready()
         with tqdm(
             total=len(requests),
             initial=len(requests) - len(missing),
             desc=desc,
             unit="prompt",
             disable=not self.progress,
-            leave=False,
+            leave=True,
         ) as bar:
             whole = stream is not None or fill is not None
             self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1, whole=whole)
@@ -296,6 +316,8 @@ class CachedBackend:
                 stored(i)
 
         missing = [i for i in range(len(requests)) if not load(i)]
+        if missing:
+            self._ready()
         total = sum(r.n for r in requests)
         show = self.progress if progress is None else progress
         with tqdm(
@@ -304,7 +326,7 @@ class CachedBackend:
             desc=desc,
             unit="draw",
             disable=not show,
-            leave=False,
+            leave=True,
         ) as bar:
             # a request's draws are claimed together, under the key of its first draw
             self._fill(

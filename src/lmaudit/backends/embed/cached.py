@@ -103,7 +103,7 @@ class CachedEmbedder(CachedBackend):
             desc=desc,
             unit="text",
             disable=not self.progress,
-            leave=False,
+            leave=True,
         ) as bar:
             self._fill(
                 missing,

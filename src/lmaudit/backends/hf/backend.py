@@ -175,6 +175,10 @@ class HFBackend:
             install_packed_attention(self._model, self.attn_implementation)
         return self._model
 
+    def load(self) -> None:
+        """Load the model now (the pipeline does, before the first answer it needs)."""
+        _ = self.model
+
     def _stop_token_ids(self) -> frozenset[int]:
         ids: set[int] = set()
         eos = self.tokenizer.eos_token_id
@@ -286,7 +290,9 @@ class HFBackend:
     def _progress(self, total: int, desc: str) -> Any:
         from tqdm.auto import tqdm
 
-        return tqdm(total=total, desc=desc, unit="prompt", disable=not self.progress or total <= 8)
+        return tqdm(
+            total=total, desc=desc, unit="prompt", disable=not self.progress or total <= 8, leave=False
+        )
 
     def label_logprobs(
         self, requests: list[LabelRequest], top_k: int | None = None, *, one_unit: bool = False
