@@ -12,4 +12,5 @@ def stub_model_args(url: str) -> list[str]:
         f"model.base_url={url}",
         "model.model=toy",
         f"model.chat_template='{STUB_TEMPLATE}'",
+        "model.tokenizer=auto",  # the stub has a tokenize endpoint; a hosted API has none
     ]

@@ -7,7 +7,10 @@ The server is started once per module as a subprocess and terminated in the fina
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
+import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -26,6 +29,7 @@ from lmaudit.backends.openai.backend import OpenAIBackend
 pytestmark = pytest.mark.slow
 
 ALIAS = "gemma3-270m"
+REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 180.0
 
 SYSTEM = (
@@ -183,3 +187,29 @@ def test_top1_agrees_with_hf_backend(llama_server: str) -> None:
         checked += 1
     # the prompts are fixed and the model is fixed: some must have a clear top token
     assert checked >= 1, "every prompt was a near tie at the top: the comparison checked nothing"
+
+
+def _readme_command() -> list[str]:
+    """The served-model command the README shows (python run.py model=llamacpp ...)."""
+    for line in (REPO / "README.md").read_text().splitlines():
+        if line.startswith("python run.py model=llamacpp model.base_url="):
+            return shlex.split(line.split("#")[0])
+    raise AssertionError("README.md shows no 'python run.py model=llamacpp model.base_url=...' command")
+
+
+def test_readme_command_decides_g1_and_completes(llama_server: str, tmp_path: Path) -> None:
+    cmd = [
+        f"model.base_url={llama_server}" if a.startswith("model.base_url=") else a for a in _readme_command()
+    ]
+    assert cmd[:3] == ["python", "run.py", "model=llamacpp"] and f"model.model={ALIAS}" in cmd
+    proc = subprocess.run(
+        [sys.executable, *cmd[1:], "mlflow.enabled=false", "progress=false", "items.ids=[s1-01]",
+         f"out_dir={tmp_path / 'run'}", f"paths.cache={tmp_path / 'cache'}"],
+        cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "cannot tokenize" not in proc.stderr and "unverified" not in proc.stderr
+    g1 = json.loads((tmp_path / "run" / "results.json").read_text())["gates"]["G1"]
+    # decided by the server's tokenizer in the context posted: A and B are one token each
+    assert g1["status"] == "PASS" and g1["checked"] == 12, g1
+    assert g1["label_pieces"] == ["A=['A']", "B=['B']"]

@@ -31,8 +31,8 @@ through plain ``requests`` (no SDK). Config keys (a Mapping; defaults in bracket
 * ``label_space_variants`` [False]: also read ``" A"`` as label ``"A"`` (see below).
 * ``max_concurrency`` [1]: parallel HTTP requests.
 * ``tokenizer`` [``"auto"``]: which tokenize endpoint gate G1 uses: ``"llama-cpp-python"``
-  (``POST /extras/tokenize``), ``"llama.cpp"`` / ``"vllm"`` (``POST /tokenize``), ``"none"``, or
-  ``"auto"`` (probe in that order). ``server_root`` [``base_url`` minus a trailing ``/v1``] is
+  (``POST /extras/tokenize``), ``"llama.cpp"`` / ``"vllm"`` (``POST /tokenize``), ``"none"`` (the
+  server has none: qq refuses at once), or ``"auto"`` (probe in that order). ``server_root`` [``base_url`` minus a trailing ``/v1``] is
   where those live.
 
 **Label read-out.** ``probs[label] = exp(logprob)`` of the top-logprob entry whose text equals
@@ -43,9 +43,14 @@ the QQ robustness envelope covers by treating ``other`` as unassigned. With
 result records which variants matched (``matched_variants``).
 
 **Gate G1** tokenizes the rendered prompt and prompt+label through the server's tokenize
-endpoint and reports the pieces after their common prefix. When no endpoint answers (or in
-chat mode no template is known), each label gets ``UNVERIFIED_PIECES`` — two pieces, so the
-gate FAILS rather than passes silently; the pieces say why.
+endpoint and reports the pieces after their common prefix. The rendered prompt is the one
+posted (completions), or in chat mode ``chat_template`` when set (declared to be the
+server's), else the server's own rendering where it shows it (llama.cpp's
+``/apply-template``; vLLM's ``/tokenize`` with messages, then ``/detokenize``).
+``label_check_refusal()`` says, before any request is made, when a server cannot decide G1
+(no tokenize endpoint; a chat template applied unseen): see :mod:`.g1` and docs/servers.md.
+When G1 is asked anyway, each label gets ``UNVERIFIED_PIECES`` — two pieces, so the gate
+FAILS rather than passes silently; the pieces say why.
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ from lmaudit.backends.base import (
     derive_seed,
     sha256_text,
 )
+from lmaudit.backends.openai import g1
 from lmaudit.backends.openai.client import HttpClient, ServerUnreachable
 from lmaudit.backends.openai.served import ServedCheck
 from lmaudit.backends.openai.wire import (
@@ -299,8 +305,8 @@ class OpenAIBackend:
     # --- gate G1 ---------------------------------------------------------------------------
 
     def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
-        prompt = self._render_for_tokenize(request.messages)
-        dialect = self._dialect() if prompt is not None else None
+        dialect = self._dialect()
+        prompt = g1.context(self, dialect, request.messages) if dialect is not None else None
         if prompt is None or dialect is None:
             log.warning(
                 "openai backend: gate G1 cannot tokenize on this server; labels marked %s", UNVERIFIED
@@ -316,17 +322,9 @@ class OpenAIBackend:
             out[label] = pieces[n:] if pieces is not None else [self._detokenize(dialect, i) for i in ids[n:]]
         return out
 
-    def _render_for_tokenize(self, messages: Sequence[Message]) -> str | None:
-        if self.chat_template:
-            return self._render(messages)
-        try:  # chat mode without a local template: the llama.cpp server renders its own
-            out = self._post(f"{self.server_root}/apply-template", {"messages": [dict(m) for m in messages]})
-        except ServerUnreachable:
-            raise
-        except BackendError:
-            return None
-        prompt = out.get("prompt") if isinstance(out, dict) else None
-        return prompt if isinstance(prompt, str) else None
+    def label_check_refusal(self) -> str | None:
+        """None when gate G1 can be decided on this server, else why not (:mod:`.g1`)."""
+        return g1.refusal(self)
 
     def _dialect(self) -> str | None:
         if self._tok_dialect is None:

@@ -16,15 +16,19 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from lmaudit.backends.base import LabelRequest, SampleRequest, SampleResult
+from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, SampleResult
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.studies.qq.config import EstimandConfig, G3Config
 from lmaudit.studies.qq.protocol import Cell
 from lmaudit.studies.qq.records import SEMANTIC, Measurement
 
 
-class GateG1Error(RuntimeError):
+class GateG1Error(BackendError):
     """A canonical label is not a single token in the rendered context."""
+
+
+class QQUnavailable(BackendError):
+    """The backend cannot decide gate G1, so qq cannot run on it."""
 
 
 def position_seed(base: int, meta: dict[str, Any], salt: str = "") -> int:
@@ -78,6 +82,13 @@ def run_g1(cells: list[Cell], backend: Any) -> list[dict[str, Any]]:
     failures: list[str] = []
     if not hasattr(backend, "check_single_token"):
         return rows
+    why = getattr(backend, "label_check_refusal", None)
+    reason = why() if callable(why) else None
+    if reason:  # before any label is asked
+        raise QQUnavailable(
+            f"qq cannot run on this server: {reason}. draws, choir and judge's verdicts need only sampled "
+            "text and run here (docs/servers.md)"
+        )
     for cell in cells:
         for req in cell.requests:
             pieces = backend.check_single_token(req)
