@@ -50,6 +50,7 @@ bench: install
 	$(PYTHON) benchmarks/bench_qq_measure.py
 	$(PYTHON) benchmarks/bench_default_run.py
 	$(PYTHON) benchmarks/bench_draws.py
+	$(PYTHON) benchmarks/bench_draws_import.py
 	$(PYTHON) benchmarks/bench_judge_sampling.py
 	$(PYTHON) benchmarks/bench_sampling.py
 	$(PYTHON) benchmarks/bench_rbo.py

@@ -9,8 +9,6 @@ through its :class:`RunContext`, and every run file is written here.
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -20,9 +18,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lmaudit.config.checks import validate
 from lmaudit.config.execution import without_execution
-from lmaudit.pipeline.audit import AuditRecord, environment, utc_now
-from lmaudit.pipeline.context import must_be_folder, run_dir, study_of
-from lmaudit.pipeline.mlflow_run import log_job
+from lmaudit.pipeline.audit import AuditRecord, environment, utc_now, utc_now_ms
+from lmaudit.pipeline.context import by_source, must_be_folder, run_dir, study_of
+from lmaudit.pipeline.mlflow_run import log_job, run_span
 from lmaudit.pipeline.mlflow_run import section as mlflow_section
 from lmaudit.pipeline.record import signals_raise, write_dvc_views
 from lmaudit.pipeline.registration import Registration, check, freeze, score
@@ -42,7 +40,6 @@ from lmaudit.provenance.io import (
     atomic_write_json,
     atomic_write_jsonl,
     atomic_write_text,
-    iter_jsonl,
     read_json,
 )
 from lmaudit.provenance.redact import redact_config
@@ -171,22 +168,6 @@ def _measured_under(cfg: DictConfig, out: Path) -> dict[str, Any] | None:
     return {"plan": str(path), "plan_digest": doc.get("plan_digest"), "model": model.get("name")}
 
 
-def _source_of(path: Path) -> str:
-    """A measurement file's source: its first record's ``source`` field, else its name (the
-    folder's, for a file named measurements.jsonl)."""
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                try:
-                    first = json.loads(line)
-                except ValueError:
-                    break
-                if isinstance(first, dict) and isinstance(first.get("source"), str) and first["source"]:
-                    return str(first["source"])
-                break
-    return path.parent.name if path.stem == "measurements" else path.stem
-
-
 def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration | None) -> RunContext:
     """Provenance of an analysis comes from what was measured, not from the command line: the
     model recorded in the measurements' plan replaces the config's (MLflow params, run name,
@@ -194,21 +175,8 @@ def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration |
     registered one are refused."""
     cfg = ctx.cfg
     found = _measured_plan(cfg, ctx.run_dir)
-    if found is None:
-        external = (
-            cfg.get("measurements") and Path(cfg.measurements).resolve().parent != ctx.run_dir.resolve()
-        )
-        if not external or reg is not None:
-            return ctx
-        # measurements made elsewhere, without a plan: named by their source, never by the
-        # config's (default) model
-        name = str(cfg.get("run_name") or _source_of(Path(cfg.measurements)))
-        print(f"{cfg.measurements}: measurements of {name!r} (no plan beside them); recorded under that name")
-        cfg = cfg.copy()
-        with open_dict(cfg):
-            cfg.model = OmegaConf.create({"backend": "import", "name": name})
-            cfg.run_name = re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "measurements"
-        return dataclasses.replace(ctx, cfg=cfg)
+    if found is None:  # made elsewhere, without a plan: named by their source (context.by_source)
+        return ctx if reg is not None else dataclasses.replace(ctx, cfg=by_source(cfg, ctx.run_dir))
     path, measured = found
     model = (measured.get("config") or {}).get("model")
     if not isinstance(model, dict):
@@ -239,6 +207,7 @@ def _analyze(
     plan: Plan | None,
     reg: Registration | None,
     audit: AuditRecord,
+    started: str,
 ) -> dict[str, Any]:
     cfg, out = ctx.cfg, ctx.run_dir
     mpath = Path(cfg.measurements) if cfg.measurements else out / "measurements.jsonl"
@@ -246,8 +215,8 @@ def _analyze(
         raise InputError(f"{mpath}: no measurement file; run stage=measure first or pass measurements=<path>")
     sha = file_sha256(mpath)
     claim_results(out, mpath, sha, overwrite=bool(cfg.get("overwrite", False)))
-    rows = [obj for _, obj in iter_jsonl(mpath)]
-    result = study.analyze(cfg, Measurements(rows, str(mpath)))
+    # read by the study (whole, or one row at a time), before anything of the analysis is written
+    result = study.analyze(cfg, Measurements(source=str(mpath), path=mpath))
     clear_from(out, "analyze")  # results, metrics, plots and the report derived from them, as a set
     for later in ("analyze", "report"):
         audit.data.pop(later, None)
@@ -260,6 +229,7 @@ def _analyze(
     audit.update(
         "analyze",
         {
+            "process_started_utc": started,
             "finished_utc": utc_now(),
             "measurements": str(mpath),
             "measurements_sha256": sha,
@@ -297,6 +267,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     ``sweep_dir``: the ``-m`` sweep this run belongs to (found from Hydra when not given); its
     MLflow run nests under the sweep's parent run."""
     validate(cfg)  # every ranged field, before a plan is built or a run directory exists
+    started = utc_now_ms()  # the run's start, as its MLflow run records it
     stage = str(cfg.stage)
     if stage not in STAGES:
         raise InputError(f"stage={stage!r} is not one of {', '.join(STAGES)}")
@@ -311,6 +282,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
         ):  # a SLURM task other than 0: it only answers the runner's jobs
             return None
     study = study_of(cfg)
+    cfg = by_source(cfg)  # measurements with no plan: the folder and names follow their source
     out = run_dir(cfg)
     must_be_folder(out, "out_dir" if cfg.get("out_dir") else "the run folder")
     if stage in {"measure", "all"}:
@@ -325,11 +297,16 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
         return None
     reg = check(cfg, study, plan) if plan is not None else None
     with signals_raise(), run_lock(out, stage):
-        return _run_locked(ctx, study, plan, reg, sweep_dir)
+        return _run_locked(ctx, study, plan, reg, sweep_dir, started)
 
 
 def _run_locked(
-    ctx: RunContext, study: Study, plan: Plan | None, reg: Registration | None, sweep_dir: Path | None
+    ctx: RunContext,
+    study: Study,
+    plan: Plan | None,
+    reg: Registration | None,
+    sweep_dir: Path | None,
+    started: str,
 ) -> float | None:
     cfg, out, stage = ctx.cfg, ctx.run_dir, ctx.stage
     print(f"lmaudit {study.name}: stage={stage} run dir {out}")
@@ -351,6 +328,7 @@ def _run_locked(
         audit.update(
             "plan",
             {
+                "process_started_utc": started,
                 "written_utc": utc_now(),
                 "plan_digest": plan.digest,
                 "inputs": plan.inputs,
@@ -368,7 +346,7 @@ def _run_locked(
 
     results_path = out / "results.json"
     if stage in ("analyze", "all"):
-        results = _analyze(ctx, study, plan, reg, audit)
+        results = _analyze(ctx, study, plan, reg, audit, started)
     elif not results_path.exists():
         raise InputError(f"{results_path}: no results; run stage=analyze first")
     else:
@@ -385,7 +363,8 @@ def _run_locked(
     )
     html = study.report(result, ctx.with_audit(audit.data))
     path = atomic_write_text(out / "report.html", html)
-    audit.update("report", {"written_utc": utc_now(), "report_sha256": file_sha256(path)})
+    written = {"written_utc": utc_now(), "report_sha256": file_sha256(path)}
+    audit.update("report", {**written, **run_span(audit.data, started)})  # the run's start and end
     print(result.summary)
     _print_predictions(result.results)
     names = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")

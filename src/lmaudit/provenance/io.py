@@ -23,11 +23,13 @@ def _current_umask() -> int:
 _UMASK = _current_umask()
 
 
-def atomic_write_bytes(path: str | Path, data: bytes, *, fsync: bool = True) -> Path:
-    """Write ``data`` to ``path`` via a temporary file in the same folder, then rename.
+def atomic_write_bytes(path: str | Path, data: bytes | Iterable[bytes], *, fsync: bool = True) -> Path:
+    """Write ``data`` (bytes, or chunks written as they come) to ``path`` via a temporary
+    file in the same folder, then rename.
 
-    Readers see the old file or the new one, never a part. ``fsync=False`` keeps the
-    atomicity but skips flushing to disk (for cache entries, which are cheap to re-make).
+    Readers see the old file or the new one, never a part: an error while the chunks are made
+    leaves no file. ``fsync=False`` keeps the atomicity but skips flushing to disk (for cache
+    entries, which are cheap to re-make).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -35,7 +37,11 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, fsync: bool = True) -> 
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get the usual permissions
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, bytes | bytearray | memoryview):
+                fh.write(data)
+            else:
+                for chunk in data:
+                    fh.write(chunk)
             if fsync:
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -63,8 +69,12 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
 
 
 def atomic_write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> Path:
-    lines = [json.dumps(r, sort_keys=True, ensure_ascii=False, allow_nan=False) for r in rows]
-    return atomic_write_text(path, "".join(line + "\n" for line in lines))
+    """One row a line, written as the rows come (none is kept): a lazy ``rows`` streams."""
+    lines = (
+        (json.dumps(r, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+        for r in rows
+    )
+    return atomic_write_bytes(path, lines)
 
 
 class InputError(ValueError):
@@ -74,6 +84,7 @@ class InputError(ValueError):
 #: The most bytes lmaudit reads whole from one input file (an item bank, an import, a
 #: registration), and the longest line it reads from a JSON Lines file: past this an input is
 #: refused instead of being read into memory.
+_CHUNK = 1 << 24  # bytes per read of an input file
 MAX_INPUT_BYTES = 1 << 30
 
 _KINDS = (
@@ -120,11 +131,19 @@ def read_input(path: str | Path) -> bytes:
     """The bytes of a regular input file (:func:`open_input`) of at most
     :data:`MAX_INPUT_BYTES`; a larger one is refused, naming the bound."""
     limit = MAX_INPUT_BYTES
+    chunks: list[bytes] = []
+    total = 0
     with open_input(path) as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
+        # a buffer of the file's size (one read of the bound would allocate the bound up front),
+        # then chunks for a file that grows meanwhile
+        want = os.fstat(fh.fileno()).st_size + 1
+        while total <= limit and (chunk := fh.read(min(want, limit + 1 - total))):
+            chunks.append(chunk)
+            total += len(chunk)
+            want = _CHUNK
+    if total > limit:
         raise InputError(f"{path}: larger than {limit:,} bytes, the most lmaudit reads from one input file")
-    return data
+    return b"".join(chunks)
 
 
 def read_utf8(path: str | Path) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.config.execution import without_execution
 from lmaudit.provenance.digest import json_digest
+from lmaudit.provenance.io import iter_jsonl
 from lmaudit.provenance.redact import redact_config
 
 if TYPE_CHECKING:
@@ -78,23 +79,58 @@ class Plan:
         return self.doc.get(key, default)
 
 
+class Rows(Protocol):
+    """Measurement rows: a list, or any sized iterable (rows read again on each pass)."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[dict[str, Any]]: ...
+
+
 @dataclass
 class Measured:
-    """What ``measure`` returns: the measurement rows (written to ``measurements.jsonl``),
-    files that derive from them (``artifacts``: path relative to the run's ``artifacts/``
-    folder -> exact bytes), and facts for the audit record's measure section."""
+    """What ``measure`` returns: the measurement rows (written to ``measurements.jsonl`` as
+    they are iterated), files that derive from them (``artifacts``: path relative to the run's
+    ``artifacts/`` folder -> exact bytes), and facts for the audit record's measure section."""
 
-    rows: list[dict[str, Any]]
+    rows: Rows
     artifacts: dict[str, bytes] = field(default_factory=dict)
     audit: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
 class Measurements:
-    """What ``analyze`` reads: measurement rows and where they came from (for messages)."""
+    """What ``analyze`` reads: measurement rows and where they came from (for messages).
 
-    rows: list[dict[str, Any]]
-    source: str = "<measurements>"
+    Given a ``path`` (and no rows), ``rows`` reads the file whole on first use, and
+    :meth:`iter_rows` yields its rows one at a time without keeping them (for an analysis
+    that keeps less than the rows)."""
+
+    def __init__(
+        self,
+        rows: list[dict[str, Any]] | None = None,
+        source: str = "<measurements>",
+        *,
+        path: str | Path | None = None,
+    ) -> None:
+        if rows is None and path is None:
+            raise ValueError("Measurements need rows or a path")
+        self._rows = rows
+        self.source = source
+        self.path = None if path is None else Path(path)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            assert self.path is not None
+            self._rows = [obj for _, obj in iter_jsonl(self.path)]
+        return self._rows
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        if self._rows is not None or self.path is None:
+            yield from self.rows
+            return
+        for _, obj in iter_jsonl(self.path):
+            yield obj
 
 
 @dataclass(frozen=True)
@@ -187,8 +223,9 @@ class Study(ABC):
       ``cfg.study.<group>``.
     - ``data_keys``: dotted paths into the plan that name imported data; an open registration
       (``prereg data: open``) binds the plan without them.
-    - ``compare_columns``: ``(header, source)`` columns of ``lmaudit compare`` for its runs
-      (source: ``param:``, ``metric:``, ``tag:`` or ``info:`` followed by the key).
+    - ``compare_columns``: ``(header, source, meaning)`` columns of ``lmaudit compare`` for
+      its runs (source: ``param:``, ``metric:``, ``tag:`` or ``info:`` followed by the key;
+      meaning: the legend's line for the column, optional).
     - ``has_yaml``: whether ``conf/study/<name>.yaml`` exists; a study from another package
       without one is selectable through its schema alone.
     """
@@ -197,7 +234,7 @@ class Study(ABC):
     config: ClassVar[type]
     groups: ClassVar[Mapping[str, type]] = {}
     data_keys: ClassVar[tuple[str, ...]] = ()
-    compare_columns: ClassVar[tuple[tuple[str, str], ...]] = ()
+    compare_columns: ClassVar[tuple[tuple[str, ...], ...]] = ()
     has_yaml: ClassVar[bool] = False
 
     # --- configuration -------------------------------------------------------------------

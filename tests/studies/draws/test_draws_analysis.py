@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from draws_helpers import FAST, family
 
+from lmaudit.studies.draws import simulate
 from lmaudit.studies.draws.analysis import AnalysisParams, analyze_family
 from lmaudit.studies.draws.sequences import encode, sequence_stats
 from lmaudit.studies.draws.simulate import draw_persistent, permutation_null, persistence_null
@@ -213,3 +214,15 @@ def test_persistence_engine_matches_a_sequential_simulation() -> None:
     se = float(np.std(naive)) / math.sqrt(n_sims)
     assert abs(float(t[1, :, 0].mean()) - float(np.mean(naive))) < 4 * math.sqrt(2) * se
     assert float(t[1, :, 0].std()) == pytest.approx(float(np.std(naive)), rel=0.1)
+
+
+def test_a_chunk_of_one_permutation_is_shuffled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk of one permutation (B = 1, or a last chunk when B = 1 modulo the chunk size, as
+    B = 10,000 is for some large families) is a fresh array too: the shuffle may write to it."""
+    seqs = family(np.random.default_rng(4), 30, 12, 0.2)
+    sset = encode(seqs)
+    r, d = permutation_null(sset, n_perm=1, rng=np.random.default_rng(5))
+    assert r.shape == d.shape == (1, 1) and 0 <= r[0, 0] <= 30 * 11
+    monkeypatch.setattr(simulate, "CHUNK_ELEMS", 2 * 30 * 12)  # chunks of 2, 2 and 1 permutations
+    r, _ = permutation_null(sset, n_perm=5, rng=np.random.default_rng(5))
+    assert r.shape == (5, 1) and (r >= 0).all() and (r <= 30 * 11).all()

@@ -17,21 +17,22 @@ object, carried along). The measurement rows the study writes add ``kind``, ``se
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lmaudit.provenance.io import InputError, iter_jsonl
 
-__all__ = ["SequenceRecord", "dedup_prefixes", "exclude", "read_import", "validate_record"]
+__all__ = ["ImportRows", "SequenceRecord", "dedup_prefixes", "exclude", "read_import", "validate_record"]
 
 REQUIRED = ("family", "source", "condition", "probe", "draws")
 OPTIONAL = ("raw", "replicate", "meta", "kind", "seed", "line")
+ALLOWED = frozenset(REQUIRED + OPTIONAL)
 Answer = str | int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SequenceRecord:
     family: str
     source: str
@@ -56,11 +57,31 @@ def _kind(x: Any) -> str | None:
     return None
 
 
-def validate_record(obj: Any, where: str) -> SequenceRecord:
-    """One sequence record, or InputError naming ``where`` (file and line) and the field."""
+def _check_answers(draws: list[Any], where: str) -> None:
+    """InputError naming the first draw that is neither a string nor an integer, or the first
+    of another type than the draws before it."""
+    first: tuple[int, str] | None = None
+    for i, x in enumerate(draws):
+        kind = _kind(x)
+        if kind is None:
+            raise InputError(f"{where}: field 'draws[{i}]' must be a string or an integer, got {x!r}")
+        if first is None:
+            first = (i, kind)
+        elif kind != first[1]:
+            raise InputError(
+                f"{where}: field 'draws' mixes answer types ({first[1]} at draws[{first[0]}], "
+                f"{kind} at draws[{i}]); use one type per sequence"
+            )
+
+
+def validate_record(obj: Any, where: str, memo: dict[Any, Any] | None = None) -> SequenceRecord:
+    """One sequence record, or InputError naming ``where`` (file and line) and the field.
+
+    With ``memo``, equal names and answers of all the records made with it are one object
+    each (a record then holds its draws as a tuple of shared answers, not of fresh strings)."""
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - set(REQUIRED) - set(OPTIONAL))
+    unknown = sorted(obj.keys() - ALLOWED)
     if unknown:
         raise InputError(f"{where}: unknown field(s) {unknown} (allowed: {', '.join(REQUIRED + OPTIONAL)})")
     for key in REQUIRED:
@@ -74,18 +95,8 @@ def validate_record(obj: Any, where: str) -> SequenceRecord:
         raise InputError(f"{where}: field 'draws' must be a list of answers, got {type(draws).__name__}")
     if not draws:
         raise InputError(f"{where}: field 'draws' is empty (a sequence needs at least one answer)")
-    first: tuple[int, str] | None = None
-    for i, x in enumerate(draws):
-        kind = _kind(x)
-        if kind is None:
-            raise InputError(f"{where}: field 'draws[{i}]' must be a string or an integer, got {x!r}")
-        if first is None:
-            first = (i, kind)
-        elif kind != first[1]:
-            raise InputError(
-                f"{where}: field 'draws' mixes answer types ({first[1]} at draws[{first[0]}], "
-                f"{kind} at draws[{i}]); use one type per sequence"
-            )
+    if {type(x) for x in draws} not in ({str}, {int}):  # all strings or all integers pass at once
+        _check_answers(draws, where)
     raw = obj.get("raw")
     if raw is not None and (
         not isinstance(raw, list) or len(raw) != len(draws) or not all(isinstance(t, str) for t in raw)
@@ -96,18 +107,55 @@ def validate_record(obj: Any, where: str) -> SequenceRecord:
         raise InputError(f"{where}: field 'replicate' must be an integer >= 0, got {rep!r}")
     if obj.get("meta") is not None and not isinstance(obj["meta"], dict):
         raise InputError(f"{where}: field 'meta' must be an object")
-    return SequenceRecord(obj["family"], obj["source"], obj["condition"], obj["probe"], tuple(draws), rep)
+    if memo is None:
+        return SequenceRecord(obj["family"], obj["source"], obj["condition"], obj["probe"], tuple(draws), rep)
+
+    def one(x: Any) -> Any:
+        return memo.setdefault(x, x)
+
+    return SequenceRecord(
+        one(obj["family"]),
+        one(obj["source"]),
+        one(obj["condition"]),
+        one(obj["probe"]),
+        tuple(map(one, draws)),
+        rep,
+    )
 
 
-def read_import(path: str | Path) -> list[dict[str, Any]]:
-    """The file's records as measurement rows (validated; each with its ``line``)."""
-    rows = []
-    for line, obj in iter_jsonl(path):
-        validate_record(obj, f"{path}: line {line}")
-        rows.append({**obj, "kind": "sequence", "line": line})
-    if not rows:
-        raise InputError(f"{path}: no sequences (the file is empty)")
-    return rows
+class ImportRows:
+    """An import file's records as measurement rows (each with its ``kind`` and ``line``).
+
+    Made, it has read and validated the whole file line by line, keeping only the number of
+    records, so every error comes before any output; iterated, it reads the file again and
+    yields one row at a time. A file changed in between is refused (InputError)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._n = sum(1 for _ in self._records())
+        if not self._n:
+            raise InputError(f"{path}: no sequences (the file is empty)")
+
+    def _records(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        for line, obj in iter_jsonl(self.path):
+            validate_record(obj, f"{self.path}: line {line}")
+            yield line, obj
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        n = 0
+        for line, obj in self._records():
+            n += 1
+            yield {**obj, "kind": "sequence", "line": line}
+        if n != self._n:
+            raise InputError(f"{self.path}: changed while read ({self._n} records, then {n})")
+
+
+def read_import(path: str | Path) -> ImportRows:
+    """The file's records as measurement rows, validated (:class:`ImportRows`)."""
+    return ImportRows(path)
 
 
 def exclude(

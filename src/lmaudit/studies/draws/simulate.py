@@ -115,7 +115,10 @@ def permutation_null(
         codes_t = np.ascontiguousarray(g.codes.T)  # (n, S_g)
         for lo, hi in _chunks(n_perm, g):
             m = hi - lo
-            x = np.ascontiguousarray(np.broadcast_to(codes_t[:, None, :], (n, m, s_g)).reshape(n, m * s_g))
+            # a fresh copy per chunk (a chunk of one permutation would otherwise be a read-only view)
+            copies = np.empty((n, m, s_g), dtype=codes_t.dtype)
+            copies[...] = codes_t[:, None, :]
+            x = copies.reshape(n, m * s_g)
             shuffle_columns(x, rng)
             rep = np.count_nonzero(x[1:] == x[:-1], axis=0)
             a = _column_counts(x[: n // 2], g.k_max)

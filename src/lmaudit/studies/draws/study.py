@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,11 @@ from omegaconf import DictConfig, OmegaConf
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
+from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
 from lmaudit.studies.draws.analysis import AnalysisParams
 from lmaudit.studies.draws.config import DrawsStudyConfig
-from lmaudit.studies.draws.importer import read_import, validate_record
+from lmaudit.studies.draws.importer import ImportRows, read_import, validate_record
 from lmaudit.studies.draws.protocol import build_requests, load_probes, make_normaliser
 from lmaudit.studies.draws.report import render_report
 from lmaudit.studies.draws.results import analyze_records, metric_key
@@ -26,11 +28,13 @@ from lmaudit.studies.registry import register_study
 __all__ = ["DrawsStudy", "analyze_rows", "settings"]
 
 # the columns `lmaudit compare` shows for this study's runs
-COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("families", "metric:n_families"),
-    ("sequences", "metric:n_sequences"),
-    ("rejected (Holm)", "metric:n_rejected"),
-    ("flagged sources", "tag:flagged_sources"),
+COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("families", "metric:n_families", "model families analysed"),
+    ("sequences", "metric:n_sequences", "draw sequences analysed (after exclusions and de-duplication)"),
+    ("rejected (Holm)", "metric:n_rejected", "families whose persistence test rejects (Holm-corrected)"),
+    ("min Holm p", "metric:min_holm_p", "the smallest Holm-adjusted p of the run's families"),
+    ("max rho_upper", "metric:max_rho_upper", "the largest upper bound on persistence rho of its families"),
+    ("flagged sources", "tag:flagged_sources", "family:source pairs the grouped-sequence diagnostic flags"),
 )
 # what names the data in an imported audit: an open registration (prereg data: open) binds
 # the plan without these, so predictions can be frozen before the draws file exists
@@ -148,8 +152,9 @@ def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
     return Plan.make(body, len(requests))
 
 
-def measure(cfg: DictConfig, cached: CachedBackend | None) -> list[dict[str, Any]]:
-    """Sequence rows: sampled through the cache (draw order kept), or read from the import file."""
+def measure(cfg: DictConfig, cached: CachedBackend | None) -> list[dict[str, Any]] | ImportRows:
+    """Sequence rows: sampled through the cache (draw order kept), or the import file's,
+    validated whole and then read again one at a time as they are written."""
     s = settings(cfg)
     if s.import_path:
         return read_import(s.import_path)
@@ -192,25 +197,33 @@ def _refused(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"sequences": n, "draws": sum(reasons.values()), "reasons": dict(sorted(reasons.items()))}
 
 
-def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
-    """Pure: sequence rows + config in, results dict out (no model, no clock)."""
+def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -> dict[str, Any]:
+    """Pure: sequence rows + config in, results dict out (no model, no clock). The rows are
+    read once, one at a time; a sequence is kept as a record sharing its names and answers
+    with the others, not as its row."""
     s = settings(cfg)
     records = []
-    refused = _refused(rows)
+    memo: dict[Any, Any] = {}
+    refused_rows = []
+    seeded = False
     for i, row in enumerate(rows, start=1):
         where = f"{source}: record {i}" + (f" (line {row['line']} of the import)" if "line" in row else "")
         kind = row.get("kind", "sequence") if isinstance(row, dict) else None
         if kind == "refused" and "seed" in row:
+            seeded = True
+            refused_rows.append(row)
             continue
         if kind != "sequence":
             raise InputError(f"{where}: field 'kind' = {kind!r} is not 'sequence'")
-        records.append(validate_record(row, where))
+        seeded = seeded or "seed" in row
+        records.append(validate_record(row, where, memo))
+    refused = _refused(refused_rows)
     if not records:
         why = f" (the server refused a draw of all {refused['sequences']})" if refused["sequences"] else ""
         raise InputError(f"{source}: no sequences to analyse{why}")
     results = analyze_records(records, analysis_params(s), exclude_patterns=list(s.exclude_patterns))
     results["data"]["refused"] = refused
-    mode = "import" if s.import_path or not any("seed" in r for r in rows) else "sample"
+    mode = "import" if s.import_path or not seeded else "sample"
     return {
         **results,
         "mode": mode,
@@ -237,23 +250,38 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
         "n_deduplicated": results["data"]["deduplicated"]["n_dropped"],
         "n_refused": results["data"].get("refused", {}).get("sequences", 0),
     }
-    for name, f in results["families"].items():
-        k = _key(name)
+    fams = results["families"]
+    if fams:
+        out["share_rejected"] = headline(results)
+    for stat, pick in (("holm_p", min), ("rho_upper", max)):
+        values = [float(f[stat]) for f in fams.values() if isinstance(f.get(stat), int | float)]
+        if values:
+            out[f"{pick.__name__}_{stat}"] = pick(values)
+    # one family (a sampled run): its numbers under the same keys whatever the model, which a
+    # tag names; several (an import): each family's under its name, beside the keys above
+    for name, f in fams.items():
+        k = "" if len(fams) == 1 else f"{_key(name)}."
         for m in ("T", "p", "holm_p", "rho_hat", "rho_upper", "n_informative", "n_uninformative"):
             if isinstance(f.get(m), int | float):
-                out[f"{k}.{m}"] = float(f[m])
-        out[f"{k}.drift_p"] = float(f["drift"]["p"])
+                out[f"{k}{m}"] = float(f[m])
+        out[f"{k}drift_p"] = float(f["drift"]["p"])
         for r, v in f["power"].items():
-            out[f"{k}.power_{r}"] = float(v)
+            out[f"{k}power_{r}"] = float(v)
     return out
 
 
+def _verdict(f: dict[str, Any]) -> str:
+    return ("persistence" if f["reject"] else "not rejected") + f" (rho_upper {f['rho_upper_label']})"
+
+
 def tags(results: dict[str, Any]) -> dict[str, str]:
-    t = {
-        f"family.{_key(n)}": ("persistence" if f["reject"] else "not rejected")
-        + f" (rho_upper {f['rho_upper_label']})"
-        for n, f in results["families"].items()
-    }
+    fams = results["families"]
+    if len(fams) == 1:
+        ((name, f),) = fams.items()
+        t = {"family": name, "verdict": _verdict(f)}
+    else:
+        t = {f"family.{_key(n)}": _verdict(f) for n, f in fams.items()}
+    t["model"] = ",".join(fams)[:500]  # the families measured (a sampled run's: its model)
     t["mode"] = str(results.get("mode"))
     t["flagged_sources"] = (
         ",".join(f"{n}:{s}" for n, f in results["families"].items() for s in f["flagged_sources"]) or "none"
@@ -316,7 +344,7 @@ class DrawsStudy(Study):
         return Measured(measure(ctx.cfg, backend))
 
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
-        return self.result(analyze_rows(cfg, measurements.rows, measurements.source))
+        return self.result(analyze_rows(cfg, measurements.iter_rows(), measurements.source))
 
     headline = staticmethod(headline)  # type: ignore[assignment]
     metrics = staticmethod(metrics)  # type: ignore[assignment]
@@ -325,7 +353,9 @@ class DrawsStudy(Study):
 
     def report(self, result: StudyResult, ctx: RunContext) -> str:
         plan_doc = ctx.plan.doc if ctx.plan is not None else None
-        return render_report(results=result.results, plan=plan_doc, audit=dict(ctx.audit))
+        audit = dict(ctx.audit)
+        rows = read_rows(audit, ctx.run_dir)
+        return render_report(results=result.results, plan=plan_doc, audit=audit, rows=rows)
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
         return plot_data(result.results)
