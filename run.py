@@ -13,7 +13,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from lmaudit.backends.base import BackendError
-from lmaudit.config.overrides import with_canonical_overrides
+from lmaudit.config.keys import check_overrides
+from lmaudit.config.overrides import canonical
 from lmaudit.config.registrations import check_registrations
 from lmaudit.config.schema import register_configs
 from lmaudit.pipeline.record import Terminated
@@ -40,7 +41,8 @@ _MACHINE_REFUSALS = {
 def _one_line(e: Exception) -> str:
     if isinstance(e, OSError) and e.strerror:  # "<path>: No space left on device"
         return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
-    return str(e)
+    # one line, even when the message quotes a library's multi-line one
+    return " ".join(part.strip() for part in str(e).splitlines() if part.strip())
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -75,11 +77,15 @@ def main(cfg: DictConfig) -> float | JobFailed | None:
 
 
 if __name__ == "__main__":
+    conf = Path(__file__).resolve().parent / "conf"
     try:  # a study's groups by their short names (framing=track_p, judge/condition=P0, ...)
-        sys.argv = with_canonical_overrides(sys.argv)
+        args, study = canonical(sys.argv[1:])
+        # options and keys that do not exist, '+key' included, refused in one line
+        check_overrides(args, conf, study, given=sys.argv[1:])
+        sys.argv = [sys.argv[0], *args]
         # registrations set design and predictions only, checked before Hydra reads them
-        check_registrations(Path(__file__).resolve().parent / "conf" / "prereg")
+        check_registrations(conf / "prereg")
     except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_one_line(e)}", file=sys.stderr)
         sys.exit(2)
     main()

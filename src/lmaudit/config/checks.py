@@ -13,22 +13,34 @@ import dataclasses
 
 from omegaconf import DictConfig, OmegaConf
 
+from lmaudit.config.keys import undeclared
 from lmaudit.config.ranges import validate_node
 from lmaudit.config.schema import MODEL_SCHEMAS, RootConfig
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.registry import get_study
 
-__all__ = ["ConfigRangeError", "validate"]
+__all__ = ["ConfigRangeError", "UndeclaredKeyError", "validate"]
 
 
 class ConfigRangeError(InputError):
     """A config field lies outside its declared range."""
 
 
+class UndeclaredKeyError(InputError):
+    """A config holds a key its schema does not declare (added with ``+key=...``)."""
+
+
 def validate(cfg: DictConfig) -> None:
     """Check every ranged field of a composed config: the root, the model (by its backend's
     schema), the registration, and the selected study with its groups. Raises
-    :class:`ConfigRangeError` naming each field out of range and the range it must lie in."""
+    :class:`ConfigRangeError` naming each field out of range and the range it must lie in;
+    first, :class:`UndeclaredKeyError` for a key no schema declares."""
+    unknown = undeclared(cfg)
+    if unknown:
+        raise UndeclaredKeyError(
+            "config keys no schema declares: " + "; ".join(unknown) + " (a '+' override adds a key "
+            "only to a free-form field such as model.params or model.chat_template_kwargs)"
+        )
     problems = validate_node(cfg, RootConfig, "")
     model = cfg.get("model")
     if isinstance(model, DictConfig) and not OmegaConf.is_missing(model, "backend"):

@@ -154,9 +154,11 @@ def register_configs() -> None:
     """Store every schema in Hydra's ConfigStore: the shared ones, and each known study's
     (``study/_<name>``) with its groups' (``study/<name>/<group>/_<group>``)."""
     from lmaudit.config.execution import register_resolvers
+    from lmaudit.config.help import register_help
     from lmaudit.studies.registry import all_studies
 
     register_resolvers()
+    register_help()
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=RootConfig)
     cs.store(group="model", name="_hf", node=HFModelConfig)

@@ -2,15 +2,20 @@
 
 The run directory is ``out_dir=`` when given, else ``<paths.results>/<study>/<run name>``;
 the run name is ``run_name=``, else the registration's name (``prereg=``), else the study's
-default. The MLflow experiment is ``mlflow.experiment`` or ``lmaudit-<study>``.
+default, with a short digest of the plan-relevant overrides its words do not show
+(:func:`design_suffix`). The MLflow experiment is ``mlflow.experiment`` or ``lmaudit-<study>``.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import re
 from pathlib import Path
+from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import Study
@@ -44,7 +49,82 @@ def run_name(cfg: DictConfig) -> str:
     if cfg.get("prereg") is not None:
         return path_component(str(cfg.prereg.name), "prereg.name")
     name = str(study_of(cfg).default_run_name(cfg))
-    return path_component(name, f"the {cfg.study.name} study's run name (from model.name and its groups)")
+    name = path_component(name, f"the {cfg.study.name} study's run name (from model.name and its groups)")
+    return name + design_suffix(cfg)
+
+
+@functools.lru_cache(maxsize=8)
+def _composed(config_name: str, overrides: tuple[str, ...]) -> DictConfig:
+    from hydra import compose
+
+    return compose(config_name=config_name, overrides=list(overrides))
+
+
+def _references(cfg: DictConfig) -> tuple[DictConfig, DictConfig] | None:
+    """What this run's group choices compose to with no field overrides, and the same with
+    the study's own groups at their defaults (the study's default design). None when Hydra
+    did not compose this run."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    if not (HydraConfig.initialized() and GlobalHydra.instance().is_initialized()):
+        return None
+    hc = HydraConfig.get()
+    choices = {str(k): v for k, v in hc.runtime.choices.items() if not str(k).startswith("hydra/")}
+    if choices.get("study") != cfg.study.name or hc.job.config_name is None:
+        return None
+    picked = tuple(f"{k}={v}" for k, v in sorted(choices.items()) if v is not None)
+    own = f"study/{cfg.study.name}/"
+    name = str(hc.job.config_name)
+    return _composed(name, picked), _composed(name, tuple(p for p in picked if not p.startswith(own)))
+
+
+def _unnamed(study: Any, ref: DictConfig, keys: list[str], cfg: DictConfig) -> dict[str, Any]:
+    """Of ``keys`` (each set as in ``cfg`` on ``ref`` on its own), those that change the plan
+    but not the readable name."""
+    base_name, base_plan = study.default_run_name(ref), study.plan_config(ref)
+    out: dict[str, Any] = {}
+    for key in keys:
+        value = OmegaConf.select(cfg, key, default=None)
+        one = ref.copy()
+        with open_dict(one):
+            OmegaConf.update(one, key, value, merge=False, force_add=True)
+        if study.plan_config(one) != base_plan and study.default_run_name(one) == base_name:
+            out[key] = _plain(value)
+    return out
+
+
+def _leaves(a: Any, b: Any, prefix: str) -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [
+            k for key in sorted(set(a) | set(b)) for k in _leaves(a.get(key), b.get(key), f"{prefix}.{key}")
+        ]
+    return [] if a == b else [prefix]
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+def design_suffix(cfg: DictConfig) -> str:
+    """``-<digest>`` of the overrides that change the plan but not the study's readable run
+    name (``items=sim_demo``, ``items.ids=[...]``, ``estimand.n=50``, ``model.base_url=...``);
+    empty for the study's default design. Runs that measure different things never share a name."""
+    refs = _references(cfg)
+    if refs is None:
+        return ""
+    chosen, default = refs
+    study = study_of(cfg)
+    # field overrides (items.ids=...), then group options the name does not show (items=...)
+    keys = [k for n in ("study", "model") for k in _leaves(_plain(chosen.get(n)), _plain(cfg.get(n)), n)]
+    unnamed = _unnamed(study, chosen, keys, cfg)
+    groups = [
+        f"study.{g}" for g in study.groups if _plain(chosen.study.get(g)) != _plain(default.study.get(g))
+    ]
+    unnamed.update(_unnamed(study, default, groups, chosen))
+    if not unnamed:
+        return ""
+    return "-" + hashlib.sha256(json.dumps(unnamed, sort_keys=True, default=str).encode()).hexdigest()[:6]
 
 
 def run_dir(cfg: DictConfig) -> Path:
@@ -66,6 +146,50 @@ def must_be_folder(path: Path, field: str) -> None:
                 where = "is a file" if p == path else f"lies below {p}, a file"
                 raise InputError(f"{field} = {path} {where}, not a folder")
             return
+
+
+def source_of(path: Path) -> str:
+    """A measurement file's source: its first record's ``source`` field, else its name (the
+    folder's, for a file named measurements.jsonl)."""
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    first = json.loads(line)
+                except ValueError:
+                    break
+                if isinstance(first, dict) and isinstance(first.get("source"), str) and first["source"]:
+                    return str(first["source"])
+                break
+    return path.parent.name if path.stem == "measurements" else path.stem
+
+
+def by_source(cfg: DictConfig, out: Path | None = None) -> DictConfig:
+    """``stage=analyze measurements=<file>`` with no plan beside the file (and no registration):
+    the config with the file's source as its model and run name (``run_name=`` wins), so that
+    the run folder, the MLflow run and the report name what was measured, never the config's
+    default model. ``out``: the run folder when known. Else ``cfg`` itself."""
+    if cfg.get("stage") not in ("analyze", "report") or not cfg.get("measurements") or cfg.get("prereg"):
+        return cfg
+    path = Path(cfg.measurements)
+    model = cfg.get("model")
+    if (
+        (path.parent / "plan.json").exists()
+        or not path.is_file()
+        or model is None
+        or model.get("backend") == "import"
+    ):
+        return cfg
+    out = out or (Path(cfg.out_dir) if cfg.get("out_dir") else None)
+    if out is not None and path.resolve().parent == out.resolve():
+        return cfg
+    name = str(cfg.get("run_name") or source_of(path))
+    print(f"{path}: measurements of {name!r} (no plan beside them); recorded under that name")
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.model = OmegaConf.create({"backend": "import", "name": name})
+        cfg.run_name = re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "measurements"
+    return cfg
 
 
 def experiment_name(cfg: DictConfig) -> str:

@@ -20,8 +20,9 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lmaudit.config.overrides import display
-from lmaudit.pipeline.audit import utc_now
+from lmaudit.pipeline.audit import AuditRecord, utc_now
 from lmaudit.pipeline.context import experiment_name, run_dir
+from lmaudit.pipeline.rundir import claim_folder
 from lmaudit.provenance.io import atomic_write_json, atomic_write_text
 from lmaudit.provenance.redact import redact_config, redact_text
 from lmaudit.studies.base import NotCombinable
@@ -70,6 +71,7 @@ def combine(sweep_dir: Path, records: list[dict[str, Any]]) -> None:
         for n, group in enumerate(combinable, start=1):
             out = sweep_dir / (f"combined-{name}" if len(combinable) == 1 else f"combined-{name}-{n}")
             jobs = ", ".join(labels[recs[i]["num"]] for i in group)
+            claim_folder(out)  # an earlier combined run of this sweep folder, or nothing
             try:
                 cfg = study.combine_sweep(
                     [cfgs[i] for i in group], [Path(recs[i]["run_dir"]) for i in group], out
@@ -77,7 +79,13 @@ def combine(sweep_dir: Path, records: list[dict[str, Any]]) -> None:
             except NotCombinable as e:
                 print(f"sweep: the {name} jobs [{jobs}] are not combined: {e}")
                 continue
+            # the folder is lmaudit's: its record says which jobs' measurements it pools
+            AuditRecord(out / "audit_record.json", None).update(
+                "combined", {"written_utc": utc_now(), "jobs": [recs[i]["run_dir"] for i in group]}
+            )
             print(f"sweep: analysing the {name} jobs [{jobs}] together in {out}")
+            with open_dict(cfg):  # named by what it combines, not by the last job's overrides
+                cfg.run_name = cfg.get("run_name") or study.default_run_name(cfg)
             run(cfg, sweep_dir=sweep_dir)
 
 
