@@ -121,7 +121,8 @@ def test_freeze_then_run_scores_predictions_everywhere(make_cfg, tmp_path):
         == 0
     )
     assert "pred P1" in csv_path.read_text() and "held (" in csv_path.read_text()
-    assert md_path.read_text().startswith("| run |")
+    md = md_path.read_text()  # one table per study, its columns explained under it
+    assert md.startswith("### qq\n\n| run |") and "- **pred P1**: the registered prediction" in md
 
 
 def test_refreeze_identical_is_a_no_op_and_different_is_refused(make_cfg, tmp_path):

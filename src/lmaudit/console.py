@@ -1,7 +1,7 @@
 """The ``lmaudit`` console command: utilities around the Hydra entry point ``run.py``.
 
 ``lmaudit compare`` (runs side by side from MLflow), ``lmaudit log`` (log a finished run
-directory to MLflow later), ``lmaudit prepare-model`` (convert the embedded model once; used by
+directory to MLflow later), ``lmaudit report`` (rebuild a run's report from its records), ``lmaudit prepare-model`` (convert the embedded model once; used by
 the DVC stage), ``lmaudit digest`` (file SHA-256s as recorded), ``lmaudit cache compact`` (a
 response cache folder into packs, optionally only the keys some runs used).
 """
@@ -22,15 +22,17 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     pm = sub.add_parser("prepare-model", help="convert the embedded Gemma 3 270M GGUF once and cache it")
     pm.add_argument("--record", help="write a JSON record of the converted model (digests, versions) here")
-    c = sub.add_parser("compare", help="compare runs from MLflow: verdict counts, gates, predictions")
+    c = sub.add_parser(
+        "compare", help="compare runs from MLflow, one table per study with a legend of its columns"
+    )
     c.add_argument("--mlruns", default="mlruns", help="the MLflow store folder (default: mlruns)")
     c.add_argument(
         "--experiment", action="append", help="experiment name(s) (default: all lmaudit experiments)"
     )
     c.add_argument("--sweep", help="only the jobs of this sweep (its parent run id)")
     c.add_argument("--last", type=int, help="only the newest N runs")
-    c.add_argument("--csv", help="also write the table as CSV here")
-    c.add_argument("--markdown", help="also write the table as Markdown here")
+    c.add_argument("--csv", help="also write every run as one CSV table here (a study column first)")
+    c.add_argument("--markdown", help="also write the tables and their legends as Markdown here")
     lg = sub.add_parser("log", help="log a finished run directory to MLflow (one its run could not log)")
     lg.add_argument("run_dir", help="the run directory (results.json, report.html, audit_record.json)")
     lg.add_argument(
@@ -40,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument(
         "--again", action="store_true", help="log a run that is already logged to that store once more"
     )
+    rp = sub.add_parser(
+        "report", help="rebuild a run folder's report.html from its records (no model, no MLflow)"
+    )
+    rp.add_argument("run_dir", help="the run folder (results.json, plan.json, audit_record.json)")
+    rp.add_argument("--conf", default="conf", help="the config folder (default: conf, beside run.py)")
     d = sub.add_parser("digest", help="print the SHA-256 of files (as recorded in plans and audit records)")
     d.add_argument("paths", nargs="+")
     _add_cache_parser(sub.add_parser("cache", help="response cache maintenance (lmaudit cache compact)"))
@@ -73,8 +80,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
         return 0 if logged else 1
+    elif args.cmd == "report":
+        from lmaudit.pipeline.rebuild import rebuild_report
+        from lmaudit.provenance.io import InputError
+
+        try:
+            print(rebuild_report(Path(args.run_dir), Path(args.conf)))
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     elif args.cmd == "compare":
-        from lmaudit.tracking.compare import fetch_runs, table, to_csv, to_markdown, to_text
+        from lmaudit.tracking.compare import fetch_runs, table, tables, to_csv, to_markdown, to_text
         from lmaudit.tracking.mlflow_log import tracking_uri
 
         if not (Path(args.mlruns) / "mlflow.db").exists():
@@ -87,12 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        header, rows = table(runs)
-        print(to_text(header, rows), end="")
-        if args.csv:
-            atomic_write_text(args.csv, to_csv(header, rows))
-        if args.markdown:
-            atomic_write_text(args.markdown, to_markdown(header, rows))
+        print(to_text(tables(runs)), end="")
+        if args.csv:  # every run in one table, a study column first
+            atomic_write_text(args.csv, to_csv(*table(runs)))
+        if args.markdown:  # one table per study, each with its legend
+            atomic_write_text(args.markdown, to_markdown(tables(runs)))
     elif args.cmd == "cache":
         return _cache(args)
     elif args.cmd == "digest":

@@ -1,9 +1,9 @@
 """The logged runs open in the real MLflow UI.
 
 Two sim studies are logged into a SQLite store, a real ``mlflow server`` is started on it, and
-headless Chromium renders the experiment's runs page (``/#/experiments/<id>/runs``; in MLflow 3
-the bare ``/#/experiments/<id>`` is a GenAI traces overview that lists no runs) and one run's
-page. The REST API must list both runs with their gate tags.
+headless Chromium renders the experiment's runs page (``/#/experiments/<id>/runs``), the
+experiment's page in the model-training view (``?workflowType=machine_learning``; without it
+MLflow 3.17's UI opens a GenAI traces overview that lists no runs) and one run's page. The REST API must list both runs with their gate tags.
 
 Needs /usr/bin/chromium (``scripts/install_chromium.sh``; CI installs it).
 """
@@ -191,6 +191,10 @@ def test_logged_runs_open_in_mlflow_ui(make_cfg, tmp_path, request):
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, len(png)
     assert struct.unpack(">II", png[16:24]) == (1400, 900)  # IHDR: the --window-size
+
+    # UI: the experiment's page in the model-training view (MLflow 3.17's UI takes the view from
+    # ?workflowType=, else the browser's last choice, GenAI at first) lists the runs
+    _render(f"{base}/#/experiments/{exp_id}?workflowType=machine_learning", tmp_path, [*runs, EXPERIMENT])
 
     # UI: a run's page shows its name and gate tags
     name, run_id = next(iter(runs.items()))

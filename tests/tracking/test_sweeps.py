@@ -85,7 +85,7 @@ def test_a_judge_condition_sweep_selects_the_judge_study_and_combines_its_jobs(t
     parent_id = json.loads((sweep / "mlflow_parents.json").read_text())["lmaudit-judge"]
     children = [r for r in runs if r[3] == parent_id]
     assert len(children) == 5 and {r[0] for r in children} == {"lmaudit-judge"}
-    table = (sweep / "comparison.md").read_text().splitlines()
+    table = [ln for ln in (sweep / "comparison.md").read_text().splitlines() if ln.startswith("|")]
     assert "PA vs P0" in table[0] and len(table) == 2 + 5
     assert "P0,PA,PB,PAB" in next(line for line in table if "P0+PA+PB+PAB" in line)
 
@@ -212,6 +212,7 @@ def test_a_qq_sweep_nests_its_jobs_under_one_parent_run(tmp_path):
     assert len(job_dirs) == 2
     table = (tmp_path / "sweep/comparison.md").read_text()
     assert "SAT" in table and "G1" in table and "PA vs P0" not in table
+    assert table.startswith("### qq") and "- **SAT**: items whose QQ equality holds" in table
     assert not list((tmp_path / "sweep").glob("combined-*"))  # the QQ study has nothing to combine
     # a job logged again later (`lmaudit log`) nests under the same parent run
     from lmaudit.console import main as lmaudit_main

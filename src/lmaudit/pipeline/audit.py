@@ -19,6 +19,23 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def utc_now_ms() -> str:
+    """Now, to the millisecond (a run's start and end, as MLflow records them)."""
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def epoch_ms(stamp: object) -> int | None:
+    """Milliseconds since the epoch of a recorded UTC stamp (``...Z``, with or without
+    fractions of a second); None when it is not one."""
+    if not isinstance(stamp, str) or not stamp.endswith("Z"):
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(stamp[:-1]).replace(tzinfo=_dt.UTC)
+    except ValueError:
+        return None
+    return round(t.timestamp() * 1000)
+
+
 def git_commit() -> str | None:
     try:
         out = subprocess.run(

@@ -13,11 +13,14 @@ directory is marked KILLED; a signal during the logging marks this one KILLED.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
+import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from lmaudit.pipeline.audit import AuditRecord, utc_now
+from lmaudit.pipeline.audit import AuditRecord, epoch_ms, utc_now, utc_now_ms
 from lmaudit.pipeline.context import experiment_name, run_name
 from lmaudit.pipeline.record import Terminated, hold_sigterm, release_sigterm, signals_raise
 from lmaudit.pipeline.registration import prediction_metrics, prediction_tags
@@ -47,6 +50,66 @@ def log_later(out: Path) -> str:
     return f"lmaudit log {out}"
 
 
+def _command() -> tuple[str, str]:
+    """The program that recorded the run (``run.py``, resolved) and its command line: a
+    sweep job's own overrides after ``python run.py``, else the process's command line."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    prog = str(Path(sys.argv[0]).resolve()) if sys.argv and sys.argv[0] else ""
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        # Hydra escapes a sweep job's override values (``\:``): undone, so a URL's
+        # credentials are recognised and redacted
+        task = [re.sub(r"\\(.)", r"\1", o) for o in HydraConfig.get().overrides.task]
+        line = shlex.join(["python", Path(prog).name, *task])
+    else:
+        line = shlex.join(sys.orig_argv)
+    return prog, redact_text(line)
+
+
+def _starts(data: dict[str, Any]) -> list[int]:
+    """When each stage recorded in an audit record began (ms since the epoch), where known."""
+    plan, measure, analyze = (data.get(k) or {} for k in ("plan", "measure", "analyze"))
+    found = [
+        epoch_ms(plan.get("process_started_utc") or plan.get("written_utc")),
+        epoch_ms(analyze.get("process_started_utc") or analyze.get("finished_utc")),
+    ]
+    total = (measure.get("seconds") or {}).get("total")
+    end = epoch_ms(measure.get("finished_utc"))
+    if end is not None and isinstance(total, int | float):
+        found.append(end - int(total * 1000))
+    return [t for t in found if t is not None]
+
+
+def run_span(data: dict[str, Any], started_utc: str) -> dict[str, str]:
+    """The run's start (its earliest recorded stage, or ``started_utc``, this process's start)
+    and end (now, its report written), for the audit record's report section."""
+    own = epoch_ms(started_utc)
+    first = min([*_starts(data), *([] if own is None else [own])])
+    start = _dt.datetime.fromtimestamp(first / 1000, _dt.UTC).isoformat(timespec="milliseconds")
+    return {"run_started_utc": start.replace("+00:00", "Z"), "run_ended_utc": utc_now_ms()}
+
+
+def run_times(data: dict[str, Any]) -> tuple[int | None, int | None]:
+    """The run's start and end (ms since the epoch) as its audit record holds them; a record
+    of an earlier version gives its stages' stamps (None: not known)."""
+    report = data.get("report") or {}
+    start = epoch_ms(report.get("run_started_utc")) or min(_starts(data), default=None)
+    return start, epoch_ms(report.get("run_ended_utc")) or epoch_ms(report.get("written_utc"))
+
+
+def measured_model(result: StudyResult, data: dict[str, Any], params: dict[str, Any]) -> str:
+    """The model(s) a run measured: the study's word (an ensemble's members, the families of
+    imported draws), else the run's model when it answered, else "imported" when the run's
+    data came from elsewhere without naming one."""
+    if result.tags.get("model"):
+        return str(result.tags["model"])
+    measure = data.get("measure") or {}
+    if measure and measure.get("backend") is None and not measure.get("backend_identity"):
+        return "imported"
+    return str((params.get("model") or {}).get("name") or "")
+
+
 def section(
     ctx: RunContext, study: Study, *, sweep_dir: Path | None, registration_file: Path | None
 ) -> dict[str, Any]:
@@ -64,6 +127,7 @@ def section(
         "registration": None if registration_file is None else str(Path(registration_file).resolve()),
         "params": ctx.plan.config if ctx.plan is not None else study.plan_config(cfg),
     }
+    out["source"], out["command"] = _command()
     if not cfg.mlflow.enabled:
         out.update(not_logged="mlflow.enabled=false", log_later=log_later(ctx.run_dir))
     return out
@@ -84,9 +148,20 @@ def _payload(out: Path, study: Study, result: StudyResult, audit: AuditRecord) -
             "plan_digest": str(audit.data.get("plan_digest")),
             "run_dir": str(out),
             "study": study.name,
+            "model": measured_model(result, audit.data, sec["params"]),
+            "mlflow.note.content": result.summary[:5000],  # the run's description in MLflow
         },
         "artifacts": [out / n for n in RUN_FILES] + extra,
+        "end_time": run_times(audit.data)[1],
     }
+
+
+def _source_tags(sec: dict[str, Any]) -> dict[str, str]:
+    """MLflow's source tags (the program that ran) and the command line, where recorded."""
+    if not sec.get("source"):
+        return {}
+    command = str(sec.get("command") or "")[:5000]
+    return {"mlflow.source.name": str(sec["source"]), "mlflow.source.type": "LOCAL", "command": command}
 
 
 def _one_line(e: BaseException) -> str:
@@ -103,7 +178,7 @@ def log_job(
 ) -> str | None:
     """Log the recorded run in ``out`` to MLflow (the section's store, or ``uri``); returns the
     run's id, or None when it could not be logged (said on the console and in the section)."""
-    from lmaudit.tracking.mlflow_log import close_running, end_run, log_run, start_job
+    from lmaudit.tracking.mlflow_log import RUN_DIR_TAG, close_running, end_run, log_run, start_job, supersede
     from lmaudit.tracking.sweeps import sweep_parent
 
     sec = audit.data["mlflow"]
@@ -121,7 +196,13 @@ def log_job(
         sweep = sec.get("sweep_dir") if same_store else None  # parent ids belong to the sweep's store
         parent = sweep_parent(sweep, uri, experiment) if sweep else None
         run_id = start_job(
-            uri=uri, experiment=experiment, run_name=str(sec["run_name"]), parent_run_id=parent, run_dir=where
+            uri=uri,
+            experiment=experiment,
+            run_name=str(sec["run_name"]),
+            parent_run_id=parent,
+            run_dir=where,
+            start_time=run_times(audit.data)[0],
+            tags=_source_tags(sec),
         )
     except Exception as e:
         problem = f"no MLflow run was started in {uri} ({_one_line(e)})"
@@ -141,6 +222,8 @@ def log_job(
     if run_id is not None:
         try:
             release_sigterm(held)  # a SIGTERM held during creation is raised here
+            for earlier in supersede(uri, experiment, run_id, "job", RUN_DIR_TAG, where):
+                print(f"MLflow run {earlier} of {out} is superseded by run {run_id} (tag lmaudit.current)")
             log_run(uri=uri, run_id=run_id, **_payload(out, study, result, audit))
         except BaseException as e:  # the run's MLflow record says how it ended, never RUNNING
             with contextlib.suppress(Exception):  # never mask the error that got us here

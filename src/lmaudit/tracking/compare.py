@@ -1,7 +1,9 @@
-"""Run comparison: a table of MLflow runs (verdict counts, gates, predictions) side by side.
+"""Run comparison: MLflow runs side by side, one table per study, each column explained in a
+legend under its table.
 
-``lmaudit compare`` prints it; ``--csv`` / ``--markdown`` write it. The same runs open in
-``mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db``.
+``lmaudit compare`` prints the tables; ``--markdown`` writes them (legends included) and
+``--csv`` writes one machine-readable table of every run (a ``study`` column, the union of the
+studies' columns). The same runs open in ``mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db``.
 """
 
 from __future__ import annotations
@@ -9,29 +11,61 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.tracking.mlflow_log import client
 
-# (column header, source) where source is "param:...", "metric:...", "tag:..." or "info:...";
-# the common columns, then each study's own (``Study.compare_columns``), leaving out
-# columns that are empty for every run shown
-COMMON_COLUMNS: list[tuple[str, str]] = [
-    ("run", "info:run_name"),
-    ("status", "info:status"),  # FINISHED, FAILED, KILLED, or RUNNING (still running, or died unrecorded)
-    ("study", "tag:study"),
-    ("model", "param:model.name"),
+# (column header, source, meaning) where source is "param:...", "metric:...", "tag:...",
+# "info:..." or "model"; the common columns, then each study's own (``Study.compare_columns``),
+# leaving out study columns that are empty for every run shown
+COMMON_COLUMNS: list[tuple[str, str, str]] = [
+    ("run", "info:run_name", "the run's name (run_name=, its registration's, or the study's default)"),
+    (
+        "status",
+        "info:status",
+        "FINISHED; FAILED (its logging failed); KILLED (stopped by a signal); RUNNING (still "
+        "running, or its process died unrecorded)",
+    ),
+    (
+        "current",
+        "tag:lmaudit.current",
+        "yes: the run holds what its run folder holds now; no: a later run of the same folder "
+        "superseded it (tag lmaudit.superseded_by); empty: logged before runs were marked",
+    ),
+    (
+        "model",
+        "model",
+        "the model(s) measured: the run's model when it answered, an ensemble's members, the "
+        "families of imported draws ('imported': the data name none)",
+    ),
 ]
+_ALWAYS = ("run", "status", "model")
+_PRED = "the registered prediction's outcome (its observed value)"
 
 
-def columns(studies: Sequence[str]) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class Table:
+    """One study's runs: header, rows and the legend (column, meaning) printed under them."""
+
+    study: str
+    header: list[str]
+    rows: list[list[str]]
+    legend: list[tuple[str, str]]
+
+
+def columns(studies: Sequence[str]) -> list[tuple[str, str, str]]:
     from lmaudit.studies.registry import get_study, study_names
 
     cols = list(COMMON_COLUMNS)
     known = set(study_names())
     for name in dict.fromkeys(studies):
         if name in known:
-            cols += [c for c in get_study(name).compare_columns if c not in cols]
+            for col in get_study(name).compare_columns:
+                header, src = col[0], col[1]
+                meaning = col[2] if len(col) > 2 else f"{src.split(':', 1)[0]} {src.split(':', 1)[-1]}"
+                if header not in {c[0] for c in cols}:
+                    cols.append((header, src, meaning))
     return cols
 
 
@@ -71,28 +105,27 @@ def fetch_runs(
 
 
 def _value(r: Any, src: str) -> Any:
+    tags = r.data.tags
+    if src == "model":  # runs logged before the model tag: an ensemble's tag, else the param
+        return tags.get("model") or tags.get("models") or r.data.params.get("model.name")
     kind, key = src.split(":", 1)
     if kind == "info" and key == "status":
         return r.info.status
     if kind == "info":
-        return r.data.tags.get("mlflow.runName") or r.info.run_id[:8]
+        return tags.get("mlflow.runName") or r.info.run_id[:8]
     if kind == "param":
         return r.data.params.get(key)
     if kind == "metric":
         return r.data.metrics.get(key)
-    return r.data.tags.get(key)
+    if key == "lmaudit.current" and key in tags:
+        return "yes" if tags[key] == "true" else "no"
+    return tags.get(key)
 
 
-def table(runs: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows: common columns, the studies' own, then one column per prediction id."""
+def _build(runs: Sequence[Any], cols: list[tuple[str, str, str]]) -> Table:
     pred_ids = sorted({k.split(".", 1)[1] for r in runs for k in r.data.tags if k.startswith("prediction.")})
-    cols = columns([str(r.data.tags.get("study", "")) for r in runs])
-    cells = [[_fmt(_value(r, src)) for _, src in cols] for r in runs]
-    keep = [
-        i
-        for i, (_, src) in enumerate(cols)
-        if src in dict(COMMON_COLUMNS).values() or any(c[i] for c in cells)
-    ]
+    cells = [[_fmt(_value(r, src)) for _, src, _ in cols] for r in runs]
+    keep = [i for i, (h, _, _) in enumerate(cols) if h in _ALWAYS or any(c[i] for c in cells)]
     header = [cols[i][0] for i in keep] + [f"pred {p}" for p in pred_ids]
     rows = []
     for r, c in zip(runs, cells, strict=True):
@@ -102,24 +135,62 @@ def table(runs: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
             obs = r.data.metrics.get(f"prediction.{p}.observed")
             row.append(f"{outcome} ({_fmt(obs)})" if outcome and obs is not None else outcome)
         rows.append(row)
-    return header, rows
+    legend = [(cols[i][0], cols[i][2]) for i in keep] + [(f"pred {p}", _PRED) for p in pred_ids]
+    return Table("", header, rows, legend)
 
 
-def to_text(header: list[str], rows: list[list[str]]) -> str:
+def _study(r: Any) -> str:
+    return str(r.data.tags.get("study", ""))
+
+
+def table(runs: Sequence[Any]) -> tuple[list[str], list[list[str]]]:
+    """Every run in one table (the CSV): the common columns, ``study``, the studies' own
+    columns, then one column per prediction id."""
+    study_col = ("study", "tag:study", "the run's study")
+    cols = columns([_study(r) for r in runs])
+    cols.insert(2, study_col)
+    t = _build(runs, cols)
+    return t.header, t.rows
+
+
+def tables(runs: Sequence[Any]) -> list[Table]:
+    """One table per study, in the order the studies first appear in ``runs``."""
+    out = []
+    for study in dict.fromkeys(_study(r) for r in runs):
+        t = _build([r for r in runs if _study(r) == study], columns([study]))
+        out.append(Table(study or "(no study tag)", t.header, t.rows, t.legend))
+    return out
+
+
+def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
-    out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(out) + "\n"
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return out
 
 
-def to_markdown(header: list[str], rows: list[list[str]]) -> str:
+def to_text(ts: Sequence[Table]) -> str:
+    if not ts:
+        return "no runs\n"
+    out: list[str] = []
+    for t in ts:
+        out += [f"{t.study} ({len(t.rows)} runs)", *_aligned(t.header, t.rows), "columns:"]
+        out += [f"  {h}: {m}" for h, m in t.legend] + [""]
+    return "\n".join(out)
+
+
+def to_markdown(ts: Sequence[Table]) -> str:
     def esc(c: str) -> str:
         return c.replace("|", "\\|")
 
-    out = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
-    return "\n".join(out) + "\n"
+    out: list[str] = []
+    for t in ts:
+        out += [f"### {t.study}", ""]
+        out += ["| " + " | ".join(esc(h) for h in t.header) + " |", "|" + "---|" * len(t.header)]
+        out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in t.rows]
+        out += ["", *(f"- **{esc(h)}**: {m}" for h, m in t.legend), ""]
+    return "\n".join(out)
 
 
 def to_csv(header: list[str], rows: list[list[str]]) -> str:

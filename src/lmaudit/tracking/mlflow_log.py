@@ -19,6 +19,14 @@ from lmaudit.provenance.redact import redact_config, redact_text
 
 #: the run directory a job's run belongs to (resolved), set when the run is created
 RUN_DIR_TAG = "lmaudit.run_dir"
+#: "true" on the run that holds what its run directory (or sweep directory) holds now, "false"
+#: on the earlier runs of the same directory, which also name the run that superseded them
+CURRENT_TAG = "lmaudit.current"
+SUPERSEDED_BY_TAG = "lmaudit.superseded_by"
+#: how MLflow 3 types an experiment (its UI opens a model-training experiment on its runs,
+#: not on the GenAI traces page)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 _SQLITE = "sqlite:///"
 
 
@@ -33,6 +41,9 @@ def mlflow_settings() -> None:
     # MLflow 3 reports usage to its developers unless told not to; an audit's records stay here
     # (set MLFLOW_DISABLE_TELEMETRY=false to opt in)
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    # MLflow's INFO lines (creating or upgrading the SQLite store's tables) would interleave with
+    # the run's own output; its warnings and errors still show (MLFLOW_LOGGING_LEVEL=INFO for all)
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 
 
 def client(uri: str) -> Any:
@@ -53,18 +64,21 @@ def _artifact_location(uri: str) -> str | None:
 
 
 def ensure_experiment(uri: str, name: str) -> str:
-    """The id of experiment ``name``, created if it does not exist yet."""
+    """The id of experiment ``name``, created if it does not exist yet, typed as a
+    model-training experiment (an earlier one without a type is given it)."""
     c = client(uri)
     exp = c.get_experiment_by_name(name)
-    if exp is not None:
-        return str(exp.experiment_id)
-    try:
-        return str(c.create_experiment(name, artifact_location=_artifact_location(uri)))
-    except Exception:  # created concurrently by another job
-        exp = c.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return str(exp.experiment_id)
+    if exp is None:
+        try:
+            kind = {EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
+            return str(c.create_experiment(name, artifact_location=_artifact_location(uri), tags=kind))
+        except Exception:  # created concurrently by another job
+            exp = c.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if EXPERIMENT_KIND_TAG not in exp.tags:
+        c.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return str(exp.experiment_id)
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -78,22 +92,57 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def start_run(uri: str, experiment: str, run_name: str, tags: Mapping[str, str]) -> str:
-    """Create a RUNNING run in ``experiment`` and return its id."""
-    run = client(uri).create_run(ensure_experiment(uri, experiment), run_name=run_name, tags=dict(tags))
+def start_run(
+    uri: str, experiment: str, run_name: str, tags: Mapping[str, str], start_time: int | None = None
+) -> str:
+    """Create a RUNNING run in ``experiment`` (started at ``start_time``, ms since the epoch;
+    default now) and return its id."""
+    exp_id = ensure_experiment(uri, experiment)
+    run = client(uri).create_run(exp_id, start_time=start_time, run_name=run_name, tags=dict(tags))
     return str(run.info.run_id)
 
 
+def supersede(uri: str, experiment: str, new_run_id: str, kind: str, key: str, value: str) -> list[str]:
+    """Mark ``new_run_id`` current and every other run of ``kind`` in ``experiment`` whose tag
+    ``key`` is ``value`` (the same run or sweep directory) not current, naming the new run.
+    Returns the ids newly marked."""
+    c = client(uri)
+    exp = c.get_experiment_by_name(experiment)
+    marked: list[str] = []
+    token = None
+    while exp is not None:
+        page = c.search_runs([exp.experiment_id], f"tags.lmaudit.kind = '{kind}'", page_token=token)
+        for r in page:
+            tags = r.data.tags
+            if r.info.run_id != new_run_id and tags.get(key) == value and tags.get(CURRENT_TAG) != "false":
+                c.set_tag(r.info.run_id, CURRENT_TAG, "false")
+                c.set_tag(r.info.run_id, SUPERSEDED_BY_TAG, new_run_id)
+                marked.append(r.info.run_id)
+        token = page.token
+        if not token:
+            break
+    c.set_tag(new_run_id, CURRENT_TAG, "true")
+    return marked
+
+
 def start_job(
-    *, uri: str, experiment: str, run_name: str, parent_run_id: str | None = None, run_dir: str | None = None
+    *,
+    uri: str,
+    experiment: str,
+    run_name: str,
+    parent_run_id: str | None = None,
+    run_dir: str | None = None,
+    start_time: int | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> str:
-    """Create a job's run (nested under ``parent_run_id``) and return its id."""
-    tags = {"lmaudit.kind": "job"}
+    """Create a job's run (nested under ``parent_run_id``, with ``tags`` beside lmaudit's own)
+    and return its id."""
+    own = {**(tags or {}), "lmaudit.kind": "job"}
     if run_dir is not None:
-        tags[RUN_DIR_TAG] = run_dir
+        own[RUN_DIR_TAG] = run_dir
     if parent_run_id:
-        tags["mlflow.parentRunId"] = parent_run_id
-    return start_run(uri, experiment, run_name, tags)
+        own["mlflow.parentRunId"] = parent_run_id
+    return start_run(uri, experiment, run_name, own, start_time)
 
 
 def log_run(
@@ -104,16 +153,18 @@ def log_run(
     metrics: Mapping[str, float],
     tags: Mapping[str, str],
     artifacts: list[Path],
+    end_time: int | None = None,
 ) -> None:
     """Log into the started run ``run_id``: params (flattened, credentials redacted), finite
-    metrics, tags and artifact files or folders; then mark it FINISHED."""
+    metrics (stamped ``end_time``), tags and artifact files or folders; then mark it FINISHED,
+    ended at ``end_time`` (ms since the epoch; default now)."""
     from mlflow.entities import Metric, Param, RunTag
 
     c = client(uri)
     flat = {
         k: redact_text("" if v is None else str(v))[:6000] for k, v in flatten(redact_config(params)).items()
     }
-    now = int(time.time() * 1000)
+    now = end_time if end_time is not None else int(time.time() * 1000)
     finite = {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
     c.log_batch(
         run_id,
@@ -126,7 +177,7 @@ def log_run(
             c.log_artifacts(run_id, str(path), artifact_path=path.name)
         elif path.exists():
             c.log_artifact(run_id, str(path))
-    c.set_terminated(run_id, status="FINISHED")
+    c.set_terminated(run_id, status="FINISHED", end_time=end_time)
 
 
 def end_run(uri: str, run_id: str, status: str) -> None:

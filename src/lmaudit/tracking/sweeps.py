@@ -102,7 +102,7 @@ def parents(sweep_dir: str | Path) -> dict[str, str]:
 def sweep_parent(sweep_dir: str | Path, uri: str, experiment: str) -> str:
     """The sweep's parent run in ``experiment`` of the store at ``uri``, created by the first
     job that asks."""
-    from lmaudit.tracking.mlflow_log import start_run
+    from lmaudit.tracking.mlflow_log import start_run, supersede
 
     sweep_dir = Path(sweep_dir)
     with _locked(sweep_dir):
@@ -120,6 +120,8 @@ def sweep_parent(sweep_dir: str | Path, uri: str, experiment: str) -> str:
                 "sweep_overrides": redact_text(" ".join(meta.get("overrides", [])))[:5000],
             },
         )
+        # the sweep run again in the same folder: its earlier parent runs are not current
+        supersede(uri, experiment, known[experiment], "sweep", "sweep_dir", str(sweep_dir))
         atomic_write_json(sweep_dir / PARENTS_FILE, known)
         return known[experiment]
 
@@ -136,16 +138,16 @@ def log_comparison(uri: str, sweep_dir: Path, records: list[dict[str, Any]]) -> 
     folder) and is marked FINISHED."""
     from mlflow.entities import Metric
 
-    from lmaudit.tracking.compare import fetch_runs, table, to_csv, to_markdown
+    from lmaudit.tracking.compare import fetch_runs, table, tables, to_csv, to_markdown
     from lmaudit.tracking.mlflow_log import client
 
     c = client(uri)
     for experiment, run_id in parents(sweep_dir).items():
         runs = fetch_runs(uri, [experiment], parent_run_id=run_id)
-        header, rows = table(list(reversed(runs)))
+        in_order = list(reversed(runs))
         stem = "comparison" if len(parents(sweep_dir)) == 1 else f"comparison-{experiment}"
-        atomic_write_text(sweep_dir / f"{stem}.md", to_markdown(header, rows))
-        atomic_write_text(sweep_dir / f"{stem}.csv", to_csv(header, rows))
+        atomic_write_text(sweep_dir / f"{stem}.md", to_markdown(tables(in_order)))
+        atomic_write_text(sweep_dir / f"{stem}.csv", to_csv(*table(in_order)))
         now = int(time.time() * 1000)
         n_jobs = sum(r["experiment"] == experiment for r in records)
         c.log_batch(run_id, metrics=[Metric("n_jobs", n_jobs, now, 0), Metric("n_runs", len(runs), now, 0)])

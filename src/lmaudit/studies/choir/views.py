@@ -63,7 +63,9 @@ def _fraction(c: dict[str, Any]) -> str:
 
 def tags(results: dict[str, Any]) -> dict[str, str]:
     d = results["design"]
+    # the models that answered (the ensemble's members), never the config's run model
     out = {"models": ",".join(d["models"])[:500], "conditions": ",".join(d["conditions"])[:500]}
+    out["model"] = out["models"]
     rank = (results.get("ranking") or {}).get("summary")
     if rank:
         out["ranking"] = (
