@@ -23,14 +23,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from lmaudit.backends.base import BackendError, Message
-from lmaudit.backends.openai.client import ServerUnreachable
+from lmaudit.backends.openai.client import HttpClient, ServerUnreachable
 from lmaudit.provenance.redact import redact_url
 
-if TYPE_CHECKING:
-    from lmaudit.backends.openai.backend import OpenAIBackend
+
+class OpenAIBackend(Protocol):
+    """What gate G1 reads of :class:`lmaudit.backends.openai.backend.OpenAIBackend`."""
+
+    model: str
+    endpoint: str
+    tokenizer: str
+    server_root: str
+    chat_template: str | None
+    _http: HttpClient
+
+    def _post(self, url: str, body: dict[str, Any]) -> Any: ...
+
+    def _render(self, messages: Sequence[Message]) -> str: ...
+
+    def _dialect(self) -> str | None: ...
+
 
 log = logging.getLogger(__name__)
 
