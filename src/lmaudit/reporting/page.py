@@ -75,11 +75,12 @@ class Page:
 
 def value(v: Any) -> str:
     """A recorded value for the provenance table: yes/no for booleans, ``key: value`` pairs for
-    mappings, items joined for lists; nothing raw."""
+    mappings (sorted by key), items joined for lists; nothing raw."""
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, Mapping):
-        return "; ".join(f"{k}: {value(x)}" for k, x in v.items()) or "none"
+        # by key: a mapping read back from JSON shows as the one the analysis returned
+        return "; ".join(f"{k}: {value(v[k])}" for k in sorted(v, key=str)) or "none"
     if isinstance(v, list | tuple):
         return ", ".join(value(x) for x in v) or "none"
     return text(v)

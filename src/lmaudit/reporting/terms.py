@@ -19,6 +19,11 @@ GLOSSARY: dict[str, str] = {
         "The range of q (or Gamma) over every way the probability mass not on the answer labels "
         "(the 'other' mass) could be assigned; decisions are taken on it, so leaked mass can only widen it."
     ),
+    "other mass": (
+        "The next-token probability a position puts on tokens other than the answer labels. It belongs to "
+        "neither answer; the envelope covers every way it could be assigned, so the more of it, the wider "
+        "(less decisive) the envelope."
+    ),
     "OSS": (
         "Order-sensitivity score |OE_A| + |OE_B|: how much each question's own yes-probability moves "
         "between asking it first and second."
@@ -29,12 +34,12 @@ GLOSSARY: dict[str, str] = {
         "contextuality; bounds straddling 0 are INDETERMINATE."
     ),
     "saturated": (
-        "An item whose answer distributions are near-deterministic (more than half of its positions "
-        "put at least the saturation threshold, 0.99 by default, on one answer): it cannot show a "
-        "distribution-level effect."
+        "An item whose answer distributions are near-deterministic: more than half of its positions "
+        "put more than the saturation threshold (0.99 by default) on one answer. Its QQ verdict is "
+        "reported but says little about the answer distribution."
     ),
     "G1": "Gate G1: each answer label (A, B, Yes, No) is one token in the rendered chat context.",
-    "G2": "Gate G2: the probability mass off the answer labels stays below 0.01 at every position.",
+    "G2": "Gate G2: the probability mass off the answer labels stays below 0.01 (by default) at every position.",
     "G3": (
         "Gate G3: pre-specified spot checks in which sampled answers agree with the log-probabilities "
         "(exact Clopper-Pearson intervals, Bonferroni-corrected)."
@@ -53,8 +58,33 @@ GLOSSARY: dict[str, str] = {
         "from TIE counts."
     ),
     "attraction / aversion": (
-        "Descriptive patterns of the one-sided conditions: the wrapped answer wins more often "
-        "(attraction) or less often (aversion) than under P0."
+        "Descriptive patterns of the one-sided conditions, for a prompt and replicate where both PA and PB "
+        "chose A or B: attraction when the wrapped answer wins under both (PA chooses A and PB chooses B), "
+        "aversion when the unwrapped one does (PA chooses B and PB chooses A). P0 and PAB play no part."
+    ),
+    "SWAP": (
+        "A further presentation condition: answers A and B exchanged, no wrapper. Its verdicts are mapped "
+        "back to the original A/B orientation before they are compared with P0."
+    ),
+    "repeat baseline": (
+        "The reference condition compared with itself: its replicate r against replicate r + 1 (r even, "
+        "k of at least 2). How often the judge changes its verdict when nothing changed: the scale for "
+        "the other comparisons."
+    ),
+    "prompt classes": (
+        "Each prompt (per replicate) takes the first of these that holds: COMMON_WRAPPER_OR_REPEAT_UNSTABLE "
+        "(PAB differs from P0), WRAPPER_ATTRACTION_PATTERN (PA = A and PB = B), WRAPPER_AVERSION_PATTERN "
+        "(PA = B and PB = A), CONTENT_STABLE (P0 = PA = PB), else MIXED_OR_TIE; NOT_CLASSIFIABLE when the "
+        "class depends on an invalid label."
+    ),
+    "log-prob readout": (
+        "P(A), P(B) and P(TIE): the judge's next-token probabilities of the three labels after the judge "
+        "prompt and one more turn asking for the label only; the rest of the mass goes to other tokens."
+    ),
+    "invalid output": (
+        "A judge output not in the rubric's exact format (three lines: WINNER: A, B or TIE; CONFIDENCE: a "
+        "number from 0 to 1; REASON: one sentence). It is kept raw, retried as configured, never given a "
+        "label, and a pair with an invalid side is left out of the comparison."
     ),
     # choir
     "RBO": (
@@ -62,16 +92,40 @@ GLOSSARY: dict[str, str] = {
         "early ranks weigh most."
     ),
     "STC": (
-        "Signal-to-chance: observed cross-model agreement divided by the agreement expected when each "
-        "model's answers are shuffled across questions. Above 1: agreement beyond what shared "
-        "vocabulary explains."
+        "Signal-to-chance of a question: the mean cross-model RBO of the members' unconditioned concept "
+        "rankings divided by its mean when the concepts are dealt out among the members at random (each "
+        "list keeping its length). Above 1: the members agree more than the same concepts dealt at random would."
     ),
-    "width": "A question's answer-space width: how many distinct concepts the models' lists cover.",
+    "width": (
+        "A question's answer-space width W_q = ln(1 + C_q) x (1 - min(R_q, 0.35) / 0.35): C_q counts the "
+        "question's unconditioned concept clusters, R_q is its unconditioned mean cross-model RBO. 0 when "
+        "the members agree strongly (R_q of 0.35 or more); larger for many concepts and little agreement."
+    ),
     "persona lift": (
         "Same-persona cross-model RBO divided by unconditioned cross-model RBO: how much giving the "
         "models the same respondent description makes their lists agree."
     ),
-    "echo": "An answer that repeats words of the question (item echo) or of its cue (anchor echo).",
+    "echo": (
+        "Echo rate: the share of a question's unconditioned items whose embedding lies within cosine "
+        "distance 0.2 of a word of the question (they repeat the question rather than answer it); anchor "
+        "echo measures the same against a cue pair's anchor words."
+    ),
+    "recoverability": (
+        "How well a nearest-centroid classifier tells which member (or which persona) produced a "
+        "conditioned cell's lists from the cell's concept profile, each cell held out; chance is 1 over "
+        "the number of labels. 'persona within model' classifies the persona among one member's cells, "
+        "leaving one question out."
+    ),
+    "shuffle-null band": (
+        "The central 95% of the classifier's accuracies when the labels are shuffled (persona labels "
+        "within each member): an accuracy above the band is more than label structure gives."
+    ),
+    "source-blind ranking": (
+        "Evaluator models rank candidate answers drawn from four pools (consensus and rare concepts of the "
+        "unconditioned and of the persona-conditioned lists) without seeing their source, as the "
+        "unconditioned cohort (no persona) and the conditioned cohort (under a persona); Borda scoring "
+        "picks each cohort's advanced pool and top candidate."
+    ),
     # draws
     "R / E0 / T": (
         "R counts a sequence's adjacent repeated answers; E0 is R's exact expectation if every order of "

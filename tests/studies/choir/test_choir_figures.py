@@ -1,5 +1,6 @@
 """The choir report's figures from a small hand-made results dict: each well-formed SVG with its
-axis labels and legend entries, tick labels on the canvas (not clipped), the same bytes twice."""
+axis labels and legend entries and a caption under it, tick labels on the canvas (not clipped), the
+same bytes twice."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from typing import Any
 
 from lmaudit.studies.choir.report import render_report
-from lmaudit.studies.choir.report_ranking import ranking_section
+from lmaudit.studies.choir.report_ranking import ranking_view
 from svg_checks import texts, texts_off_canvas
 
 
@@ -48,7 +49,9 @@ def _results() -> dict[str, Any]:
 
 
 def _figures(html: str) -> dict[str, str]:
-    return dict(re.findall(r"<figure><figcaption>(.*?)</figcaption>(<svg.*?</svg>)", html, re.DOTALL))
+    """Each figure by the bold start of the caption under it."""
+    pairs = re.findall(r'(<svg.*?</svg>)\s*<p class="caption"><b>(.*?)</b>', html, re.DOTALL)
+    return {caption: svg for svg, caption in pairs}
 
 
 def test_every_figure_has_its_labels_on_the_canvas_and_the_same_bytes() -> None:
@@ -56,12 +59,16 @@ def test_every_figure_has_its_labels_on_the_canvas_and_the_same_bytes() -> None:
     assert figs == _figures(render_report(_results(), None, {}))
     assert len(figs) == 5  # no cue pairs: width/lift, bins, recoverability, echo, RBO
     expected = {
-        "Prompt width vs relative persona lift": {"prompt width W_q", "relative persona lift"},
+        "Prompt width vs relative persona lift": {"prompt width W_q", "relative persona lift", "H001", "H002",
+                                                  "lift = 1 (persona changes nothing)"},
         "Cross-model RBO by width bin": {"width bin", "mean cross-model RBO", "[0, 1)", "[1, ∞)",
-                                         "unconditioned rbo", "same persona rbo", "STC 1.20", "STC 0.90"},
-        "Recoverability": {"nearest-centroid accuracy", "model", "persona", "persona within model loqo"},
-        "Echo rate vs signal-to-chance": {"echo rate", "signal-to-chance"},
-        "Unconditioned vs same-persona RBO": {"unconditioned RBO", "same-persona RBO"},
+                                         "unconditioned RBO", "same-persona RBO", "STC 1.20", "STC 0.90"},
+        "Can the lists tell who wrote them?": {"nearest-centroid accuracy", "model", "persona", "persona within model",
+                                               "accuracy (bar: 95% bootstrap CI)", "chance (1 / classes)",
+                                               "shuffle-null 95% band"},
+        "Echo rate vs signal-to-chance": {"echo rate", "signal-to-chance", "H001", "H002", "STC = 1 (chance)"},
+        "Unconditioned vs same-persona RBO": {"unconditioned RBO", "same-persona RBO", "H001", "H002",
+                                              "y = x (no persona effect)"},
     }  # fmt: skip
     for caption, labels in expected.items():
         (svg,) = [s for c, s in figs.items() if c.startswith(caption)]
@@ -87,9 +94,29 @@ def test_the_ranking_figure_names_pools_cohorts_and_legend() -> None:
                     **dict.fromkeys(("conditioned_cohort", "unconditioned_cohort", "agree_top", "agree_family"), share)},
         "questions": {"H001": {"cohorts": cohorts, "agree_top": False, "n_candidates": 6}},
     }  # fmt: skip
-    (svg,) = [m for p in ranking_section(ranking) for m in re.findall(r"<svg.*?</svg>", p, re.DOTALL)]
-    assert "".join(ranking_section(ranking)).count(svg) == 1  # the same bytes on a second render
+    svg = ranking_view(ranking)["svg"]  # type: ignore[index]
+    assert svg == ranking_view(ranking)["svg"]  # type: ignore[index]  # the same bytes on a second render
     got = set(texts(svg))
     assert {"H001", "conditioned rare", "tie", "differ", "conditioned cohort", "unconditioned cohort"} <= got
     assert {"conditioned-source advanced pool", "unconditioned-source advanced pool"} <= got
+    assert "no advanced pool (tie or no valid ballot)" in got
     assert texts_off_canvas(svg) == []
+
+
+def test_the_cue_pair_figure_names_each_pair_and_its_legend() -> None:
+    def side(echo: float, stc: float) -> dict[str, Any]:
+        return {"item_echo": echo, "cluster_echo": echo / 2, "rbo": 0.3, "stc": stc}
+
+    pairs = [
+        {"original": "H001", "stripped": "H001-S", "anchors": ["time"], "before": side(0.6, 1.1), "after": side(0.05, 2.2)},
+        {"original": "H009", "stripped": "H009-S", "anchors": ["pun"], "before": side(0.3, 1.4), "after": side(0.1, 1.3)},
+    ]  # fmt: skip
+    counts = {k: {"yes": 2, "n": 2} for k in ("item_echo_lower", "cluster_echo_lower", "rbo_lower")}
+    results = _results() | {"cue_stripping": {"pairs": pairs, "counts": counts}}
+    html = render_report(results, None, {})
+    svg = _figures(html)["Matched cue pairs: anchor echo vs signal-to-chance."]
+    assert {"H001", "H009", "original", "stripped", "STC = 1 (chance)", "item-level anchor echo"} <= set(
+        texts(svg)
+    )
+    assert texts_off_canvas(svg) == []
+    assert "H001 → H001-S" in html and "Stripping the anchors lowered item echo in 2 of 2" in html

@@ -3,7 +3,7 @@ count of every non-empty bin, well-formed SVG, the same bytes twice."""
 
 from __future__ import annotations
 
-from lmaudit.studies.judge.figures import confidence_counts, confidence_svg
+from lmaudit.studies.judge.figures import confidence_counts, confidence_svg, disagreement_svg
 from svg_checks import texts, texts_off_canvas, tick_values
 
 VALUES = {"P0": [0.05, 0.3, 0.3, 0.95, 1.0], "PA": [0.7] * 3, "empty": []}
@@ -28,3 +28,27 @@ def test_one_row_per_condition_with_counts_and_bytes() -> None:
 
 def test_no_values_gives_no_figure() -> None:
     assert confidence_svg({"P0": []}) == ""
+
+
+def test_disagreement_rows_with_counts_on_the_canvas() -> None:
+    ci = {"low": 0.1, "high": 0.7}
+    rows = [
+        {"comparison": "PA vs P0", "changed": 4, "n": 10, "rate": 0.4, "ci": ci},
+        {"comparison": "a_long_condition_name vs P0", "changed": 0, "n": 10, "rate": 0.0, "ci": ci},
+        {
+            "comparison": "P0 vs P0 (repeat)",
+            "changed": 1,
+            "n": 5,
+            "rate": 0.2,
+            "ci": ci,
+            "repeat_pairs": [[0, 1]],
+        },
+        {"comparison": "SWAP vs P0", "changed": 0, "n": 0, "rate": None, "ci": ci},  # no pair: no row
+    ]
+    svg = disagreement_svg(rows, 0.05)
+    assert svg == disagreement_svg(rows, 0.05)
+    got = texts(svg)
+    assert {"PA vs P0", "a_long_condition_name vs P0", "P0 vs P0 (repeat)", "4/10", "0/10", "1/5"} <= set(got)
+    assert "SWAP vs P0" not in got
+    assert texts_off_canvas(svg) == []
+    assert disagreement_svg(rows[3:], 0.05) == ""

@@ -4,10 +4,14 @@ seed's titles, axis labels and legend entries, axes fitted to the data, the same
 from __future__ import annotations
 
 import copy
+import itertools
+import re
 from typing import Any
 
+import pytest
+
 from lmaudit.studies.qq.figures import label_effect_svg, saturation_cdf_svg
-from svg_checks import texts, texts_off_canvas, tick_values
+from svg_checks import SVG, parse, texts, texts_off_canvas, tick_values
 
 
 def _mapping(name: str, q: float, ds: list[float]) -> dict[str, Any]:
@@ -71,3 +75,41 @@ def test_nothing_to_draw_gives_none() -> None:
     for item in one["items"]:
         item["mappings"] = item["mappings"][:1]
     assert label_effect_svg(one) is None
+
+
+# DejaVu Sans advance widths (em) of the characters tick labels use; others count as 0.64 em
+_EM = {".": 0.318, "−": 0.838, "-": 0.361, ",": 0.318}
+
+
+def _tick_labels(svg: str) -> list[tuple[float, float, str]]:
+    """``(x, font size, text)`` of the x-axis major tick labels of the only axes, left to right."""
+    (axis,) = [g for g in parse(svg).iter(f"{SVG}g") if g.get("id", "").endswith("-matplotlib.axis_1")]
+    out = []
+    for t in axis.iter(f"{SVG}text"):
+        label = "".join(t.itertext())
+        size = re.search(r"font-size: ([\d.]+)px", t.get("style", ""))
+        if t.get("x") is not None and size and re.fullmatch(r"[−\d.]+", label):
+            out.append((float(t.get("x", "")), float(size.group(1)), label))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("q", [0.0, 0.0072, 0.009, 0.016, 0.08, 0.7, 0.9])
+def test_figure_2_tick_labels_never_run_together(q: float) -> None:
+    svg = label_effect_svg(_results(q=(q, -q / 2)), annotate_above=2.0) or ""
+    labels = _tick_labels(svg)
+    assert len(labels) >= 3
+    for (x1, size, a), (x2, _, b) in itertools.pairwise(labels):
+        half = size * (sum(_EM.get(c, 0.64) for c in a) + sum(_EM.get(c, 0.64) for c in b)) / 2
+        assert x2 - x1 > half + 2, (a, b, x2 - x1, half)  # centred labels, at least 2 px apart
+    assert texts_off_canvas(svg) == []
+
+
+def test_figure_1_starts_near_its_data_and_keeps_its_legend_off_the_curves() -> None:
+    far = {"items": [{"item": "s1-01", "mappings": [_mapping("map1", 0.0, [0.05, 0.2, 0.4])]}],
+           "saturation": {"threshold": 0.99}}  # fmt: skip
+    svg = saturation_cdf_svg(far) or ""
+    assert min(tick_values(svg, "x")) == 1e-2  # the threshold line, not an empty decade below it
+    ys = {"".join(t.itertext()): float(t.get("y", "nan")) for t in parse(svg).iter(f"{SVG}text")}
+    xlabel = ys["distance from determinism d = 1 − max(p, 1 − p)"]
+    legend = [y for s, y in ys.items() if s.startswith(("A/B items", "saturation threshold"))]
+    assert legend and min(legend) > xlabel  # below the axes, where no curve runs

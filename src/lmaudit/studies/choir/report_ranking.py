@@ -1,4 +1,4 @@
-"""The choir report's ranking section: the outcomes figure (the seed's figure E.2) and tables.
+"""The choir report's ranking section: the outcomes figure (the seed's figure E.2) and table rows.
 
 Each cohort's advanced pool is decided by its finalist-stage (stage-2) ballots, or, for a cohort
 with none on a question, by its stage-1 ballots (shown as "stage 1"); a tie is shown as such and
@@ -6,7 +6,6 @@ counts against the claims."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -17,13 +16,13 @@ from lmaudit.figures import svg_figure
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["ranking_section"]
+__all__ = ["figure", "ranking_view"]
 
 _COLOUR = {"conditioned": "#2e7d32", "unconditioned": "#c2185b", None: "#bdbdbd"}
 COHORTS = ("conditioned", "unconditioned")
 
 
-def _figure(qs: Mapping[str, Any]) -> str | None:
+def figure(qs: Mapping[str, Any]) -> str | None:
     rows = [(q, v) for q, v in qs.items() if v.get("cohorts")]
     if not rows:
         return None
@@ -58,15 +57,10 @@ def _figure(qs: Mapping[str, Any]) -> str | None:
         ax.set_xticks([0.5, 1.5], ["conditioned cohort", "unconditioned cohort"])
         ax.set_xlim(0, 2.4)
         handles = [Patch(color=_COLOUR[s], label=f"{s}-source advanced pool") for s in COHORTS]
+        handles.append(Patch(color=_COLOUR[None], label="no advanced pool (tie or no valid ballot)"))
         fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=2)
 
-    return svg_figure(draw, size=(5.4, 0.45 * len(rows) + 1.2), prefix="choir-rank", rc={"axes.grid": False})
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return svg_figure(draw, size=(5.4, 0.45 * len(rows) + 1.45), prefix="choir-rank", rc={"axes.grid": False})
 
 
 def _cell(o: Mapping[str, Any]) -> list[str]:
@@ -81,86 +75,63 @@ def _cell(o: Mapping[str, Any]) -> list[str]:
     status = o.get("top_status")
     return [
         f"{s1['n_valid']}/{s1['n_ballots']}; {s2['n_valid']}/{s2['n_ballots']}",
-        html.escape(pool),
-        html.escape(top["text"])
-        if top
-        else html.escape(f"— ({status})" if status and status != "ok" else "—"),
+        pool,
+        str(top["text"]) if top else (f"— ({status})" if status and status != "ok" else "—"),
     ]
 
 
-def ranking_section(ranking: Mapping[str, Any] | None) -> list[str]:
-    """HTML parts of the ranking section (none without ballots)."""
-    if not ranking:
-        return []
-    s = ranking["summary"]
-    qs = ranking["questions"]
+def _frac(c: Mapping[str, Any]) -> str:
+    return f"{c['count']} of {c['n']}"
 
-    def frac(k: str) -> str:
-        return f"{s[k]['count']}/{s[k]['n']}"
 
-    def decided(k: str) -> str:
-        d = s[k].get("decided_by") or {}
-        return ", ".join(
+def _decided(c: Mapping[str, Any]) -> str:
+    d = c.get("decided_by") or {}
+    return (
+        ", ".join(
             f"{n} by {'the finalist stage' if w == 'finalists' else 'stage 1 alone'}" for w, n in d.items()
         )
+        or "none"
+    )
 
+
+def ranking_view(ranking: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the report shows of the ranking (None without ballots): the summary sentence's
+    numbers, the outcomes figure, one row per question and the invalid ballots by rule."""
+    if not ranking:
+        return None
+    s = ranking["summary"]
+    qs = ranking["questions"]
     st = s.get("by_stage") or {}
-    parts = [
-        "<h2>Source-blind ranking</h2>",
-        f"<p>{s['n_ballots']} ballots ({s['n_valid']} valid, {s['n_invalid']} invalid, "
-        f"{s['n_completed']} completed by one omitted letter; stage 1: "
-        f"{(st.get('stage1') or {}).get('n_ballots', 0)}, finalist stage: "
-        f"{(st.get('stage2') or {}).get('n_ballots', 0)}). The conditioned cohort advanced "
-        f"conditioned-source pools in <b>{frac('conditioned_cohort')}</b> questions, the unconditioned "
-        f"cohort in <b>{frac('unconditioned_cohort')}</b>; the cohorts agree on the top candidate in "
-        f"<b>{frac('agree_top')}</b> (on its concept family in {frac('agree_family')}). Ties count "
-        f"against: {s['conditioned_cohort'].get('ties', 0)} and {s['unconditioned_cohort'].get('ties', 0)} "
-        f"tied advanced pools, {s['agree_top'].get('ties', 0)} questions with a tied top. Decided: "
-        f"conditioned cohort {decided('conditioned_cohort') or 'none'}; unconditioned cohort "
-        f"{decided('unconditioned_cohort') or 'none'}.</p>",
-    ]
-    svg = _figure(qs)
-    if svg:
-        parts.append(
-            "<figure><figcaption>Advanced pool per question and cohort (green: conditioned source; "
-            f"magenta: unconditioned source)</figcaption>{svg}</figure>"
-        )
     rows = []
     for q, v in qs.items():
         if not v.get("cohorts"):
-            rows.append([html.escape(q), "0", "—", "—", "—", "—", "—", "—", "—"])
+            rows.append([q, "0", *["—"] * 7])
             continue
         agree = {True: "yes", False: "no", None: "—"}[v["agree_top"]]
         rows.append(
             [
-                html.escape(q),
+                q,
                 str(v["n_candidates"]),
                 *_cell(v["cohorts"]["conditioned"]),
                 *_cell(v["cohorts"]["unconditioned"]),
                 agree,
             ]
         )
-    parts.append(
-        _table(
-            [
-                "question",
-                "candidates",
-                "cond. valid (stage 1; 2)",
-                "cond. advanced pool",
-                "cond. top",
-                "unc. valid (stage 1; 2)",
-                "unc. advanced pool",
-                "unc. top",
-                "tops agree",
-            ],
-            rows,
-        )
-    )
-    if s["invalid_by_error"]:
-        parts.append(
-            _table(
-                ["invalid ballots: rule broken", "n"],
-                [[html.escape(k), str(n)] for k, n in s["invalid_by_error"].items()],
-            )
-        )
-    return parts
+    return {
+        "s": s,
+        "stage1": (st.get("stage1") or {}).get("n_ballots", 0),
+        "stage2": (st.get("stage2") or {}).get("n_ballots", 0),
+        "conditioned": _frac(s["conditioned_cohort"]),
+        "unconditioned": _frac(s["unconditioned_cohort"]),
+        "agree_top": _frac(s["agree_top"]),
+        "agree_family": _frac(s["agree_family"]),
+        "ties": (
+            s["conditioned_cohort"].get("ties", 0),
+            s["unconditioned_cohort"].get("ties", 0),
+            s["agree_top"].get("ties", 0),
+        ),
+        "decided": (_decided(s["conditioned_cohort"]), _decided(s["unconditioned_cohort"])),
+        "svg": figure(qs),
+        "rows": rows,
+        "invalid": sorted((s.get("invalid_by_error") or {}).items()),
+    }

@@ -49,13 +49,13 @@ from lmaudit.studies.registry import register_study
 
 __all__ = ["ChoirStudy", "settings"]
 
-COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("questions", "metric:n_questions"),
-    ("members", "metric:n_models"),
-    ("above chance", "metric:above_chance"),
-    ("lift up", "metric:lift_up"),
-    ("model acc", "metric:recover.model.accuracy"),
-    ("persona acc", "metric:recover.persona.accuracy"),
+COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("questions", "metric:n_questions", "questions analysed"),
+    ("members", "metric:n_models", "ensemble members whose free lists are compared"),
+    ("above chance", "metric:above_chance", "questions whose agreement beats chance (signal-to-chance > 1)"),
+    ("lift up", "metric:lift_up", "questions whose persona lift exceeds 1"),
+    ("model acc", "metric:recover.model.accuracy", "accuracy recovering the member from its lists"),
+    ("persona acc", "metric:recover.persona.accuracy", "accuracy recovering the persona from the lists"),
 )
 
 
@@ -275,7 +275,7 @@ class ChoirStudy(Study):
     name = "choir"
     config = ChoirStudyConfig
     groups: ClassVar[Mapping[str, type]] = {"ensemble": ChoirEnsembleConfig}
-    compare_columns: ClassVar[tuple[tuple[str, str], ...]] = COMPARE_COLUMNS
+    compare_columns: ClassVar[tuple[tuple[str, ...], ...]] = COMPARE_COLUMNS
     data_keys = (
         "config.study.import_path",
         "inputs.import",
@@ -292,9 +292,12 @@ class ChoirStudy(Study):
         s = settings(cfg)
         if s.import_path:
             return f"import-{Path(s.import_path).stem}"
-        names = "+".join(m["name"] for m in ensemble(cfg, s))
-        tag = hashlib.sha256(names.encode()).hexdigest()[:6]  # the members, short
-        return f"{s.bank}-{s.ensemble.name}-{tag}-g{s.generations}"
+        members = [str(m["name"]) for m in ensemble(cfg, s)]
+        names = "+".join(members)
+        if len(names) > 48:  # a long ensemble: its first member, its size, a digest of all names
+            tag = hashlib.sha256(names.encode()).hexdigest()[:6]
+            names = f"{members[0]}+{len(members) - 1}more-{tag}"
+        return f"{s.bank}-{s.ensemble.name}-{names}-g{s.generations}"
 
     def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
         out = super().plan_config(cfg)
@@ -320,9 +323,12 @@ class ChoirStudy(Study):
     summary = staticmethod(summary)  # type: ignore[assignment]
 
     def report(self, result: StudyResult, ctx: RunContext) -> str:
+        from lmaudit.reporting.page import read_rows
         from lmaudit.studies.choir.report import render_report  # matplotlib: when used
 
-        return render_report(result.results, ctx.plan.doc if ctx.plan else None, dict(ctx.audit))
+        audit = dict(ctx.audit)
+        rows = read_rows(audit, ctx.run_dir)
+        return render_report(result.results, ctx.plan.doc if ctx.plan else None, audit, rows)
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
         return plot_data(result.results)

@@ -1,17 +1,18 @@
-"""The judge report's figure as inline SVG (matplotlib, through :func:`lmaudit.figures.svg_figure`):
+"""The judge report's figures as inline SVG (matplotlib, through :func:`lmaudit.figures.svg_figure`):
+:func:`disagreement_svg`, each comparison's disagreement rate with its exact interval, and
 :func:`confidence_svg`, the self-reported confidence histograms, one row per condition."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lmaudit.figures import svg_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["BINS", "confidence_counts", "confidence_svg"]
+__all__ = ["BINS", "confidence_counts", "confidence_svg", "disagreement_svg"]
 
 BINS = 10
 
@@ -47,3 +48,41 @@ def confidence_svg(values_by_condition: Mapping[str, Sequence[float]]) -> str:
         axes[-1].set_xlabel("self-reported confidence")
 
     return svg_figure(draw, size=(4.8, 0.75 * len(conds) + 0.6), prefix="judge-conf")
+
+
+def disagreement_svg(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> str:
+    """Each comparison's share of changed verdicts (dot) and its exact ``1 - alpha`` interval
+    (bar), one row each, the repeat baseline grey and its rate a dashed line; ``""`` when no
+    comparison has a pair."""
+    rows = [d for d in comparisons if d.get("n")]
+    if not rows:
+        return ""
+
+    def draw(fig: Figure) -> None:
+        ax = fig.add_subplot()
+        ys = list(range(len(rows)))[::-1]
+        for y, d in zip(ys, rows, strict=True):
+            base = "repeat_pairs" in d
+            colour = "#777777" if base else "#c62828"
+            ax.plot([d["ci"]["low"], d["ci"]["high"]], [y, y], color=colour, linewidth=2.2, alpha=0.55)
+            ax.plot([d["rate"]], [y], "o", color=colour, markersize=6)
+            ax.annotate(
+                f"{d['changed']}/{d['n']}",
+                (1.0, y),
+                xytext=(6, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+                annotation_clip=False,
+            )
+            if base:
+                ax.axvline(d["rate"], color="#777777", linestyle="--", linewidth=0.9)
+        ax.set_yticks(ys, [str(d["comparison"]) for d in rows])
+        ax.set_xlim(0.0, 1.0)
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        ax.set_xticks([0.0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
+        ax.set_xlabel(
+            f"share of paired verdicts that changed (dot), exact {100 * (1 - alpha):g}% interval (bar)"
+        )
+
+    return svg_figure(draw, size=(6.4, 0.42 * len(rows) + 0.9), prefix="judge-dis")

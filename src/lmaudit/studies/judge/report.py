@@ -1,100 +1,207 @@
-"""The judge study's report: one self-contained ``report.html`` (inline CSS and SVG, no scripts):
-the per-prompt condition grid, the disagreement table with exact intervals, the condition
-summaries, the confidence distributions, the log-prob readout, model wins after unblinding,
-invalid-output counts, deviations and provenance. Text is escaped by Jinja2's autoescape; the
-confidence figure is matplotlib's SVG (:mod:`.figures`), which escapes its text."""
+"""The judge study's report: one self-contained ``report.html`` (inline CSS and SVG, no scripts).
+
+The page (:mod:`lmaudit.reporting.page`) leads with the verdict (:mod:`.verdict`); the study's
+sections follow (the disagreement table with exact intervals, the wrapper patterns, the
+condition summaries, the per-prompt grid, the classification, the confidence distributions,
+the log-prob readout, model wins after unblinding, output validity), then every prompt as the
+judge saw it with its verdicts (:mod:`.samples`), and provenance. :func:`render_report` takes
+the results, the plan (``None`` when a measurement file was re-analysed without one), the audit
+record and the measurement rows. Text is escaped by Jinja2's autoescape; the figures are
+matplotlib's SVG (:mod:`.figures`), which escapes its text.
+"""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Mapping
-from importlib import resources
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import jinja2
 from markupsafe import Markup
 
-from lmaudit import __version__
-from lmaudit.reporting import claim, config_json, fmt, observed, utc_now
-from lmaudit.reporting import get as _get
-from lmaudit.reporting import num as _num
-from lmaudit.reporting import pval as _pval
-from lmaudit.reporting import text as _text
-from lmaudit.studies.judge.figures import confidence_svg
+from lmaudit.reporting import config_json, get
+from lmaudit.reporting.page import Page, provenance, render
+from lmaudit.studies.judge.figures import confidence_svg, disagreement_svg
+from lmaudit.studies.judge.samples import questions, samples
+from lmaudit.studies.judge.verdict import alerts, primary, repeat, verdict
 
 __all__ = ["render_report"]
 
 TEMPLATE = "report_template.html.j2"
+QUESTION = (
+    "Does a content-preserving change of presentation (a boundary wrapper around a response, or the "
+    "responses' order) change an LLM judge's pairwise verdict?"
+)
+FROZEN = (
+    "packets, rubric and analysis plan in artifacts/manifest.json before judging; completed results in "
+    "artifacts/result_manifest.json; the model mapping is digested, never shown to the judge"
+)
 
 
-def _fmt(x: Any, spec: str = ".4f") -> str:
-    return fmt(x, spec)
+def _inputs(plan: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    """The plan's input files, one row per path and digest."""
+    rows: list[tuple[str, Any]] = []
+    inputs = get(plan, "inputs") or {}
+    for name, v in sorted(inputs.items()):  # by name: the plan as built and as read back agree
+        if name == "packets" and isinstance(v, Mapping):
+            rows += [(f"Packet {cid} SHA-256", d) for cid, d in sorted(v.items())]
+        elif name == "import" and isinstance(v, Mapping):
+            for cid, f in sorted(v.items()):
+                rows += [
+                    (f"Import file ({cid})", get(f, "path")),
+                    (f"Import SHA-256 ({cid})", get(f, "sha256")),
+                ]
+        elif isinstance(v, Mapping):
+            label = name.replace("_", " ").capitalize()
+            if "path" in v:
+                rows.append((f"{label} file", v.get("path")))
+            rows.append((f"{label} SHA-256", v.get("sha256")))
+        else:
+            rows.append((name, v))
+    return rows
 
 
-@functools.lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
-    )
-    env.filters.update(claim=claim, observed=observed, num=_fmt, pval=_pval, text=_text)
-    env.filters["pct"] = lambda x: "—" if _num(x) is None else f"{100 * float(x):.1f}%"
-    env.filters["p3"] = lambda x: _fmt(x, ".3f")
-    return env
+def _provenance(
+    results: Mapping[str, Any], plan: Mapping[str, Any] | None, audit: Mapping[str, Any]
+) -> list[tuple[str, str]]:
+    design = results.get("design") or {}
+    sampling = {
+        k: design.get(k) for k in ("temperature", "top_p", "max_tokens", "max_attempts") if k in design
+    }
+    reg = results.get("prereg") or {}
+    rows: list[tuple[str, Any]] = [
+        ("Study", results.get("study")),
+        ("Mode", results.get("mode")),
+        ("Judge", get(design, "judge", "name") or get(design, "execution", "judge")),
+        (
+            "Judge identity digest",
+            get(design, "judge", "identity_digest") or get(audit, "measure", "backend_digest"),
+        ),
+        ("Isolation", design.get("isolation")),
+        ("Judgments per prompt and condition (k)", results.get("k")),
+        ("Seed (judgment seeds derive from it)", design.get("seed")),
+        ("Seed rule", design.get("seed_rule")),
+        ("Sampling", sampling or None),
+        ("Rubric SHA-256", design.get("rubric_sha256")),
+        ("Log-prob readout", design.get("readout")),
+        *(
+            [("Import folder", design.get("import_dir")), ("Execution record", design.get("execution"))]
+            if results.get("mode") == "import"
+            else []
+        ),
+        ("Mapping file", get(results, "mapping", "path")),
+        *_inputs(plan),
+        *([("Frozen protocol", FROZEN)] if results.get("mode") == "judge" else []),
+        ("Plan digest", get(plan, "plan_digest") or audit.get("plan_digest")),
+        ("Measurements SHA-256", get(results, "source", "measurements_sha256")),
+    ]
+    if reg:
+        rows += [
+            ("Registration", reg.get("name")),
+            ("Registration frozen (UTC)", reg.get("frozen_utc")),
+            ("Registration file SHA-256", get(reg, "registration_file", "sha256")),
+        ]
+    rows += [
+        # the run is logged to MLflow after the report is written: its name, not its id
+        ("MLflow run", get(audit, "mlflow", "run_name")),
+        ("MLflow experiment", get(audit, "mlflow", "experiment")),
+        ("lmaudit version (run)", audit.get("lmaudit_version")),
+        ("Measured (UTC)", get(audit, "measure", "finished_utc")),
+        ("Analysed (UTC)", get(audit, "analyze", "finished_utc")),
+    ]
+    unique: dict[tuple[str, str], tuple[str, Any]] = {}
+    for label, v in rows:  # the plan's inputs repeat some of the results' rows
+        unique.setdefault((label, str(v)), (label, v))
+    return provenance(unique.values())
 
 
-def _template() -> jinja2.Template:
-    source = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
-    return _environment().from_string(source)
+def _classes(results: Mapping[str, Any]) -> dict[str, str]:
+    """Each prompt's classes over its replicates: the class, how many replicates, and which."""
+    out = {}
+    for it in results.get("items") or []:
+        by: dict[str, list[int]] = {}
+        for r, c in enumerate(it.get("classification") or []):
+            by.setdefault(c, []).append(r)
+        if len(it.get("classification") or []) == 1:
+            out[it["item"]] = next(iter(by))
+        else:
+            out[it["item"]] = "; ".join(
+                f"{c} ×{len(rs)} (replicate{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))})"
+                for c, rs in by.items()
+            )
+    return out
+
+
+def _terms(results: Mapping[str, Any]) -> list[str]:
+    conds = get(results, "design", "conditions") or []
+    out = ["P0 / PA / PB / PAB", "invalid output"]
+    if primary(results):
+        out.insert(1, "disagreement")
+    if any(c.get("swap") for c in conds):
+        out.append("SWAP")
+    if repeat(results) is not None:
+        out.append("repeat baseline")
+    if get(results, "patterns", "evaluable"):
+        out.append("attraction / aversion")
+    if get(results, "classification", "evaluable"):
+        out.append("prompt classes")
+    if results.get("readout"):
+        out.append("log-prob readout")
+    return out
 
 
 def render_report(
-    *, results: Mapping[str, Any], plan: Mapping[str, Any] | None, audit: Mapping[str, Any] | None
+    *,
+    results: Mapping[str, Any],
+    plan: Mapping[str, Any] | None,
+    audit: Mapping[str, Any] | None,
+    rows: Iterable[Mapping[str, Any]] = (),
 ) -> str:
     audit = audit or {}
-    design = results.get("design") or {}
-    run = {
-        "Mode": results.get("mode"),
-        "Judge": _get(design, "judge", "name") or _get(design, "execution", "judge"),
-        "Judge identity digest": _get(design, "judge", "identity_digest")
-        or _get(audit, "measure", "backend_digest"),
-        "Isolation": design.get("isolation"),
-        "Judgments per prompt and condition (k)": results.get("k"),
-        "Seed (judgment seeds derive from it)": design.get("seed"),
-        "Sampling": {
-            k: design.get(k) for k in ("temperature", "top_p", "max_tokens", "max_attempts") if k in design
-        }
-        or None,
-        "Rubric SHA-256": design.get("rubric_sha256"),
-        "Log-prob readout": design.get("readout"),
-        "Import folder": design.get("import_dir"),
-        "Execution record": design.get("execution"),
-        "Plan digest": _get(plan, "plan_digest") or audit.get("plan_digest"),
-        "Measurements SHA-256": _get(results, "source", "measurements_sha256"),
-        # the run is logged to MLflow after the report is written: its name, not its id
-        "MLflow run": _get(audit, "mlflow", "run_name"),
-        "MLflow experiment": _get(audit, "mlflow", "experiment"),
-        "lmaudit version": audit.get("lmaudit_version") or __version__,
-        "Measured (UTC)": _get(audit, "measure", "finished_utc"),
-        "Analysed (UTC)": _get(audit, "analyze", "finished_utc"),
-    }
     conds = list(results.get("conditions_analysed") or [])
     summaries = results.get("conditions") or {}
-    values = {cid: summaries[cid]["confidence"]["values"] for cid in conds if cid in summaries}
-    svg = confidence_svg(values)
-    inputs = _get(plan, "inputs") or {}
-    return _template().render(
-        title=f"lmaudit judge: {results.get('n_prompts', 0)} prompts, conditions {', '.join(conds)}",
+    values = {cid: get(summaries, cid, "confidence", "values") or [] for cid in conds}
+    conf_svg = confidence_svg(values)
+    alpha = float(get(results, "params", "alpha") or 0.05)
+    dis_svg = disagreement_svg(results.get("disagreement") or [], alpha)
+    shown, total = samples(rows, plan, results)
+    isolation = get(results, "design", "isolation")
+    note = "Each prompt under each condition: the judge prompt exactly as rendered and every verdict the judge wrote."
+    if isolation == "shared":
+        note += " Not a fresh context per judgment: each was made in one conversation with the earlier turns (not shown)."
+    elif isolation != "fresh":
+        note += " Whether each judgment had a fresh context is not recorded."
+    judge = get(results, "design", "judge", "name")
+    page = Page(
+        study="judge",
+        title=f"Judge presentation sensitivity: {results.get('n_prompts', 0)} prompts, "
+        f"conditions {', '.join(conds) or 'none'}" + (f" ({judge})" if judge else ""),
+        question=QUESTION,
+        verdict=verdict(results),
+        alerts=alerts(results),
+        terms=_terms(results),
+        predictions=results.get("predictions") or [],
+        registration=get(results, "prereg", "name"),
+        samples=shown,
+        samples_total=total,
+        samples_note=note,
+        provenance=_provenance(results, plan, audit),
+        config=config_json(plan),
+    )
+    return render(
+        __package__,
+        TEMPLATE,
+        page,
         results=results,
-        run=run,
         conds=conds,
+        primary=primary(results),
+        repeat=repeat(results),
         cls=results.get("classification") or {},
+        pat=results.get("patterns") or {},
         readout=results.get("readout") or {},
         wins=results.get("model_wins") or {},
         validity=results.get("validity") or {},
-        deviations=results.get("deviations") or [],
-        predictions=results.get("predictions") or [],
-        inputs=inputs,
-        confidence_svg=Markup(svg) if svg else None,
-        config=config_json(plan),
-        generated=utc_now(),
+        questions=questions(plan),
+        classes=_classes(results),
+        confidence_svg=Markup(conf_svg) if conf_svg else None,
+        disagreement_svg=Markup(dis_svg) if dis_svg else None,
+        level=f"{100 * (1 - alpha):g}",
     )

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.provenance.io import InputError
+from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import (
     Measured,
     Measurements,
@@ -51,17 +52,17 @@ from lmaudit.studies.registry import register_study
 __all__ = ["JudgeStudy", "conditions", "judge_text", "sampling", "settings"]
 
 # the columns `lmaudit compare` shows for this study's runs
-COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("conditions", "tag:conditions"),
-    ("isolation", "tag:isolation"),
-    ("prompts", "metric:n_prompts"),
-    ("k", "metric:k"),
-    ("invalid", "metric:n_invalid"),
-    ("PA vs P0", "metric:disagreement.PA.rate"),
-    ("PB vs P0", "metric:disagreement.PB.rate"),
-    ("PAB vs P0", "metric:disagreement.PAB.rate"),
-    ("SWAP vs P0", "metric:disagreement.SWAP.rate"),
-    ("deviations", "tag:deviations"),
+COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("conditions", "tag:conditions", "the wrapper conditions judged"),
+    ("isolation", "tag:isolation", "fresh: no judgment sees another; shared: one context (a deviation)"),
+    ("prompts", "metric:n_prompts", "prompts judged per condition"),
+    ("k", "metric:k", "judgments per prompt and condition (replicates)"),
+    ("invalid", "metric:n_invalid", "judgments whose verdict could not be read"),
+    ("PA vs P0", "metric:disagreement.PA.rate", "share of judgments that changed from P0 under PA"),
+    ("PB vs P0", "metric:disagreement.PB.rate", "share of judgments that changed from P0 under PB"),
+    ("PAB vs P0", "metric:disagreement.PAB.rate", "share of judgments that changed from P0 under PAB"),
+    ("SWAP vs P0", "metric:disagreement.SWAP.rate", "share changed from P0 with A and B swapped"),
+    ("deviations", "tag:deviations", "deviations from the protocol recorded for the run (none: none)"),
 )
 
 
@@ -227,7 +228,9 @@ class JudgeStudy(Study):
 
     def report(self, result: StudyResult, ctx: RunContext) -> str:
         plan_doc = ctx.plan.doc if ctx.plan is not None else None
-        return render_report(results=result.results, plan=plan_doc, audit=dict(ctx.audit))
+        audit = dict(ctx.audit)
+        rows = read_rows(audit, ctx.run_dir)
+        return render_report(results=result.results, plan=plan_doc, audit=audit, rows=rows)
 
     def audit_section(self, result: StudyResult) -> dict[str, Any] | None:
         return audit_section(result.results)

@@ -1,8 +1,8 @@
 """The QQ report's figures as inline SVG strings (matplotlib, through :func:`lmaudit.figures.svg_figure`).
 
 * :func:`saturation_cdf_svg` (seed Figure 1): empirical CDF of the distance from determinism
-  ``d = 1 - max(p, 1 - p)`` over every measured position, log x-axis from a decade below the
-  smallest distance, one curve per stratum group (A/B-labelled items, Yes/No items) plus all
+  ``d = 1 - max(p, 1 - p)`` over every measured position, log x-axis from half the smallest
+  distance (or the threshold), one curve per stratum group (A/B-labelled items, Yes/No items) plus all
   positions, and the saturation threshold.
 * :func:`label_effect_svg` (seed Figure 2): per-item ``q`` under two label mappings with the
   dashed diagonal of mapping-invariance, on equal axes symmetric about 0 that fit the data;
@@ -95,9 +95,9 @@ def saturation_cdf_svg(results: Mapping[str, Any]) -> str | None:
     if len(groups) > 1:
         curves.append(("all", [d for v in groups.values() for d in v]))
     smallest = min(min(v) for v in groups.values())
-    # the x-axis starts at the decade below half the smallest distance (or threshold) shown
+    # the x-axis starts at half the smallest distance (or threshold) shown: no empty decade
     left = max(smallest, D_CLIP) if cut is None or cut <= 0 else min(max(smallest, D_CLIP), cut)
-    lo = 10.0 ** math.floor(math.log10(left / 2))
+    lo = left / 2
     clipped = f"   (d = 0 drawn at {D_CLIP:g})" if smallest < D_CLIP else ""
 
     def draw(fig: Figure) -> None:
@@ -129,9 +129,10 @@ def saturation_cdf_svg(results: Mapping[str, Any]) -> str | None:
         ax.set_xlabel(f"distance from determinism d = 1 − max(p, 1 − p){clipped}")
         ax.set_ylabel("share of positions with distance ≤ d")
         ax.set_title("Figure 1. Saturation: CDF of distance from determinism")
-        ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+        # below the axes: a curve of saturated positions climbs at the left, where a legend inside would sit
+        fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)
 
-    return svg_figure(draw, size=(6.6, 3.7), prefix="fig1")
+    return svg_figure(draw, size=(6.6, 4.3), prefix="fig1")
 
 
 def mapping_pair(results: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -188,6 +189,8 @@ def label_effect_svg(results: Mapping[str, Any], annotate_above: float = 0.3) ->
     # both axes [-lim, lim]: the largest |q| and a 10% margin, at least +-0.01 (a q of exactly 0)
     lim = max(1.1 * float(np.max(np.abs(np.concatenate([x, y])))), 0.01)
 
+    from matplotlib.ticker import MaxNLocator
+
     def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
         ax.plot([-lim, lim], [-lim, lim], ls="--", color="#888888", lw=1.0, label="q equal under both")
@@ -208,6 +211,10 @@ def label_effect_svg(results: Mapping[str, Any], annotate_above: float = 0.3) ->
                 )
         ax.set_xlim(-lim, lim)
         ax.set_ylim(-lim, lim)
+        for axis in (ax.xaxis, ax.yaxis):  # few enough ticks that their labels never run together
+            axis.set_major_locator(
+                MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10], symmetric=True, min_n_ticks=5)
+            )
         ax.set_aspect("equal")
         ax.set_xlabel(f"q under {pair[0]}")
         ax.set_ylabel(f"q under {pair[1]}")

@@ -1,27 +1,26 @@
 """The QQ study's report: one self-contained ``report.html`` (inline CSS and SVG, no scripts).
 
-:func:`render_report` takes the results dict (``QQResult.to_json()`` plus ``gates`` and
-``source``), the plan (or ``None`` when a measurement file was re-analysed without one) and
-the audit record, and returns the page (the pipeline writes it). Every optional part of the inputs may be
-missing; it then reads "not recorded". All text is escaped by Jinja2's autoescape; the
-figures are SVG written by matplotlib, which escapes its own text.
+The page (:mod:`lmaudit.reporting.page`) leads with the verdict (:mod:`.verdict`), then the
+registered predictions, the study's sections (gates, per-item verdicts, figures, diagnostics),
+each item as asked and answered (:mod:`.samples`) and provenance. :func:`render_report` takes the
+results dict (``QQResult.to_json()`` plus ``gates`` and ``source``), the plan (or ``None`` when a
+measurement file was re-analysed without one), the audit record and the measurement rows; every
+optional part may be missing and then reads "not recorded". Text is escaped by Jinja2's
+autoescape; the figures are SVG written by matplotlib, which escapes its own text.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
-import json
-import math
-from collections.abc import Mapping
-from importlib import resources
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import jinja2
 from markupsafe import Markup
 
-from lmaudit import __version__
-from lmaudit.reporting import claim, observed
+from lmaudit.reporting import NOT_RECORDED, config_json, fmt
+from lmaudit.reporting import get as _get
+from lmaudit.reporting import num as _num
+from lmaudit.reporting.page import Page, provenance, render
 from lmaudit.studies.qq.figures import (
     iter_positions,
     label_effect_points,
@@ -29,11 +28,16 @@ from lmaudit.studies.qq.figures import (
     mapping_pair,
     saturation_cdf_svg,
 )
+from lmaudit.studies.qq.samples import samples, wordings
+from lmaudit.studies.qq.verdict import TERMS, alerts, verdict
 
 __all__ = ["NOT_RECORDED", "render_report"]
 
-NOT_RECORDED = "not recorded"
 TEMPLATE = "report_template.html.j2"
+QUESTION = (
+    "Do the model's answers to a pair of questions asked in both orders satisfy the QQ equality, "
+    "the question-order pattern the projective model predicts?"
+)
 ANNOTATE_ABOVE = 0.3  # Figure 2 labels items whose q moves by more than this between mappings
 VERDICT_CSS = {"SATISFIED": "sat", "VIOLATED": "viol", "INDETERMINATE": "indet"}
 STATUS_CSS = {"PASS": "pass", "FAIL": "fail", "NOT_RUN": "notrun"}
@@ -43,32 +47,8 @@ JOINT_CELLS = ("yy", "yn", "ny", "nn")
 DISCRIMINANT_ROWS = ("satisfied", "polarity", "position", "noncontextual", "contextual")
 
 
-# ---------------------------------------------------------------- small helpers
-
-
-def _get(d: Any, *keys: str, default: Any = None) -> Any:
-    """``d[k1][k2]...`` through dicts, ``default`` as soon as a level is missing or not a dict."""
-    for k in keys:
-        if not isinstance(d, Mapping) or k not in d or d[k] is None:
-            return default
-        d = d[k]
-    return d
-
-
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return None
-    f = float(x)
-    return f if math.isfinite(f) else None
-
-
-def _fmt(x: Any, spec: str = ".3f", missing: str = "—") -> str:
-    f = _num(x)
-    return missing if f is None else format(f, spec)
-
-
 def _signed(x: Any, nd: int = 3) -> str:
-    return _fmt(x, f"+.{nd}f")
+    return fmt(x, f"+.{nd}f")
 
 
 def _interval(x: Any, nd: int = 3) -> str:
@@ -77,44 +57,8 @@ def _interval(x: Any, nd: int = 3) -> str:
     return "—"
 
 
-def _text(x: Any) -> str:
-    """A value as display text: ``None`` is "not recorded", containers become compact JSON."""
-    if x is None or x == "":
-        return NOT_RECORDED
-    if isinstance(x, Mapping | list | tuple):
-        return json.dumps(x, sort_keys=True, ensure_ascii=False, default=str)
-    return str(x)
-
-
-def _pretty(x: Any) -> str | None:
-    """Readable YAML (JSON if PyYAML is unavailable) of a config-like value; ``None`` if absent."""
-    if x is None:
-        return None
-    try:
-        import yaml
-
-        return str(yaml.safe_dump(x, sort_keys=False, allow_unicode=True, default_flow_style=False))
-    except Exception:
-        return json.dumps(x, indent=2, sort_keys=False, ensure_ascii=False, default=str)
-
-
-@functools.lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
-    )
-    env.filters.update(
-        claim=claim, observed=observed, num=_fmt, signed=_signed, interval=_interval, text=_text
-    )
-    env.filters["sci"] = lambda x: _fmt(x, ".3g")
-    env.filters["pct"] = lambda x: _fmt(None if _num(x) is None else 100 * float(x), ".1f") + "%"
-    env.globals.update(VERDICT_CSS=VERDICT_CSS, STATUS_CSS=STATUS_CSS, NOT_RECORDED=NOT_RECORDED)
-    return env
-
-
-def _template() -> jinja2.Template:
-    source = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
-    return _environment().from_string(source)
+def _sci(x: Any) -> str:
+    return fmt(x, ".3g")
 
 
 # ---------------------------------------------------------------- sections
@@ -186,10 +130,26 @@ def _g3(gate: Mapping[str, Any]) -> dict[str, Any]:
     return {**gate, "checks": checks}
 
 
+def _g1(gate: Mapping[str, Any]) -> dict[str, Any]:
+    """Gate G1 with each recorded ``label=[pieces]`` written ``label → piece + piece``."""
+    import ast
+
+    pieces = []
+    for p in gate.get("label_pieces") or []:
+        label, _, rest = str(p).partition("=")
+        try:
+            parts = ast.literal_eval(rest)
+        except (ValueError, SyntaxError):
+            parts = None
+        ok = isinstance(parts, list)
+        pieces.append(f"{label} → {' + '.join(map(str, parts))}" if ok and parts else str(p))
+    return {**gate, "label_pieces": pieces}
+
+
 def _gates(results: Mapping[str, Any], plan: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     gates: Mapping[str, Any] = results.get("gates") or {}
     return {
-        "G1": dict(gates.get("G1") or {}),
+        "G1": _g1(gates.get("G1") or {}),
         "G2": _g2(results, gates.get("G2") or {}, plan),
         "G3": _g3(gates.get("G3") or {}),
     }
@@ -267,51 +227,133 @@ def _clean(results: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _context(
-    raw: Mapping[str, Any], plan: Mapping[str, Any] | None, audit: Mapping[str, Any], generated: str
-) -> dict[str, Any]:
-    results = _clean(raw)
-    fig1 = saturation_cdf_svg(results)
-    fig2 = label_effect_svg(results, ANNOTATE_ABOVE)
-    pair = mapping_pair(results)
-    gates = _gates(results, plan)
-    readings = _discriminant(results)
-    src = {"results": results, "plan": plan, "audit": audit}
-    return {
-        "title": f"lmaudit {results.get('study') or 'qq'} report",
-        "pick": functools.partial(_pick, src),  # dotted-path lookup used by the header and provenance
-        "generated": generated,
-        "version": __version__,
-        "measured_mappings": sorted({m for m, _ in iter_positions(results)}),
-        "n_items": results.get("n_items", len(results.get("items") or [])),
-        "counts": results.get("counts") or {},
-        "gates": gates,
-        "gate_list": [(g, str(gates[g].get("status") or "NOT_RUN")) for g in ("G1", "G2", "G3")],
-        "items": _items(results),
-        # matplotlib escapes all text in its SVG output, so the markup is safe to inline
-        "fig1": None if fig1 is None else Markup(fig1),
-        "fig2": None if fig2 is None else Markup(fig2),
-        "pair": pair,
-        "label_effect": label_effect_points(results),
-        "annotate_above": ANNOTATE_ABOVE,
-        "saturation": results.get("saturation") or {},
-        "memorization": results.get("memorization"),
-        "fits": results.get("fits") or [],
-        "hits": {k: [r["stratum"] for r in readings if k in r["rows"]] for k in DISCRIMINANT_ROWS},
-        "readings": readings,
-        "params": results.get("params") or {},
-        "sampled": results.get("sampled") or [],
-        "pretty": _pretty,
-    }
+# each row: label, then dotted paths into results / plan / audit, the first one present wins
+PROVENANCE_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Study", ("results.study", "plan.study")),
+    (
+        "Model",
+        (
+            "plan.config.model.name",
+            "audit.measure.backend_identity.model",
+            "audit.measure.backend_identity.agent",
+            "audit.mlflow.params.model.name",  # re-analysed measurements: named by their source
+        ),
+    ),
+    ("Framing", ("plan.config.framing.name",)),
+    ("Framing track", ("plan.config.framing.track",)),
+    ("Label mapping", ("plan.config.mapping.name",)),
+    ("Mappings measured", ("measured_mappings",)),
+    ("Estimand", ("plan.config.estimand.kind", "results.params.estimand")),
+    ("Items", ("results.n_items",)),
+    ("Item bank", ("plan.inputs.items.path", "audit.plan.inputs.items.path", "audit.analyze.inputs.items.path")),
+    ("Item bank SHA-256", ("plan.inputs.items.sha256", "audit.plan.inputs.items.sha256", "audit.analyze.inputs.items.sha256")),
+    ("Registration", ("results.prereg.name",)),
+    ("Registration file digest", ("results.prereg.file_digest",)),
+    ("Requests planned", ("plan.n_requests", "audit.plan.n_requests")),
+    ("Plan digest", ("results.source.plan_digest", "plan.plan_digest", "audit.plan_digest")),
+    ("Measurement file", ("audit.measure.measurements.path", "audit.analyze.measurements")),
+    ("Measurement rows", ("audit.measure.measurements.rows",)),
+    ("Measurements SHA-256", ("results.source.measurements_sha256", "audit.analyze.measurements_sha256", "audit.measure.measurements.sha256")),
+    ("Results SHA-256", ("audit.analyze.results_sha256",)),
+    ("Backend identity digest", ("audit.measure.backend_digest",)),
+    ("Backend identity", ("audit.measure.backend_identity",)),
+    ("Backend description", ("audit.measure.backend",)),
+    ("Cache", ("audit.measure.cache",)),
+    ("Timings (s)", ("audit.measure.seconds",)),
+    ("Analysis parameters", ("results.params",)),
+    ("Git commit", ("audit.plan.git_commit",)),
+    ("Python", ("audit.plan.python",)),
+    ("Platform", ("audit.plan.platform",)),
+    # the run is logged to MLflow after the report is written: its name, not its id
+    ("MLflow run", ("audit.mlflow.run_name",)),
+    ("MLflow experiment", ("audit.mlflow.experiment",)),
+    ("lmaudit version (run)", ("audit.lmaudit_version",)),
+    ("Planned (UTC)", ("audit.plan.written_utc",)),
+    ("Measured (UTC)", ("audit.measure.finished_utc",)),
+    ("Analysed (UTC)", ("audit.analyze.finished_utc",)),
+)  # fmt: skip
+
+
+def _sorted(v: Any) -> Any:
+    """Mappings with their keys sorted, at every level: the page does not depend on the order a
+    record was built in (in memory) or read back in (sorted, from disk)."""
+    if isinstance(v, Mapping):
+        return {k: _sorted(v[k]) for k in sorted(v, key=str)}
+    if isinstance(v, list | tuple):
+        return [_sorted(x) for x in v]
+    return v
+
+
+def _title(results: Mapping[str, Any], model: Any) -> str:
+    n = results.get("n_items", len(results.get("items") or []))
+    return f"Question order and the QQ equality: {n} item{'' if n == 1 else 's'}" + (
+        f" ({model})" if model else ""
+    )
 
 
 def render_report(
     *,
-    results: dict[str, Any],
-    plan: dict[str, Any] | None,
-    audit: dict[str, Any] | None,
-    generated_utc: str | None = None,
+    results: Mapping[str, Any],
+    plan: Mapping[str, Any] | None,
+    audit: Mapping[str, Any] | None,
+    rows: Iterable[Mapping[str, Any]] = (),
 ) -> str:
     """The report page as a string (the pipeline writes it, atomically)."""
-    generated = generated_utc or _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return _template().render(**_context(results, plan, audit or {}, generated))
+    audit = audit or {}
+    clean = _clean(results)
+    fig1 = saturation_cdf_svg(clean)
+    fig2 = label_effect_svg(clean, ANNOTATE_ABOVE)
+    gates = _gates(clean, plan)
+    readings = _discriminant(clean)
+    mappings = sorted({m for m, _ in iter_positions(clean)})
+    pick = functools.partial(
+        _pick, {"results": clean, "plan": plan, "audit": audit, "measured_mappings": mappings or None}
+    )
+    shown, total = samples(clean, plan, rows)
+    page = Page(
+        study="qq",
+        title=_title(clean, pick("plan.config.model.name")),
+        question=QUESTION,
+        verdict=verdict(clean, gates),
+        alerts=alerts(clean, gates, bool(gates["G2"]["base_model"])),
+        terms=TERMS,
+        predictions=clean.get("predictions") or [],
+        registration=_get(clean, "prereg", "name"),
+        samples=shown,
+        samples_total=total,
+        samples_note=(
+            "Each item: its two questions, the exact conversations asked (every label mapping, order and "
+            "position; position 2 is asked once after each first answer) and the label probabilities the "
+            "model gave at each, with the item's verdict."
+        ),
+        provenance=provenance((label, _sorted(pick(*paths))) for label, paths in PROVENANCE_ROWS),
+        config=config_json(plan),
+    )
+    return render(
+        __package__,
+        TEMPLATE,
+        page,
+        n_items=clean.get("n_items", len(clean.get("items") or [])),
+        gates=gates,
+        gate_list=[(g, str(gates[g].get("status") or "NOT_RUN")) for g in ("G1", "G2", "G3")],
+        items=_items(clean),
+        wordings=wordings(plan),
+        # matplotlib escapes all text in its SVG output, so the markup is safe to inline
+        fig1=None if fig1 is None else Markup(fig1),
+        fig2=None if fig2 is None else Markup(fig2),
+        pair=mapping_pair(clean),
+        label_effect=label_effect_points(clean),
+        annotate_above=ANNOTATE_ABOVE,
+        saturation=clean.get("saturation") or {},
+        memorization=clean.get("memorization"),
+        fits=clean.get("fits") or [],
+        hits={k: [r["stratum"] for r in readings if k in r["rows"]] for k in DISCRIMINANT_ROWS},
+        readings=readings,
+        params=clean.get("params") or {},
+        sampled=clean.get("sampled") or [],
+        VERDICT_CSS=VERDICT_CSS,
+        STATUS_CSS=STATUS_CSS,
+        sci=_sci,
+        signed=_signed,
+        interval=_interval,
+    )

@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
+from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.analysis import QQParams, analyze
@@ -49,20 +50,20 @@ from lmaudit.studies.registry import register_study
 __all__ = ["QQStudy", "analyze_rows", "cells_for", "load_items"]
 
 # the columns `lmaudit compare` shows for this study's runs
-COMPARE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("framing", "param:framing.name"),
-    ("mapping", "param:mapping.name"),
-    ("estimand", "param:estimand.kind"),
-    ("items", "metric:n_items"),
-    ("SAT", "metric:n_satisfied"),
-    ("VIOL", "metric:n_violated"),
-    ("IND", "metric:n_indeterminate"),
-    ("NC", "metric:n_gamma_noncontextual"),
-    ("CTX", "metric:n_gamma_contextual"),
-    ("saturated", "metric:n_saturated"),
-    ("G1", "tag:gate.G1"),
-    ("G2", "tag:gate.G2"),
-    ("G3", "tag:gate.G3"),
+COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("framing", "param:framing.name", "how the question pair is put to the model (framing group)"),
+    ("mapping", "param:mapping.name", "which answer labels stand for yes and no (mapping group)"),
+    ("estimand", "param:estimand.kind", "what is estimated from the answers (estimand group)"),
+    ("items", "metric:n_items", "question pairs analysed"),
+    ("SAT", "metric:n_satisfied", "items whose QQ equality holds (within epsilon)"),
+    ("VIOL", "metric:n_violated", "items that violate the QQ equality"),
+    ("IND", "metric:n_indeterminate", "items whose QQ verdict is indeterminate"),
+    ("NC", "metric:n_gamma_noncontextual", "items whose Gamma class is noncontextual"),
+    ("CTX", "metric:n_gamma_contextual", "items whose Gamma class is contextual"),
+    ("saturated", "metric:n_saturated", "items with saturated answer probabilities"),
+    ("G1", "tag:gate.G1", "gate G1 (every answer label is one token): PASS or FAIL"),
+    ("G2", "tag:gate.G2", "gate G2 (mass off the labels < 0.01 at every position): PASS or FAIL"),
+    ("G3", "tag:gate.G3", "gate G3 (spot check of sampled trajectories): PASS or FAIL"),
 )
 _typed = typed
 
@@ -273,7 +274,9 @@ class QQStudy(Study):
 
     def report(self, result: StudyResult, ctx: RunContext) -> str:
         plan_doc = ctx.plan.doc if ctx.plan is not None else None
-        return render_report(results=result.results, plan=plan_doc, audit=dict(ctx.audit))
+        audit = dict(ctx.audit)
+        rows = read_rows(audit, ctx.run_dir)
+        return render_report(results=result.results, plan=plan_doc, audit=audit, rows=rows)
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
         return plot_data(result.results)

@@ -1,0 +1,189 @@
+"""What the QQ report says first: the verdict (plain sentence, key numbers, whether the run could
+answer at all) and the alerts, built from the results and the gates as the report reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lmaudit.reporting import fmt, num
+from lmaudit.reporting.page import Verdict
+
+__all__ = ["TERMS", "alerts", "failed_g3", "verdict"]
+
+#: the glossary terms the QQ page uses, in the order a reader meets them
+TERMS = (
+    "QQ equality",
+    "SATISFIED / VIOLATED / INDETERMINATE",
+    "envelope",
+    "other mass",
+    "OSS",
+    "Gamma",
+    "saturated",
+    "G1",
+    "G2",
+    "G3",
+    "mapping",
+)
+VERDICTS = ("SATISFIED", "VIOLATED", "INDETERMINATE")
+
+
+def _g(x: Any) -> str:
+    return fmt(x, ".3g")
+
+
+def _status(gate: Mapping[str, Any]) -> str:
+    return str(gate.get("status") or "NOT_RUN")
+
+
+def failed_g3(g3: Mapping[str, Any]) -> tuple[int, int]:
+    """``(failed, spot-checked cells)`` of gate G3, each cell decided by its last attempt."""
+    final: dict[tuple[Any, ...], bool] = {}
+    for c in g3.get("checks") or []:
+        final[(c.get("item"), c.get("mapping"), c.get("order"))] = bool(c.get("passed"))
+    return sum(not ok for ok in final.values()), len(final)
+
+
+def _counts(results: Mapping[str, Any]) -> tuple[int, dict[str, int], dict[str, int], int]:
+    items = [it for it in results.get("items") or [] if isinstance(it, Mapping)]
+    n = int(results.get("n_items") or len(items))
+    counts = results.get("counts") or {}
+    v = {k: int((counts.get("verdict") or {}).get(k) or 0) for k in VERDICTS}
+    if not any(v.values()):  # counts not recorded: count the items
+        v = {k: sum(it.get("verdict") == k for it in items) for k in VERDICTS}
+    g = {
+        k: int((counts.get("gamma_class") or {}).get(k) or 0)
+        for k in ("NONCONTEXTUAL", "CONTEXTUAL", "INDETERMINATE")
+    }
+    n_sat = counts.get("saturated")
+    if n_sat is None:
+        n_sat = sum(bool(it.get("saturated")) for it in items)
+    return n, v, g, int(n_sat)
+
+
+def _reasons(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Why the run could not answer (empty when it could)."""
+    n, v, _, _ = _counts(results)
+    out = []
+    g1, g2, g3 = gates["G1"], gates["G2"], gates["G3"]
+    if _status(g1) == "FAIL":
+        out.append(
+            f"gate G1 failed: {g1.get('failed')} of {g1.get('checked')} rendered contexts split an answer "
+            "label into more than one token, so the label probabilities do not measure the answer"
+        )
+    if _status(g2) == "FAIL":
+        out.append(
+            f"gate G2 failed: {_g(g2.get('max_other'))} of the mass is off the labels at the worst position "
+            f"(G2 needs < {_g(g2.get('threshold'))})"
+        )
+    if _status(g3) == "FAIL":
+        bad, total = failed_g3(g3)
+        out.append(
+            f"gate G3 failed: in {bad} of {total} spot checks the sampled answers disagree with the "
+            "log-probabilities"
+        )
+    median = num(g2.get("median_other"))
+    if median is not None and median > 0.5:
+        out.append(
+            f"at most positions most of the mass is off the labels (median {_g(median)}), so the "
+            "envelopes are too wide to decide anything"
+        )
+    if n == 0:
+        out.append("no item was analysed")
+    elif v["INDETERMINATE"] == n:
+        out.append(f"every one of the {n} items is INDETERMINATE (its envelope straddles the margin)")
+    return out
+
+
+def _tally(n: int, v: Mapping[str, int]) -> str:
+    return (
+        f"{v['SATISFIED']} of {n} items satisfy the QQ equality, {v['VIOLATED']} violate it and "
+        f"{v['INDETERMINATE']} are INDETERMINATE"
+    )
+
+
+def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) -> Verdict:
+    """The answer: how many items satisfy, violate or are indeterminate, or why the run cannot say."""
+    n, v, g, n_sat = _counts(results)
+    params = results.get("params") or {}
+    eps = _g(params.get("epsilon"))
+    threshold = _g((results.get("saturation") or {}).get("threshold") or params.get("saturation_threshold"))
+    g1, g2, g3 = gates["G1"], gates["G2"], gates["G3"]
+    bad3, n3 = failed_g3(g3)
+    facts = [
+        f"QQ verdicts: {v['SATISFIED']} SATISFIED, {v['VIOLATED']} VIOLATED, {v['INDETERMINATE']} INDETERMINATE "
+        f"of {n} items (margin ε = {eps} on |q|, decided over each item's envelope).",
+        f"Γ classes: {g['NONCONTEXTUAL']} NONCONTEXTUAL, {g['CONTEXTUAL']} CONTEXTUAL, "
+        f"{g['INDETERMINATE']} INDETERMINATE (CONTEXTUAL certifies residual contextuality).",
+        f"Saturated: {n_sat} of {n} items (threshold {threshold}).",
+        f"Gates: G1 {_status(g1)} ({g1.get('checked') or 0} rendered contexts checked, {g1.get('failed') or 0} failed); "
+        f"G2 {_status(g2)} (max other mass {_g(g2.get('max_other'))}, must stay below {_g(g2.get('threshold'))}); "
+        f"G3 {_status(g3)} ({n3 - bad3} of {n3} spot checks agree).",
+        f"Mass off the labels: at most {_g(g2.get('max_other'))} at any position, median "
+        f"{_g(g2.get('median_other'))}; the widest q envelope is {_g(g2.get('max_envelope_width'))}.",
+    ]
+    reasons = _reasons(results, gates)
+    if reasons:
+        head = " ".join(
+            ["The run cannot say whether the items satisfy the QQ equality."]
+            + [r[0].upper() + r[1:] + "." for r in reasons]
+        )
+        if n and v["INDETERMINATE"] < n:
+            head += f" As measured, {_tally(n, v)}."
+        return Verdict(head, facts, answered=False)
+    head = f"{_tally(n, v)} (ε = {eps})"
+    head += (
+        f"; {g['CONTEXTUAL']} of {n} {'is' if g['CONTEXTUAL'] == 1 else 'are'} certified contextual."
+        if g["CONTEXTUAL"]
+        else "; none is certified contextual."
+    )
+    if 2 * n_sat > n:
+        head += (
+            f" But {n_sat} of {n} items are saturated (near-deterministic answers), so these verdicts "
+            "say little about the answer distributions."
+        )
+    return Verdict(head, facts)
+
+
+def alerts(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]], base_model: bool) -> list[str]:
+    """What went wrong, loudly: failed or missing gates, mass off the labels, saturation, memorization."""
+    n, _, _, n_sat = _counts(results)
+    g1, g2, g3 = gates["G1"], gates["G2"], gates["G3"]
+    out = []
+    if _status(g1) == "FAIL":
+        out.append(
+            f"Gate G1 failed: {g1.get('failed')} of {g1.get('checked')} rendered contexts do not have each "
+            "answer label as a single token."
+        )
+    if _status(g2) == "FAIL":
+        out.append(
+            f"Gate G2 failed: up to {_g(g2.get('max_other'))} of the next-token probability lies on tokens "
+            f"other than the answer labels (the gate needs less than {_g(g2.get('threshold'))} at every "
+            f"position; median {_g(g2.get('median_other'))}). Every verdict holds only within its envelope; "
+            f"the widest q envelope is {_g(g2.get('max_envelope_width'))}."
+            + (" The model is configured as a base model." if base_model else "")
+        )
+    if _status(g3) == "FAIL":
+        bad, total = failed_g3(g3)
+        out.append(
+            f"Gate G3 failed: {bad} of {total} spot checks found sampled answers outside the exact "
+            "intervals around the log-probabilities."
+        )
+    missing = [name for name in ("G1", "G3") if _status(gates[name]) == "NOT_RUN"]
+    if missing:
+        out.append(
+            f"Gate{'s' if len(missing) > 1 else ''} {' and '.join(missing)} {'were' if len(missing) > 1 else 'was'} "
+            "not run: this run has no record of that health check."
+        )
+    if n and 2 * n_sat > n:
+        out.append(
+            f"{n_sat} of {n} items are saturated: their answer distributions are near-deterministic, so "
+            "the QQ verdicts are weakly informative (the seed's central caveat)."
+        )
+    mem = results.get("memorization")
+    if isinstance(mem, Mapping) and mem.get("alert"):
+        out.append(
+            f"Memorization alert: {mem.get('n_exceeding')} of {mem.get('n_pairs')} matched pairs differ in "
+            f"OSS by more than {mem.get('threshold')}."
+        )
+    return out
