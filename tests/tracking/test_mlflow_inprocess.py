@@ -79,7 +79,7 @@ def test_a_run_logs_in_process_and_lmaudit_log_logs_the_same_run_later(make_cfg,
     # params are the plan's config; metrics are those of metrics.json (the DVC view, written apart)
     plan = json.loads((out / "plan.json").read_text())
     assert logged.data.params == {k: "" if v is None else str(v) for k, v in flatten(plan["config"]).items()}
-    assert logged.data.metrics == json.loads((out / "metrics.json").read_text())
+    assert logged.data.metrics == json.loads((out / "metrics.json").read_text())["qq"]
     tags = logged.data.tags
     assert {f"gate.{g}": r["status"] for g, r in results["gates"].items()}.items() <= tags.items()
     assert {f"prediction.{p['id']}": p["outcome"] for p in results["predictions"]}.items() <= tags.items()

@@ -20,9 +20,11 @@ from lmaudit.studies.base import Study, StudyResult
 
 def write_dvc_views(out: Path, study: Study, result: StudyResult) -> None:
     """``metrics.json`` (headline numbers) and ``plots/*.csv`` (figure data) for ``dvc metrics``
-    and ``dvc plots``; both are pure views of results.json."""
+    and ``dvc plots``; both are pure views of results.json. The metrics sit under the study's
+    name (what MLflow logs, as it logs it), so ``dvc metrics show`` groups each study's columns
+    together instead of interleaving four studies' keys."""
     metrics = {**result.metrics, **prediction_metrics(result.results)}
-    atomic_write_json(out / "metrics.json", metrics)
+    atomic_write_json(out / "metrics.json", {study.name: metrics})
     for name, rows in study.plot_data(result).items():
         buf = io.StringIO()
         if rows:
