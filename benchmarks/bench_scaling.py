@@ -117,7 +117,9 @@ def main() -> None:
     for n in args.sizes:
         js, items = judgments(n, random.Random(n))
         secs, res = best(
-            lambda js=js, items=items: analyze(js, conditions=CONDITIONS, reference="P0", items=items, alpha=0.05),
+            lambda js=js, items=items: analyze(
+                js, conditions=CONDITIONS, reference="P0", items=items, alpha=0.05
+            ),
             args.rounds,
         )
         row: dict[str, Any] = {"n": n, "judgments": len(js), "seconds": secs}
@@ -126,17 +128,25 @@ def main() -> None:
             got = {r["item"]: r["confidence"] for r in res["items"]}
             row.update(reference_seconds=ref_secs, equal=got == ref)
         rows["judge"].append(row)
-        print(f"judge n={n}: {secs:.3f} s" + (f", reference {row['reference_seconds']:.3f} s" if "equal" in row else ""))
+        print(
+            f"judge n={n}: {secs:.3f} s"
+            + (f", reference {row['reference_seconds']:.3f} s" if "equal" in row else "")
+        )
 
         recs = sequences(n, random.Random(n))
-        secs, (kept, dropped) = best(lambda recs=recs: dedup_prefixes(recs), args.rounds)
+        secs, (_kept, dropped) = best(lambda recs=recs: dedup_prefixes(recs), args.rounds)
         row = {"n": n, "seconds": secs, "dropped": len(dropped)}
         if n <= args.reference_max:
             ref_secs, ref_drop = best(lambda recs=recs: pairwise_dedup(recs), args.rounds)
             ids = {id(r) for r in dropped}
-            row.update(reference_seconds=ref_secs, equal={i for i, r in enumerate(recs) if id(r) in ids} == ref_drop)
+            row.update(
+                reference_seconds=ref_secs, equal={i for i, r in enumerate(recs) if id(r) in ids} == ref_drop
+            )
         rows["draws"].append(row)
-        print(f"draws n={n}: {secs:.3f} s" + (f", reference {row['reference_seconds']:.3f} s" if "equal" in row else ""))
+        print(
+            f"draws n={n}: {secs:.3f} s"
+            + (f", reference {row['reference_seconds']:.3f} s" if "equal" in row else "")
+        )
     out: dict[str, Any] = {"host": host(), "sizes": args.sizes}
     for k, rs in rows.items():
         ref = [r for r in rs if "reference_seconds" in r]
