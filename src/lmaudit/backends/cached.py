@@ -63,6 +63,9 @@ def sample_value(v: Any) -> str:
     return v
 
 
+_NO_ETA = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}]"
+
+
 def _with_cached(res: SampleResult, known: Sequence[str | None]) -> SampleResult:
     """``res`` with the draws the cache already held put back (answered again, not replaced)."""
     texts = [t if t is not None else res.texts[d] for d, t in enumerate(known)]
@@ -244,6 +247,7 @@ class CachedBackend:
         missing = [i for i in range(len(requests)) if not load(i)]
         if missing:
             self._ready()
+        whole = stream is not None or fill is not None
         with tqdm(
             total=len(requests),
             initial=len(requests) - len(missing),
@@ -251,8 +255,10 @@ class CachedBackend:
             unit="prompt",
             disable=not self.progress,
             leave=True,
+            # answered as a whole (a prefix trie), the first prompts carry every shared prefix:
+            # a time left extrapolated from them would be wrong by far, so none is shown
+            bar_format=_NO_ETA if whole else None,
         ) as bar:
-            whole = stream is not None or fill is not None
             self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1, whole=whole)
         return [r for r in out if r is not None]
 
