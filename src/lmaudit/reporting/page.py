@@ -25,7 +25,7 @@ from lmaudit import __version__
 from lmaudit.reporting import NOT_RECORDED, fmt, num, pval, text
 from lmaudit.reporting.terms import GLOSSARY
 
-__all__ = ["Page", "Sample", "Verdict", "provenance", "read_rows", "render", "value"]
+__all__ = ["Page", "Sample", "Verdict", "page_of", "provenance", "read_rows", "render", "value"]
 
 #: how many samples a page shows (the rest are in measurements.jsonl, and the page says so)
 MAX_SAMPLES = 400
@@ -71,6 +71,19 @@ class Page:
     samples_note: str = ""
     provenance: Sequence[tuple[str, str]] = ()
     config: str | None = None
+
+
+def page_of(results: Mapping[str, Any], plan: Mapping[str, Any] | None, **fields: Any) -> Page:
+    """A study's :class:`Page`: the registered predictions, the registration's name and the
+    plan's resolved config taken from the run's records, the rest from ``fields``."""
+    from lmaudit.reporting import config_json, get
+
+    return Page(
+        predictions=results.get("predictions") or [],
+        registration=get(results, "prereg", "name"),
+        config=config_json(plan),
+        **fields,
+    )
 
 
 def value(v: Any) -> str:

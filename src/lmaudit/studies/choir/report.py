@@ -15,8 +15,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from lmaudit.reporting import config_json, fmt, get
-from lmaudit.reporting.page import Page, provenance, render
+from lmaudit.reporting import fmt, get
+from lmaudit.reporting.page import page_of, provenance, render
 from lmaudit.studies.choir.report_figures import (
     RECOVER_LABELS,
     bin_label,
@@ -149,20 +149,19 @@ def render_report(
     listed, total = samples(rows, plan)
     members = d.get("models") or []
     n_q = (results.get("summary") or {}).get("n_questions", 0)
-    page = Page(
+    page = page_of(
+        results,
+        plan,
         study="choir",
         title=f"Free lists across models: {n_q} questions, {len(members)} members",
         question=QUESTION,
         verdict=verdict(results, alpha),
         alerts=alerts(results),
         terms=TERMS + (["source-blind ranking"] if ranking else []),
-        predictions=results.get("predictions") or [],
-        registration=get(results, "prereg", "name"),
         samples=listed,
         samples_total=total,
         samples_note=NOTE,
         provenance=_provenance(results, plan, audit),
-        config=config_json(plan),
     )
     return render(
         __package__,

@@ -14,8 +14,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from lmaudit.reporting import config_json, fmt, get, pval, text
-from lmaudit.reporting.page import MAX_SAMPLES, Page, Sample, Verdict, provenance, render, value
+from lmaudit.reporting import fmt, get, pval, text
+from lmaudit.reporting.page import MAX_SAMPLES, Sample, Verdict, page_of, provenance, render, value
 from lmaudit.studies.draws.figures import null_svg, rho_curve_svg
 
 __all__ = ["render_report"]
@@ -162,7 +162,9 @@ def render_report(
     ]
     samples, total = _samples(rows, plan)
     n = results.get("n_families", 0)
-    page = Page(
+    page = page_of(
+        results,
+        plan,
         study="draws",
         title=f"Draw-to-draw persistence: {n} {'family' if n == 1 else 'families'}"
         + (f" ({model})" if model and not imported else ""),
@@ -170,13 +172,10 @@ def render_report(
         verdict=_verdict(results),
         alerts=_alerts(results),
         terms=["R / E0 / T", "Holm", "ρ̂ / ρ_upper"],
-        predictions=results.get("predictions") or [],
-        registration=get(results, "prereg", "name"),
         samples=samples,
         samples_total=total,
         samples_note="Each sequence: the probe as asked (the conversation before it) and the draws in order.",
         provenance=provenance(rows_prov),
-        config=config_json(plan),
     )
     families = _families(results)
     return render(

@@ -17,8 +17,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from lmaudit.reporting import config_json, get
-from lmaudit.reporting.page import Page, provenance, render
+from lmaudit.reporting import get
+from lmaudit.reporting.page import page_of, provenance, render
 from lmaudit.studies.judge.figures import confidence_svg, disagreement_svg
 from lmaudit.studies.judge.samples import questions, samples
 from lmaudit.studies.judge.verdict import alerts, primary, repeat, verdict
@@ -170,7 +170,9 @@ def render_report(
     elif isolation != "fresh":
         note += " Whether each judgment had a fresh context is not recorded."
     judge = get(results, "design", "judge", "name")
-    page = Page(
+    page = page_of(
+        results,
+        plan,
         study="judge",
         title=f"Judge presentation sensitivity: {results.get('n_prompts', 0)} prompts, "
         f"conditions {', '.join(conds) or 'none'}" + (f" ({judge})" if judge else ""),
@@ -178,13 +180,10 @@ def render_report(
         verdict=verdict(results),
         alerts=alerts(results),
         terms=_terms(results),
-        predictions=results.get("predictions") or [],
-        registration=get(results, "prereg", "name"),
         samples=shown,
         samples_total=total,
         samples_note=note,
         provenance=_provenance(results, plan, audit),
-        config=config_json(plan),
     )
     return render(
         __package__,

@@ -17,10 +17,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-from lmaudit.reporting import NOT_RECORDED, config_json, fmt
+from lmaudit.reporting import NOT_RECORDED, fmt
 from lmaudit.reporting import get as _get
 from lmaudit.reporting import num as _num
-from lmaudit.reporting.page import Page, provenance, render
+from lmaudit.reporting.page import page_of, provenance, render
 from lmaudit.studies.qq.figures import (
     iter_positions,
     label_effect_points,
@@ -310,15 +310,15 @@ def render_report(
         _pick, {"results": clean, "plan": plan, "audit": audit, "measured_mappings": mappings or None}
     )
     shown, total = samples(clean, plan, rows)
-    page = Page(
+    page = page_of(
+        clean,
+        plan,
         study="qq",
         title=_title(clean, pick("plan.config.model.name")),
         question=QUESTION,
         verdict=verdict(clean, gates),
         alerts=alerts(clean, gates, bool(gates["G2"]["base_model"])),
         terms=TERMS,
-        predictions=clean.get("predictions") or [],
-        registration=_get(clean, "prereg", "name"),
         samples=shown,
         samples_total=total,
         samples_note=(
@@ -327,7 +327,6 @@ def render_report(
             "model gave at each, with the item's verdict."
         ),
         provenance=provenance((label, _sorted(pick(*paths))) for label, paths in PROVENANCE_ROWS),
-        config=config_json(plan),
     )
     return render(
         __package__,
