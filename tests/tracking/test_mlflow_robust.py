@@ -85,7 +85,7 @@ def test_sigterm_during_logging_marks_the_run_killed(tmp_path):
             break
     assert caught, "the run finished before it could be signalled"
     assert proc.returncode == 143 and "stopped by signal SIGTERM" in err, err[-3000:]
-    assert _statuses(db)[-1] == "KILLED" or "KILLED" in _statuses(db)
+    assert _statuses(db)[-1] == "KILLED" or "KILLED" in _statuses(db), err[-3000:]
     assert "RUNNING" not in _statuses(db)
     assert not (tmp_path / "run" / ".lmaudit.lock").exists()  # the lock went with the run
 

@@ -226,8 +226,14 @@ def log_job(
                 print(f"MLflow run {earlier} of {out} is superseded by run {run_id} (tag lmaudit.current)")
             log_run(uri=uri, run_id=run_id, **_payload(out, study, result, audit))
         except BaseException as e:  # the run's MLflow record says how it ended, never RUNNING
-            with contextlib.suppress(Exception):  # never mask the error that got us here
+            try:
                 end_run(uri, run_id, _end_status(e))
+            except Exception as why:  # never mask the error that got us here; say what stays
+                print(
+                    f"warning: MLflow run {run_id} could not be marked {_end_status(e)} ({_one_line(why)}); "
+                    "the next run of this folder marks it KILLED",
+                    file=sys.stderr,
+                )
             if not isinstance(e, Exception):
                 raise
             problem = (

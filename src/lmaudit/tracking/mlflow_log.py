@@ -180,9 +180,17 @@ def log_run(
     c.set_terminated(run_id, status="FINISHED", end_time=end_time)
 
 
-def end_run(uri: str, run_id: str, status: str) -> None:
-    """Mark a run FAILED (its logging raised after it was started) or KILLED (a signal)."""
-    client(uri).set_terminated(run_id, status=status)
+def end_run(uri: str, run_id: str, status: str, attempts: int = 3) -> None:
+    """Mark a run FAILED (its logging raised after it was started) or KILLED (a signal); a
+    store that refuses (a SQLite lock another writer holds) is asked again before giving up."""
+    for attempt in range(attempts):
+        try:
+            client(uri).set_terminated(run_id, status=status)
+            return
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
 
 
 def close_running(uri: str, experiment: str, run_dir: str, status: str = "KILLED") -> list[str]:
