@@ -177,8 +177,10 @@ def test_encode_lists() -> None:
     assert enc.ids.tolist() == [[0, 1], [2, -1], [-1, -1]]
     assert enc.lengths.tolist() == [2, 1, 0]
     assert encode_lists([["a", "b", "c"]], depth=2).ids.tolist() == [[0, 1]]
-    with pytest.raises(ValueError, match="tie groups"):
-        encode_lists([[{"a", "b"}]])
+    assert enc.starts is None
+    tied = encode_lists([["c", {"b", "a"}, "d"], ["a"]], depth=2)  # a tie group is never split
+    assert tied.ids.tolist() == [[0, 1, 2], [1, -1, -1]]
+    assert tied.starts is not None and tied.starts.tolist()[0] == [1, 2, 2]
     got = rbo_all_pairs(enc.ids)
     assert got[0] == 0.0 and got[1] == 0.0 and got[2] == 0.0
     with pytest.raises(ValueError, match="repeats an id"):

@@ -133,3 +133,18 @@ def test_sign_flip_test_is_exact_against_enumeration_and_closed_forms():
     assert sign_flip_test([0, 0, 0])[1] == 1.0
     with pytest.raises(ValueError, match="integer"):
         sign_flip_test([0.5, 1.0])
+
+
+def test_exact_salience_ties_are_tie_groups() -> None:
+    # x: (5 + 1)/5 / 2, y: (4 + 2)/5 / 2: both exactly 3/5 (a float sum gives y 0.6000000000000001)
+    sal = smiths_s([["x", "y", "a", "b", "c"], ["d", "e", "f", "y", "x"]])
+    assert sal.s[:2] == (0.6, 0.6) and sal.items[:2] == ("x", "y")  # tie rule: more lists, then first seen
+    assert sal.tied_ranking() == [frozenset("xy"), "d", "e", frozenset("af"), "b", "c"]
+    # two members whose S are equal concept by concept agree fully once ties are ties
+    m1 = smiths_s([["a", "b"], ["c", "d"]]).tied_ranking()
+    m2 = smiths_s([["c", "d"], ["a", "b"]]).tied_ranking()
+    assert m1 == m2 == [frozenset("ac"), frozenset("bd")]
+    assert rbo_ext(m1, m2) == pytest.approx(1.0, abs=1e-15)
+    res = signal_to_chance([m1, m2, ["e", "a"]], rng=np.random.default_rng(0), n_shuffles=50)
+    want = (1.0 + rbo_ext(m1, ["e", "a"]) + rbo_ext(m2, ["e", "a"])) / 3
+    assert res.observed == pytest.approx(want, abs=1e-12)

@@ -18,6 +18,13 @@ with replacement) and a label-shuffle null: labels permuted (within ``shuffle_wi
 blocks, by default within strata, e.g. the model-preserving persona shuffle), the whole
 classification re-run, and the null's mean, central band and upper-tail Monte Carlo p-value
 reported. Randomness comes only from ``rng``.
+
+:func:`nearest_cell_recovery` is the seed's *global* classifier (section 4.2, appendix C: "which
+full output cell is most similar to each held-out cell"): each cell takes the label of the most
+cosine-similar other cell (exact dot products, :func:`lmaudit.stats.exact.unit_dots`; cells tied
+within ``1e-9`` share the credit, so no tie and no numbering decides it), with the same
+bootstrap and a label-shuffle null within ``shuffle_within`` blocks (which keeps the neighbours
+fixed: only labels move).
 """
 
 from __future__ import annotations
@@ -29,10 +36,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from lmaudit.stats.exact import first_max
+from lmaudit.stats.exact import SCORE_TOL, first_max, unit_dots
 from lmaudit.stats.permutation import monte_carlo_pvalue
 
-__all__ = ["Recovery", "nearest_centroid_predict", "recoverability", "within_model_persona"]
+__all__ = [
+    "Recovery",
+    "nearest_cell_recovery",
+    "nearest_cells",
+    "nearest_centroid_predict",
+    "recoverability",
+    "within_model_persona",
+]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -165,6 +179,7 @@ class Recovery:
     per_stratum: dict[str, float]  # accuracy by stratum (empty without strata)
     predicted: tuple[Any, ...]
     correct: tuple[bool, ...]
+    credit: tuple[float, ...] = ()  # nearest-cell: each cell's share of tied neighbours with its label
 
 
 def _shuffle_within(y: IntArray, blocks: IntArray, rng: np.random.Generator) -> IntArray:
@@ -247,4 +262,101 @@ def within_model_persona(
     the null shuffles persona labels within each model. ``per_stratum`` is the per-model accuracy."""
     return recoverability(
         features, personas, groups=questions, strata=models, rng=rng, n_boot=n_boot, n_null=n_null
+    )
+
+
+def nearest_cells(features: ArrayLike, chunk: int = 512) -> tuple[IntArray, IntArray, FloatArray]:
+    """Each cell's most cosine-similar other cells: ``(cell, neighbour, weight)`` triplets, the
+    neighbours tied within ``SCORE_TOL`` (exact dot products) each weighted ``1 / #tied``.
+    Float products pick the candidates; their exact products decide."""
+    x = _unit(features)
+    n = x.shape[0]
+    rows: list[int] = []
+    cols: list[int] = []
+    wts: list[float] = []
+    for start in range(0, n, chunk):
+        block = x[start : start + chunk] @ x.T
+        idx = np.arange(start, min(n, start + chunk))
+        block[idx - start, idx] = -np.inf
+        best = block.max(axis=1, keepdims=True)
+        for k, i in enumerate(idx.tolist()):
+            cand = np.flatnonzero(block[k] >= best[k] - 1e-6)
+            exact = unit_dots(x[i][None], x[cand])[0]
+            tied = cand[exact >= exact.max() - SCORE_TOL]
+            rows.extend([i] * tied.size)
+            cols.extend(tied.tolist())
+            wts.extend([1.0 / tied.size] * tied.size)
+    return np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64), np.asarray(wts)
+
+
+def _credit(y: IntArray, nn: tuple[IntArray, IntArray, FloatArray], n: int) -> FloatArray:
+    """Per labelling (rows of ``y``) and cell: the share of its nearest cells with its label."""
+    rows, cols, w = nn
+    yy = np.atleast_2d(y)
+    hit = (yy[:, rows] == yy[:, cols]) * w
+    out = np.zeros((yy.shape[0], n))
+    for b in range(yy.shape[0]):
+        out[b] = np.bincount(rows, weights=hit[b], minlength=n)
+    return out
+
+
+def nearest_cell_recovery(
+    features: ArrayLike,
+    labels: Sequence[Hashable],
+    *,
+    rng: np.random.Generator,
+    shuffle_within: Sequence[Hashable] | None = None,
+    per: Sequence[Hashable] | None = None,
+    n_boot: int = 1000,
+    n_null: int = 1000,
+    alpha: float = 0.05,
+    neighbours: tuple[IntArray, IntArray, FloatArray] | None = None,
+) -> Recovery:
+    """The label of each cell's nearest other cell (see the module notes); ``per`` groups cells
+    for ``per_stratum`` (e.g. each model's accuracy); ``neighbours`` reuses
+    :func:`nearest_cells` of the same features."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    nn = neighbours if neighbours is not None else nearest_cells(features)
+    n = int(np.asarray(features).shape[0])
+    y, names = _codes(labels, n, "labels")
+    blocks = (
+        _codes(shuffle_within, n, "shuffle_within")[0]
+        if shuffle_within is not None
+        else np.zeros(n, dtype=np.int64)
+    )
+    credit = _credit(y, nn, n)[0]
+    accuracy = float(credit.mean())
+    lo_q, hi_q = alpha / 2, 1 - alpha / 2
+    if n_boot:
+        boot = credit[rng.integers(n, size=(n_boot, n))].mean(axis=1)
+        ci = (float(np.quantile(boot, lo_q)), float(np.quantile(boot, hi_q)))
+    else:
+        ci = (float("nan"), float("nan"))
+    null = np.empty(n_null)
+    home = np.argsort(blocks, kind="stable")
+    step = max(1, min(max(n_null, 1), 4_000_000 // max(1, n)))
+    for start in range(0, n_null, step):
+        k = min(step, n_null - start)
+        order = np.lexsort((rng.random((k, n)), np.broadcast_to(blocks, (k, n))), axis=-1)
+        yy = np.empty((k, n), dtype=np.int64)
+        yy[:, home] = y[order]
+        null[start : start + k] = _credit(yy, nn, n).mean(axis=1)
+    g, g_names = _codes(per, n, "per") if per is not None else (np.zeros(n, dtype=np.int64), ())
+    return Recovery(
+        accuracy=accuracy,
+        ci=ci,
+        null_mean=float(null.mean()) if n_null else float("nan"),
+        null_band=(float(np.quantile(null, lo_q)), float(np.quantile(null, hi_q)))
+        if n_null
+        else (float("nan"),) * 2,
+        p_value=monte_carlo_pvalue(null, accuracy, tol=1e-12) if n_null else float("nan"),
+        chance=1.0 / len(names),
+        n_cells=n,
+        n_boot=n_boot,
+        n_null=n_null,
+        per_stratum={str(g_names[k]): float(credit[g == k].mean()) for k in range(len(g_names))},
+        predicted=(),  # a tie among neighbours of different labels has no single prediction
+        correct=tuple(bool(c == 1.0) for c in credit),
+        credit=tuple(float(c) for c in credit),
     )

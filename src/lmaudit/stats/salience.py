@@ -4,7 +4,9 @@
   ``S_i = (1/N) sum_{j: i in L_j} (L_j - R_ij + 1) / L_j``, with ``N`` the number of lists
   (empty lists included: a respondent who listed nothing still counts), ``L_j`` the length of
   list ``j`` and ``R_ij`` the rank of item ``i`` in it. An item listed twice in one list
-  counts once, at its first rank, and the list is re-ranked without the repeat.
+  counts once, at its first rank, and the list is re-ranked without the repeat. The sums are
+  exact (integers over the lcm of the list lengths), so equal S is an exact tie;
+  :meth:`Salience.tied_ranking` gives the ranking with such ties as groups (for RBO).
 * :func:`prompt_width`: the seed's eq. 2, ``W_q = ln(1 + C_q) (1 - min(R_q, 0.35) / 0.35)``,
   from the number of unconditioned codebook clusters ``C_q`` and the unconditioned mean
   cross-model RBO ``R_q`` (natural logarithm).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -59,18 +62,33 @@ ECHO_TOL = 1e-6
 
 @dataclass(frozen=True)
 class Salience:
-    """Smith's S per item, most salient first (ties: more lists, then first seen)."""
+    """Smith's S per item, most salient first (ties: more lists, then first seen); ``exact``
+    holds each S as a fraction."""
 
     items: tuple[Hashable, ...]
     s: tuple[float, ...]
     frequency: tuple[int, ...]
     n_lists: int
+    exact: tuple[Fraction, ...] = ()
 
     def as_dict(self) -> dict[Hashable, float]:
         return dict(zip(self.items, self.s, strict=True))
 
     def ranking(self) -> list[Hashable]:
+        """Strict: equal S ordered by the tie rule (more lists, then first seen)."""
         return list(self.items)
+
+    def tied_ranking(self) -> list[Hashable | frozenset[Hashable]]:
+        """Items of equal S (exactly) as one tie group (a frozenset), the rest as items."""
+        out: list[Hashable | frozenset[Hashable]] = []
+        k = 0
+        while k < len(self.items):
+            end = k + 1
+            while end < len(self.items) and self.exact[end] == self.exact[k]:
+                end += 1
+            out.append(self.items[k] if end == k + 1 else frozenset(self.items[k:end]))
+            k = end
+        return out
 
 
 def smiths_s(lists: Sequence[Sequence[Hashable]]) -> Salience:
@@ -94,6 +112,7 @@ def smiths_s(lists: Sequence[Sequence[Hashable]]) -> Salience:
         s=tuple(total[i] / (unit * n) for i in order),  # integers: one correctly rounded division
         frequency=tuple(freq[i] for i in order),
         n_lists=n,
+        exact=tuple(Fraction(total[i], unit * n) for i in order),
     )
 
 
@@ -187,20 +206,23 @@ def signal_to_chance(
 ) -> SignalToChance:
     """Observed mean cross-model RBO over its shuffle baseline.
 
-    ``lists``: one ranked concept list per model (e.g. concepts by within-model Smith's S),
-    cut at ``depth`` when given. The null pools every (model, rank) concept assignment and
-    permutes it across models, each keeping its list length (a concept drawn twice into one
-    list counts once). Pairs of two empty lists are left out of every mean.
+    ``lists``: one ranked concept list per model (e.g. concepts by within-model Smith's S;
+    an entry that is a set is a tie group), cut at ``depth`` when given. The null pools every
+    (model, position) concept assignment and deals it back across models, each list keeping
+    its length and its tie groups (positions), conditioned on no list being dealt a concept
+    twice (:func:`lmaudit.stats.rbo.shuffle_assignments`). Pairs of two empty lists are left
+    out of every mean.
     """
     enc = encode_lists(lists, depth=depth)
     if enc.ids.shape[0] < 2:
         raise ValueError("signal-to-chance needs at least two lists")
-    observed = float(np.nanmean(rbo_all_pairs(enc.ids, p)))
+    observed = float(np.nanmean(rbo_all_pairs(enc.ids, p, enc.starts)))
+    starts = None if enc.starts is None else enc.starts[None]
     null = np.empty(n_shuffles)
     for start in range(0, n_shuffles, chunk):
         k = min(chunk, n_shuffles - start)
         draws = shuffle_assignments(enc.ids, k, rng=rng)
-        null[start : start + k] = np.nanmean(rbo_all_pairs(draws, p), axis=-1)
+        null[start : start + k] = np.nanmean(rbo_all_pairs(draws, p, starts), axis=-1)
     null_mean = float(null.mean()) if n_shuffles else math.nan
     m = enc.ids.shape[0]
     return SignalToChance(

@@ -51,6 +51,7 @@ def test_the_shipped_registration_is_open_to_its_data_and_holds_the_seed_claims(
         "cluster_selection_epsilon": 0.3,
         "metric": "cosine",
         "noise": "singleton",
+        "metric_sensitivity": True,  # C_q, R_q, W_q also under the other metric, reported beside
     }
 
 

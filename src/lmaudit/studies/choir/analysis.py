@@ -4,13 +4,14 @@ Per question: the codebook (:mod:`.codebook`), Smith's S per member x condition 
 unconditioned group pools every unconditioned template; each persona is its own group;
 temperatures and generations are pooled), each member's concepts ranked by S, the mean
 pairwise cross-member RBO of those rankings (unconditioned: ``R_q``; per persona, averaged over
-personas: same-persona RBO), signal-to-chance of the unconditioned rankings, the echo rate of
+personas: same-persona RBO), signal-to-chance of the unconditioned rankings (occurrences
+reassigned among the members' lists, and the rankings' entries dealt across members:
+:mod:`.nulls`), the echo rate of
 the unconditioned items, ``C_q`` (distinct concepts of unconditioned items), the width ``W_q``
 (eq. 2), absolute and relative persona lift, and the codebook permutation test of the
 member-cluster association (unconditioned clustered items). Across questions: recoverability
-of member and persona from conditioned cells (member x question x persona; features: the
-salience-weighted mean of the unit embeddings of the cell's items, each weighted by
-``(L - rank + 1) / L`` in its list, minus the mean over the question's cells), the within-member leave-one-question-out persona
+of member and persona from conditioned cells (member x question x persona centroids, each
+cell's nearest cell: :mod:`.recovery`), the within-member leave-one-question-out persona
 classifier (appendix C), and the width-bin table.
 """
 
@@ -25,26 +26,30 @@ from numpy.typing import NDArray
 
 from lmaudit.stats.rbo import encode_lists, rbo_all_pairs
 from lmaudit.stats.salience import (
+    Salience,
     codebook_permutation_test,
     echo_rate,
-    persona_lift,
     prompt_width,
-    signal_to_chance,
     smiths_s,
 )
+from lmaudit.studies.choir.baseline import lift_block, metric_sensitivity, sensitivity_summary
 from lmaudit.studies.choir.codebook import question_codebook
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.cues import anchor_echo, pair_table
+from lmaudit.studies.choir.echo import echo_block, echo_calibration, echo_means
+from lmaudit.studies.choir.nulls import null_counts, stc_fields
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
 from lmaudit.studies.choir.recovery import leakage, recover_all
+from lmaudit.studies.choir.salience_table import salience_record, tie_sensitivity
 
 __all__ = ["ListRecord", "analyze_lists"]
 
 
-def _mean_pairwise_rbo(rankings: Sequence[Sequence[int]], p: float) -> float | None:
+def _mean_pairwise_rbo(rankings: Sequence[Sequence[Any]], p: float) -> float | None:
     if sum(1 for r in rankings if r) < 2:
         return None
-    vals = rbo_all_pairs(encode_lists([list(r) for r in rankings]).ids, p)
+    enc = encode_lists([list(r) for r in rankings])
+    vals = rbo_all_pairs(enc.ids, p, enc.starts)
     return finite(float(np.nanmean(vals))) if np.isfinite(vals).any() else None
 
 
@@ -80,9 +85,17 @@ def _template_novelty(recs: Sequence[ListRecord], concept_of: Mapping[str, int])
     }
 
 
-def _ranking(lists: list[list[int]], depth: int | None) -> list[int]:
-    order = [int(str(c)) for c in smiths_s(lists).ranking()] if lists else []
-    return order[:depth] if depth else order
+def _ranking(sal: Salience, depth: int | None) -> list[Any]:
+    """Concepts by Smith's S, concepts of exactly equal S one tie group (a frozenset: RBO takes
+    them as tied, Webber's section 4.3); a depth cut keeps the groups that start within it."""
+    out: list[Any] = []
+    n = 0
+    for entry in sal.tied_ranking():
+        if depth and n >= depth:
+            break
+        out.append(entry)
+        n += len(entry) if isinstance(entry, frozenset) else 1
+    return out
 
 
 def _question(
@@ -93,6 +106,8 @@ def _question(
     s: ChoirStudyConfig,
     rng: np.random.Generator,
     anchors: Sequence[str] = (),
+    terms: Sequence[str] = (),
+    echo_t: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, int]]:
     cb = question_codebook(recs, vec, s)
     models = sorted({r.model for r in recs})
@@ -101,9 +116,10 @@ def _question(
         concepts = [cb.concept_of[t] for t in r.items if t in cb.concept_of]
         groups.setdefault((r.model, r.persona), []).append(list(dict.fromkeys(concepts)))
     personas = sorted({r.persona for r in recs} - {UNCONDITIONED})
-    ranked = {k: _ranking(v, s.rbo_depth) for k, v in groups.items()}
+    sal = {k: smiths_s(v) for k, v in groups.items()}
+    ranked = {k: _ranking(v, s.rbo_depth) for k, v in sal.items()}
 
-    def cells(condition: str) -> list[list[int]]:
+    def cells(condition: str) -> list[list[Any]]:
         """The rankings of the members with lists in ``condition`` (the seed: "all complete
         model cells available for each probe"); a member without any is left out, not
         counted as an empty ranking that agrees with no one."""
@@ -132,23 +148,24 @@ def _question(
         "same_persona_rbo": {p: same[p] for p in personas},
         "same_persona_rbo_mean": same_mean,
     }
-    if r_q is not None and same_mean is not None:
-        lift = persona_lift(r_q, same_mean)
-        out["lift"] = {"absolute": lift.absolute, "relative": finite(lift.relative)}
-    else:
-        out["lift"] = None
-    if sum(1 for x in unc if x) >= 2 and s.shuffles > 0:
-        stc = signal_to_chance(unc, rng=rng, n_shuffles=s.shuffles, p=s.rbo_p)
-        out["stc"] = {
-            "observed": stc.observed,
-            "null_mean": stc.null_mean,
-            "ratio": finite(stc.ratio),
-            "p": stc.p_value,
-        }
-    else:
-        out["stc"] = None
+
+    def rank(lists: list[list[int]]) -> list[Any]:
+        return _ranking(smiths_s(lists), s.rbo_depth)
+
+    def mean_rbo(rankings: Sequence[Sequence[Any]]) -> float | None:
+        return _mean_pairwise_rbo(rankings, s.rbo_p)
+
+    # baseline: the persona template's unconditioned lists (like for like); pooled R_q secondary
+    out["lift"] = lift_block(recs, cb.concept_of, r_q, same_mean, s, rank, mean_rbo)
+    if s.codebook.metric_sensitivity and not cb.coded:
+        out["metric_sensitivity"] = metric_sensitivity(recs, vec, out, s, rank, mean_rbo)
+    # signal-to-chance: occurrences reassigned among the models' lists (primary), and the
+    # salience rankings' entries dealt across models (sensitivity); nulls.py
+    unc_lists = [groups[(m, UNCONDITIONED)] for m in models if (m, UNCONDITIONED) in groups]
+    out.update(stc_fields(unc_lists, unc, rng=rng, shuffles=s.shuffles, p=s.rbo_p, depth=s.rbo_depth))
     out["template_novelty"] = _template_novelty(recs, cb.concept_of)
-    if unc_items and vocab.shape[0]:
+    out["echo"] = echo_block(unc_items, terms, vec, s.echo_threshold, echo_t)
+    if unc_items and vocab.shape[0] and all(t in vec for t in unc_items):
         e = echo_rate(np.stack([vec[t] for t in unc_items]), vocab, s.echo_threshold)
         out["echo_rate"] = finite(e.rate)
     else:
@@ -165,9 +182,14 @@ def _question(
     if anchors:
         unc_concepts = sorted({c for t in unc_items if (c := cb.concept_of.get(t, -1)) in cb.clustered})
         out["anchor_echo"] = anchor_echo(
-            unc_items, [cb.labels[c] for c in unc_concepts], anchors, vec, s.echo_threshold
+            unc_items, [cb.labels[c] for c in unc_concepts], anchors, vec, s.echo_threshold, echo_t
         )
-    out["top_concepts"] = {m: [cb.labels[c] for c in ranked.get((m, UNCONDITIONED), [])[:5]] for m in models}
+    top = {m: sal[(m, UNCONDITIONED)].ranking()[:5] if (m, UNCONDITIONED) in sal else [] for m in models}
+    out["top_concepts"] = {m: [cb.labels[int(str(c))] for c in cs] for m, cs in top.items()}
+    out["salience"] = salience_record(cb, recs, sal)
+    out["salience_ties"] = tie_sensitivity(
+        [sal[(m, UNCONDITIONED)] for m in models if (m, UNCONDITIONED) in sal], unc, s.rbo_depth, s.rbo_p
+    )
     return out, {t: c for t, c in cb.concept_of.items()}
 
 
@@ -218,17 +240,22 @@ def analyze_lists(
     for r in recs:
         by_q.setdefault(r.question, []).append(r)
     per_q: dict[str, dict[str, Any]] = {}
+    calibrated = echo_calibration(vec, s)  # the embedder's echo threshold (None: set not embedded)
+    echo_t = calibrated["threshold"] if calibrated else None
+    coded = bool(recs) and all(r.concepts is not None for r in recs)  # hand-coded: no embeddings
     for q in sorted(by_q):
         terms = vocab.get(q, [])
-        v = np.stack([vec[t] for t in terms]) if terms else np.zeros((0, 1), dtype=np.float32)
-        per_q[q], _ = _question(q, by_q[q], vec, v, s, rng, anchors_of.get(q, ()))
+        have = bool(terms) and all(t in vec for t in terms)
+        v = np.stack([vec[t] for t in terms]) if have else np.zeros((0, 1), dtype=np.float32)
+        per_q[q], _ = _question(q, by_q[q], vec, v, s, rng, anchors_of.get(q, ()), terms, echo_t)
         if q in stripped:
             per_q[q]["stripped_of"] = next(str(p["original"]) for p in cue_pairs if p["stripped"] == q)
     cues = pair_table(cue_pairs, per_q) if cue_pairs else None
     bank_q = {q: v for q, v in per_q.items() if q not in stripped}
-    recover = recover_all([r for r in recs if r.question not in stripped], vec, s, rng)
     kept = [r for r in recs if r.question not in stripped]
-    leak = leakage(kept, vec, persona_vocab, bank_q, recover, s, rng) if persona_vocab else None
+    # features are item embeddings; the sensitivity classifiers in the main run only
+    recover = {} if coded else recover_all(kept, vec, s, rng, sensitivity=True)
+    leak = leakage(kept, vec, persona_vocab, bank_q, recover, s, rng) if persona_vocab and not coded else None
     stc = [v["stc"] for v in bank_q.values() if v["stc"]]
     lifts = [
         v["lift"]["relative"] for v in bank_q.values() if v["lift"] and v["lift"]["relative"] is not None
@@ -247,9 +274,14 @@ def analyze_lists(
         "n_lift": len(lifts),
         "lift_up": sum(1 for x in lifts if x > 1.0),
         "mean_relative_lift": float(np.mean(lifts)) if lifts else None,
+        # the share of ranked unconditioned concepts in an exact salience tie (mean over questions)
+        "salience_tied_share": _mean_or_none([v["salience_ties"]["tied_share"] for v in bank_q.values()]),
+        "echo_calibrated_threshold": echo_t,
+        **echo_means(bank_q),
     }
     bins = _bins(bank_q, s, rng)
     summary.update(_headline_fields(summary, bins, recover))
+    summary.update(null_counts(bank_q, s.alpha))  # the sensitivity null; codebook-test rejections
     return {
         "summary": summary,
         "questions": per_q,
@@ -257,7 +289,15 @@ def analyze_lists(
         "recoverability": recover,
         "leakage": leak,
         "cue_stripping": cues,
+        "echo_calibration": calibrated,
+        "codebook_metric_sensitivity": sensitivity_summary(bank_q, s),
+        "codebook_source": "coded" if coded else "clustered",
     }
+
+
+def _mean_or_none(xs: Sequence[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return float(np.mean(vals)) if vals else None
 
 
 def _headline_fields(

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from lmaudit.studies.choir.config import ChoirStudyConfig
     from lmaudit.studies.choir.records import ListRecord
 
-__all__ = ["Codebook", "build_codebook"]
+__all__ = ["Codebook", "build_codebook", "coded_codebook"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class Codebook:
     clustered: frozenset[int]  # concept ids that are HDBSCAN clusters (not noise singletons)
     n_items: int
     n_noise: int
+    coded: bool = False  # from the lists' own concept ids (hand coding), not clustered
 
 
 def _distances(x: NDArray[np.float32], metric: str) -> NDArray[np.float64]:
@@ -151,11 +152,37 @@ def build_codebook(
     return Codebook(concept_of, labels_out, sizes, frozenset(clustered), n, n_noise)
 
 
+def coded_codebook(recs: Sequence[ListRecord]) -> Codebook:
+    """The codebook the lists' concept ids give (hand coding): each id one concept and one
+    cluster (a coder's category, whatever its size), labelled by the id, numbered by the first
+    appearance of its items. A text given two ids is refused (a concept is a text's, as in a
+    clustered codebook)."""
+    code_of: dict[str, str] = {}
+    ids: dict[str, int] = {}
+    sizes: dict[int, int] = {}
+    n = 0
+    for r in recs:
+        for text, code in zip(r.items, r.concepts or (), strict=True):
+            if code_of.setdefault(text, code) != code:
+                raise ValueError(
+                    f"question {r.question!r}: item {text!r} is coded both {code_of[text]!r} and {code!r}"
+                )
+            c = ids.setdefault(code, len(ids))
+            sizes[c] = sizes.get(c, 0) + 1
+            n += 1
+    concept_of = {t: ids[c] for t, c in code_of.items()}
+    labels = {i: code for code, i in ids.items()}
+    return Codebook(concept_of, labels, sizes, frozenset(ids.values()), n, 0, coded=True)
+
+
 def question_codebook(
     recs: Sequence[ListRecord], vec: Mapping[str, NDArray[np.float32]], s: ChoirStudyConfig
 ) -> Codebook:
-    """The codebook of one question's lists (every item occurrence, by its embedding in
-    ``vec``), clustered as the study's ``codebook`` settings say."""
+    """The codebook of one question's lists: the lists' own concept ids when every list is
+    coded, else every item occurrence, by its embedding in ``vec``, clustered as the study's
+    ``codebook`` settings say."""
+    if recs and all(r.concepts is not None for r in recs):
+        return coded_codebook(recs)
     texts = [t for r in recs for t in r.items]
     return build_codebook(
         texts,

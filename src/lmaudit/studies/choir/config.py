@@ -44,6 +44,9 @@ class ChoirCodebookConfig:
     noise: str = ranged(
         "singleton", choices=("singleton", "drop")
     )  # an unclustered item: its own concept, or left out
+    # also build every question's codebook under the other metric (same epsilon) and report
+    # C_q, R_q and W_q under both (results.codebook_metric_sensitivity)
+    metric_sensitivity: bool = True
 
 
 @dataclass
@@ -119,6 +122,9 @@ class ChoirStudyConfig:
     seed: int = 20261101  # request seeds derive from it
     # import: free lists recorded elsewhere (JSONL, docs/choir.md) instead of eliciting
     import_path: str | None = None
+    # import: each item's concept from this file (JSONL {question, text, concept}) instead of
+    # embeddings and clustering (hand-coded free lists)
+    codebook_path: str | None = None
     calibration_path: str | None = None  # human calibration of the ranking (JSONL, docs/choir.md)
     profiles_path: str | None = None  # imported lists' own persona profiles (JSONL {id, text}) for leakage
     extractor: ChoirExtractorConfig = field(default_factory=ChoirExtractorConfig)
@@ -132,9 +138,10 @@ class ChoirStudyConfig:
     )  # cut each model's salience ranking at this depth (None: whole list)
     shuffles: int = ranged(1000, ge=0)  # signal-to-chance baseline
     permutations: int = ranged(1000, ge=0)  # codebook permutation test
-    echo_threshold: float = (
-        0.2  # cosine distance to a question-vocabulary term (and, for leakage, a profile's)
-    )
+    # the seed's echo rule: cosine distance to a question-vocabulary term (and, for leakage, a profile's)
+    echo_threshold: float = ranged(0.2, ge=0, le=2)
+    # the echo calibration set (JSONL; None: the shipped src/lmaudit/studies/choir/echo_calibration.jsonl)
+    echo_calibration_path: str | None = None
     strip_thresholds: list[float] = field(
         default_factory=lambda: [0.5, 0.4, 0.3]
     )  # cue stripping: similarity

@@ -5,6 +5,11 @@ One JSON object per line: ``model``, ``question`` (an id of the configured bank,
 lists), ``generation``, and either ``raw`` (the answer as written: extracted by rule) or
 ``items`` (already extracted: strings, or objects with ``text`` and optional
 ``justification``, in rank order). Errors name the file, line and field.
+
+Hand-coded lists: an item object's ``concept`` (a coder's concept id), or a mapping file
+(``study.codebook_path``, JSONL ``{question, text, concept}``) for every item. Coded lists are
+analysed with those concepts instead of embeddings and clustering; then every item of the file
+must have one, and a text has one concept per question.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA, ChoirMaterials
 from lmaudit.studies.choir.extract import extract_items
 
-__all__ = ["read_import", "records"]
+__all__ = ["read_codebook", "read_import", "records"]
 
 _REQUIRED = ("model", "question", "template", "temperature", "persona", "generation")
 _KNOWN = {*_REQUIRED, "raw", "items", "question_text"}
@@ -53,10 +58,53 @@ def _items(obj: dict[str, Any], where: str, limit: int) -> list[dict[str, Any]]:
                 f"{where}: field 'items[{k}]' must be a non-empty string or an object with 'text'"
             )
         just = it.get("justification") if isinstance(it, dict) else None
-        out.append(
-            {"rank": k + 1, "text": text.strip(), "justification": just, "extraction_uncertain": False}
-        )
+        row = {"rank": k + 1, "text": text.strip(), "justification": just, "extraction_uncertain": False}
+        if isinstance(it, dict) and "concept" in it:
+            c = it["concept"]
+            if not isinstance(c, str | int) or isinstance(c, bool) or not str(c).strip():
+                raise InputError(f"{where}: field 'items[{k}].concept' must be a non-empty string or integer")
+            row["concept"] = str(c).strip()
+        out.append(row)
     return out
+
+
+def read_codebook(path: str | Path) -> dict[tuple[str, str], str]:
+    """A hand-coded codebook: (question, item text) -> concept id."""
+    out: dict[tuple[str, str], str] = {}
+    for _, where, obj in records(path, ("question", "text", "concept"), ("question", "text", "concept")):
+        q, text, c = (obj[k] for k in ("question", "text", "concept"))
+        if not all(isinstance(x, str) and x.strip() for x in (q, text)) or not str(c).strip():
+            raise InputError(f"{where}: fields 'question', 'text' and 'concept' must be non-empty")
+        key = (q, text.strip())
+        if out.setdefault(key, str(c).strip()) != str(c).strip():
+            raise InputError(f"{where}: item {text!r} of question {q!r} is coded both {out[key]!r} and {c!r}")
+    if not out:
+        raise InputError(f"{path}: no codes")
+    return out
+
+
+def _code(rows: list[dict[str, Any]], codes: dict[tuple[str, str], str] | None) -> None:
+    """Give every item its concept (its own, or the mapping's) and mark the rows coded; refuse
+    an uncoded item, a disagreement with the mapping, or a text with two concepts in a question."""
+    seen: dict[tuple[str, str], tuple[str, int]] = {}
+    for r in rows:
+        where = f"line {r['line']}"
+        for k, it in enumerate(r["items"]):
+            key = (r["question"], it["text"])
+            mapped = codes.get(key) if codes is not None else None
+            if "concept" not in it and mapped is None:
+                raise InputError(f"{where}: item {k} ({it['text']!r}) has no concept (coded import)")
+            if mapped is not None and it.setdefault("concept", mapped) != mapped:
+                raise InputError(
+                    f"{where}: item {k} ({it['text']!r}) is coded {it['concept']!r}, the codebook says {mapped!r}"
+                )
+            first = seen.setdefault(key, (it["concept"], r["line"]))
+            if first[0] != it["concept"]:
+                raise InputError(
+                    f"{where}: item {it['text']!r} of question {r['question']!r} is coded "
+                    f"{it['concept']!r}, but {first[0]!r} on line {first[1]}"
+                )
+        r["coded"] = True
 
 
 def records(
@@ -139,4 +187,10 @@ def read_import(
         )
     if not rows:
         raise InputError(f"{path}: no lists")
+    if s.codebook_path or any("concept" in it for r in rows for it in r["items"]):
+        codes = read_codebook(s.codebook_path) if s.codebook_path else None
+        try:
+            _code(rows, codes)
+        except InputError as e:
+            raise InputError(f"{path}: {e}") from None
     return rows, {q: text for q, (text, _) in texts.items()}

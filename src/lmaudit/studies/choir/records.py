@@ -21,6 +21,7 @@ class ListRecord:
     temperature: float
     generation: int
     items: tuple[str, ...]  # concept texts in rank order
+    concepts: tuple[str, ...] | None = None  # hand-coded: each item's concept id (no clustering)
 
     @classmethod
     def from_row(cls, r: Mapping[str, Any]) -> ListRecord:
@@ -33,6 +34,7 @@ class ListRecord:
             float(r["temperature"]),
             int(r["generation"]),
             tuple(str(it["text"]) for it in r["items"]),
+            tuple(str(it["concept"]) for it in r["items"]) if r.get("coded") else None,
         )
 
 

@@ -1,20 +1,24 @@
 """Recoverability and profile leakage (the seed's RQ2 and appendix C).
 
-Cells are member x question x persona (conditioned lists). A cell's feature is the
-salience-weighted mean of its items' unit embeddings (weight ``(L - rank + 1) / L`` in its
-list) minus the mean cell of its question: each question's own vocabulary would otherwise
-dominate every cell's position. Nearest-centroid accuracy by member and by persona, each cell
-held out, percentile-bootstrap interval, label-shuffle null band (persona labels shuffled
-within member); the within-member leave-one-question-out persona classifier.
+Cells are member x question x persona (conditioned lists); a cell's feature is its centroid,
+the mean of the unit embeddings of its item occurrences (the seed's "conditioned cell
+centroids"). ``model`` and ``persona`` are the seed's global classifier: each cell takes the
+labels of its most similar other cell (:func:`lmaudit.stats.recover.nearest_cell_recovery`),
+with a percentile bootstrap over cells and a label-shuffle null inside the design's blocks
+(persona labels within member x question, member labels within question x persona: what the
+design could have assigned), and per-member accuracy (``per_model``). The within-member
+leave-one-question-out persona classifier (appendix C) runs on the same centroids. Sensitivity
+(the main run only): ``*_class_centroid``, nearest class centroid on salience-weighted,
+question-centred cells (member and persona held out cell by cell, persona shuffled within
+member), and ``*_with_unconditioned``, the global classifier with each member x question's
+unconditioned lists as a sixth persona class ``none``.
 
-Profile leakage: a conditioned item leaks when its cosine similarity to some content word of
-its persona's profile reaches ``1 - echo_threshold`` (the echo rule, with the profile as the
-vocabulary). Per question and per member, the leaking share; Spearman correlations of the
-question-level share with the relative persona lift, and of the member-level share with that
-member's persona recoverability (the global persona classifier's accuracy on the member's
-cells). Cue stripping drops items whose similarity to their profile's words reaches each
-threshold of ``strip_thresholds`` and re-reports member recoverability and the within-member
-persona classifier with the share of items kept.
+Profile leakage: an item's leakage is its cosine similarity to the nearest content word of its
+persona's profile; a question's (a member's) is the mean over its conditioned item
+occurrences. Spearman correlations of the question leakage with the relative persona lift, and
+of the member leakage with that member's global persona recoverability. Cue stripping drops
+items whose similarity reaches each threshold of ``strip_thresholds`` and re-reports member
+recoverability and the within-member persona classifier with the share of items kept.
 """
 
 from __future__ import annotations
@@ -26,11 +30,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.stats.exact import unit_dots
-from lmaudit.stats.recover import recoverability, within_model_persona
+from lmaudit.stats.recover import nearest_cell_recovery, nearest_cells, recoverability, within_model_persona
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
 
-__all__ = ["leakage", "recover_all"]
+__all__ = ["cells", "centroid_cells", "leakage", "recover_all"]
 
 Keep = Callable[[ListRecord, str], bool]
 
@@ -38,6 +42,8 @@ Keep = Callable[[ListRecord, str], bool]
 def cells(
     recs: list[ListRecord], vec: Mapping[str, NDArray[np.float32]], keep: Keep | None = None
 ) -> tuple[NDArray[np.float64], list[tuple[str, str, str]]]:
+    """The sensitivity's cells: each item weighted ``(L - rank + 1) / L`` in its list, the
+    weighted mean, minus the mean cell of its question."""
     acc: dict[tuple[str, str, str], list[NDArray[np.float64]]] = {}
     for r in recs:
         if r.persona == UNCONDITIONED:
@@ -74,36 +80,109 @@ def _summary(rec: Any) -> dict[str, Any]:
     }
 
 
+def centroid_cells(
+    recs: list[ListRecord],
+    vec: Mapping[str, NDArray[np.float32]],
+    keep: Keep | None = None,
+    unconditioned: bool = False,
+) -> tuple[NDArray[np.float64], list[tuple[str, str, str]]]:
+    """The seed's cells: the mean unit embedding of each member x question x persona's item
+    occurrences (conditioned lists; with ``unconditioned``, also persona ``none``)."""
+    acc: dict[tuple[str, str, str], list[NDArray[np.float32]]] = {}
+    for r in recs:
+        if r.persona == UNCONDITIONED and not unconditioned:
+            continue
+        kept = [vec[t] for t in r.items if keep is None or keep(r, t)]
+        if kept:
+            acc.setdefault((r.model, r.question, r.persona), []).extend(kept)
+    keys = sorted(acc)
+    if not keys:
+        return np.zeros((0, 1)), keys
+    feats = np.array([np.mean(np.asarray(acc[k], dtype=np.float64), axis=0) for k in keys])
+    ok = np.linalg.norm(feats, axis=1) > 1e-12
+    return feats[ok], [k for k, good in zip(keys, ok, strict=True) if good]
+
+
+def _global(
+    feats: NDArray[np.float64],
+    keys: list[tuple[str, str, str]],
+    s: ChoirStudyConfig,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    """The seed's global classifier: member and persona of each cell's nearest cell."""
+    members, questions, personas = [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]
+    out: dict[str, Any] = {}
+    if len(keys) < 2:
+        return out
+    nn = nearest_cells(feats)
+    kw: dict[str, Any] = {
+        "rng": rng,
+        "per": members,
+        "n_boot": s.n_boot,
+        "n_null": s.n_null,
+        "alpha": s.alpha,
+        "neighbours": nn,
+    }
+    for what, labels, within in (
+        ("model", members, list(zip(questions, personas, strict=True))),
+        ("persona", personas, list(zip(members, questions, strict=True))),
+    ):
+        if len(set(labels)) >= 2:
+            rec = nearest_cell_recovery(feats, labels, shuffle_within=within, **kw)
+            out[what] = _summary(rec) | {"per_model": rec.per_stratum, "per_stratum": {}}
+    return out
+
+
 def recover_all(
     recs: list[ListRecord],
     vec: Mapping[str, NDArray[np.float32]],
     s: ChoirStudyConfig,
     rng: np.random.Generator,
     keep: Keep | None = None,
+    sensitivity: bool = False,
 ) -> dict[str, Any]:
-    feats, keys = cells(recs, vec, keep)
-    out: dict[str, Any] = {}
+    feats, keys = centroid_cells(recs, vec, keep)
+    out = _global(feats, keys, s, rng)
     members, personas, questions = [k[0] for k in keys], [k[2] for k in keys], [k[1] for k in keys]
-    if len(keys) >= 2 and len(set(members)) >= 2:
-        out["model"] = _summary(
-            recoverability(feats, members, rng=rng, n_boot=s.n_boot, n_null=s.n_null, alpha=s.alpha)
-        )
-    if len(keys) >= 2 and len(set(personas)) >= 2:
-        rec = recoverability(
-            feats, personas, rng=rng, shuffle_within=members, n_boot=s.n_boot, n_null=s.n_null, alpha=s.alpha
-        )
-        out["persona"] = _summary(rec)
-        out["persona"]["per_model"] = {
-            m: float(np.mean([c for c, mm in zip(rec.correct, members, strict=True) if mm == m]))
-            for m in sorted(set(members))
-        }
-        if len(set(questions)) >= 2:
-            out["persona_within_model_loqo"] = _summary(
-                within_model_persona(
-                    feats, members, personas, questions, rng=rng, n_boot=s.n_boot, n_null=s.n_null
-                )
+    if len(keys) >= 2 and len(set(personas)) >= 2 and len(set(questions)) >= 2:
+        out["persona_within_model_loqo"] = _summary(
+            within_model_persona(
+                feats, members, personas, questions, rng=rng, n_boot=s.n_boot, n_null=s.n_null
             )
+        )
+    if sensitivity:
+        out.update(_class_centroid(recs, vec, s, rng))
+        with_unc = _global(*centroid_cells(recs, vec, unconditioned=True), s, rng)
+        if any(r.persona == UNCONDITIONED for r in recs):
+            out.update({f"{k}_with_unconditioned": v for k, v in with_unc.items()})
     return out
+
+
+def _class_centroid(
+    recs: list[ListRecord],
+    vec: Mapping[str, NDArray[np.float32]],
+    s: ChoirStudyConfig,
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    """Sensitivity: nearest class centroid on salience-weighted, question-centred cells."""
+    feats, keys = cells(recs, vec)
+    out: dict[str, Any] = {}
+    members, personas = [k[0] for k in keys], [k[2] for k in keys]
+    kw: dict[str, Any] = {"rng": rng, "n_boot": s.n_boot, "n_null": s.n_null, "alpha": s.alpha}
+    if len(keys) >= 2 and len(set(members)) >= 2:
+        rec = recoverability(feats, members, strata=None, **kw)
+        out["model_class_centroid"] = _summary(rec) | {"per_model": _per(rec.correct, members)}
+    if len(keys) >= 2 and len(set(personas)) >= 2:
+        rec = recoverability(feats, personas, shuffle_within=members, **kw)
+        out["persona_class_centroid"] = _summary(rec) | {"per_model": _per(rec.correct, members)}
+    return out
+
+
+def _per(correct: tuple[bool, ...], members: list[str]) -> dict[str, float]:
+    return {
+        m: float(np.mean([c for c, mm in zip(correct, members, strict=True) if mm == m]))
+        for m in sorted(set(members))
+    }
 
 
 def _spearman(x: list[float], y: list[float | None]) -> dict[str, Any] | None:

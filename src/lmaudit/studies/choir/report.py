@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from lmaudit.reporting import fmt, get
 from lmaudit.reporting.page import page_of, provenance, render
+from lmaudit.studies.choir.report_echo import echo_view
 from lmaudit.studies.choir.report_figures import (
     RECOVER_LABELS,
     bin_label,
@@ -27,6 +28,7 @@ from lmaudit.studies.choir.report_figures import (
     width_lift_svg,
 )
 from lmaudit.studies.choir.report_ranking import ranking_view
+from lmaudit.studies.choir.salience_table import salience_view
 from lmaudit.studies.choir.samples import NOTE, question_texts, samples
 from lmaudit.studies.choir.verdict import alerts, verdict
 
@@ -61,6 +63,8 @@ def _questions(qs: Mapping[str, Any], wording: Mapping[str, str]) -> list[dict[s
                 fmt(v["width"]),
                 fmt(v["stc"]["ratio"] if v["stc"] else None),
                 fmt(v["stc"]["p"] if v["stc"] else None),
+                fmt((v.get("stc_ranking_shuffle") or {}).get("ratio")),
+                fmt((v.get("stc_ranking_shuffle") or {}).get("p")),
                 fmt(v["echo_rate"]),
                 fmt(v["same_persona_rbo_mean"]),
                 fmt(v["lift"]["relative"] if v["lift"] else None),
@@ -69,6 +73,20 @@ def _questions(qs: Mapping[str, Any], wording: Mapping[str, str]) -> list[dict[s
         }
         for q, v in qs.items()
     ]
+
+
+def _per_model(rec: Mapping[str, Any]) -> list[list[str]]:
+    """Per member: the global classifier's model and persona accuracy, and the within-member one."""
+    get = {
+        k: (rec.get(k) or {}).get(f) or {}
+        for k, f in (
+            ("model", "per_model"),
+            ("persona", "per_model"),
+            ("persona_within_model_loqo", "per_stratum"),
+        )
+    }
+    members = sorted(set().union(*get.values()))
+    return [[m, *(fmt(get[k].get(m)) for k in get)] for m in members]
 
 
 def _cues(cues: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -170,6 +188,7 @@ def render_report(
         s=results["summary"],
         design=d,
         figs=_figures(results),
+        ev=echo_view(results),
         bins=[
             [bin_label(b), str(b["n"])]
             + [_interval(b[k]) for k in ("unconditioned_rbo", "same_persona_rbo", "stc", "relative_lift")]
@@ -185,7 +204,9 @@ def render_report(
             ]
             for k, r in results["recoverability"].items()
         ],
+        recover_per_model=_per_model(results["recoverability"]),
         cues=_cues(results.get("cue_stripping")),
         ranking=ranking,
         questions=_questions(results["questions"], question_texts(plan)),
+        salience=salience_view(results["questions"]),
     )

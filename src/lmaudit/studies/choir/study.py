@@ -40,6 +40,7 @@ from lmaudit.studies.choir.ballots import read_ballots
 from lmaudit.studies.choir.calibration import read_calibration
 from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA, load_profiles
+from lmaudit.studies.choir.echo import CALIBRATION_PATH, calibration_texts, load_calibration
 from lmaudit.studies.choir.extract import extract_items
 from lmaudit.studies.choir.importer import read_import
 from lmaudit.studies.choir.ranking import evaluators, measure_ranking, ranking_mode
@@ -104,6 +105,8 @@ def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
         ("import", "import_path", s.import_path),
         ("calibration", "calibration_path", s.calibration_path),
         ("profiles", "profiles_path", s.profiles_path),
+        ("codebook", "codebook_path", s.codebook_path),
+        ("echo_calibration", "echo_calibration_path", s.echo_calibration_path),
         ("ballots", "ranking.import_path", s.ranking.import_path),
     ):
         if given:
@@ -229,11 +232,17 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
     used = {r["persona"] for r in rows} - {NO_PERSONA}
     profile_text = {p.id: p.text or "" for p in m.personas} | profiles
     pvocab = {p: question_words(profile_text[p]) for p in sorted(used) if p in profile_text}
-    texts = sorted(
-        {it["text"] for r in rows for it in r.get("items", ())}
-        | {w for ws in vocab.values() for w in ws}
-        | {w for ws in pvocab.values() for w in ws}
-        | {a for p in pairs for a in p["anchors"]}
+    coded = any(r.get("coded") for r in rows)  # hand-coded import: no embedding, no clustering
+    texts = (
+        []
+        if coded
+        else sorted(
+            {it["text"] for r in rows for it in r.get("items", ())}
+            | {w for ws in vocab.values() for w in ws}
+            | {w for ws in pvocab.values() for w in ws}
+            | {a for p in pairs for a in p["anchors"]}
+            | set(calibration_texts(load_calibration(s.echo_calibration_path or CALIBRATION_PATH)[0]))
+        )
     )
     emb = ctx.backends.embedder(OmegaConf.to_container(cfg.study.embedder, resolve=True))  # type: ignore[arg-type]
     vectors = emb.embed(texts, desc="choir embeddings") if texts else np.zeros((0, 1), dtype=np.float32)
@@ -285,6 +294,8 @@ class ChoirStudy(Study):
         "inputs.calibration",
         "config.study.profiles_path",
         "inputs.profiles",
+        "config.study.codebook_path",
+        "inputs.codebook",
     )
     has_yaml = True
 

@@ -29,6 +29,8 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
     out["n_refused_lists"] = float((results["design"].get("refused_lists") or {}).get("n", 0))
     for what, r in results["recoverability"].items():
         out[f"recover.{what}.accuracy"] = float(r["accuracy"])
+        for m, acc in (r.get("per_model") or {}).items():  # the seed's per-model recoverability
+            out[f"recover.{what}.per_model.{_key(m)}"] = float(acc)
     leak = results.get("leakage") or {}
     for k in ("question_spearman", "model_spearman"):
         rho = (leak.get(k) or {}).get("rho")
@@ -49,11 +51,19 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
             ("R_q", v["R_q"]),
             ("width", v["width"]),
             ("echo_rate", v["echo_rate"]),
+            ("echo_calibrated", ((v.get("echo") or {}).get("calibrated") or {}).get("rate")),
+            ("echo_lexical", ((v.get("echo") or {}).get("lexical") or {}).get("rate")),
             ("stc", v["stc"]["ratio"] if v["stc"] else None),
+            ("stc_ranking_shuffle", (v.get("stc_ranking_shuffle") or {}).get("ratio")),
             ("relative_lift", v["lift"]["relative"] if v["lift"] else None),
         ):
             if isinstance(x, int | float):
                 out[f"{_key(q)}.{name}"] = float(x)
+    sens = results.get("codebook_metric_sensitivity") or {}
+    for metric in ("cosine", "euclidean"):
+        for k, x in (sens.get(metric) or {}).items():
+            if isinstance(x, int | float):
+                out[f"codebook_{metric}.{k}"] = float(x)
     return out
 
 

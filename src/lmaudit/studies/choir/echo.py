@@ -1,0 +1,185 @@
+"""Prompt echo calibrated to the embedder, and a lexical echo that needs none.
+
+The seed's rule (an item echoes when its embedding lies within cosine distance 0.2 of a
+question-vocabulary term) was set for text-embedding-3-large; other embedders place a phrase
+that plainly reuses a question's word much farther from that word. The calibration set
+(``echo_calibration.jsonl``, beside this module) holds short questions and phrases that do and
+do not reuse one of the question's content words. Each phrase's distance to its question's
+nearest content word is measured with the run's embedder; the calibrated threshold is the cut
+between two consecutive distances that maximises Youden's J (true-positive share minus
+false-positive share of the rule ``distance <= t``), ties going to the smallest cut (fewer
+items called echo). The lexical echo: an item echoes when it shares a content word with the
+question after normalisation (NFKC, lower case, split at non-letters, stop words and words of
+two letters dropped, plural endings removed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from lmaudit.backends.sim.freelist import question_words
+from lmaudit.stats.salience import ECHO_TOL, echo_rate
+
+__all__ = [
+    "CALIBRATION_PATH",
+    "CalibrationRow",
+    "calibrate",
+    "calibration_texts",
+    "content_words",
+    "echo_block",
+    "echo_calibration",
+    "echo_means",
+    "lexical_echo",
+    "load_calibration",
+]
+
+CALIBRATION_PATH = Path(__file__).with_name("echo_calibration.jsonl")
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    set: str
+    question: str
+    phrase: str
+    echo: bool  # the phrase reuses one of the question's content words
+
+
+def _stem(w: str) -> str:
+    if w.endswith("ies") and len(w) > 4:
+        return w[:-3] + "y"
+    if w.endswith(("sses", "shes", "ches", "xes", "zes")):
+        return w[:-2]
+    if w.endswith("s") and not w.endswith(("ss", "us", "is")) and len(w) > 3:
+        return w[:-1]
+    return w
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The normalised content words of a text (the lexical echo's unit)."""
+    plain = re.sub(r"[^a-z]+", " ", unicodedata.normalize("NFKC", text).lower())
+    return frozenset(_stem(w) for w in question_words(plain))
+
+
+def lexical_echo(items: Sequence[str], vocabulary: Sequence[str]) -> dict[str, Any] | None:
+    """Share of items sharing a normalised content word with the question vocabulary."""
+    if not items:
+        return None
+    vocab = frozenset().union(*(content_words(v) for v in vocabulary)) if vocabulary else frozenset()
+    n_echo = sum(1 for t in items if content_words(t) & vocab)
+    return {"rate": n_echo / len(items), "n_echo": n_echo, "n": len(items)}
+
+
+def load_calibration(path: str | Path = CALIBRATION_PATH) -> tuple[list[CalibrationRow], str]:
+    """The calibration rows and the file's SHA-256."""
+    data = Path(path).read_bytes()
+    rows = []
+    for line in data.decode("utf-8").splitlines():
+        if line.strip():
+            o = json.loads(line)
+            rows.append(CalibrationRow(str(o["set"]), str(o["question"]), str(o["phrase"]), bool(o["echo"])))
+    return rows, hashlib.sha256(data).hexdigest()
+
+
+def calibration_texts(rows: Sequence[CalibrationRow]) -> list[str]:
+    """Every text the calibration embeds: the phrases and the questions' content words."""
+    return sorted({r.phrase for r in rows} | {w for r in rows for w in question_words(r.question)})
+
+
+def _rates(d: NDArray[np.float64], y: NDArray[np.bool_], t: float) -> dict[str, float]:
+    hit = d <= t + ECHO_TOL  # the rule echo_rate applies
+    return {"tpr": float(hit[y].mean()), "fpr": float(hit[~y].mean())}
+
+
+def calibrate(
+    rows: Sequence[CalibrationRow],
+    vec: Mapping[str, NDArray[np.float32]],
+    seed_threshold: float,
+    digest: str = "",
+) -> dict[str, Any] | None:
+    """The embedder's calibrated echo threshold and both thresholds' rates on the set;
+    ``None`` when a text has no vector (a measurement made without the set) or a class is empty."""
+    need = calibration_texts(rows)
+    if not rows or any(t not in vec for t in need):
+        return None
+    d = np.array(
+        [
+            echo_rate(
+                vec[r.phrase][None, :], np.stack([vec[w] for w in question_words(r.question)])
+            ).nearest_distance[0]
+            for r in rows
+        ]
+    )
+    y = np.array([r.echo for r in rows])
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if not n_pos or not n_neg:
+        return None
+    cuts = np.unique(d)
+    best, best_t = 0, float(cuts[0]) / 2  # below every distance: nothing called echo, J = 0
+    for lo, hi in itertools.pairwise(cuts):
+        t = float((lo + hi) / 2)
+        hit = d <= t + ECHO_TOL
+        score = int((hit & y).sum()) * n_neg - int((hit & ~y).sum()) * n_pos  # J * n_pos * n_neg
+        if score > best:  # strictly: a tie keeps the smaller cut
+            best, best_t = score, t
+    return {
+        "set_sha256": digest,
+        "n_echo": n_pos,
+        "n_plain": n_neg,
+        "seed_threshold": seed_threshold,
+        "threshold": best_t,
+        "youden_j": best / (n_pos * n_neg),
+        "at_seed": _rates(d, y, seed_threshold),
+        "at_calibrated": _rates(d, y, best_t),
+    }
+
+
+def echo_block(
+    items: Sequence[str],
+    terms: Sequence[str],
+    vec: Mapping[str, NDArray[np.float32]],
+    seed_threshold: float,
+    calibrated: float | None,
+) -> dict[str, Any] | None:
+    """A question's echo at the seed's threshold and at the calibrated one (by embedding; each
+    ``None`` without vectors), and the lexical echo."""
+    if not items:
+        return None
+    out: dict[str, Any] = {}
+    have = bool(terms) and all(t in vec for t in [*items, *terms])
+    for key, t in (("seed", seed_threshold), ("calibrated", calibrated)):
+        if have and t is not None:
+            e = echo_rate(np.stack([vec[x] for x in items]), np.stack([vec[w] for w in terms]), t)
+            out[key] = {"threshold": t, "rate": e.rate, "n_echo": e.n_echo, "n": e.n}
+        else:
+            out[key] = None
+    out["lexical"] = lexical_echo(items, terms)
+    return out
+
+
+def echo_calibration(vec: Mapping[str, NDArray[np.float32]], s: Any) -> dict[str, Any] | None:
+    """The run's calibration (``s``: the study settings): the set named by
+    ``echo_calibration_path`` (None: the shipped one), calibrated on the vectors of ``vec``."""
+    path = s.echo_calibration_path or CALIBRATION_PATH
+    rows, digest = load_calibration(path)
+    out = calibrate(rows, vec, s.echo_threshold, digest)
+    return None if out is None else {"set": Path(path).name, **out}
+
+
+def echo_means(per_q: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
+    """Mean echo rate over the questions at each rule (the summary's)."""
+    out: dict[str, float | None] = {}
+    for key in ("seed", "calibrated", "lexical"):
+        xs = [e[key]["rate"] for v in per_q.values() if (e := v.get("echo")) and e.get(key)]
+        out[f"mean_echo_{key}"] = sum(xs) / len(xs) if xs else None
+    return out
