@@ -182,6 +182,24 @@ class Recovery:
     credit: tuple[float, ...] = ()  # nearest-cell: each cell's share of tied neighbours with its label
 
 
+def _null_fields(null: NDArray[np.float64], accuracy: float, alpha: float) -> dict[str, Any]:
+    """A label-shuffle null's summary: its mean, central (1 - alpha) band, size and the
+    Monte Carlo p-value of ``accuracy`` (NaN without a null)."""
+    if not null.size:
+        return {
+            "null_mean": float("nan"),
+            "null_band": (float("nan"),) * 2,
+            "p_value": float("nan"),
+            "n_null": 0,
+        }
+    return {
+        "null_mean": float(null.mean()),
+        "null_band": (float(np.quantile(null, alpha / 2)), float(np.quantile(null, 1 - alpha / 2))),
+        "p_value": monte_carlo_pvalue(null, accuracy, tol=1e-12),
+        "n_null": int(null.size),
+    }
+
+
 def _shuffle_within(y: IntArray, blocks: IntArray, rng: np.random.Generator) -> IntArray:
     """``y`` permuted within each block (one shuffle)."""
     order = np.lexsort((rng.random(y.size), blocks))  # rows grouped by block, random inside
@@ -232,15 +250,10 @@ def recoverability(
     return Recovery(
         accuracy=accuracy,
         ci=ci,
-        null_mean=float(null.mean()) if n_null else float("nan"),
-        null_band=(float(np.quantile(null, lo_q)), float(np.quantile(null, hi_q)))
-        if n_null
-        else (float("nan"),) * 2,
-        p_value=monte_carlo_pvalue(null, accuracy, tol=1e-12) if n_null else float("nan"),
+        **_null_fields(null, accuracy, alpha),
         chance=1.0 / len(names),
         n_cells=n,
         n_boot=n_boot,
-        n_null=n_null,
         per_stratum=per,
         predicted=tuple(names[k] for k in pred),
         correct=tuple(bool(c) for c in correct),
@@ -346,15 +359,10 @@ def nearest_cell_recovery(
     return Recovery(
         accuracy=accuracy,
         ci=ci,
-        null_mean=float(null.mean()) if n_null else float("nan"),
-        null_band=(float(np.quantile(null, lo_q)), float(np.quantile(null, hi_q)))
-        if n_null
-        else (float("nan"),) * 2,
-        p_value=monte_carlo_pvalue(null, accuracy, tol=1e-12) if n_null else float("nan"),
+        **_null_fields(null, accuracy, alpha),
         chance=1.0 / len(names),
         n_cells=n,
         n_boot=n_boot,
-        n_null=n_null,
         per_stratum={str(g_names[k]): float(credit[g == k].mean()) for k in range(len(g_names))},
         predicted=(),  # a tie among neighbours of different labels has no single prediction
         correct=tuple(bool(c == 1.0) for c in credit),

@@ -194,6 +194,21 @@ class SignalToChance:
     n_pairs: int
     p: float
 
+    @classmethod
+    def of(cls, observed: float, null: NDArray[np.float64], n_lists: int, p: float) -> SignalToChance:
+        """The ratio, its Monte Carlo p-value and the null's mean from the shuffle means."""
+        null_mean = float(null.mean()) if null.size else math.nan
+        return cls(
+            observed=observed,
+            null_mean=null_mean,
+            ratio=observed / null_mean if null_mean > 0 else math.inf,
+            p_value=monte_carlo_pvalue(null, observed, tol=1e-12) if null.size else math.nan,
+            null=tuple(float(x) for x in null),
+            n_lists=n_lists,
+            n_pairs=n_lists * (n_lists - 1) // 2,
+            p=p,
+        )
+
 
 def signal_to_chance(
     lists: Sequence[Sequence[Hashable]],
@@ -223,18 +238,7 @@ def signal_to_chance(
         k = min(chunk, n_shuffles - start)
         draws = shuffle_assignments(enc.ids, k, rng=rng)
         null[start : start + k] = np.nanmean(rbo_all_pairs(draws, p, starts), axis=-1)
-    null_mean = float(null.mean()) if n_shuffles else math.nan
-    m = enc.ids.shape[0]
-    return SignalToChance(
-        observed=observed,
-        null_mean=null_mean,
-        ratio=observed / null_mean if null_mean > 0 else math.inf,
-        p_value=monte_carlo_pvalue(null, observed, tol=1e-12) if n_shuffles else math.nan,
-        null=tuple(float(x) for x in null),
-        n_lists=m,
-        n_pairs=m * (m - 1) // 2,
-        p=p,
-    )
+    return SignalToChance.of(observed, null, enc.ids.shape[0], p)
 
 
 @dataclass(frozen=True)

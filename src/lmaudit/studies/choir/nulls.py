@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lmaudit.stats.permutation import monte_carlo_pvalue
 from lmaudit.stats.rbo import rbo_all_pairs, shuffle_assignments
 from lmaudit.stats.salience import SignalToChance, signal_to_chance
 from lmaudit.studies.choir.records import finite
@@ -146,17 +145,7 @@ def reassignment_stc(
         draws = shuffle_assignments(arr, k, rng=rng) if arr.size else np.repeat(arr[None], k, axis=0)
         ranked = rankings_of(draws, own, n_models, max(n_codes, 1), depth, ties)
         null[start : start + k] = _mean_rbo(ranked, p, ties)
-    null_mean = float(null.mean()) if n_shuffles else math.nan
-    return SignalToChance(
-        observed=observed,
-        null_mean=null_mean,
-        ratio=observed / null_mean if null_mean > 0 else math.inf,
-        p_value=monte_carlo_pvalue(null, observed, tol=1e-12) if n_shuffles else math.nan,
-        null=tuple(float(x) for x in null),
-        n_lists=n_models,
-        n_pairs=n_models * (n_models - 1) // 2,
-        p=p,
-    )
+    return SignalToChance.of(observed, null, n_models, p)
 
 
 def _fields(stc: SignalToChance, null: str) -> dict[str, Any]:
