@@ -225,6 +225,9 @@ def _analyze(
     if reg is not None:
         results = score(study.result(results), reg, plan, sha)
     results_path = atomic_write_json(out / "results.json", results)
+    # from here on the results are the file's (its key order, its number formatting), so what
+    # the run derives from them (views, report, MLflow) is what `lmaudit report` derives later
+    results = read_json(results_path)
     write_dvc_views(out, study, study.result(results))
     audit.update(
         "analyze",

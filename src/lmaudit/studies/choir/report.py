@@ -75,6 +75,16 @@ def _questions(qs: Mapping[str, Any], wording: Mapping[str, str]) -> list[dict[s
     ]
 
 
+#: the recoverability estimators shown first (the primary ones); the sensitivities follow by name
+_PRIMARY = ("model", "persona", "persona_within_model_loqo")
+
+
+def _in_order(rec: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Recoverability entries in a fixed order, whether the results were just computed or read
+    back from results.json (whose keys are sorted)."""
+    return [(k, rec[k]) for k in (*[k for k in _PRIMARY if k in rec], *sorted(set(rec) - set(_PRIMARY)))]
+
+
 def _per_model(rec: Mapping[str, Any]) -> list[list[str]]:
     """Per member: the global classifier's model and persona accuracy, and the within-member one."""
     get = {
@@ -202,7 +212,7 @@ def render_report(
                 *(fmt(r[x]) for x in ("chance", "null_mean", "p")),
                 str(r["n_cells"]),
             ]
-            for k, r in results["recoverability"].items()
+            for k, r in _in_order(results["recoverability"])
         ],
         recover_per_model=_per_model(results["recoverability"]),
         cues=_cues(results.get("cue_stripping")),

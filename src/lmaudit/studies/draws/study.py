@@ -315,7 +315,10 @@ def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         null += [
             {"family": n, "T": t, "count": c} for t, c in zip(f["null"]["T"], f["null"]["count"], strict=True)
         ]
-    return {"rho_curve": curve, "null": null, "sources": list(results["sources"])}
+    # family and source first, the numbers after (a row read back from results.json has its
+    # keys sorted)
+    sources = [{"family": r.get("family"), "source": r.get("source"), **r} for r in results["sources"]]
+    return {"rho_curve": curve, "null": null, "sources": sources}
 
 
 @register_study
