@@ -11,7 +11,7 @@ import pytest
 
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
-from lmaudit.studies.choir.calibration import analyze_calibration, read_calibration
+from lmaudit.studies.choir.calibration import agreement, analyze_calibration, read_calibration
 
 
 def _records(rng: np.random.Generator, n_part: int, n_q: int) -> list[dict]:
@@ -104,3 +104,39 @@ def test_calibration_goes_through_the_pipeline(make_cfg, tmp_path):
     assert res["calibration"]["n_choices"] == 12 and res["calibration"]["n_participants"] == 4
     plan = json.loads((tmp_path / "cal/plan.json").read_text())
     assert plan["inputs"]["calibration"]["path"] == str(path)
+
+
+def test_agreement_matches_pair_enumeration():
+    """Modal share and pairwise agreement per question, averaged over questions, against an
+    enumeration of every pair of participants; the random baseline is 1 / pool size."""
+    rng = np.random.default_rng(11)
+    recs = _records(rng, n_part=7, n_q=5)
+    out = analyze_calibration(r | {"kind": f"calibration_{r['kind']}"} for r in recs)["agreement"]
+    by_q: dict[str, list[str]] = {}
+    for c in recs:
+        if c["kind"] == "choice":
+            by_q.setdefault(c["question"], []).append(c["item"])
+    modal = [max(v.count(x) for x in v) / len(v) for v in by_q.values()]
+    pairs = [np.mean([a == b for a, b in itertools.combinations(v, 2)]) for v in by_q.values()]
+    assert out["n_questions"] == 5
+    assert out["mean_modal_share"] == pytest.approx(np.mean(modal), abs=1e-15)
+    assert out["pairwise_agreement"] == pytest.approx(np.mean(pairs), abs=1e-15)
+    assert out["uniform_baseline"] == pytest.approx(0.25, abs=1e-15)  # every pool holds 4 items
+
+
+def test_agreement_closed_form_and_missing_pools():
+    choices = [
+        {"question": "q1", "item": "a"},
+        {"question": "q1", "item": "a"},
+        {"question": "q1", "item": "b"},
+        {"question": "q2", "item": "a"},
+        {"question": "q2", "item": "b"},
+        {"question": "q2", "item": "c"},
+    ]
+    out = agreement(choices, {"q1": {"n_items": 3}})
+    assert out["mean_modal_share"] == pytest.approx((2 / 3 + 1 / 3) / 2)
+    assert out["pairwise_agreement"] == pytest.approx((1 / 3 + 0) / 2)
+    assert out["uniform_baseline"] is None  # q2 has no pool size
+    both = agreement(choices, {"q1": {"n_items": 3}, "q2": {"n_items": 4}})
+    assert both["uniform_baseline"] == pytest.approx((1 / 3 + 1 / 4) / 2)
+    assert agreement(choices[:1], {}) is None  # one participant: no pair to agree

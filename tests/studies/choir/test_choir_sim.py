@@ -124,3 +124,13 @@ def test_planted_profile_leakage_is_measured_and_stripped(make_cfg, tmp_path):
     # threshold never keeps more
     assert all(k <= 0.85 for k in kept) and kept == sorted(kept, reverse=True)
     assert leak["model_spearman"]["n"] == 4
+    # each re-run carries its classifiers' bootstrap intervals, around its accuracy
+    for s in leak["stripping"]:
+        for acc, ci in (
+            (s["model_accuracy"], s["model_ci"]),
+            (s["persona_within_model_loqo_accuracy"], s["persona_within_model_loqo_ci"]),
+        ):
+            assert ci[0] <= acc <= ci[1] and ci[0] < ci[1]
+        assert s["persona_within_model_loqo_above_chance"] == (
+            s["persona_within_model_loqo_ci"][0] > s["persona_within_model_loqo_chance"]
+        )

@@ -2,7 +2,7 @@
 
 Per question: the codebook (:mod:`.codebook`), Smith's S per member x condition group (the
 unconditioned group pools every unconditioned template; each persona is its own group;
-temperatures and generations are pooled), each member's concepts ranked by S, the mean
+temperatures and generations are pooled; each cell apart in :mod:`.conditions`), each member's concepts ranked by S, the mean
 pairwise cross-member RBO of those rankings (unconditioned: ``R_q``; per persona, averaged over
 personas: same-persona RBO), signal-to-chance of the unconditioned rankings (occurrences
 reassigned among the members' lists, and the rankings' entries dealt across members:
@@ -34,6 +34,7 @@ from lmaudit.stats.salience import (
 )
 from lmaudit.studies.choir.baseline import lift_block, metric_sensitivity, sensitivity_summary
 from lmaudit.studies.choir.codebook import question_codebook
+from lmaudit.studies.choir.conditions import condition_block, condition_summary, novelty_by_width
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.cues import anchor_echo, pair_table
 from lmaudit.studies.choir.echo import echo_block, echo_calibration, echo_means
@@ -187,6 +188,9 @@ def _question(
     top = {m: sal[(m, UNCONDITIONED)].ranking()[:5] if (m, UNCONDITIONED) in sal else [] for m in models}
     out["top_concepts"] = {m: [cb.labels[int(str(c))] for c in cs] for m, cs in top.items()}
     out["salience"] = salience_record(cb, recs, sal)
+    out["conditions"] = condition_block(
+        recs, cb.concept_of, lambda x: _ranking(x, s.rbo_depth), mean_rbo, s.rbo_p
+    )
     out["salience_ties"] = tie_sensitivity(
         [sal[(m, UNCONDITIONED)] for m in models if (m, UNCONDITIONED) in sal], unc, s.rbo_depth, s.rbo_p
     )
@@ -292,6 +296,8 @@ def analyze_lists(
         "echo_calibration": calibrated,
         "codebook_metric_sensitivity": sensitivity_summary(bank_q, s),
         "codebook_source": "coded" if coded else "clustered",
+        "conditions": condition_summary(bank_q),
+        "novelty_by_width": novelty_by_width(bank_q, s.width_bins),
     }
 
 

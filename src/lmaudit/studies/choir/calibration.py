@@ -9,11 +9,13 @@ question; ``{"kind": "choice", "participant", "question", "item", "source":
 conditioned-source choices. Reported: conditioned-source choices (observed and expected),
 choices matching each cohort's top item, and the paired participant-level exact sign-flip test
 of (matches of the conditioned cohort's top - matches of the unconditioned cohort's top); the
-same on the questions where the cohorts' tops differ.
+same on the questions where the cohorts' tops differ; and the participants' agreement with one
+another (:func:`agreement`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from typing import Any
 from lmaudit.provenance.io import InputError, iter_jsonl
 from lmaudit.stats.permutation import sign_flip_test
 
-__all__ = ["analyze_calibration", "read_calibration"]
+__all__ = ["agreement", "analyze_calibration", "read_calibration"]
 
 COHORTS = ("conditioned", "unconditioned")
 _FIELDS = {
@@ -76,6 +78,38 @@ def _block(choices: list[Mapping[str, Any]], top: Mapping[tuple[str, str], Any])
     }
 
 
+def agreement(
+    choices: Iterable[Mapping[str, Any]], pools: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    """Inter-participant agreement (the seed: "mean modal share 51%; pairwise agreement 38%
+    versus a 29% uniform baseline"). Per question, the modal share is the share of its
+    participants who chose its most chosen item, and pairwise agreement the share of pairs of
+    its participants who chose the same item; both are averaged over questions with equal
+    weight. The uniform baseline is the pairwise agreement of participants choosing uniformly at
+    random: 1 / the question's number of items (from its ``pool`` record), averaged the same way;
+    ``None`` unless every question has a pool record."""
+    by_q: dict[str, Counter[str]] = {}
+    for c in choices:
+        by_q.setdefault(str(c["question"]), Counter())[str(c["item"])] += 1
+    modal, pairwise, uniform = [], [], []
+    for q, counts in sorted(by_q.items()):
+        n = sum(counts.values())
+        if n < 2:
+            continue
+        modal.append(max(counts.values()) / n)
+        pairwise.append(sum(k * (k - 1) for k in counts.values()) / (n * (n - 1)))
+        if q in pools:
+            uniform.append(1 / pools[q]["n_items"])
+    if not modal:
+        return None
+    return {
+        "n_questions": len(modal),
+        "mean_modal_share": sum(modal) / len(modal),
+        "pairwise_agreement": sum(pairwise) / len(pairwise),
+        "uniform_baseline": sum(uniform) / len(uniform) if len(uniform) == len(modal) else None,
+    }
+
+
 def analyze_calibration(
     rows: Iterable[Mapping[str, Any]], ranking_tops: Iterable[Mapping[str, Any]] = ()
 ) -> dict[str, Any] | None:
@@ -99,4 +133,5 @@ def analyze_calibration(
     disagree = {q for (c, q) in top if top.get(("conditioned", q)) != top.get(("unconditioned", q))}
     out["cohorts_disagree"] = _block([c for c in choices if c["question"] in disagree], top)
     out["cohorts_disagree"]["questions"] = len(disagree)
+    out["agreement"] = agreement(choices, pools)
     return out

@@ -114,7 +114,10 @@ class ChoirStudyConfig:
     # matched cue stripping (infinity bank): these prompts and their reworded twins in
     # data/choir/cue_pairs.jsonl, unconditioned lists only (["all"]: every pair)
     cue_pairs: list[str] = field(default_factory=list)
-    temperatures: list[float] = ranged(factory=lambda: [0.7], min_len=1, distinct=True, each={"ge": 0})
+    # the seed: "three temperature settings where supported" (values not published; ours, docs/choir.md)
+    temperatures: list[float] = ranged(
+        factory=lambda: [0.3, 0.7, 1.0], min_len=1, distinct=True, each={"ge": 0}
+    )
     generations: int = ranged(5, ge=1)  # lists per cell (draw index in the cache key)
     items_per_list: int = ranged(25, ge=1)  # entries kept per list (the templates ask for 25)
     exemplars: list[ChoirExemplarConfig] = field(default_factory=list)  # answer-format turns (base models)

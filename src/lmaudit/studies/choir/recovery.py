@@ -247,13 +247,19 @@ def leakage(
 
         kept = sum(1 for r in recs if r.persona != UNCONDITIONED for x in r.items if keep(r, x))
         rec = recover_all(recs, vec, s, rng, keep)
+        model, loqo = rec.get("model") or {}, rec.get("persona_within_model_loqo") or {}
         out["stripping"].append(
             {
                 "threshold_similarity": cut_sim,
                 "kept_share": kept / n_all if n_all else None,
-                "model_accuracy": (rec.get("model") or {}).get("accuracy"),
-                "persona_within_model_loqo_accuracy": (rec.get("persona_within_model_loqo") or {}).get(
-                    "accuracy"
+                "model_accuracy": model.get("accuracy"),
+                "model_ci": model.get("ci"),
+                "persona_within_model_loqo_accuracy": loqo.get("accuracy"),
+                "persona_within_model_loqo_ci": loqo.get("ci"),
+                "persona_within_model_loqo_chance": loqo.get("chance"),
+                # the seed: accuracy "exceeds five-way chance in all three stripped runs"
+                "persona_within_model_loqo_above_chance": (
+                    loqo["ci"][0] > loqo["chance"] if loqo.get("ci") and loqo.get("chance") is not None else None
                 ),
             }
         )

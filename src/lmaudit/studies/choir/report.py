@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from lmaudit.reporting import fmt, get
 from lmaudit.reporting.page import page_of, provenance, render
+from lmaudit.studies.choir.report_conditions import conditions_view
 from lmaudit.studies.choir.report_echo import echo_view
 from lmaudit.studies.choir.report_figures import (
     RECOVER_LABELS,
@@ -199,6 +200,7 @@ def render_report(
         design=d,
         figs=_figures(results),
         ev=echo_view(results),
+        cv=conditions_view(results),
         bins=[
             [bin_label(b), str(b["n"])]
             + [_interval(b[k]) for k in ("unconditioned_rbo", "same_persona_rbo", "stc", "relative_lift")]

@@ -59,11 +59,39 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
         ):
             if isinstance(x, int | float):
                 out[f"{_key(q)}.{name}"] = float(x)
+    out.update(_condition_metrics(results))
     sens = results.get("codebook_metric_sensitivity") or {}
     for metric in ("cosine", "euclidean"):
         for k, x in (sens.get(metric) or {}).items():
             if isinstance(x, int | float):
                 out[f"codebook_{metric}.{k}"] = float(x)
+    return out
+
+
+def _condition_metrics(results: dict[str, Any]) -> dict[str, float]:
+    """The template and temperature contrasts, novelty against width, the stripping re-runs and
+    the calibration's agreement (absent keys where the run has none)."""
+    out: dict[str, float] = {}
+
+    def put(key: str, x: Any) -> None:
+        if isinstance(x, int | float) and not isinstance(x, bool):
+            out[key] = float(x)
+
+    cond = results.get("conditions") or {}
+    for cell, x in (cond.get("R_q") or {}).items():
+        put(f"conditions.R_q.{_key(cell)}", x)
+    for factor in ("template", "temperature"):
+        for r in cond.get(factor) or []:
+            pair = _key(f"{r['from']}_{r['to']}")
+            put(f"conditions.{factor}.{pair}.within_member_rbo", r["within_member_rbo"])
+            put(f"conditions.{factor}.{pair}.R_q_change", r["R_q_change"])
+    put("novelty_width.rho", ((results.get("novelty_by_width") or {}).get("spearman") or {}).get("rho"))
+    for r in (results.get("leakage") or {}).get("stripping") or []:
+        cut = _key(format(r["threshold_similarity"], "g"))
+        put(f"stripping.{cut}.model_accuracy", r["model_accuracy"])
+        put(f"stripping.{cut}.persona_within_model_loqo_accuracy", r["persona_within_model_loqo_accuracy"])
+    for k, x in (((results.get("calibration") or {}).get("agreement")) or {}).items():
+        put(f"calibration.agreement.{k}", x)
     return out
 
 
