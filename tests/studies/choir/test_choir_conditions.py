@@ -95,7 +95,9 @@ def test_within_member_rbo_is_rbo_of_the_cell_rankings():
             frozenset(v) if len(v) > 1 else next(iter(v)) for _, v in sorted(by_s.items(), reverse=True)
         ]
     vals = [
-        rbo_ext(ranks[(m, tpl, 0.3)], ranks[(m, tpl, 0.7)], P) for m in ("m1", "m2", "m3") for tpl in ("A", "B")
+        rbo_ext(ranks[(m, tpl, 0.3)], ranks[(m, tpl, 0.7)], P)
+        for m in ("m1", "m2", "m3")
+        for tpl in ("A", "B")
     ]
     assert any(isinstance(e, frozenset) for r in ranks.values() for e in r)  # ties are exercised
     assert row["within_member_rbo"] == pytest.approx(np.mean(vals), abs=1e-12)

@@ -130,7 +130,7 @@ def condition_block(
             {"model": m, "condition": c, "temperature": t, "n_lists": sal[(m, c, t)].n_lists}
             for m, c, t in keys
         ],
-        "columns": list(COLUMNS[:1]) + ["cell"] + list(COLUMNS[2:]),
+        "columns": [COLUMNS[0], "cell", *COLUMNS[2:]],
         "salience": [
             [int(str(c)), i, s, k]
             for i, key in enumerate(keys)

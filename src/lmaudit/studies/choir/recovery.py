@@ -259,7 +259,9 @@ def leakage(
                 "persona_within_model_loqo_chance": loqo.get("chance"),
                 # the seed: accuracy "exceeds five-way chance in all three stripped runs"
                 "persona_within_model_loqo_above_chance": (
-                    loqo["ci"][0] > loqo["chance"] if loqo.get("ci") and loqo.get("chance") is not None else None
+                    loqo["ci"][0] > loqo["chance"]
+                    if loqo.get("ci") and loqo.get("chance") is not None
+                    else None
                 ),
             }
         )

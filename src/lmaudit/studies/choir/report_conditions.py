@@ -55,7 +55,8 @@ def conditions_view(results: Mapping[str, Any]) -> dict[str, Any]:
         "cells": [[k, fmt(v)] for k, v in (cond.get("R_q") or {}).items()],
         "contrasts": contrasts,
         "novelty": [
-            [bin_label(b), str(b["n"]), fmt(b["mean_share"]), str(b["over_half"])] for b in nov.get("bins") or []
+            [bin_label(b), str(b["n"]), fmt(b["mean_share"]), str(b["over_half"])]
+            for b in nov.get("bins") or []
         ],
         "novelty_rho": f"{fmt(rho['rho'])} (p = {pval(rho['p'])}, {rho['n']} questions)" if rho else None,
         "strip": strip,

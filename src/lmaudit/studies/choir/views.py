@@ -82,7 +82,9 @@ def _condition_metrics(results: dict[str, Any]) -> dict[str, float]:
         put(f"conditions.R_q.{_key(cell)}", x)
     for factor in ("template", "temperature"):
         for r in cond.get(factor) or []:
-            pair = _key("_".join(format(x, "g") if isinstance(x, float) else str(x) for x in (r["from"], r["to"])))
+            pair = _key(
+                "_".join(format(x, "g") if isinstance(x, float) else str(x) for x in (r["from"], r["to"]))
+            )
             put(f"conditions.{factor}.{pair}.within_member_rbo", r["within_member_rbo"])
             put(f"conditions.{factor}.{pair}.R_q_change", r["R_q_change"])
     put("novelty_width.rho", ((results.get("novelty_by_width") or {}).get("spearman") or {}).get("rho"))
