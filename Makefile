@@ -10,7 +10,7 @@ export TOKENIZERS_PARALLELISM := false
 # constraints.txt pins this machine's exact wheels (the CPU torch that lies on its disk; an open
 # range would pull a multi-GB CUDA build); pyproject.toml states ranges only.
 install:
-	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[hf,embed,dev]'
+	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[hf,embed,dev,interop]'
 	# the PyPI rbo package (a test reference for lmaudit.stats.rbo) pins numpy<2 in its metadata
 	# but runs on numpy 2, so it comes without its dependencies
 	$(PIP) install --quiet --disable-pip-version-check --no-deps rbo==0.1.3

@@ -69,7 +69,12 @@ class JudgeStudyConfig:
     readout_labels: dict[str, str] = field(default_factory=lambda: {"A": "A", "B": "B", "TIE": "TIE"})
     top_k: int = ranged(10, ge=1)
     alpha: float = ranged(0.05, gt=0, lt=1)  # exact intervals and tests
-    import_dir: str | None = None  # analyse recorded results (results_<condition>.json) instead of judging
+    import_dir: str | None = None  # a folder of lmaudit result files: the older spelling of import_path
+    # analyse judgments recorded elsewhere instead of judging: a folder of lmaudit result files
+    # (results_<condition>.json), a FastChat <judge>_pair.jsonl or AlpacaEval annotations with the
+    # shown order recorded (docs/interop.md, "Judge"); the format is recognised from the content
+    import_path: str | None = None
+    import_format: str = ranged("auto", choices=("auto", "lmaudit", "fastchat", "alpaca_eval"))
     # the study's groups (conf/study/judge/<group>/), chosen with judge/<group>=<option>
     condition: JudgeConditionSetConfig = MISSING
     rubric: JudgeRubricConfig = MISSING

@@ -1,6 +1,7 @@
 """The judge report's figures as inline SVG (matplotlib, through :func:`lmaudit.figures.svg_figure`):
-:func:`disagreement_svg`, each comparison's disagreement rate with its exact interval, and
-:func:`confidence_svg`, the self-reported confidence histograms, one row per condition."""
+:func:`disagreement_svg`, each comparison's disagreement rate with its exact interval,
+:func:`confidence_svg`, the self-reported confidence histograms, one row per condition, and
+:func:`order_swap_svg`, the first-position win rates of pairs judged in both orders."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from lmaudit.figures import svg_figure
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["BINS", "confidence_counts", "confidence_svg", "disagreement_svg"]
+__all__ = ["BINS", "confidence_counts", "confidence_svg", "disagreement_svg", "order_swap_svg"]
 
 BINS = 10
 
@@ -86,3 +87,53 @@ def disagreement_svg(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> 
         )
 
     return svg_figure(draw, size=(6.4, 0.42 * len(rows) + 0.9), prefix="judge-dis")
+
+
+def order_swap_svg(rows: Sequence[Mapping[str, Any]], alpha: float) -> str:
+    """Per group of pairs (rows of :func:`.order_swap_report.table`), the first-position win
+    rate among the pairs that flipped (red) and among all decisive verdicts (grey), each with
+    its exact ``1 - alpha`` interval, against the dashed line of no position bias (50%);
+    ``""`` when no row has a decisive verdict."""
+    rows = [r for r in rows if r["per_verdict"]["n"] or r["flipped"]["n"]]
+    if not rows:
+        return ""
+    readings = (("flipped", "#c62828", 0.13), ("per_verdict", "#777777", -0.13))
+
+    def draw(fig: Figure) -> None:
+        ax = fig.add_subplot()
+        ys = list(range(len(rows)))[::-1]
+        ax.axvline(0.5, color="#444444", linestyle="--", linewidth=0.9)
+        for y, r in zip(ys, rows, strict=True):
+            for key, colour, dy in readings:
+                b = r[key]
+                if not b["n"]:
+                    continue
+                ax.plot(
+                    [b["ci"]["low"], b["ci"]["high"]],
+                    [y + dy, y + dy],
+                    color=colour,
+                    linewidth=2.2,
+                    alpha=0.55,
+                )
+                ax.plot([b["rate"]], [y + dy], "o", color=colour, markersize=5)
+            f, v = r["flipped"], r["per_verdict"]
+            ax.annotate(
+                f"{f['first_both']}/{f['n']} · {v['first']}/{v['n']}",
+                (1.0, y),
+                xytext=(6, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+                annotation_clip=False,
+            )
+        ax.set_yticks(
+            ys, [f"{r['group']}: {r['name']}" if r["group"] != "overall" else "all pairs" for r in rows]
+        )
+        ax.set_xlim(0.0, 1.0)
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        ax.set_xticks([0.0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
+        ax.set_xlabel(
+            f"first-position wins: flipped pairs (red), all decisive verdicts (grey); exact {100 * (1 - alpha):g}% intervals"
+        )
+
+    return svg_figure(draw, size=(6.4, 0.45 * len(rows) + 0.9), prefix="judge-order")

@@ -11,20 +11,35 @@ Required: ``prompt_id`` (string), ``winner`` (the label as recorded, displayed o
 exactly ``A``, ``B`` or ``TIE`` or whose confidence is not a number in [0, 1] is kept and
 marked invalid, never coerced. An optional ``execution.json`` describes the execution:
 ``judge``, ``isolation`` (``fresh`` | ``shared`` | ``unknown``), ``date``, ``note``.
+
+``study.import_path`` also takes a FastChat pairwise judgment file or AlpacaEval annotations
+(:mod:`lmaudit.interop.fastchat`, :mod:`lmaudit.interop.alpaca_eval`); :func:`import_source`
+recognises the format from the content (or takes ``study.import_format``) and
+:func:`import_rows` reads any of the three.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError, read_json
+from lmaudit.provenance.io import InputError, iter_jsonl, open_input, read_json
+from lmaudit.studies.judge.config import JudgeStudyConfig
 from lmaudit.studies.judge.packets import Condition
 
-__all__ = ["import_files", "read_execution", "read_import"]
+__all__ = [
+    "ImportSource",
+    "detect_format",
+    "import_files",
+    "import_rows",
+    "import_source",
+    "read_execution",
+    "read_import",
+]
 
 REQUIRED = ("prompt_id", "winner", "confidence", "reason")
 OPTIONAL = ("replicate", "evaluation_id")
@@ -146,3 +161,80 @@ def read_import(folder: str | Path, conds: Sequence[Condition]) -> list[dict[str
             seen[key] = i
             rows.append(row)
     return rows
+
+
+FORMATS = ("lmaudit", "fastchat", "alpaca_eval")
+
+
+@dataclass(frozen=True)
+class ImportSource:
+    """What a study imports: the path, its format, and the setting that named it."""
+
+    path: Path
+    format: str  # lmaudit | fastchat | alpaca_eval
+    setting: str  # study.import_dir | study.import_path
+
+
+def detect_format(path: str | Path) -> str:
+    """``lmaudit`` for a folder; for a file, ``alpaca_eval`` (a JSON array or annotation lines)
+    or ``fastchat`` (judgment lines), read from its first record."""
+    p = Path(path)
+    if p.is_dir():
+        return "lmaudit"
+    with open_input(p) as fh:  # InputError naming the file when it is missing or not a file
+        head = fh.read(4096).lstrip()
+    if head.startswith(b"["):
+        return "alpaca_eval"
+    from lmaudit.interop import alpaca_eval, fastchat
+
+    first = next(iter_jsonl(p), None)
+    if first is None:
+        raise InputError(f"{p}: empty (study.import_path)")
+    lineno, obj = first
+    if fastchat.looks_like(obj):
+        return "fastchat"
+    if alpaca_eval.looks_like(obj):
+        return "alpaca_eval"
+    if "prompt_id" in obj and "winner" in obj:
+        raise InputError(f"{p}: an lmaudit result file; give its folder (study.import_path=<folder>)")
+    raise InputError(
+        f"{p}: line {lineno}: not a recognised import (fields {sorted(obj)}): expected a folder of "
+        "lmaudit result files, FastChat pairwise judgments (g1_winner, g2_winner) or AlpacaEval "
+        "annotations (output_1, output_2, preference)"
+    )
+
+
+def import_source(s: JudgeStudyConfig) -> ImportSource | None:
+    """The study's import (``None``: it judges); the format as configured or recognised."""
+    if s.import_dir and s.import_path:
+        raise InputError(
+            "study.import_dir and study.import_path are both set: give study.import_path alone "
+            "(it takes a folder or a file)"
+        )
+    if not (s.import_dir or s.import_path):
+        if s.import_format != "auto":
+            raise InputError(f"study.import_format={s.import_format} needs study.import_path")
+        return None
+    setting = "study.import_dir" if s.import_dir else "study.import_path"
+    p = Path(str(s.import_dir or s.import_path))
+    if not p.exists():
+        raise InputError(f"{p}: not found ({setting})")
+    if s.import_dir and not p.is_dir():
+        raise InputError(f"{p}: not a folder (study.import_dir; study.import_path also takes a file)")
+    fmt = detect_format(p) if s.import_format == "auto" else s.import_format
+    if s.import_dir and fmt != "lmaudit":
+        raise InputError(f"study.import_format={fmt} reads a file: give it as study.import_path")
+    if (fmt == "lmaudit") != p.is_dir():
+        want = "a folder" if fmt == "lmaudit" else "a file"
+        raise InputError(f"{p}: study.import_format={fmt} reads {want} ({setting})")
+    return ImportSource(p, fmt, setting)
+
+
+def import_rows(src: ImportSource, conds: Sequence[Condition]) -> list[dict[str, Any]]:
+    """Measurement rows of any import format (a design row first)."""
+    if src.format == "lmaudit":
+        return read_import(src.path, conds)
+    from lmaudit.interop import alpaca_eval, fastchat
+
+    reader = fastchat if src.format == "fastchat" else alpaca_eval
+    return reader.read_rows(src.path)

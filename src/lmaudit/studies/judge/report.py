@@ -19,7 +19,8 @@ from markupsafe import Markup
 
 from lmaudit.reporting import get
 from lmaudit.reporting.page import page_of, provenance, render
-from lmaudit.studies.judge.figures import confidence_svg, disagreement_svg
+from lmaudit.studies.judge.figures import confidence_svg, disagreement_svg, order_swap_svg
+from lmaudit.studies.judge.order_swap_report import table as order_swap_table
 from lmaudit.studies.judge.samples import questions, samples
 from lmaudit.studies.judge.verdict import alerts, primary, repeat, verdict
 
@@ -84,7 +85,16 @@ def _provenance(
         ("Log-prob readout", design.get("readout")),
         *(
             [("Import folder", design.get("import_dir")), ("Execution record", design.get("execution"))]
-            if results.get("mode") == "import"
+            if results.get("mode") == "import" and not design.get("format")
+            else []
+        ),
+        *(
+            [
+                ("Import file", design.get("import_path")),
+                ("Import format", design.get("format")),
+                ("Execution record", design.get("execution")),
+            ]
+            if design.get("format")
             else []
         ),
         ("Mapping file", get(results, "mapping", "path")),
@@ -162,6 +172,10 @@ def render_report(
     conf_svg = confidence_svg(values)
     alpha = float(get(results, "params", "alpha") or 0.05)
     dis_svg = disagreement_svg(results.get("disagreement") or [], alpha)
+    swap = results.get("order_swap")
+    swap_rows = order_swap_table(swap) if swap else []
+    figure_rows = [r for r in swap_rows if r["group"] != "model pair"]
+    swap_svg = order_swap_svg(figure_rows, alpha) if swap else ""
     shown, total = samples(rows, plan, results)
     isolation = get(results, "design", "isolation")
     note = "Each prompt under each condition: the judge prompt exactly as rendered and every verdict the judge wrote."
@@ -202,5 +216,8 @@ def render_report(
         classes=_classes(results),
         confidence_svg=Markup(conf_svg) if conf_svg else None,
         disagreement_svg=Markup(dis_svg) if dis_svg else None,
+        order_swap=swap,
+        order_swap_rows=swap_rows,
+        order_swap_svg=Markup(swap_svg) if swap_svg else None,
         level=f"{100 * (1 - alpha):g}",
     )

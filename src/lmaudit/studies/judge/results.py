@@ -12,7 +12,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.provenance.io import InputError
+from lmaudit.studies.judge import order_swap_report
 from lmaudit.studies.judge.analysis import CLASSES, NOT_CLASSIFIABLE, Judgment, analyze
+from lmaudit.studies.judge.order_swap import order_swap
 from lmaudit.studies.judge.packets import load_mapping
 
 __all__ = ["analyze_rows", "headline", "metrics", "plot_data", "summary", "tags"]
@@ -172,12 +174,15 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     mode = "import" if any(r.get("source") == "import" for r in judg) else "judge"
     study = cfg.study
     mapping_path = None
-    if mode == "import" and study.get("import_dir"):
-        p = Path(str(study.import_dir)) / "mapping.json"
+    folder = study.get("import_dir") or study.get("import_path")
+    if mode == "import" and folder and Path(str(folder)).is_dir():
+        p = Path(str(folder)) / "mapping.json"
         mapping_path = str(p) if p.exists() else None
     elif mode == "judge" and study.get("mapping_path"):
         mapping_path = str(study.mapping_path)
     mapping = load_mapping(mapping_path, items) if mapping_path else None
+    if mapping is None and any(r.get("pair") for r in judg):  # imported pairs name their models
+        mapping = {r["item"]: dict(r["pair"]["models"]) for r in judg if r.get("pair")}
     alpha = float(study.get("alpha", 0.05))
     result = analyze(
         finals,
@@ -192,7 +197,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     design = {k: v for k, v in (designs[0] if designs else {}).items() if k != "kind"}
     design["isolation"] = sorted(isolations)[0] if len(isolations) == 1 else sorted(isolations)
     design["conditions"] = conds
-    return {
+    out = {
         "study": "judge",
         "mode": mode,
         "design": design,
@@ -202,6 +207,10 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         "validity": _validity(judg, cids),
         **result,
     }
+    swapped = order_swap(judg, alpha)  # only imports of pairs judged in both orders
+    if swapped is not None:
+        out["order_swap"] = swapped
+    return out
 
 
 def _primary(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -261,6 +270,8 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
         for cid, w in mw["by_condition"].items():
             for m, n in w["wins"].items():
                 out[f"wins.{_key(cid)}.{_key(m)}"] = n
+    if "order_swap" in results:
+        out.update(order_swap_report.metrics(results["order_swap"]))
     return out
 
 
@@ -276,6 +287,9 @@ def tags(results: dict[str, Any]) -> dict[str, str]:
     mw = results["model_wins"]
     if mw.get("evaluable"):
         t["ranking_changes"] = str(mw["ranking_changes"])
+    fmt = results["design"].get("format")
+    if fmt:
+        t["import_format"] = str(fmt)
     return t
 
 
@@ -300,10 +314,12 @@ def summary(results: dict[str, Any]) -> str:
             f" of {pat['n_both_decisive']} both decisive"
         )
     devs = ",".join(x["id"] for x in results["deviations"]) or "none"
+    swap = f" | {order_swap_report.summary(results['order_swap'])}" if "order_swap" in results else ""
     return (
         f"judge ({results['mode']}): {results['n_prompts']} prompts x k={results['k']} | "
         f"{'; '.join(parts) or 'no comparison (single condition)'} | {counts} | {classes} | "
         f"invalid {results['validity']['invalid']}/{results['validity']['judgments']} | deviations: {devs}"
+        f"{swap}"
     )
 
 
@@ -333,7 +349,10 @@ def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         for cid, s in results["conditions"].items()
         for x in s["confidence"]["values"]
     ]
-    return {"grid": grid, "disagreement": dis, "confidence": conf}
+    out = {"grid": grid, "disagreement": dis, "confidence": conf}
+    if "order_swap" in results:
+        out["order_swap"] = order_swap_report.plot_rows(results["order_swap"])
+    return out
 
 
 CLASS_NAMES = (*CLASSES, NOT_CLASSIFIABLE)

@@ -4,6 +4,7 @@ recorded elsewhere), analyze; the report lives in :mod:`.report`."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -12,6 +13,7 @@ from omegaconf import DictConfig
 
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.cached import CachedBackend
+from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
 from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import (
@@ -23,6 +25,7 @@ from lmaudit.studies.base import (
     Study,
     StudyResult,
 )
+from lmaudit.studies.judge import planning
 from lmaudit.studies.judge.config import (
     JudgeConditionSetConfig,
     JudgeRubricConfig,
@@ -30,17 +33,14 @@ from lmaudit.studies.judge.config import (
     JudgeWrapperConfig,
 )
 from lmaudit.studies.judge.freeze import protocol_artifacts, result_artifacts
-from lmaudit.studies.judge.importer import read_import
+from lmaudit.studies.judge.importer import ImportSource, import_rows, import_source
 from lmaudit.studies.judge.measure import measure_fresh, measure_shared, readout_rows
 from lmaudit.studies.judge.packets import (
     load_candidates,
 )
 from lmaudit.studies.judge.planning import (
     conditions,
-    default_run_name,
     judge_text,
-    plan,
-    plan_config,
     sampling,
     settings,
 )
@@ -71,10 +71,11 @@ def measure(cfg: DictConfig, the_plan: Plan, cached: CachedBackend | None) -> Me
     protocol (:func:`protocol_artifacts`) before this is called."""
     s = settings(cfg)
     conds, _ = conditions(cfg)
-    if s.import_dir:
-        return Measured(read_import(s.import_dir, conds))
+    src = import_source(s)
+    if src is not None:
+        return Measured(import_rows(src, conds))
     if cached is None:
-        raise InputError("study judge: judging needs a backend (study.import_dir is not set)")
+        raise InputError("study judge: judging needs a backend (study.import_path is not set)")
     backend = cached.backend
     samp = sampling(s)
     text = judge_text(cfg)
@@ -135,6 +136,58 @@ def measure(cfg: DictConfig, the_plan: Plan, cached: CachedBackend | None) -> Me
     return Measured(all_rows, artifacts=result_artifacts(all_rows, the_plan.doc, judge))
 
 
+# settings added after plans were first frozen: left out of the plan at their defaults, so
+# every plan made before they existed (and every frozen registration) keeps its digest
+_LATER_KEYS = {"import_path": None, "import_format": "auto"}
+
+
+def plan_config(cfg: DictConfig) -> dict[str, Any]:
+    """The plan's record of the config (:func:`planning.plan_config`), without the import
+    settings that hold their defaults."""
+    out = planning.plan_config(cfg)
+    study = out["study"]
+    out["study"] = {k: v for k, v in study.items() if k not in _LATER_KEYS or v != _LATER_KEYS[k]}
+    return out
+
+
+def default_run_name(cfg: DictConfig) -> str:
+    s = settings(cfg)
+    if s.import_path:
+        p = Path(s.import_path)
+        return f"import-{p.name}-{cfg.study.condition.name}" if p.is_dir() else f"import-{p.stem}"
+    return planning.default_run_name(cfg)
+
+
+def _foreign_plan(cfg: DictConfig, src: ImportSource) -> Plan:
+    """The plan of a FastChat or AlpacaEval import: the file's digest, its format, and the
+    whole file read once now, so bad input is refused before the run folder exists."""
+    conds, _ = conditions(cfg)
+    import_rows(src, conds)
+    body = {
+        "study": "judge",
+        "mode": "import",
+        "config": plan_config(cfg),
+        "inputs": {"import": {src.format: {"path": str(src.path), "sha256": file_sha256(src.path)}}},
+        "import_format": src.format,
+    }
+    return Plan.make(body, 0)
+
+
+def plan(cfg: DictConfig) -> Plan:
+    """The resolved plan (:func:`planning.plan`), its config recorded by :func:`plan_config`."""
+    src = import_source(settings(cfg))
+    if src is not None and src.format != "lmaudit":
+        return _foreign_plan(cfg, src)
+    base = cfg
+    if src is not None and src.setting == "study.import_path":  # a folder: the import_dir plan
+        base = copy.deepcopy(cfg)
+        base.study.import_dir, base.study.import_path = str(src.path), None
+    made = planning.plan(base)
+    body = {k: v for k, v in made.doc.items() if k not in ("n_requests", "plan_digest")}
+    body["config"] = plan_config(cfg)
+    return Plan.make(body, made.n_requests)
+
+
 def audit_section(results: Mapping[str, Any]) -> dict[str, Any]:
     """The audit record's ``judge`` section: judge identity, rubric digest, isolation, seeds,
     deviations."""
@@ -157,8 +210,9 @@ def results_template(cfg: DictConfig) -> dict[str, Any]:
     time that predictions name real metrics."""
     s = settings(cfg)
     conds, _ = conditions(cfg)
-    if s.import_dir:
-        return analyze_rows(cfg, read_import(s.import_dir, conds), "<template>")
+    src = import_source(s)
+    if src is not None:
+        return analyze_rows(cfg, import_rows(src, conds), "<template>")
     ids = [c.prompt_id for c in load_candidates(s.candidates_path, s.prompt_ids)]
     rows: list[dict[str, Any]] = [{"kind": "design", "source": "judged", "isolation": s.isolation}]
     for c in conds:
@@ -210,7 +264,8 @@ class JudgeStudy(Study):
 
     def needs_backend(self, cfg: DictConfig) -> bool:
         """Imported results need no judge: the pipeline then loads no model."""
-        return not settings(cfg).import_dir
+        s = settings(cfg)
+        return not (s.import_dir or s.import_path)
 
     def artifacts(self, plan: Plan) -> dict[str, bytes]:
         return protocol_artifacts(plan.doc) if plan.get("mode") == "judge" else {}

@@ -1,0 +1,210 @@
+"""FastChat MT-bench pairwise judgments (``data/<bench>/model_judgment/<judge>_pair.jsonl``) as
+judge-study measurement rows (docs/interop.md, "Judge", "FastChat").
+
+FastChat's ``gen_judgment.py`` (``common.play_a_match_pair``) judges each (question, model_1,
+model_2, turn) twice with one judge prompt: ``g1`` shows model_1's answer as "Assistant A",
+``g2`` shows model_2's answer first. It maps each verdict back to ``model_1``, ``model_2``,
+``tie`` or ``error`` (no ``[[A]]``/``[[B]]``/``[[C]]`` found) and writes one JSON line::
+
+    {"question_id": 81, "model_1": "gpt-4", "model_2": "llama-13b", "g1_winner": "model_1",
+     "g2_winner": "tie", "judge": ["gpt-4", "pair-v2"], "g1_user_prompt": "...",
+     "g1_judgment": "...", "g2_user_prompt": "...", "g2_judgment": "...", "turn": 1, "tstamp": ...}
+
+Each line becomes two rows: condition ``P0`` (g1, model_1 shown first) and ``SWAP`` (g2,
+model_2 shown first), labels in the original orientation A = model_1, B = model_2.
+FastChat's own reader (``common.load_pairwise_model_judgments``) collapses g1 and g2 into one
+winner (``inconsistent`` when they differ) and keys games without the turn, so the lines are
+read here. A line repeating an earlier (judge, prompt, question, models, turn) is a further
+replicate (FastChat appends to the file when judging is run again).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lmaudit.provenance.digest import file_sha256
+from lmaudit.provenance.io import InputError, iter_jsonl
+
+__all__ = ["PairJudgment", "looks_like", "read_pairs", "read_rows", "rows_of"]
+
+REQUIRED = ("question_id", "model_1", "model_2", "g1_winner", "g2_winner", "judge", "turn")
+WINNERS = ("model_1", "model_2", "tie", "error")
+# the displayed label of each recorded winner: g1 shows model_1 as A, g2 shows model_2 as A
+_SHOWN = {
+    "P0": {"model_1": "A", "model_2": "B", "tie": "TIE"},
+    "SWAP": {"model_2": "A", "model_1": "B", "tie": "TIE"},
+}
+_ORIGINAL = {"model_1": "A", "model_2": "B", "tie": "TIE"}
+
+
+@dataclass(frozen=True)
+class PairJudgment:
+    """One line of a FastChat pair file: one (question, models, turn) judged in both orders."""
+
+    line: int
+    question_id: int | str
+    model_1: str
+    model_2: str
+    judge: str
+    prompt: str
+    turn: int
+    g1_winner: Any
+    g2_winner: Any
+    g1_judgment: str | None
+    g2_judgment: str | None
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str, int]:
+        return (self.judge, self.prompt, str(self.question_id), self.model_1, self.model_2, self.turn)
+
+    @property
+    def item(self) -> str:
+        return f"q{self.question_id}|t{self.turn}|{self.model_1}|{self.model_2}|{self.judge}/{self.prompt}"
+
+
+def looks_like(obj: dict[str, Any]) -> bool:
+    """Whether a first line is a FastChat judgment line (pairwise, single or one-winner)."""
+    return "g1_winner" in obj or ("question_id" in obj and ("winner" in obj or "score" in obj))
+
+
+def _string(obj: dict[str, Any], field: str, where: str) -> str:
+    v = obj[field]
+    if not isinstance(v, str) or not v:
+        raise InputError(f"{where}: field {field!r} must be a non-empty string, got {v!r}")
+    return v
+
+
+def _line(obj: dict[str, Any], lineno: int, path: Path) -> PairJudgment:
+    where = f"{path}: line {lineno}"
+    if "m1_score" in obj or "m2_score" in obj or ("score" in obj and "g1_winner" not in obj):
+        raise InputError(
+            f"{where}: a single-answer grading record (scores, no presentation order); only "
+            "pairwise judgments (g1_winner, g2_winner) can be audited for position"
+        )
+    if "winner" in obj and "g1_winner" not in obj:
+        raise InputError(
+            f"{where}: one field 'winner' and no g1_winner/g2_winner: the order each answer was "
+            "shown in is not recorded, so position bias cannot be audited from this file"
+        )
+    missing = [f for f in REQUIRED if f not in obj]
+    if missing:
+        raise InputError(
+            f"{where}: missing field(s) {missing} (a FastChat pairwise judgment has {list(REQUIRED)})"
+        )
+    qid = obj["question_id"]
+    if isinstance(qid, bool) or not isinstance(qid, int | str) or qid == "":
+        raise InputError(
+            f"{where}: field 'question_id' must be an integer or a non-empty string, got {qid!r}"
+        )
+    judge = obj["judge"]
+    if not (isinstance(judge, list) and len(judge) == 2 and all(isinstance(x, str) and x for x in judge)):
+        raise InputError(f"{where}: field 'judge' must be [judge model, prompt name], got {judge!r}")
+    turn = obj["turn"]
+    if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
+        raise InputError(f"{where}: field 'turn' must be an integer >= 1, got {turn!r}")
+    texts = {}
+    for f in ("g1_judgment", "g2_judgment"):
+        v = obj.get(f)
+        if v is not None and not isinstance(v, str):
+            raise InputError(f"{where}: field {f!r} must be a string, got {type(v).__name__}")
+        texts[f] = v
+    return PairJudgment(
+        line=lineno,
+        question_id=qid,
+        model_1=_string(obj, "model_1", where),
+        model_2=_string(obj, "model_2", where),
+        judge=judge[0],
+        prompt=judge[1],
+        turn=turn,
+        g1_winner=obj["g1_winner"],
+        g2_winner=obj["g2_winner"],
+        g1_judgment=texts["g1_judgment"],
+        g2_judgment=texts["g2_judgment"],
+    )
+
+
+def read_pairs(path: str | Path) -> list[PairJudgment]:
+    """Every line of a FastChat pair file, validated (InputError naming file, line and field)."""
+    p = Path(path)
+    out = [_line(obj, lineno, p) for lineno, obj in iter_jsonl(p)]
+    if not out:
+        raise InputError(f"{p}: no judgment lines")
+    return out
+
+
+def _row(pj: PairJudgment, cond: str, replicate: int) -> dict[str, Any]:
+    field = "g1_winner" if cond == "P0" else "g2_winner"
+    recorded = pj.g1_winner if cond == "P0" else pj.g2_winner
+    valid = isinstance(recorded, str) and recorded in _ORIGINAL
+    if valid:
+        error = None
+    elif recorded == "error":
+        error = f"{field} 'error': FastChat found no [[A]], [[B]] or [[C]] verdict in the judgment"
+    else:
+        error = f"{field} {recorded!r} is not one of {', '.join(WINNERS)}"
+    return {
+        "kind": "judgment",
+        "source": "import",
+        "format": "fastchat",
+        "condition": cond,
+        "item": pj.item,
+        "replicate": replicate,
+        "attempt": 0,
+        "final": True,
+        "seed": None,
+        "swap": cond == "SWAP",
+        "wrap": [],
+        "isolation": "fresh",
+        "raw": pj.g1_judgment if cond == "P0" else pj.g2_judgment,
+        "recorded": {"line": pj.line, field: recorded},
+        "valid": valid,
+        "error": error,
+        "winner": _SHOWN[cond][recorded] if valid else None,
+        "winner_original": _ORIGINAL[recorded] if valid else None,
+        "confidence": None,
+        "reason": None,
+        "pair": {
+            "judge_prompt": f"{pj.judge}/{pj.prompt}",
+            "models": {"A": pj.model_1, "B": pj.model_2},
+            "turn": pj.turn,
+            "question_id": pj.question_id,
+        },
+    }
+
+
+def rows_of(pairs: list[PairJudgment]) -> list[dict[str, Any]]:
+    """Two judgment rows per line (P0: g1, SWAP: g2); a repeated key is the next replicate."""
+    seen: Counter[tuple[str, str, str, str, str, int]] = Counter()
+    rows = []
+    for pj in pairs:
+        rep = seen[pj.key]
+        seen[pj.key] += 1
+        rows += [_row(pj, "P0", rep), _row(pj, "SWAP", rep)]
+    return rows
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """A design row, then two judgment rows per line of the file."""
+    p = Path(path)
+    pairs = read_pairs(p)
+    judges = sorted({pj.judge for pj in pairs})
+    design = {
+        "kind": "design",
+        "source": "import",
+        "format": "fastchat",
+        "import_path": str(p),
+        "files": {"fastchat": {"path": str(p), "sha256": file_sha256(p)}},
+        "execution": {
+            "judge": judges[0] if len(judges) == 1 else judges,
+            "isolation": "fresh",
+            "note": "FastChat gen_judgment.py: each verdict one chat completion with the judge prompt alone",
+        },
+        "isolation": "fresh",
+        "orders": {"P0": "model_1 shown first (g1_winner)", "SWAP": "model_2 shown first (g2_winner)"},
+        "lines": len(pairs),
+        "repeated_lines": len(pairs) - len({pj.key for pj in pairs}),
+    }
+    return [design, *rows_of(pairs)]

@@ -1,0 +1,257 @@
+"""AlpacaEval annotations imported into the judge study: refused when the shown order is not
+recorded (alpaca_eval drops it), read into P0/SWAP rows when each annotation records it, and
+the order_swap counts of pairs annotated in both orders.
+
+``test_alpaca_eval_own_annotator`` runs alpaca_eval's own ``PairwiseAnnotator`` (0.6.6) with a
+stub completion function in place of an API; it needs ``alpaca_eval`` (not an lmaudit
+dependency) and is skipped without it. The other tests write annotations as alpaca_eval does
+(``DataFrame.to_json(orient="records", indent=2)``: one field a line, null for no preference)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lmaudit.interop.alpaca_eval import read_annotations, read_rows
+from lmaudit.pipeline import run
+from lmaudit.provenance.io import InputError
+from lmaudit.studies.judge.order_swap import classify
+
+
+def ann(i, g1, o1, g2, o2, pref, switched=None, annotator="weighted_alpaca_eval_gpt4_turbo") -> dict:
+    out = {
+        "instruction": f"task {i}",
+        "output_1": o1,
+        "generator_1": g1,
+        "output_2": o2,
+        "generator_2": g2,
+        "annotator": annotator,
+        "preference": pref,
+        "preference_raw_completion": "m",
+    }
+    if switched is not None:
+        out["is_switched_outputs"] = switched
+    return out
+
+
+def write(path: Path, anns: list[dict]) -> Path:
+    path.write_text(json.dumps(anns, indent=2))  # alpaca_eval: one field a line
+    return path
+
+
+PREF = {"ref": 1.0, "model": 2.0, "tie": 1.5, None: None}  # output_1 is ref, output_2 the model
+
+
+def both_orders(i, won_ref_first, won_model_first) -> list[dict]:
+    """Pair i (ref vs model) annotated twice, ref shown first and then the model shown first,
+    with the winner of each ("ref", "model", "tie" or None for no preference parsed)."""
+    return [
+        ann(i, "ref", f"ref {i}", "model", f"model {i}", PREF[won_ref_first], switched=False),
+        ann(i, "ref", f"ref {i}", "model", f"model {i}", PREF[won_model_first], switched=True),
+    ]
+
+
+def test_a_stock_annotation_file_is_refused(tmp_path) -> None:
+    path = write(
+        tmp_path / "annotations.json",
+        [ann(0, "ref", "r", "model", "m", 2.0), ann(1, "ref", "r", "model", "n", 1.0)],
+    )
+    with pytest.raises(InputError) as e:
+        read_annotations(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: the order the outputs were shown in is not recorded")
+    assert "position bias cannot be audited from this file" in msg and "is_switched_outputs" in msg
+
+
+def test_refused_through_the_pipeline_before_anything_is_written(make_cfg, tmp_path) -> None:
+    path = write(tmp_path / "annotations.json", [ann(0, "ref", "r", "model", "m", 2.0)])
+    cfg = make_cfg("study=judge", f"study.import_path={path}", "mlflow.enabled=false", name="stock")
+    with pytest.raises(InputError, match="the order the outputs were shown in is not recorded"):
+        run(cfg)
+    assert not (tmp_path / "stock").exists()
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        ({"is_switched_outputs": "yes"}, "line 13: field 'is_switched_outputs' must be true or false"),
+        ({"preference": "2"}, "line 13: field 'preference' must be a number or null"),
+        ({"generator_2": None}, "line 13: field 'generator_2' must be a string"),
+        (
+            {"is_switched_outputs": None, "drop": "is_switched_outputs"},
+            "line 13: missing field 'is_switched_outputs'",
+        ),
+        ({"drop": "annotator"}, "line 13: missing field(s) ['annotator']"),
+    ],
+)
+def test_bad_annotations_name_file_line_and_field(tmp_path, bad, said) -> None:
+    second = {**ann(1, "ref", "r", "model", "m", 1.0, switched=True), **bad}
+    if "drop" in bad:
+        second = {k: v for k, v in second.items() if k not in (bad["drop"], "drop")}
+    path = write(
+        tmp_path / "annotations.json", [ann(0, "ref", "r", "model", "m", 1.0, switched=False), second]
+    )
+    with pytest.raises(InputError) as e:
+        read_annotations(path)
+    assert str(e.value).startswith(f"{path}: {said}")
+
+
+def test_orders_orientation_and_preferences(tmp_path) -> None:
+    # sides sort by (generator, output): A = model, B = ref
+    anns = [
+        ann(
+            0, "ref", "r0", "model", "m0", 1.2, switched=False
+        ),  # ref (B) shown first: SWAP; output_1 (ref) won
+        ann(
+            0, "model", "m0", "ref", "r0", 1.7, switched=False
+        ),  # model (A) shown first: P0; output_2 (ref) won
+        ann(1, "ref", "r1", "model", "m1", 1.5, switched=True),  # output_2 (model, A) shown first: P0; a tie
+        ann(1, "ref", "r1", "model", "m1", None, switched=False),  # SWAP; no preference parsed: invalid
+        ann(2, "ref", "same", "model", "same", 1.5, switched=False),  # identical outputs: left out
+        ann(3, "ref", "r3", "model", "m3", 2.5, switched=False),  # out of range: invalid, one order only
+    ]
+    design, *rows = read_rows(write(tmp_path / "a.json", anns))
+    assert design["identical_outputs_left_out"] == 1 and design["isolation"] == "unknown"
+    got = [(r["condition"], r["winner"], r["winner_original"], r["valid"]) for r in rows]
+    assert got == [
+        ("SWAP", "A", "B", True),  # B won, shown first (displayed as A)
+        ("P0", "B", "B", True),
+        ("P0", "TIE", "TIE", True),
+        ("SWAP", None, None, False),
+        ("SWAP", None, None, False),
+    ]
+    assert rows[0]["item"] == rows[1]["item"] != rows[2]["item"] == rows[3]["item"]
+    assert rows[0]["pair"] == {
+        "judge_prompt": "weighted_alpaca_eval_gpt4_turbo",
+        "models": {"A": "model", "B": "ref"},
+        "turn": None,
+        "question_id": None,
+    }
+    assert [r["recorded"]["line"] for r in rows] == [2, 13, 24, 35, 57]  # each annotation's first line
+    assert rows[3]["error"].startswith("preference null") and "2.5 is not in [1, 2]" in rows[4]["error"]
+    assert rows[0]["raw"] == "m"
+
+
+def test_no_pair_in_both_orders_is_refused(tmp_path) -> None:
+    path = write(
+        tmp_path / "a.json",
+        [
+            ann(0, "ref", "r", "model", "m", 1.0, switched=False),
+            ann(1, "ref", "r", "model", "n", 1.0, switched=True),
+        ],
+    )
+    with pytest.raises(InputError, match="no pair was judged in both orders"):
+        read_rows(path)
+
+
+def test_the_pipeline_counts_pairs_annotated_in_both_orders(make_cfg, tmp_path) -> None:
+    # A = model (sorts first), B = ref; order 1 (P0) shows the model first
+    anns = [
+        *both_orders(0, "ref", "model"),  # the first shown won both times: first_both
+        *both_orders(1, "model", "ref"),  # the second shown won both times: second_both
+        *both_orders(2, "model", "model"),  # consistent
+        *both_orders(3, "tie", "model"),  # one_tie
+        *both_orders(4, None, "model"),  # invalid
+        *both_orders(5, "ref", "model"),  # first_both
+        ann(6, "ref", "r6", "model", "m6", 1.0, switched=False),  # ref shown first only: unpaired
+    ]
+    path = write(tmp_path / "annotations.json", anns)
+    run(make_cfg("study=judge", f"study.import_path={path}", "mlflow.enabled=false", name="ae"))
+    res = json.loads((tmp_path / "ae/results.json").read_text())
+    swap = res["order_swap"]
+    assert swap["counts"] == {
+        "n": 6,
+        "consistent": 1,
+        "first_both": 2,
+        "second_both": 1,
+        "one_tie": 1,
+        "invalid": 1,
+    }
+    assert swap["unpaired"] == {"order_1_only": 0, "order_2_only": 1}
+    assert list(swap["by_judge_prompt"]) == ["weighted_alpaca_eval_gpt4_turbo"]
+    assert list(swap["by_model_pair"]) == ["model vs ref"] and swap["by_turn"] == {}
+    assert res["design"]["format"] == "alpaca_eval"
+    assert [d["id"] for d in res["deviations"]] == ["isolation_unknown"]
+
+
+# --- alpaca_eval's own annotator ----------------------------------------------------------------
+
+QUALITY = {
+    f"task {i}": q for i, q in enumerate((0.40, 0.47, 0.50, 0.55, 0.62, 0.80))
+}  # the model's; ref is 0.5
+
+
+def planted(q_first: float, q_second: float) -> str:
+    """The stub judge: the output shown first wins unless it is worse by 0.1 or more."""
+    return "Output (a)" if q_first - q_second > -0.1 else "Output (b)"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("alpaca_eval") is None, reason="needs alpaca_eval")
+def test_alpaca_eval_own_annotator(make_cfg, tmp_path) -> None:
+    """alpaca_eval annotates each (ref, model) pair twice, the outputs given in both orders; its
+    annotations do not record the order shown (refused); with the order the stub judge saw added
+    as is_switched_outputs, the counts are those the planted judge implies."""
+    import pandas as pd
+    from alpaca_eval.annotators import PairwiseAnnotator
+
+    cfg_dir = tmp_path / "configs/stub_judge"
+    cfg_dir.mkdir(parents=True)
+    (cfg_dir / "prompt.txt").write_text(
+        "{instruction}\nOutput (a): {output_1}\nOutput (b): {output_2}\nBest:"
+    )
+    (cfg_dir / "configs.yaml").write_text(
+        "stub_judge:\n  prompt_template: stub_judge/prompt.txt\n  fn_completion_parser: regex_parser\n"
+        "  completion_parser_kwargs:\n    outputs_to_match:\n      1: 'Output \\(a\\)'\n      2: 'Output \\(b\\)'\n"
+        "  batch_size: 1\n"
+    )
+    shown: dict[tuple[int, str], str] = {}  # (run, instruction) -> the output shown first
+    state = {"run": 0}
+
+    def quality(text: str) -> float:
+        task = text.split(" answer ")[1]
+        return 0.5 if text.startswith("ref") else QUALITY[task]
+
+    def stub(prompts: list[str], **_: object) -> dict[str, list[str]]:
+        out = []
+        for p in prompts:
+            inst, a, b = re.fullmatch(
+                r"(.*)\nOutput \(a\): (.*)\nOutput \(b\): (.*)\nBest:", p, flags=re.S
+            ).groups()
+            shown[(state["run"], inst)] = a
+            out.append(planted(quality(a), quality(b)))
+        return {"completions": out}
+
+    ref = [{"instruction": t, "output": f"ref answer {t}", "generator": "ref"} for t in QUALITY]
+    mod = [{"instruction": t, "output": f"model answer {t}", "generator": "model"} for t in QUALITY]
+    annotator = PairwiseAnnotator(
+        annotators_config=str(cfg_dir), fn_completions=stub, is_avoid_reannotations=False
+    )
+    runs = []
+    for r, (one, two) in enumerate(((ref, mod), (mod, ref))):
+        state["run"] = r
+        runs.append(annotator.annotate_head2head(outputs_1=one, outputs_2=two))
+    stock = tmp_path / "annotations.json"
+    pd.DataFrame(runs[0] + runs[1]).to_json(stock, orient="records", indent=2)  # as alpaca_eval saves them
+    with pytest.raises(InputError, match="the order the outputs were shown in is not recorded"):
+        read_annotations(stock)
+    recorded = [
+        {**a, "is_switched_outputs": shown[(r, a["instruction"])] == a["output_2"]}
+        for r, run_ in enumerate(runs)
+        for a in run_
+    ]
+    path = write(tmp_path / "recorded.json", recorded)
+    want: Counter = Counter(n=len(QUALITY))
+    for q in QUALITY.values():  # A = model (sorts first), B = ref
+        o1 = {"Output (a)": "A", "Output (b)": "B"}[planted(q, 0.5)]  # model shown first
+        o2 = {"Output (a)": "B", "Output (b)": "A"}[planted(0.5, q)]  # ref shown first
+        want[classify(o1, o2)] += 1
+    assert want["first_both"] and want["consistent"]
+    run(make_cfg("study=judge", f"study.import_path={path}", "mlflow.enabled=false", name="own"))
+    res = json.loads((tmp_path / "own/results.json").read_text())
+    keys = ("n", "consistent", "first_both", "second_both", "one_tie", "invalid")
+    assert res["order_swap"]["counts"] == {k: want[k] for k in keys}
