@@ -51,6 +51,9 @@ class DrawsStudyConfig:
     normalise: DrawsNormaliseConfig = field(default_factory=DrawsNormaliseConfig)
     # import: analyse sequences drawn elsewhere (JSONL, docs/draws.md) instead of sampling
     import_path: str | None = None
+    # what import_path holds: recognised from its content (auto), or forced; a file of another
+    # format is refused. inspect_ai logs and lm-eval samples need the interop extra (docs/interop.md)
+    import_format: str = ranged("auto", choices=("auto", "inspect", "lm_eval", "lmaudit"))
     exclude_patterns: list[str] = field(default_factory=lambda: ["pred-*", "claim-*"])
     # the registered analysis
     permutations: int = ranged(10_000, ge=1)  # B joint permutations

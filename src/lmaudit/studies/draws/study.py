@@ -13,12 +13,21 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.backends.cached import CachedBackend
+from lmaudit.interop.detect import detect
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
 from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
 from lmaudit.studies.draws.analysis import AnalysisParams
 from lmaudit.studies.draws.config import DrawsStudyConfig
+from lmaudit.studies.draws.foreign import (
+    AUDIT_KIND,
+    check_audit_row,
+    foreign_rows,
+    log_audit_metrics,
+    log_audit_section,
+    plan_inputs,
+)
 from lmaudit.studies.draws.importer import ImportRows, read_import, validate_record
 from lmaudit.studies.draws.protocol import build_requests, load_probes, make_normaliser
 from lmaudit.studies.draws.report import render_report
@@ -107,21 +116,28 @@ def _requests(cfg: DictConfig, s: DrawsStudyConfig) -> list[Any]:
     )
 
 
-def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
-    """The resolved plan: config, input digests and (sampling) every request, with its digest."""
-    s = settings(cfg)
-    analysis_params(s)
-    make_normaliser(
+def _normaliser(s: DrawsStudyConfig) -> Any:
+    return make_normaliser(
         s.normalise.kind,
         pattern=s.normalise.pattern,
         labels=s.normalise.labels,
         case_sensitive=s.normalise.case_sensitive,
     )
+
+
+def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
+    """The resolved plan: config, input digests and (sampling) every request, with its digest."""
+    s = settings(cfg)
+    analysis_params(s)
+    _normaliser(s)
     resolved = DrawsStudy().plan_config(cfg)
     if s.import_path:
         p = Path(s.import_path)
-        inputs: dict[str, dict[str, str | None]]
-        if p.exists():
+        inputs: dict[str, dict[str, Any]]
+        found = detect(p, s.import_format) if p.exists() else None
+        if found is not None and found.format != "lmaudit":  # a log: every file it reads
+            inputs = {"import": plan_inputs(found)}
+        elif found is not None:
             inputs = {"import": {"path": str(p), "sha256": file_sha256(p)}}
         elif freezing_open:  # the data come later; the registration omits them
             inputs = {"import": {"path": str(p), "sha256": None}}
@@ -154,18 +170,17 @@ def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
 
 def measure(cfg: DictConfig, cached: CachedBackend | None) -> list[dict[str, Any]] | ImportRows:
     """Sequence rows: sampled through the cache (draw order kept), or the import file's,
-    validated whole and then read again one at a time as they are written."""
+    validated whole and then read again one at a time as they are written; another tool's log
+    becomes sequence rows and ``log_audit`` rows (:mod:`.foreign`)."""
     s = settings(cfg)
     if s.import_path:
-        return read_import(s.import_path)
+        found = detect(s.import_path, s.import_format)
+        if found.format == "lmaudit":
+            return read_import(s.import_path)
+        return foreign_rows(found, _normaliser(s), dataclasses.asdict(s.normalise))
     if cached is None:
         raise InputError("study draws: sampling needs a backend (study.import_path is not set)")
-    norm = make_normaliser(
-        s.normalise.kind,
-        pattern=s.normalise.pattern,
-        labels=s.normalise.labels,
-        case_sensitive=s.normalise.case_sensitive,
-    )
+    norm = _normaliser(s)
     requests = _requests(cfg, s)
     results = cached.sample(requests, desc="draws")
     rows = []
@@ -205,6 +220,7 @@ def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -
     records = []
     memo: dict[Any, Any] = {}
     refused_rows = []
+    audit_rows = []  # another tool's log: what it gets wrong (.foreign)
     seeded = False
     for i, row in enumerate(rows, start=1):
         where = f"{source}: record {i}" + (f" (line {row['line']} of the import)" if "line" in row else "")
@@ -213,6 +229,9 @@ def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -
             seeded = True
             refused_rows.append(row)
             continue
+        if kind == AUDIT_KIND:
+            audit_rows.append(check_audit_row(row, where))
+            continue
         if kind != "sequence":
             raise InputError(f"{where}: field 'kind' = {kind!r} is not 'sequence'")
         seeded = seeded or "seed" in row
@@ -220,15 +239,20 @@ def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -
     refused = _refused(refused_rows)
     if not records:
         why = f" (the server refused a draw of all {refused['sequences']})" if refused["sequences"] else ""
+        why = " (every draw of the logs was left out: see their log_audit rows)" if audit_rows else why
         raise InputError(f"{source}: no sequences to analyse{why}")
     results = analyze_records(records, analysis_params(s), exclude_patterns=list(s.exclude_patterns))
     results["data"]["refused"] = refused
     mode = "import" if s.import_path or not seeded else "sample"
-    return {
+    out = {
         **results,
         "mode": mode,
         "normalise": dataclasses.asdict(s.normalise) if mode == "sample" else None,
     }
+    if audit_rows:  # the answers were normalised when the log was read: that rule
+        out["log_audit"] = log_audit_section(audit_rows)
+        out["normalise"] = out["log_audit"]["normalise"]
+    return out
 
 
 def headline(results: dict[str, Any]) -> float:
@@ -267,6 +291,8 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
         out[f"{k}drift_p"] = float(f["drift"]["p"])
         for r, v in f["power"].items():
             out[f"{k}power_{r}"] = float(v)
+    if results.get("log_audit"):
+        out.update(log_audit_metrics(results["log_audit"]))
     return out
 
 
@@ -286,6 +312,10 @@ def tags(results: dict[str, Any]) -> dict[str, str]:
     t["flagged_sources"] = (
         ",".join(f"{n}:{s}" for n, f in results["families"].items() for s in f["flagged_sources"]) or "none"
     )
+    audit = results.get("log_audit")
+    if audit:
+        t["log_audit.issues"] = ",".join(f"{k}={v}" for k, v in audit["totals"].items())[:500] or "none"
+        t["log_audit.greedy_families"] = ",".join(audit["greedy_families"])[:500] or "none"
     return t
 
 
@@ -297,10 +327,13 @@ def summary(results: dict[str, Any]) -> str:
         for n, f in results["families"].items()
     )
     d = results["data"]
+    audit = results.get("log_audit")
+    issues = ", ".join(f"{k} {v}" for k, v in audit["totals"].items()) if audit else ""
     return (
         f"draws: {results['n_families']} families, {d['analysed_sequences']} sequences "
         f"({d['excluded']['n']} excluded, {d['deduplicated']['n_dropped']} prefix duplicates dropped) | "
         f"{results['n_rejected']} rejected (Holm) | {fams}"
+        + (f" | log audit ({audit['format']}): {issues or 'no issues'}" if audit else "")
     )
 
 
@@ -336,15 +369,24 @@ class DrawsStudy(Study):
     def default_run_name(self, cfg: DictConfig) -> str:
         return default_run_name(cfg)
 
+    def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
+        """The format of the import is a fact of the data: the plan records it under
+        ``inputs.import`` (a data key), so an open registration scores a log of any format."""
+        out = super().plan_config(cfg)
+        out["study"].pop("import_format", None)
+        return out
+
+    def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
+        rows = measure(ctx.cfg, backend)
+        fmt = (plan.inputs.get("import") or {}).get("format")
+        return Measured(rows, audit={"import_format": fmt} if fmt else {})
+
     def plan(self, ctx: RunContext) -> Plan:
         return plan(ctx.cfg, freezing_open=ctx.freezing_open)
 
     def needs_backend(self, cfg: DictConfig) -> bool:
         """Imported draws need no model: the pipeline then loads none and records none."""
         return not settings(cfg).import_path
-
-    def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
-        return Measured(measure(ctx.cfg, backend))
 
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
         return self.result(analyze_rows(cfg, measurements.iter_rows(), measurements.source))

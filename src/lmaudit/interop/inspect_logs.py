@@ -1,0 +1,248 @@
+"""inspect_ai logs as draw sequences: each sample's epochs in epoch order, read with inspect_ai's
+own reader (``inspect_ai.log``), and what the log gets wrong for draw-to-draw analysis.
+
+* An epoch whose model call was answered from inspect's cache (``ModelEvent.cache == "read"``)
+  is a copy of another draw: excluded and counted. Under a ``CachePolicy(per_epoch=False)``
+  every epoch after the first reads the first one's answer; where a sample carries no model
+  events to tell, its later epochs are excluded as presumed copies.
+* A ``seed`` in the generate config sends every epoch with the same seed: flagged.
+* The temperature (the eval's generate config, the plan's, and each model call's) is recorded;
+  temperature 0 is flagged as greedy.
+* Epochs that ended in an error are excluded; a log that did not finish is flagged.
+
+Only model calls made while solving (before the first score event) count: a grader's calls
+do not make the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from lmaudit.interop.detect import Draw, LogSequence, LogSource, interop_missing
+from lmaudit.provenance.io import InputError
+
+__all__ = ["list_logs", "read_log", "require"]
+
+
+def _api(path: str | Path) -> Any:
+    try:
+        import inspect_ai.log as api
+    except ImportError:
+        raise interop_missing("inspect-ai", path) from None
+    return api
+
+
+def require(path: str | Path) -> None:
+    """InputError (one line) when inspect_ai is not installed."""
+    _api(path)
+
+
+def _unreadable(path: str | Path, e: Exception) -> InputError:
+    first = (str(e).strip().splitlines() or [""])[0]
+    return InputError(f"{path}: inspect_ai could not read this log ({type(e).__name__}: {first})")
+
+
+def list_logs(folder: str | Path) -> list[Path]:
+    """The logs of an inspect ``log_dir`` (recursively, as ``inspect_ai.log.list_eval_logs``
+    lists them), in path order."""
+    api = _api(folder)
+    from urllib.parse import unquote, urlparse
+
+    out = []
+    for info in api.list_eval_logs(str(folder), recursive=True):
+        name = info.name
+        out.append(Path(unquote(urlparse(name).path)) if name.startswith("file:") else Path(name))
+    return sorted(out)
+
+
+def _policy(cache: Any) -> dict[str, Any] | None:
+    """A cache setting (True, a CachePolicy, or its dict in a plan step) as ``{per_epoch}``."""
+    if cache is None or cache is False:
+        return None
+    if cache is True:
+        return {"per_epoch": True}
+    per_epoch = cache.get("per_epoch", True) if isinstance(cache, dict) else getattr(cache, "per_epoch", True)
+    return {"per_epoch": bool(per_epoch)}
+
+
+def _solver_calls(sample: Any) -> list[Any]:
+    """The sample's model events made while solving (before its first score event)."""
+    calls = []
+    for event in sample.events or []:
+        if event.event == "score":
+            break
+        if event.event == "model":
+            calls.append(event)
+    return calls
+
+
+class _Tally:
+    """Settings and counts gathered over a log's header and model calls."""
+
+    def __init__(self) -> None:
+        self.temperatures: set[float | None] = set()
+        self.seeds: set[int] = set()
+        self.policies: list[dict[str, Any]] = []
+        self.excluded: dict[str, int] = {}
+        self.seeded_calls = self.greedy_calls = self.calls = self.cache_reads = 0
+        self.no_events = 0
+
+    def config(self, cfg: Any, *, call: bool) -> None:
+        temperature, seed = getattr(cfg, "temperature", None), getattr(cfg, "seed", None)
+        policy = _policy(getattr(cfg, "cache", None))
+        if policy is not None and policy not in self.policies:
+            self.policies.append(policy)
+        if seed is not None:
+            self.seeds.add(int(seed))
+        if call:
+            self.calls += 1
+            self.temperatures.add(None if temperature is None else float(temperature))
+            self.seeded_calls += seed is not None
+            self.greedy_calls += temperature is not None and float(temperature) == 0.0
+        elif temperature is not None:
+            self.temperatures.add(float(temperature))
+
+    @property
+    def shared_cache(self) -> bool:
+        return any(not p["per_epoch"] for p in self.policies)
+
+
+def _why(sample: Any, calls: list[Any], tally: _Tally, first: bool) -> str | None:
+    """Why this epoch is not an independent draw (None: it is one)."""
+    if sample.error is not None:
+        return "error"
+    if any(c.cache == "read" for c in calls):
+        return "cache_read"
+    if not calls and tally.shared_cache and not first:
+        return "presumed_cache_copy"
+    return None
+
+
+def _samples(api: Any, path: Path) -> Iterator[Any]:
+    try:
+        yield from api.read_eval_log_samples(str(path), all_samples_required=False, exclude_fields={"store"})
+    except (InputError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # the reader's own errors, named for the user
+        raise _unreadable(path, e) from None
+
+
+def read_log(path: str | Path, name: str) -> tuple[LogSource, list[LogSequence]]:
+    """One inspect log: its source (run and task, with the audit) and one sequence per sample.
+
+    ``name`` is how the log is named in results (its path relative to the import path)."""
+    path = Path(path)
+    api = _api(path)
+    try:
+        header = api.read_eval_log(str(path), header_only=True)
+    except Exception as e:
+        raise _unreadable(path, e) from None
+    spec = header.eval
+    if spec.dataset.sample_ids is None and not spec.dataset.samples:
+        raise InputError(f"{path}: the log holds no samples (run inspect with log_samples on)")
+    task, model = str(spec.task), str(spec.model)
+    tally = _Tally()
+    tally.config(api.effective_generate_config(header), call=False)
+    if header.plan is not None:
+        tally.config(header.plan.config, call=False)
+        for step in header.plan.steps:
+            policy = _policy(step.params.get("cache"))
+            if policy is not None and policy not in tally.policies:
+                tally.policies.append(policy)
+    by_id: dict[str, list[tuple[int, str, list[Any], Any]]] = {}
+    for sample in _samples(api, path):
+        calls = _solver_calls(sample)
+        for c in calls:
+            tally.config(c.config, call=True)
+        tally.cache_reads += sum(c.cache == "read" for c in calls)
+        tally.no_events += not calls
+        text = sample.output.completion if sample.output is not None else ""
+        by_id.setdefault(str(sample.id), []).append((int(sample.epoch), text, calls, sample))
+    if not by_id:
+        raise InputError(f"{path}: the log holds no samples (status {header.status!r})")
+    order = [str(i) for i in spec.dataset.sample_ids or []]
+    ids = [i for i in order if i in by_id] + sorted(set(by_id) - set(order))
+    source = f"{task}@{spec.run_id}"
+    sequences = []
+    for sid in ids:
+        draws = []
+        kept = 0
+        for epoch, text, calls, sample in sorted(by_id[sid], key=lambda t: t[0]):
+            why = _why(sample, calls, tally, first=not kept)
+            kept += why is None
+            if why is not None:
+                tally.excluded[why] = tally.excluded.get(why, 0) + 1
+            draws.append(Draw(epoch, text, why))
+        sequences.append(
+            LogSequence(model, source, task, f"{task}/{sid}", draws, {"file": name, "sample_id": sid})
+        )
+    return _source(header, name, source, tally, len(ids)), sequences
+
+
+def _source(header: Any, name: str, source: str, tally: _Tally, n_samples: int) -> LogSource:
+    spec = header.eval
+    temps = sorted(tally.temperatures, key=lambda t: (t is not None, t or 0.0))
+    facts = {
+        "task": str(spec.task),
+        "run_id": spec.run_id,
+        "eval_id": spec.eval_id,
+        "model": str(spec.model),
+        "status": str(header.status),
+        "epochs": getattr(spec.config, "epochs", None),
+        "samples": n_samples,
+        "model_calls": tally.calls,
+        "model_calls_from_cache": tally.cache_reads,
+        "temperature": temps,
+        "seed": sorted(tally.seeds),
+        "cache_policies": tally.policies,
+        "greedy": bool(temps) and all(t == 0.0 for t in temps if t is not None) and None not in temps,
+    }
+    src = LogSource(source, str(spec.model), "inspect", [name], facts)
+    ex = tally.excluded
+    src.issue(
+        "cache_copies",
+        ex.get("cache_read", 0),
+        "excluded",
+        "epochs answered from inspect's cache (ModelEvent.cache = read) are copies of another draw",
+    )
+    src.issue(
+        "presumed_cache_copies",
+        ex.get("presumed_cache_copy", 0),
+        "excluded",
+        "CachePolicy(per_epoch=False) and no model events to check: later epochs presumed copies of the first",
+    )
+    src.issue(
+        "cache_shared_across_epochs",
+        int(tally.shared_cache),
+        "flagged",
+        "a CachePolicy with per_epoch=False serves one answer to every epoch of a sample",
+    )
+    src.issue(
+        "same_seed",
+        tally.seeded_calls or int(bool(tally.seeds)),
+        "flagged",
+        f"every epoch sent with the same seed ({', '.join(map(str, sorted(tally.seeds)))}): epochs are not "
+        "independent draws",
+    )
+    src.issue(
+        "greedy",
+        tally.greedy_calls,
+        "flagged",
+        "model calls at temperature 0: repeats of a greedy answer, not draws",
+    )
+    src.issue("errors", ex.get("error", 0), "excluded", "epochs that ended in an error")
+    src.issue(
+        "no_model_events",
+        tally.no_events,
+        "flagged",
+        "epochs with no model events: whether a cache answered them cannot be checked",
+    )
+    src.issue(
+        "incomplete",
+        int(str(header.status) != "success"),
+        "flagged",
+        f"the eval did not finish (status {header.status}): samples may be missing",
+    )
+    return src

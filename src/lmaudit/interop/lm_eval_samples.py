@@ -1,0 +1,221 @@
+"""lm-evaluation-harness samples files as draw sequences: each doc's ``resps`` in order, the
+model named by the ``results_<date>.json`` lm-eval writes beside them, and what the files get
+wrong for draw-to-draw analysis.
+
+lm-eval writes ``samples_<task>_<date>.jsonl`` and ``results_<date>.json`` under an output
+folder per model (``lm_eval --output_path ... --log_samples``); file names are read with
+lm-eval's own helpers (``lm_eval.utils``). It has no reader for the samples lines: they are
+JSON, one a doc and filter.
+
+* One line per filter repeats the same doc and the same ``resps``: de-duplicated, counted.
+* Repeats made without ``do_sample`` are greedy (identical answers, served from lm-eval's
+  cache when ``use_cache`` is set): flagged, and the family named as greedy.
+* A samples file with no results file beside it, or whose results file names no model
+  (lm-eval then makes up a random name), cannot be tied to a model: its family is
+  ``unidentified:<folder>``, flagged, and it is still analysed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from lmaudit.interop.detect import Draw, LogSequence, LogSource, interop_missing
+from lmaudit.provenance.io import MAX_INPUT_BYTES, InputError, open_input, read_utf8
+
+__all__ = ["files_read", "list_samples", "read_samples", "results_path", "task_of"]
+
+
+def _utils(path: str | Path) -> Any:
+    try:
+        import lm_eval.utils as utils
+    except ImportError:
+        raise interop_missing("lm-eval", path) from None
+    return utils
+
+
+def results_path(samples: str | Path) -> Path:
+    """The ``results_<date>.json`` lm-eval wrote with ``samples`` (it may not exist)."""
+    samples = Path(samples)
+    return samples.parent / f"results_{_utils(samples).get_file_datetime(samples.name)}.json"
+
+
+def task_of(samples: str | Path) -> str:
+    """The task a samples file is of: ``samples_<task>_<date>.jsonl``."""
+    name = Path(samples).name
+    if not name.startswith("samples_") or name.count("_") < 2:
+        raise InputError(f"{samples}: not named as lm-eval names samples files (samples_<task>_<date>.jsonl)")
+    return name[len("samples_") : name.rfind("_")]
+
+
+def files_read(samples: str | Path) -> list[Path]:
+    """The samples file and, when it exists, the results file beside it."""
+    res = results_path(samples)
+    return [Path(samples), res] if res.is_file() else [Path(samples)]
+
+
+def list_samples(folder: str | Path) -> list[Path]:
+    """Every samples file under an lm-eval output folder, with its results file, in path order."""
+    utils = _utils(folder)
+    names = utils.get_sample_results_filenames([p.as_posix() for p in Path(folder).rglob("samples_*.jsonl")])
+    out: list[Path] = []
+    for name in sorted(names):
+        out += files_read(name)
+    return out
+
+
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The samples lines as lm-eval wrote them (metrics may hold NaN, which lm-eval writes)."""
+    with open_input(path) as fh:
+        for lineno, raw in enumerate(iter(lambda: fh.readline(MAX_INPUT_BYTES + 1), b""), start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except (UnicodeDecodeError, ValueError) as e:
+                raise InputError(f"{path}: line {lineno}: not valid JSON ({e})") from None
+            if not isinstance(obj, dict):
+                raise InputError(f"{path}: line {lineno}: expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def _model(results: dict[str, Any] | None, samples: Path) -> tuple[str, str | None]:
+    """``(family, why it is unidentified or None)``."""
+    unknown = f"unidentified:{samples.parent.name}"
+    if results is None:
+        return unknown, f"no results file beside it ({results_path(samples).name})"
+    name = results.get("model_name")
+    args = (results.get("config") or {}).get("model_args")
+    given = [str(v) for v in args.values()] if isinstance(args, dict) else [str(args or "")]
+    # lm-eval takes the name from model_args (pretrained=, model=, path=, engine= ...) and makes
+    # up a random one when there is none: a name model_args does not hold identifies nothing
+    if not isinstance(name, str) or not name or not any(name in g for g in given):
+        return unknown, "the results file names no model (model_args has no pretrained=, model= or path=)"
+    return name, None
+
+
+def _gen_kwargs(obj: dict[str, Any]) -> dict[str, Any]:
+    args = obj.get("arguments")
+    first = args.get("gen_args_0") if isinstance(args, dict) else None
+    kw = first.get("arg_1") if isinstance(first, dict) else None
+    return kw if isinstance(kw, dict) else {}
+
+
+def _answers(obj: dict[str, Any], where: str, output_type: str | None) -> list[str]:
+    resps = obj.get("resps")
+    if (
+        isinstance(resps, list)
+        and len(resps) == 1
+        and isinstance(resps[0], list)
+        and resps[0]
+        and all(isinstance(r, str) for r in resps[0])
+        and output_type in (None, "generate_until")
+    ):
+        return list(resps[0])
+    raise InputError(
+        f"{where}: field 'resps' holds no sampled answers (task output_type {output_type!r}); only "
+        "generate_until tasks make draws"
+    )
+
+
+def read_samples(path: str | Path, name: str) -> tuple[LogSource, list[LogSequence]]:
+    """One samples file: its source (the run's results file, with the audit) and one sequence per
+    doc. ``name`` is how the file is named in results (its path relative to the import path)."""
+    path = Path(path)
+    task = task_of(path)
+    res_file = results_path(path)
+    results = None
+    if res_file.is_file():
+        try:
+            results = json.loads(read_utf8(res_file))
+        except ValueError as e:
+            raise InputError(f"{res_file}: not valid JSON ({e})") from None
+        if not isinstance(results, dict):
+            raise InputError(f"{res_file}: expected a JSON object (lm-eval's results)")
+    family, unidentified = _model(results, path)
+    config = (results or {}).get("config") or {}
+    task_cfg = ((results or {}).get("configs") or {}).get(task) or {}
+    output_type = task_cfg.get("output_type")
+    source = res_file.name if results is not None else path.name
+    docs: dict[Any, tuple[int, str, list[str], str | None]] = {}
+    duplicates = disagree = greedy = no_sample = seeded = 0
+    temperatures: set[float | None] = set()
+    filters: list[str] = []
+    for lineno, obj in _lines(path):
+        where = f"{path}: line {lineno}"
+        for key in ("doc_id", "doc_hash", "resps"):
+            if key not in obj:
+                raise InputError(f"{where}: missing field {key!r} (not an lm-eval samples line)")
+        answers = _answers(obj, where, output_type)
+        flt = obj.get("filter")
+        if isinstance(flt, str) and flt not in filters:
+            filters.append(flt)
+        doc = obj["doc_id"]
+        if doc in docs:  # the same doc again, for another filter
+            duplicates += 1
+            disagree += docs[doc][2] != answers
+            continue
+        kw = _gen_kwargs(obj)
+        temp = kw.get("temperature")
+        temperatures.add(None if temp is None else float(temp))
+        sampled = bool(kw.get("do_sample"))
+        no_sample += not sampled
+        greedy += not sampled or (temp is not None and float(temp) == 0.0)
+        seeded += kw.get("seed") is not None
+        docs[doc] = (lineno, str(obj["doc_hash"]), answers, flt if isinstance(flt, str) else None)
+    if not docs:
+        raise InputError(f"{path}: no samples (the file is empty)")
+    sequences = [
+        LogSequence(
+            family,
+            source,
+            task,
+            doc_hash,
+            [Draw(i, t) for i, t in enumerate(answers)],
+            {"file": name, "doc_id": doc, "line": lineno},
+        )
+        for doc, (lineno, doc_hash, answers, _) in docs.items()  # lm-eval's doc order
+    ]
+    temps = sorted(temperatures, key=lambda t: (t is not None, t or 0.0))
+    facts = {
+        "task": task,
+        "model_source": (results or {}).get("model_source") or config.get("model"),
+        "model_name": (results or {}).get("model_name"),
+        "model_args": config.get("model_args"),
+        "output_type": output_type,
+        "repeats": task_cfg.get("repeats"),
+        "generation_kwargs": task_cfg.get("generation_kwargs"),
+        "gen_kwargs_override": config.get("gen_kwargs"),
+        "use_cache": config.get("use_cache"),
+        "filters": filters,
+        "docs": len(docs),
+        "temperature": temps,
+        "do_sample": len(docs) - no_sample == len(docs),
+        "greedy": greedy == len(docs),
+    }
+    files = [name] + ([Path(name).with_name(res_file.name).as_posix()] if results is not None else [])
+    src = LogSource(source, family, "lm_eval", files, facts)
+    src.issue(
+        "filter_duplicates",
+        duplicates,
+        "de-duplicated",
+        "lm-eval writes one line per filter: the same doc and the same resps again",
+    )
+    src.issue(
+        "filter_lines_disagree", disagree, "flagged", "lines of one doc whose resps differ between filters"
+    )
+    cache = f" and served from lm-eval's cache ({config.get('use_cache')})" if config.get("use_cache") else ""
+    src.issue(
+        "no_do_sample",
+        no_sample,
+        "flagged",
+        f"docs whose repeats were made without do_sample: greedy, identical{cache}, not draws",
+    )
+    src.issue("greedy", greedy, "flagged", "docs generated greedily (no do_sample, or temperature 0)")
+    src.issue("same_seed", seeded, "flagged", "docs whose repeats were all sent with one seed")
+    src.issue(
+        "unidentified_model", int(unidentified is not None), "flagged", f"model unknown: {unidentified}"
+    )
+    return src, sequences
