@@ -25,10 +25,13 @@ data:
 	dvc pull --quiet data.dvc
 	@dvc pull --quiet || echo "warning: some registered run outputs are not in dvc-store/ (see 'dvc status'; 'dvc repro' rebuilds them)" >&2
 
-# llama-cpp-python[server] for the OpenAI-compatible backend's slow test (compiled once, cached).
+# llama-cpp-python[server] for the OpenAI-compatible backend's slow test (compiled once, cached);
+# FastChat's llm_judge and alpaca_eval for the judge import tests, each in its own .tools/ dir
+# (their pins conflict with lmaudit's dependencies).
 install-server:
 	bash scripts/install_llama_server.sh
 	bash scripts/install_chromium.sh
+	PYTHON="$(PYTHON)" bash scripts/install_judge_tools.sh
 
 run: install
 	$(PYTHON) run.py

@@ -3,19 +3,23 @@ recorded (alpaca_eval drops it), read into P0/SWAP rows when each annotation rec
 the order_swap counts of pairs annotated in both orders.
 
 ``test_alpaca_eval_own_annotator`` runs alpaca_eval's own ``PairwiseAnnotator`` (0.6.6) with a
-stub completion function in place of an API; it needs ``alpaca_eval`` (not an lmaudit
-dependency) and is skipped without it. The other tests write annotations as alpaca_eval does
+stub completion function in place of an API (``alpaca_eval_annotate.py``), in a subprocess with
+``PYTHONPATH`` set to the directory ``scripts/install_judge_tools.sh`` installs alpaca_eval into
+(``<repo>/.tools/alpaca_eval``, or ``$LMAUDIT_ALPACA_EVAL_PATH``): its pins conflict with
+lmaudit's own dependencies. It is skipped only when that directory is missing. The other tests write annotations as alpaca_eval does
 (``DataFrame.to_json(orient="records", indent=2)``: one field a line, null for no preference)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import re
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from alpaca_eval_annotate import QUALITY, planted
 
 from lmaudit.interop.alpaca_eval import read_annotations, read_rows
 from lmaudit.pipeline import run
@@ -181,68 +185,37 @@ def test_the_pipeline_counts_pairs_annotated_in_both_orders(make_cfg, tmp_path) 
 
 # --- alpaca_eval's own annotator ----------------------------------------------------------------
 
-QUALITY = {
-    f"task {i}": q for i, q in enumerate((0.40, 0.47, 0.50, 0.55, 0.62, 0.80))
-}  # the model's; ref is 0.5
+REPO = Path(__file__).resolve().parents[2]
+# where scripts/install_judge_tools.sh puts alpaca-eval 0.6.6 (openai>=1, setuptools<80)
+ALPACA_EVAL_PATH = Path(os.environ.get("LMAUDIT_ALPACA_EVAL_PATH") or REPO / ".tools/alpaca_eval")
+ANNOTATE = Path(__file__).with_name("alpaca_eval_annotate.py")
 
 
-def planted(q_first: float, q_second: float) -> str:
-    """The stub judge: the output shown first wins unless it is worse by 0.1 or more."""
-    return "Output (a)" if q_first - q_second > -0.1 else "Output (b)"
-
-
-@pytest.mark.skipif(importlib.util.find_spec("alpaca_eval") is None, reason="needs alpaca_eval")
+@pytest.mark.skipif(
+    not ALPACA_EVAL_PATH.is_dir(),
+    reason=f"alpaca_eval is not installed in {ALPACA_EVAL_PATH} "
+    "(run scripts/install_judge_tools.sh, or set LMAUDIT_ALPACA_EVAL_PATH)",
+)
 def test_alpaca_eval_own_annotator(make_cfg, tmp_path) -> None:
     """alpaca_eval annotates each (ref, model) pair twice, the outputs given in both orders; its
     annotations do not record the order shown (refused); with the order the stub judge saw added
     as is_switched_outputs, the counts are those the planted judge implies."""
-    import pandas as pd
-    from alpaca_eval.annotators import PairwiseAnnotator
-
-    cfg_dir = tmp_path / "configs/stub_judge"
-    cfg_dir.mkdir(parents=True)
-    (cfg_dir / "prompt.txt").write_text(
-        "{instruction}\nOutput (a): {output_1}\nOutput (b): {output_2}\nBest:"
-    )
-    (cfg_dir / "configs.yaml").write_text(
-        "stub_judge:\n  prompt_template: stub_judge/prompt.txt\n  fn_completion_parser: regex_parser\n"
-        "  completion_parser_kwargs:\n    outputs_to_match:\n      1: 'Output \\(a\\)'\n      2: 'Output \\(b\\)'\n"
-        "  batch_size: 1\n"
-    )
-    shown: dict[tuple[int, str], str] = {}  # (run, instruction) -> the output shown first
-    state = {"run": 0}
-
-    def quality(text: str) -> float:
-        task = text.split(" answer ")[1]
-        return 0.5 if text.startswith("ref") else QUALITY[task]
-
-    def stub(prompts: list[str], **_: object) -> dict[str, list[str]]:
-        out = []
-        for p in prompts:
-            inst, a, b = re.fullmatch(
-                r"(.*)\nOutput \(a\): (.*)\nOutput \(b\): (.*)\nBest:", p, flags=re.S
-            ).groups()
-            shown[(state["run"], inst)] = a
-            out.append(planted(quality(a), quality(b)))
-        return {"completions": out}
-
-    ref = [{"instruction": t, "output": f"ref answer {t}", "generator": "ref"} for t in QUALITY]
-    mod = [{"instruction": t, "output": f"model answer {t}", "generator": "model"} for t in QUALITY]
-    annotator = PairwiseAnnotator(
-        annotators_config=str(cfg_dir), fn_completions=stub, is_avoid_reannotations=False
-    )
-    runs = []
-    for r, (one, two) in enumerate(((ref, mod), (mod, ref))):
-        state["run"] = r
-        runs.append(annotator.annotate_head2head(outputs_1=one, outputs_2=two))
-    stock = tmp_path / "annotations.json"
-    pd.DataFrame(runs[0] + runs[1]).to_json(stock, orient="records", indent=2)  # as alpaca_eval saves them
+    out = tmp_path / "alpaca_eval"
+    out.mkdir()
+    # the tool's own directory ahead of lmaudit's environment, in the tool's process only
+    env = {**os.environ, "PYTHONPATH": str(ALPACA_EVAL_PATH)}
+    cmd = [sys.executable, str(ANNOTATE), str(out)]
+    done = subprocess.run(cmd, cwd=out, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stock = out / "annotations.json"  # as alpaca_eval saves them
     with pytest.raises(InputError, match="the order the outputs were shown in is not recorded"):
         read_annotations(stock)
+    saved = json.loads(stock.read_text())
+    shown = json.loads((out / "shown.json").read_text())  # the output the stub judge saw first
+    assert len(saved) == len(shown) == 2 * len(QUALITY)
+    assert all(first in (a["output_1"], a["output_2"]) for a, first in zip(saved, shown, strict=True))
     recorded = [
-        {**a, "is_switched_outputs": shown[(r, a["instruction"])] == a["output_2"]}
-        for r, run_ in enumerate(runs)
-        for a in run_
+        {**a, "is_switched_outputs": first == a["output_2"]} for a, first in zip(saved, shown, strict=True)
     ]
     path = write(tmp_path / "recorded.json", recorded)
     want: Counter = Counter(n=len(QUALITY))

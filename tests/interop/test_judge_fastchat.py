@@ -4,15 +4,13 @@ is written, and a file written by FastChat's own gen_judgment.py is read.
 
 Most tests build lines with exactly the fields FastChat 0.2.36's ``common.play_a_match_pair``
 writes (:func:`line`). ``test_fastchat_own_writer`` runs FastChat's ``gen_judgment.py`` itself
-against a local OpenAI-compatible stub judge; it needs ``fschat`` with its ``llm_judge``
-extras (``openai<1``), which lmaudit does not depend on, and is skipped without them
-(``pip install --no-deps fschat==0.2.36 openai==0.28.1 anthropic`` in a separate path, e.g.
-``pip install --target``, then ``PYTHONPATH=<that path>``)."""
+against a local OpenAI-compatible stub judge, in a subprocess with ``PYTHONPATH`` set to the
+directory ``scripts/install_judge_tools.sh`` installs ``fschat`` 0.2.36 and its ``llm_judge``
+extras into (``<repo>/.tools/fastchat``, or ``$LMAUDIT_FASTCHAT_PATH``): their ``openai<1``
+conflicts with lmaudit's own dependencies. It is skipped only when that directory is missing."""
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import json
 import os
 import re
@@ -291,12 +289,6 @@ def stub_judge() -> Iterator[str]:
         httpd.server_close()
 
 
-def _has_fastchat_judge() -> bool:
-    if importlib.util.find_spec("fastchat") is None or importlib.util.find_spec("openai") is None:
-        return False
-    return importlib.metadata.version("openai").startswith("0.")
-
-
 def _bench(root: Path) -> None:
     """A two-question bench in FastChat's layout, with judge prompts of FastChat's four names."""
     data = root / "data/toy"
@@ -322,15 +314,28 @@ def _bench(root: Path) -> None:
     (root / "data/judge_prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
 
 
+REPO = Path(__file__).resolve().parents[2]
+# where scripts/install_judge_tools.sh puts fschat 0.2.36 with openai<1 and anthropic
+FASTCHAT_PATH = Path(os.environ.get("LMAUDIT_FASTCHAT_PATH") or REPO / ".tools/fastchat")
+
+
 @pytest.mark.skipif(
-    not _has_fastchat_judge(), reason="needs fschat and openai<1 (FastChat's llm_judge extras)"
+    not FASTCHAT_PATH.is_dir(),
+    reason=f"FastChat's llm_judge is not installed in {FASTCHAT_PATH} "
+    "(run scripts/install_judge_tools.sh, or set LMAUDIT_FASTCHAT_PATH)",
 )
 def test_fastchat_own_writer(stub_judge, make_cfg, tmp_path) -> None:
     """FastChat's gen_judgment.py judges every pair of six models in both orders through the
     stub; lmaudit's counts equal those the planted judge implies."""
     root = tmp_path / "fastchat"
     _bench(root)
-    env = {**os.environ, "OPENAI_API_BASE": stub_judge, "OPENAI_API_KEY": "stub"}
+    # the tool's own directory ahead of lmaudit's environment, in the tool's process only
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(FASTCHAT_PATH),
+        "OPENAI_API_BASE": stub_judge,
+        "OPENAI_API_KEY": "stub",
+    }
     cmd = [
         sys.executable,
         "-m",
@@ -368,9 +373,6 @@ def test_fastchat_own_writer(stub_judge, make_cfg, tmp_path) -> None:
     }
     assert list(res["order_swap"]["by_turn"]) == ["1", "2"]
     assert res["order_swap"]["by_turn"]["1"]["counts"] == res["order_swap"]["by_turn"]["2"]["counts"]
-
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_other_imports_and_judged_runs_are_unchanged(make_cfg, tmp_path) -> None:
