@@ -61,6 +61,7 @@ class LogSequence:
     probe: str
     draws: list[Draw]
     meta: dict[str, Any] = field(default_factory=dict)
+    prompt: str | None = None  # the prompt's text as the log records it (None: not recorded)
 
 
 @dataclass

@@ -120,6 +120,13 @@ def _why(sample: Any, calls: list[Any], tally: _Tally, first: bool) -> str | Non
     return None
 
 
+def _prompt(given: Any) -> str:
+    """A sample's input as text: the string, or its user messages' text joined by blank lines."""
+    if isinstance(given, str):
+        return given
+    return "\n\n".join(m.text for m in given if getattr(m, "role", None) == "user")
+
+
 def _samples(api: Any, path: Path) -> Iterator[Any]:
     try:
         yield from api.read_eval_log_samples(str(path), all_samples_required=False, exclude_fields={"store"})
@@ -175,8 +182,9 @@ def read_log(path: str | Path, name: str) -> tuple[LogSource, list[LogSequence]]
             if why is not None:
                 tally.excluded[why] = tally.excluded.get(why, 0) + 1
             draws.append(Draw(epoch, text, why))
+        prompt = _prompt(by_id[sid][0][3].input)
         sequences.append(
-            LogSequence(model, source, task, f"{task}/{sid}", draws, {"file": name, "sample_id": sid})
+            LogSequence(model, source, task, f"{task}/{sid}", draws, {"file": name, "sample_id": sid}, prompt)
         )
     return _source(header, name, source, tally, len(ids)), sequences
 

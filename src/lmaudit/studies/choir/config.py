@@ -123,8 +123,11 @@ class ChoirStudyConfig:
     exemplars: list[ChoirExemplarConfig] = field(default_factory=list)  # answer-format turns (base models)
     max_tokens: int = ranged(1024, ge=1)
     seed: int = 20261101  # request seeds derive from it
-    # import: free lists recorded elsewhere (JSONL, docs/choir.md) instead of eliciting
+    # import: free lists recorded elsewhere (JSONL, docs/choir.md; or inspect_ai logs,
+    # docs/interop.md) instead of eliciting
     import_path: str | None = None
+    import_format: str = ranged("auto", choices=("auto", "inspect", "lmaudit"))  # auto: from the content
+    import_temperature: float | None = ranged(None, ge=0)  # inspect logs that record no temperature
     # import: each item's concept from this file (JSONL {question, text, concept}) instead of
     # embeddings and clustering (hand-coded free lists)
     codebook_path: str | None = None

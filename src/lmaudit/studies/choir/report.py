@@ -16,6 +16,7 @@ from typing import Any
 from markupsafe import Markup
 
 from lmaudit.reporting import fmt, get
+from lmaudit.reporting.log_audit import log_alerts
 from lmaudit.reporting.page import page_of, provenance, render
 from lmaudit.studies.choir.report_conditions import conditions_view
 from lmaudit.studies.choir.report_echo import echo_view
@@ -185,7 +186,7 @@ def render_report(
         title=f"Free lists across models: {n_q} questions, {len(members)} members",
         question=QUESTION,
         verdict=verdict(results, alpha),
-        alerts=alerts(results),
+        alerts=alerts(results) + log_alerts(results.get("log_audit"), "the lists"),
         terms=TERMS + (["source-blind ranking"] if ranking else []),
         samples=listed,
         samples_total=total,
@@ -201,6 +202,8 @@ def render_report(
         figs=_figures(results),
         ev=echo_view(results),
         cv=conditions_view(results),
+        log_audit=results.get("log_audit"),
+        log_unit="free lists",
         bins=[
             [bin_label(b), str(b["n"])]
             + [_interval(b[k]) for k in ("unconditioned_rbo", "same_persona_rbo", "stc", "relative_lift")]

@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 from omegaconf import DictConfig
 
+from lmaudit.interop.audit import AUDIT_KIND, check_audit_row, log_audit_section
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import typed
 from lmaudit.studies.choir.borda import analyze_ranking, cohort_tops
@@ -45,6 +46,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     extractor: dict[str, Any] = {"method": "rule"}
     cue_pairs: list[dict[str, Any]] = []
     refused: Counter[str] = Counter()
+    audits: list[dict[str, Any]] = []
     for i, r in enumerate(rows, start=1):
         where = f"{source}: record {i}"
         kind = r.get("kind") if isinstance(r, dict) else None
@@ -89,10 +91,12 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
             ballots.append(r)
         elif kind == "ranking_pool":
             pools.append(r)
+        elif kind == AUDIT_KIND:  # an imported log's settings and issues (docs/interop.md)
+            audits.append(check_audit_row(r, where))
         else:
             raise InputError(
                 f"{where}: field 'kind' = {kind!r} is not list, refused_list, embedding, vocabulary, profile_vocabulary, "
-                "embedder, extractor, cue_pair, ballot, ranking_pool or calibration_*"
+                "embedder, extractor, cue_pair, ballot, ranking_pool, log_audit or calibration_*"
             )
     missing = sorted(
         (
@@ -125,4 +129,6 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         "refused_lists": {"n": sum(refused.values()), "reasons": dict(sorted(refused.items()))},
         "extraction": {"method": "llm", **extractor} if "lists" in extractor else extractor,
     }
+    if audits:
+        out["log_audit"] = log_audit_section(audits)
     return out

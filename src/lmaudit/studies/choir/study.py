@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.sim.freelist import question_words
 from lmaudit.config.execution import EMBEDDER_EXECUTION_FIELDS, without_execution
+from lmaudit.interop.audit import plan_inputs
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import (
@@ -42,6 +43,7 @@ from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA, load_profiles
 from lmaudit.studies.choir.echo import CALIBRATION_PATH, calibration_texts, load_calibration
 from lmaudit.studies.choir.extract import extract_items
+from lmaudit.studies.choir.foreign import foreign_lists, log_import
 from lmaudit.studies.choir.importer import read_import
 from lmaudit.studies.choir.ranking import evaluators, measure_ranking, ranking_mode
 from lmaudit.studies.choir.rows import analyze_rows
@@ -101,8 +103,11 @@ def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
         raise InputError("study: generations, items_per_list and max_tokens must be >= 1")
     resolved = ChoirStudy().plan_config(cfg)
     inputs: dict[str, Any] = {}
+    found = log_import(s) if s.import_path and Path(s.import_path).exists() else None
+    if found is not None:  # inspect logs: every file read, and the format
+        inputs["import"] = plan_inputs(found)
     for key, field_name, given in (
-        ("import", "import_path", s.import_path),
+        ("import", "import_path", None if found is not None else s.import_path),
         ("calibration", "calibration_path", s.calibration_path),
         ("profiles", "profiles_path", s.profiles_path),
         ("codebook", "codebook_path", s.codebook_path),
@@ -191,7 +196,11 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
     rows: list[dict[str, Any]] = []
     members_audit = []
     profiles = load_profiles(s.profiles_path) if s.profiles_path else {}
-    if s.import_path:
+    found = log_import(s) if s.import_path else None
+    log_rows: list[dict[str, Any]] = []  # an imported log's log_audit rows, written last
+    if found is not None:
+        rows, log_rows, texts_of = foreign_lists(found, s)
+    elif s.import_path:
         rows, texts_of = read_import(s.import_path, s, m, profiles)
     else:
         qs, conds = design.questions(s, m), design.conditions(s, m)
@@ -274,7 +283,7 @@ def measure(cfg: DictConfig, ctx: RunContext) -> Measured:
         audit["evaluators"] = ranking_audit
     if extraction is not None:
         rows.append({"kind": "extractor", **extraction})
-    return Measured(rows, audit=audit)
+    return Measured(rows + log_rows, audit=audit)
 
 
 @register_study
@@ -312,6 +321,11 @@ class ChoirStudy(Study):
 
     def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
         out = super().plan_config(cfg)
+        # the import's format is a fact of the data, recorded under inputs.import (a data key);
+        # an unset import temperature leaves the plans made before it existed as they were
+        out["study"].pop("import_format", None)
+        if out["study"].get("import_temperature") is None:
+            out["study"].pop("import_temperature", None)
         # how the embedder runs (runner, devices ...) is not part of the design either
         out["study"]["embedder"] = without_execution(out["study"].get("embedder"), EMBEDDER_EXECUTION_FIELDS)
         return out

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from lmaudit.interop.audit import log_audit_metrics
+
 __all__ = ["headline", "metrics", "plot_data", "ranking_rows", "summary", "tags"]
 
 
@@ -60,6 +62,8 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
             if isinstance(x, int | float):
                 out[f"{_key(q)}.{name}"] = float(x)
     out.update(_condition_metrics(results))
+    if results.get("log_audit"):
+        out.update(log_audit_metrics(results["log_audit"]))
     sens = results.get("codebook_metric_sensitivity") or {}
     for metric in ("cosine", "euclidean"):
         for k, x in (sens.get(metric) or {}).items():

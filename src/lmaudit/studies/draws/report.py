@@ -15,14 +15,13 @@ from typing import Any
 from markupsafe import Markup
 
 from lmaudit.reporting import fmt, get, pval, text
+from lmaudit.reporting.log_audit import log_alerts
 from lmaudit.reporting.page import MAX_SAMPLES, Sample, Verdict, page_of, provenance, render, value
 from lmaudit.studies.draws.figures import null_svg, rho_curve_svg
 
 __all__ = ["render_report"]
 
 TEMPLATE = "report_template.html.j2"
-EXCLUDED = ("cache_copies", "presumed_cache_copies", "errors")
-FLAGGED = ("same_seed", "cache_shared_across_epochs", "no_do_sample", "no_model_events", "incomplete")
 QUESTION = (
     "Do a model's sampled answers persist from one draw to the next, beyond what chance ordering gives?"
 )
@@ -94,31 +93,7 @@ def _alerts(results: Mapping[str, Any]) -> list[str]:
             "Some sources look rebuilt (more fully grouped sequences than chance gives): the result "
             "without them is shown beside the registered one."
         )
-    return out + _log_alerts(results.get("log_audit"))
-
-
-def _log_alerts(audit: Mapping[str, Any] | None) -> list[str]:
-    """What the imported logs get wrong, in a sentence each (see "The imported logs")."""
-    if not audit:
-        return []
-    totals = audit.get("totals") or {}
-    out = []
-    if audit.get("n_excluded"):
-        out.append(
-            f"{audit['n_excluded']} answer(s) in the imported logs are not independent draws (served from "
-            f"a cache, or errors: {value({k: v for k, v in totals.items() if k in EXCLUDED})}); they were "
-            "left out of every sequence."
-        )
-    for name in audit.get("greedy_families") or []:
-        out.append(
-            f"{name} was generated greedily (temperature 0 or no do_sample): its repeats are not draws."
-        )
-    for name in audit.get("unidentified_families") or []:
-        out.append(f"{name}: the log does not name its model; analysed under this name.")
-    flagged = {k: v for k, v in totals.items() if k in FLAGGED}
-    if flagged:
-        out.append(f'The imported logs also show: {value(flagged)} (see "The imported logs").')
-    return out
+    return out + log_alerts(results.get("log_audit"))
 
 
 def _samples(rows: Iterable[Mapping[str, Any]], plan: Mapping[str, Any] | None) -> tuple[list[Sample], int]:

@@ -13,6 +13,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.backends.cached import CachedBackend
+from lmaudit.interop.audit import (
+    AUDIT_KIND,
+    check_audit_row,
+    log_audit_metrics,
+    log_audit_section,
+    plan_inputs,
+)
 from lmaudit.interop.detect import detect
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
@@ -20,14 +27,7 @@ from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
 from lmaudit.studies.draws.analysis import AnalysisParams
 from lmaudit.studies.draws.config import DrawsStudyConfig
-from lmaudit.studies.draws.foreign import (
-    AUDIT_KIND,
-    check_audit_row,
-    foreign_rows,
-    log_audit_metrics,
-    log_audit_section,
-    plan_inputs,
-)
+from lmaudit.studies.draws.foreign import foreign_rows
 from lmaudit.studies.draws.importer import ImportRows, read_import, validate_record
 from lmaudit.studies.draws.protocol import build_requests, load_probes, make_normaliser
 from lmaudit.studies.draws.report import render_report

@@ -1,0 +1,38 @@
+"""What imported logs get wrong (``results.log_audit``, :mod:`lmaudit.interop.audit`), in the
+words of a report's alerts; the section itself is ``templates/log_audit.html.j2``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lmaudit.reporting.page import value
+
+__all__ = ["EXCLUDED", "FLAGGED", "log_alerts"]
+
+EXCLUDED = ("cache_copies", "presumed_cache_copies", "errors")
+FLAGGED = ("same_seed", "cache_shared_across_epochs", "no_do_sample", "no_model_events", "incomplete")
+
+
+def log_alerts(audit: Mapping[str, Any] | None, left_out_of: str = "every sequence") -> list[str]:
+    """What the imported logs get wrong, in a sentence each (see "The imported logs")."""
+    if not audit:
+        return []
+    totals = audit.get("totals") or {}
+    out = []
+    if audit.get("n_excluded"):
+        out.append(
+            f"{audit['n_excluded']} answer(s) in the imported logs are not independent draws (served from "
+            f"a cache, or errors: {value({k: v for k, v in totals.items() if k in EXCLUDED})}); they were "
+            f"left out of {left_out_of}."
+        )
+    for name in audit.get("greedy_families") or []:
+        out.append(
+            f"{name} was generated greedily (temperature 0 or no do_sample): its repeats are not draws."
+        )
+    for name in audit.get("unidentified_families") or []:
+        out.append(f"{name}: the log does not name its model; analysed under this name.")
+    flagged = {k: v for k, v in totals.items() if k in FLAGGED}
+    if flagged:
+        out.append(f'The imported logs also show: {value(flagged)} (see "The imported logs").')
+    return out
