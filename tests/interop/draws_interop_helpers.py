@@ -28,31 +28,30 @@ def planted(rng: random.Random, n: int, rho: float) -> list[str]:
     return out
 
 
-def run_inspect(
+def eval_inspect(
     log_dir: Path,
     model: str,
-    sequences: dict[str, list[str]] | None = None,
+    inputs: dict[str, str],
+    answer: Callable[[str, str, int], str] | None,
     *,
     epochs: int,
-    n_samples: int | None = None,
+    task_name: str,
     mark_epoch: bool = True,
     log_format: str = "eval",
     model_args: dict[str, Any] | None = None,
     **generate: Any,
 ) -> Path:
-    """Run a one-word task with ``epochs`` epochs and return its log. With ``sequences`` (sample
-    id -> answers by epoch), ``mockllm`` answers sample ``s`` at epoch ``e`` with
-    ``sequences[s][e - 1]`` (a solver writes the epoch into the prompt); ``generate``: inspect's
-    generate config (``temperature``, ``seed``, ``cache`` ...). Without ``sequences``, ``model``
-    must be a real provider."""
+    """Run a task of the samples ``inputs`` (id -> input) with ``epochs`` epochs in-process and
+    return its log. With ``answer``, ``mockllm`` answers sample ``s`` at epoch ``e`` with
+    ``answer(model, s, e)`` (a solver writes the epoch into the prompt; without ``mark_epoch``
+    every epoch is asked, and answered, as the first); without it ``model`` must be a real
+    provider. ``generate``: inspect's generate config (``temperature``, ``seed``, ``cache`` ...)."""
     from inspect_ai import Task, eval
     from inspect_ai.dataset import MemoryDataset, Sample
     from inspect_ai.model import ModelOutput, ModelUsage
     from inspect_ai.scorer import match
     from inspect_ai.solver import generate as generate_solver
     from inspect_ai.solver import solver
-
-    ids = list(sequences) if sequences is not None else [f"q{i}" for i in range(n_samples or 0)]
 
     @solver
     def epoch_in_prompt() -> Any:
@@ -62,26 +61,22 @@ def run_inspect(
 
         return solve
 
-    def answer(messages: list[Any], tools: Any, tool_choice: Any, config: Any) -> Any:
-        assert sequences is not None
+    def reply(messages: list[Any], tools: Any, tool_choice: Any, config: Any) -> Any:
+        assert answer is not None
         text = messages[-1].text
-        sid = re.search(r"sample (\w+)", text).group(1)  # type: ignore[union-attr]
-        m = re.search(r"\(epoch (\d+)\)", text)
-        # without the epoch in the prompt, every epoch is asked the same and answered as the first
-        content = sequences[sid][int(m.group(1)) - 1 if m else 0]
-        out = ModelOutput.from_content(model=model, content=f"{content.capitalize()}.")
+        sid = next(k for k, v in inputs.items() if text.startswith(v))
+        m = re.search(r"\(epoch (\d+)\)$", text)
+        out = ModelOutput.from_content(model=model, content=answer(model, sid, int(m.group(1)) if m else 1))
         out.usage = ModelUsage(input_tokens=5, output_tokens=2, total_tokens=7)
         return out
 
     task = Task(
-        dataset=MemoryDataset(
-            [Sample(input=f"Name a colour in one word (sample {s}).", target="red", id=s) for s in ids]
-        ),
+        dataset=MemoryDataset([Sample(input=v, target="red", id=k) for k, v in inputs.items()]),
         solver=[epoch_in_prompt(), generate_solver()] if mark_epoch else [generate_solver()],
         scorer=match(),
-        name="colours",
+        name=task_name,
     )
-    args = {"custom_outputs": answer} if sequences is not None else (model_args or {})
+    args = {"custom_outputs": reply} if answer is not None else (model_args or {})
     (log,) = eval(
         task,
         model=model,
@@ -94,6 +89,36 @@ def run_inspect(
     )
     assert log.status == "success", log.error
     return Path(log.location)
+
+
+def run_inspect(
+    log_dir: Path,
+    model: str,
+    sequences: dict[str, list[str]] | None = None,
+    *,
+    epochs: int,
+    n_samples: int | None = None,
+    **kw: Any,
+) -> Path:
+    """A one-word task (:func:`eval_inspect`). With ``sequences`` (sample id -> answers by
+    epoch), ``mockllm`` answers sample ``s`` at epoch ``e`` with ``sequences[s][e - 1]``;
+    without, ``n_samples`` samples for a real provider."""
+    ids = list(sequences) if sequences is not None else [f"q{i}" for i in range(n_samples or 0)]
+    inputs = {s: f"Name a colour in one word (sample {s})." for s in ids}
+
+    def answer(model: str, sid: str, epoch: int) -> str:
+        assert sequences is not None
+        return f"{sequences[sid][epoch - 1].capitalize()}."
+
+    return eval_inspect(
+        log_dir,
+        model,
+        inputs,
+        answer if sequences is not None else None,
+        epochs=epochs,
+        task_name="colours",
+        **kw,
+    )
 
 
 def run_draws(

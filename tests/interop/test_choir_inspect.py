@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from draws_interop_helpers import eval_inspect
 
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
@@ -34,48 +34,10 @@ def _answer(model: str, question: str, epoch: int) -> str:
 
 
 def _inspect(log_dir: Path, model: str, *, epochs: int = 4, **generate: Any) -> Path:
-    from inspect_ai import Task, eval
-    from inspect_ai.dataset import MemoryDataset, Sample
-    from inspect_ai.model import ModelOutput, ModelUsage
-    from inspect_ai.scorer import match
-    from inspect_ai.solver import generate as generate_solver
-    from inspect_ai.solver import solver
+    def answer(model: str, sid: str, epoch: int) -> str:
+        return _answer(model.split("/")[-1], sid, epoch)
 
-    @solver
-    def epoch_in_prompt() -> Any:
-        async def solve(state: Any, generate: Any) -> Any:
-            state.user_prompt.text = f"{state.user_prompt.text} (epoch {state.epoch})"
-            return state
-
-        return solve
-
-    name = model.split("/")[-1]
-
-    def answer(messages: list[Any], tools: Any, tool_choice: Any, config: Any) -> Any:
-        text = messages[-1].text
-        q = next(k for k, v in QUESTIONS.items() if text.startswith(v))
-        m = re.search(r"\(epoch (\d+)\)", text)
-        out = ModelOutput.from_content(model=model, content=_answer(name, q, int(m.group(1)) if m else 1))
-        out.usage = ModelUsage(input_tokens=9, output_tokens=30, total_tokens=39)
-        return out
-
-    task = Task(
-        dataset=MemoryDataset([Sample(input=v, target="x", id=k) for k, v in QUESTIONS.items()]),
-        solver=[epoch_in_prompt(), generate_solver()],
-        scorer=match(),
-        name="picnic",
-    )
-    (log,) = eval(
-        task,
-        model=model,
-        model_args={"custom_outputs": answer},
-        epochs=epochs,
-        log_dir=str(log_dir),
-        display="none",
-        **generate,
-    )
-    assert log.status == "success", log.error
-    return Path(log.location)
+    return eval_inspect(log_dir, model, QUESTIONS, answer, epochs=epochs, task_name="picnic", **generate)
 
 
 SMALL = (

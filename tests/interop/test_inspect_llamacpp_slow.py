@@ -3,7 +3,7 @@ Gemma 3 270M GGUF, epochs 5 at temperature 1; the log is then audited with ``run
 
 Needs ``llama-cpp-python[server]`` (``scripts/install_llama_server.sh``) and ``openai`` (which
 inspect's provider uses); skipped without them.
-The server start-up is tests/backends/test_openai_llamacpp_slow.py's.
+The server start-up is tests/llama_server.py's.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 from draws_interop_helpers import run_inspect
+
+from llama_server import free_port, gguf_path, server_command, serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("inspect_env")]
 
@@ -35,16 +35,6 @@ SERVER_MODULES = (
 )
 
 
-def _server_helpers() -> object:
-    spec = importlib.util.spec_from_file_location(
-        "openai_llamacpp_slow", REPO / "tests" / "backends" / "test_openai_llamacpp_slow.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     missing = [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
@@ -53,37 +43,11 @@ def llama_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("inspect_ai")
     if importlib.util.find_spec("openai") is None:
         pytest.skip("inspect_ai's openai-api provider needs the openai package (pip install openai)")
-    h = _server_helpers()
-    port = h._free_port()  # type: ignore[attr-defined]
+    port = free_port()
     # the GGUF has no chat template: the server applies llama-cpp-python's gemma format
-    cmd = [*h.server_command(h._gguf_path(), port), "--chat_format", "gemma"]  # type: ignore[attr-defined]
-    log_path = tmp_path_factory.mktemp("llama") / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + h.READY_TIMEOUT_S  # type: ignore[attr-defined]
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"llama_cpp.server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}"
-                )
-            try:
-                if requests.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server not ready:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
+    cmd = [*server_command(gguf_path(), port), "--chat_format", "gemma"]
+    with serving(cmd, tmp_path_factory.mktemp("llama") / "server.log", port) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _audit(log_dir: Path, out: Path, tmp_path: Path) -> dict:
