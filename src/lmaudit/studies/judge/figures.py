@@ -51,6 +51,34 @@ def confidence_svg(values_by_condition: Mapping[str, Sequence[float]]) -> str:
     return svg_figure(draw, size=(4.8, 0.75 * len(conds) + 0.6), prefix="judge-conf")
 
 
+def _interval(ax: Any, y: float, ci: Mapping[str, float], rate: float, colour: str, size: float) -> None:
+    """A rate (dot) and its interval (bar) on row ``y``."""
+    ax.plot([ci["low"], ci["high"]], [y, y], color=colour, linewidth=2.2, alpha=0.55)
+    ax.plot([rate], [y], "o", color=colour, markersize=size)
+
+
+def _count_label(ax: Any, y: float, text: str) -> None:
+    """The counts behind a row, right of the axes."""
+    ax.annotate(
+        text,
+        (1.0, y),
+        xytext=(6, 0),
+        textcoords="offset points",
+        va="center",
+        fontsize=8,
+        annotation_clip=False,
+    )
+
+
+def _share_axes(ax: Any, ys: list[int], labels: list[str], xlabel: str) -> None:
+    """One row per label, shares 0-100% across."""
+    ax.set_yticks(ys, labels)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(-0.6, len(ys) - 0.4)
+    ax.set_xticks([0.0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
+    ax.set_xlabel(xlabel)
+
+
 def disagreement_svg(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> str:
     """Each comparison's share of changed verdicts (dot) and its exact ``1 - alpha`` interval
     (bar), one row each, the repeat baseline grey and its rate a dashed line; ``""`` when no
@@ -65,25 +93,15 @@ def disagreement_svg(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> 
         for y, d in zip(ys, rows, strict=True):
             base = "repeat_pairs" in d
             colour = "#777777" if base else "#c62828"
-            ax.plot([d["ci"]["low"], d["ci"]["high"]], [y, y], color=colour, linewidth=2.2, alpha=0.55)
-            ax.plot([d["rate"]], [y], "o", color=colour, markersize=6)
-            ax.annotate(
-                f"{d['changed']}/{d['n']}",
-                (1.0, y),
-                xytext=(6, 0),
-                textcoords="offset points",
-                va="center",
-                fontsize=8,
-                annotation_clip=False,
-            )
+            _interval(ax, y, d["ci"], d["rate"], colour, 6)
+            _count_label(ax, y, f"{d['changed']}/{d['n']}")
             if base:
                 ax.axvline(d["rate"], color="#777777", linestyle="--", linewidth=0.9)
-        ax.set_yticks(ys, [str(d["comparison"]) for d in rows])
-        ax.set_xlim(0.0, 1.0)
-        ax.set_ylim(-0.6, len(rows) - 0.4)
-        ax.set_xticks([0.0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
-        ax.set_xlabel(
-            f"share of paired verdicts that changed (dot), exact {100 * (1 - alpha):g}% interval (bar)"
+        _share_axes(
+            ax,
+            ys,
+            [str(d["comparison"]) for d in rows],
+            f"share of paired verdicts that changed (dot), exact {100 * (1 - alpha):g}% interval (bar)",
         )
 
     return svg_figure(draw, size=(6.4, 0.42 * len(rows) + 0.9), prefix="judge-dis")
@@ -108,32 +126,15 @@ def order_swap_svg(rows: Sequence[Mapping[str, Any]], alpha: float) -> str:
                 b = r[key]
                 if not b["n"]:
                     continue
-                ax.plot(
-                    [b["ci"]["low"], b["ci"]["high"]],
-                    [y + dy, y + dy],
-                    color=colour,
-                    linewidth=2.2,
-                    alpha=0.55,
-                )
-                ax.plot([b["rate"]], [y + dy], "o", color=colour, markersize=5)
+                _interval(ax, y + dy, b["ci"], b["rate"], colour, 5)
             f, v = r["flipped"], r["per_verdict"]
-            ax.annotate(
-                f"{f['first_both']}/{f['n']} · {v['first']}/{v['n']}",
-                (1.0, y),
-                xytext=(6, 0),
-                textcoords="offset points",
-                va="center",
-                fontsize=8,
-                annotation_clip=False,
-            )
-        ax.set_yticks(
-            ys, [f"{r['group']}: {r['name']}" if r["group"] != "overall" else "all pairs" for r in rows]
-        )
-        ax.set_xlim(0.0, 1.0)
-        ax.set_ylim(-0.6, len(rows) - 0.4)
-        ax.set_xticks([0.0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
-        ax.set_xlabel(
-            f"first-position wins: flipped pairs (red), all decisive verdicts (grey); exact {100 * (1 - alpha):g}% intervals"
+            _count_label(ax, y, f"{f['first_both']}/{f['n']} · {v['first']}/{v['n']}")
+        _share_axes(
+            ax,
+            ys,
+            [f"{r['group']}: {r['name']}" if r["group"] != "overall" else "all pairs" for r in rows],
+            "first-position wins: flipped pairs (red), all decisive verdicts (grey); "
+            f"exact {100 * (1 - alpha):g}% intervals",
         )
 
     return svg_figure(draw, size=(6.4, 0.45 * len(rows) + 0.9), prefix="judge-order")
