@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -47,7 +48,16 @@ from lmaudit.studies.qq.result import (
     QQResult,
 )
 
-__all__ = ["Interval", "ItemResult", "MappingResult", "PositionEstimate", "QQParams", "QQResult", "analyze"]
+__all__ = [
+    "Interval",
+    "ItemResult",
+    "MappingResult",
+    "PositionEstimate",
+    "QQParams",
+    "QQResult",
+    "analyze",
+    "assemble",
+]
 
 _QUESTION = {("AB", 1): "A", ("AB", 2): "B", ("BA", 1): "B", ("BA", 2): "A"}
 
@@ -187,9 +197,33 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
             rows.append((item, mapping, _positions(item, mapping, by_mapping[mapping])))
     masses = np.array([[_masses(m, params.sum_tol) for m in ms] for _, _, ms in rows])  # (R, 6, 4)
     p_y, p_n, other, residual = masses[..., 0], masses[..., 1], masses[..., 2], masses[..., 3]
-    p = env.binary_conditioned(p_y, p_n)
+    return assemble(
+        [(item, mapping) for item, mapping, _ in rows],
+        strata,
+        (p_y, p_n, other),
+        env.binary_conditioned(p_y, p_n),
+        env.envelope(p_y, p_n, other),
+        [precision(residual[r]) for r in range(len(rows))],
+        params,
+        sampled_intervals(records, params.interval_alpha),
+    )
+
+
+def assemble(
+    keys: list[tuple[str, str]],
+    strata: dict[str, str],
+    masses: tuple[np.ndarray, np.ndarray, np.ndarray],
+    p: np.ndarray,
+    box: env.StatEnvelope,
+    margins: list[float],
+    params: QQParams,
+    sampled: Iterable[Any] = (),
+) -> QQResult:
+    """The result of ``R`` rows (item, mapping), each with its six positions' masses
+    ``(p_y, p_n, other)`` and ``P(y)`` values ``p`` (``(R, 6)``), its envelope ``box`` and the
+    margin its decisions must clear; rows of one item are consecutive. Steps 2-5 above."""
+    p_y, p_n, other = masses
     q, oe_a, oe_b = env.qq_statistics(p)
-    box = env.envelope(p_y, p_n, other)
     g_lo, g_hi = env.gamma_bounds(box)
 
     def decide(e: env.StatEnvelope, lo: float, hi: float, margin: float) -> tuple[str, str]:
@@ -200,21 +234,21 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
         )
 
     mapping_results: dict[str, list[MappingResult]] = {}
-    for r, (item, mapping, ms) in enumerate(rows):
-        margin = precision(residual[r])
+    for r, (item, mapping) in enumerate(keys):
+        margin = margins[r]
         verdict, gclass = decide(box.take(r), float(g_lo[r]), float(g_hi[r]), margin)
         positions = tuple(
             PositionEstimate(
-                m.order,
-                m.position,
-                m.question,
-                m.first_answer,
+                order,
+                position,
+                _QUESTION[(order, position)],
+                first,
                 p_y=float(p_y[r, i]),
                 p_n=float(p_n[r, i]),
                 other=float(other[r, i]),
                 p=float(p[r, i]),
             )
-            for i, m in enumerate(ms)
+            for i, (order, position, first) in enumerate(env.POSITIONS)
         )
         mapping_results.setdefault(item, []).append(
             MappingResult(
@@ -240,7 +274,7 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
         start += len(mrs)
         pooled = box.take(sl).mean()
         lo, hi = env.gamma_bounds(pooled)
-        margin = precision(residual[sl])
+        margin = precision(margins[sl])
         verdict, gclass = decide(pooled, float(lo), float(hi), margin)
         p_all = p[sl].ravel()
         items.append(
@@ -291,5 +325,5 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
         items=tuple(items),
         memorization=memo,
         fits=tuple(fits),
-        sampled=tuple(sampled_intervals(records, params.interval_alpha)),
+        sampled=tuple(sampled),
     )

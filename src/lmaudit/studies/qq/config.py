@@ -5,19 +5,103 @@ YAML files only override these dataclasses; every default lives here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 from lmaudit.config.ranges import ranged
 
 
+def _value(node: Any, key: str) -> Any:
+    """A config node's field, None while it is missing (``???``)."""
+    return None if OmegaConf.is_missing(node, key) else node.get(key)
+
+
+@dataclass
+class MixtureComponentConfig:
+    """One component of an explicit mixture: a persona at a temperature, with its weight."""
+
+    persona: str = ranged("none", nonempty=True)  # an id of the persona bank ("none": no persona)
+    temperature: float = ranged(1.0, gt=0)
+    weight: float = ranged(MISSING, ge=0, le=1)
+    # order-dependent selection (Prop. 7's violation channel; sim checks only): the BA order's
+    # weight; None: the AB weight (order-matched)
+    weight_ba: float | None = ranged(None, ge=0, le=1)
+
+
+@dataclass
+class MixtureConfig:
+    """``estimand=mixture``: a population of (persona, temperature, base estimand) components.
+
+    By default the components are the grid ``personas x temperatures`` with weight
+    ``persona_weights[i] * temperature_weights[j]`` (equal when None), identical in both
+    orders; a non-empty ``components`` list replaces the grid."""
+
+    base: str = ranged("logprob", choices=("logprob", "sampled"))
+    personas_path: str = ranged("data/qq/personas.jsonl", nonempty=True)
+    personas: list[str] = ranged(factory=lambda: ["none"], min_len=1, distinct=True, each={"nonempty": True})
+    temperatures: list[float] = ranged(factory=lambda: [1.0], min_len=1, distinct=True, each={"gt": 0})
+    persona_weights: list[float] | None = ranged(None, each={"ge": 0, "le": 1})  # None: equal
+    temperature_weights: list[float] | None = ranged(None, each={"ge": 0, "le": 1})  # None: equal
+    components: list[MixtureComponentConfig] = field(default_factory=list)
+    # how a persona enters the system prompt, after the framing's own ({description}: its text)
+    persona_template: str = ranged("Answer as this respondent would: {description}", nonempty=True)
+    weight_tol: float = ranged(1e-9, gt=0, lt=0.01)  # weights must sum to 1 within this
+
+    @staticmethod
+    def check_relations(node: Any) -> list[str]:
+        """Weights: one per grid entry, summing to 1 (per order) within ``weight_tol``."""
+        tol = float(node.get("weight_tol", 1e-9))
+        out: list[str] = []
+
+        def total(name: str, ws: list[Any]) -> None:
+            if ws and all(isinstance(w, int | float) for w in ws) and abs(sum(ws) - 1.0) > tol:
+                out.append(f"{name} sum to {sum(ws)!r}, not 1 (within weight_tol = {tol:g})")
+
+        comps = list(node.get("components") or [])
+        out += [
+            f"components[{i}].weight is required" for i, c in enumerate(comps) if _value(c, "weight") is None
+        ]
+        if comps:
+            total("components[*].weight", [_value(c, "weight") for c in comps])
+            ba = [_value(c, "weight_ba") for c in comps]
+            if any(w is not None for w in ba):
+                if any(w is None for w in ba):
+                    out.append("components[*].weight_ba must be set for every component or for none")
+                else:
+                    total("components[*].weight_ba", ba)
+            return out
+        for axis, values in (("persona", "personas"), ("temperature", "temperatures")):
+            ws = node.get(f"{axis}_weights")
+            if ws is None:
+                continue
+            if len(ws) != len(node.get(values) or []):
+                out.append(
+                    f"{axis}_weights has {len(ws)} entries, {values} has {len(node.get(values) or [])}"
+                )
+            else:
+                total(f"{axis}_weights", list(ws))
+        return out
+
+
 @dataclass
 class EstimandConfig:
-    kind: str = ranged(MISSING, choices=("logprob", "sampled"))
+    kind: str = ranged(MISSING, choices=("logprob", "sampled", "mixture"))
     n: int = ranged(200, ge=1)  # sampled: draws per position (forced branch)
     temperature: float = ranged(1.0, ge=0)
     top_p: float = ranged(1.0, gt=0, le=1)
     seed: int = 0
+    mixture: MixtureConfig | None = None  # kind=mixture only: its components
+
+    @staticmethod
+    def check_relations(node: Any) -> list[str]:
+        """``mixture`` is set exactly when ``kind`` is mixture."""
+        has = node.get("mixture") is not None
+        if node.get("kind") == "mixture" and not has:
+            return ["kind = 'mixture' needs the field 'mixture' (its components)"]
+        if has and node.get("kind") != "mixture":
+            return [f"field 'mixture' is set but kind = {node.get('kind')!r} is not 'mixture'"]
+        return []
 
 
 @dataclass

@@ -41,6 +41,11 @@ def _stratum(cell: Cell) -> str:
     return cell.item.stratum
 
 
+def _persona(cell: Cell) -> dict[str, Any]:
+    """A mixture component's rows name its persona; the plain estimand's rows are unchanged."""
+    return {} if cell.persona is None else {"persona": cell.persona}
+
+
 def _position_row(
     cell: Cell,
     req: LabelRequest,
@@ -51,6 +56,7 @@ def _position_row(
     n_draws: int | None = None,
     counts: dict[str, int] | None = None,
     label_token_ids: dict[str, int] | None = None,
+    tag: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     meta = req.meta
     m = Measurement(
@@ -70,7 +76,7 @@ def _position_row(
         counts=counts,
         label_token_ids=dict(label_token_ids or {}),
     )
-    return {"kind": "position", **m.to_json()}
+    return {"kind": "position", **m.to_json(), **_persona(cell), **(tag or {})}
 
 
 # --- gate G1 -------------------------------------------------------------------------------
@@ -101,6 +107,7 @@ def run_g1(cells: list[Cell], backend: Any) -> list[dict[str, Any]]:
                     "position": req.meta["position"],
                     "first_answer": req.meta["first_answer"],
                     "pieces": {k: list(v) for k, v in pieces.items()},
+                    **_persona(cell),
                 }
             )
             for label, toks in pieces.items():
@@ -166,11 +173,18 @@ def normalise_answer(text: str, labels: tuple[str, ...]) -> str | None:
     return t if t in labels else None
 
 
-def measure_sampled(cells: list[Cell], cached: CachedBackend, est: EstimandConfig) -> list[dict[str, Any]]:
-    """n draws at every forced-branch position; frequencies take the place of probabilities."""
+def measure_sampled(
+    cells: list[Cell],
+    cached: CachedBackend,
+    est: EstimandConfig,
+    salt: str = "estimand",
+    tag: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """n draws at every forced-branch position; frequencies take the place of probabilities.
+    A mixture component draws with its own ``salt`` and names itself in every row (``tag``)."""
     reqs = [(cell, r) for cell in cells for r in cell.requests]
     sreqs = [
-        _sample_request(r, est.n, est.temperature, est.top_p, position_seed(est.seed, r.meta, "estimand"))
+        _sample_request(r, est.n, est.temperature, est.top_p, position_seed(est.seed, r.meta, salt))
         for _, r in reqs
     ]
     results = cached.sample(sreqs, desc="QQ samples")
@@ -184,7 +198,9 @@ def measure_sampled(cells: list[Cell], cached: CachedBackend, est: EstimandConfi
         n = len(res.texts)
         probs = {lab: counts[lab] / n for lab in cell.labels}
         rows.append(
-            _position_row(cell, req, probs, counts["other"] / n, [], "sampled", n_draws=n, counts=counts)
+            _position_row(
+                cell, req, probs, counts["other"] / n, [], "sampled", n_draws=n, counts=counts, tag=tag
+            )
         )
     return rows
 

@@ -134,6 +134,7 @@ class Cell:
     label_of: dict[str, str]
     labels: tuple[str, str]
     requests: tuple[LabelRequest, LabelRequest, LabelRequest]  # position 1, 2|y, 2|n
+    persona: str | None = None  # a mixture component's persona id (None: the plain estimand)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -147,13 +148,17 @@ def build_cell(
     order: str,
     framing: FramingConfig,
     mcfg: MappingConfig,
+    persona: tuple[str, str] | None = None,
 ) -> Cell:
+    """The cell's three prompts; ``persona`` ``(id, text)`` appends its text to the system prompt."""
     if order not in ORDERS:
         raise ProtocolError(f"unknown order '{order}'")
     labels = labels_for(item, mcfg)
     first_q, second_q = (order[0], order[1])
     head: list[Message] = []
     sysp = system_prompt(item, framing, labels)
+    if persona is not None:
+        sysp = f"{sysp}\n\n{persona[1]}" if sysp else persona[1]
     if sysp:
         head.append({"role": "system", "content": sysp})
     head += few_shot_turns(item, framing, label_of, labels)
@@ -189,13 +194,16 @@ def build_cell(
         label_of=label_of,
         labels=labels,
         requests=(p1, branches[0], branches[1]),
+        persona=None if persona is None else persona[0],
     )
 
 
-def build_cells(items: list[Item], framing: FramingConfig, mcfg: MappingConfig) -> list[Cell]:
+def build_cells(
+    items: list[Item], framing: FramingConfig, mcfg: MappingConfig, persona: tuple[str, str] | None = None
+) -> list[Cell]:
     cells: list[Cell] = []
     for item in items:
         for mapping, label_of in item_mappings(item, mcfg):
             for order in ORDERS:
-                cells.append(build_cell(item, mapping, label_of, order, framing, mcfg))
+                cells.append(build_cell(item, mapping, label_of, order, framing, mcfg, persona))
     return cells

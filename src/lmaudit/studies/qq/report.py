@@ -28,6 +28,7 @@ from lmaudit.studies.qq.figures import (
     mapping_pair,
     saturation_cdf_svg,
 )
+from lmaudit.studies.qq.mixture_report import mixture_alerts, mixture_cdf_svg, mixture_view
 from lmaudit.studies.qq.samples import samples, wordings
 from lmaudit.studies.qq.verdict import TERMS, alerts, verdict
 
@@ -211,7 +212,7 @@ def _items(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-_DICT_KEYS = ("params", "counts", "saturation", "mass", "memorization", "gates", "source")
+_DICT_KEYS = ("params", "counts", "saturation", "mass", "memorization", "gates", "source", "mixture")
 _LIST_KEYS = ("items", "fits", "sampled")
 
 
@@ -309,7 +310,11 @@ def render_report(
     pick = functools.partial(
         _pick, {"results": clean, "plan": plan, "audit": audit, "measured_mappings": mappings or None}
     )
-    shown, total = samples(clean, plan, rows)
+    # a mixture's persona rows are its components', shown in the mixture section: the items
+    # as asked are the plain estimand's
+    shown, total = samples(clean, plan, [r for r in rows if "persona" not in r])
+    mixture = mixture_view(clean)
+    figm = mixture_cdf_svg(clean)
     page = page_of(
         clean,
         plan,
@@ -317,7 +322,7 @@ def render_report(
         title=_title(clean, pick("plan.config.model.name")),
         question=QUESTION,
         verdict=verdict(clean, gates),
-        alerts=alerts(clean, gates, bool(gates["G2"]["base_model"])),
+        alerts=alerts(clean, gates, bool(gates["G2"]["base_model"])) + mixture_alerts(mixture),
         terms=TERMS,
         samples=shown,
         samples_total=total,
@@ -325,6 +330,12 @@ def render_report(
             "Each item: its two questions, the exact conversations asked (every label mapping, order and "
             "position; position 2 is asked once after each first answer) and the label probabilities the "
             "model gave at each, with the item's verdict."
+            + (
+                " In this mixture run the conversations and answers are the plain estimand's (no persona); "
+                "the verdict is the aggregate's (see the mixture section for every component)."
+                if mixture
+                else ""
+            )
         ),
         provenance=provenance((label, _sorted(pick(*paths))) for label, paths in PROVENANCE_ROWS),
     )
@@ -340,6 +351,8 @@ def render_report(
         # matplotlib escapes all text in its SVG output, so the markup is safe to inline
         fig1=None if fig1 is None else Markup(fig1),
         fig2=None if fig2 is None else Markup(fig2),
+        mixture=mixture,
+        figm=None if figm is None else Markup(figm),
         pair=mapping_pair(clean),
         label_effect=label_effect_points(clean),
         annotate_above=ANNOTATE_ABOVE,

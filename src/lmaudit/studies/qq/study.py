@@ -40,6 +40,8 @@ from lmaudit.studies.qq.measure import (
     measure_sampled,
     run_g1,
 )
+from lmaudit.studies.qq.mixture_analysis import analyze_mixture
+from lmaudit.studies.qq.mixture_plan import components_of, measure_mixture, mixture_plan, persona_cells
 from lmaudit.studies.qq.protocol import Cell, build_cells
 from lmaudit.studies.qq.records import Measurement, check_label_assignment
 from lmaudit.studies.qq.report import render_report
@@ -47,7 +49,7 @@ from lmaudit.studies.qq.selection import select_items
 from lmaudit.studies.qq.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
 
-__all__ = ["QQStudy", "analyze_rows", "cells_for", "load_items"]
+__all__ = ["QQStudy", "agent_rows", "analyze_rows", "cells_for", "load_items", "mixture_cells"]
 
 # the columns `lmaudit compare` shows for this study's runs
 COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -85,12 +87,32 @@ def cells_for(cfg: DictConfig) -> list[Cell]:
     return build_cells(load_items(cfg), framing, mapping)
 
 
+def mixture_cells(cfg: DictConfig) -> list[Cell]:
+    """``estimand=mixture``: the cells of its personas (the plain cells are :func:`cells_for`'s);
+    InputError naming the field for an unknown persona or bad weights, before any model call."""
+    est: EstimandConfig = _typed(cfg.study.estimand, EstimandConfig)
+    if est.kind != "mixture":
+        return []
+    assert est.mixture is not None
+    if cfg.model.get("backend") != "sim" and any(
+        c.weight_ba is not None and c.weight_ba != c.weight for c in est.mixture.components
+    ):
+        raise InputError(
+            "study.estimand.mixture.components: order-dependent weights (weight_ba != weight) are a "
+            "check of the sim agents only (Prop. 7's violation channel), not a design for a model"
+        )
+    framing: FramingConfig = _typed(cfg.study.framing, FramingConfig)
+    mapping: MappingConfig = _typed(cfg.study.mapping, MappingConfig)
+    return persona_cells(load_items(cfg), framing, mapping, est.mixture, components_of(est.mixture))
+
+
 def plan(cfg: DictConfig) -> Plan:
     """The resolved plan: config, input digests and every prompt, with its digest."""
     cells = cells_for(cfg)
     resolved = QQStudy().plan_config(cfg)
     items_path = Path(cfg.study["items"].path)
-    body = {
+    extra = mixture_cells(cfg)
+    body: dict[str, Any] = {
         "study": QQStudy.name,
         "config": resolved,
         "inputs": {"items": {"path": str(items_path), "sha256": file_sha256(items_path)}},
@@ -106,7 +128,14 @@ def plan(cfg: DictConfig) -> Plan:
             for c in cells
         ],
     }
-    return Plan.make(body, 3 * len(cells))
+    if cfg.study.estimand.kind == "mixture":
+        mix = _typed(cfg.study.estimand, EstimandConfig).mixture
+        body["inputs"]["personas"] = {
+            "path": str(mix.personas_path),
+            "sha256": file_sha256(mix.personas_path),
+        }
+        body["mixture"] = mixture_plan(mix, components_of(mix), extra)
+    return Plan.make(body, 3 * (len(cells) + len(extra)))
 
 
 def _cell_joint(rows: list[dict[str, Any]], cell: Cell) -> np.ndarray:
@@ -133,16 +162,31 @@ def measure(cfg: DictConfig, cached: CachedBackend) -> list[dict[str, Any]]:
     backend = cached.backend
     cells = cells_for(cfg)
     est: EstimandConfig = _typed(cfg.study.estimand, EstimandConfig)
-    rows = run_g1(cells, backend)
-    logprob_rows = (
-        measure_logprob(cells, cached, int(cfg.study.top_k)) if hasattr(backend, "label_logprobs") else []
-    )
-    if est.kind == "logprob":
-        rows += logprob_rows
-    elif est.kind == "sampled":
-        rows += measure_sampled(cells, cached, est) + logprob_rows
+    extra = mixture_cells(cfg)
+    rows = run_g1(cells + extra, backend)
+    if est.kind == "mixture":
+        if (
+            est.mixture is not None
+            and est.mixture.base == "logprob"
+            and not hasattr(backend, "label_logprobs")
+        ):
+            raise InputError(
+                "estimand=mixture with base logprob needs a backend with label log-probabilities"
+            )
+        measured, logprob_rows = measure_mixture(cells, extra, cached, est, int(cfg.study.top_k))
+        rows += measured
     else:
-        raise InputError(f"estimand: field 'kind' = {est.kind!r} is not 'logprob' or 'sampled'")
+        logprob_rows = (
+            measure_logprob(cells, cached, int(cfg.study.top_k)) if hasattr(backend, "label_logprobs") else []
+        )
+        if est.kind == "logprob":
+            rows += logprob_rows
+        elif est.kind == "sampled":
+            rows += measure_sampled(cells, cached, est) + logprob_rows
+        else:
+            raise InputError(
+                f"estimand: field 'kind' = {est.kind!r} is not 'logprob', 'sampled' or 'mixture'"
+            )
     g3: G3Config = _typed(cfg.study.gates.g3, G3Config)
     if g3.enabled and logprob_rows and hasattr(backend, "sample"):
         # the spot-check cells side by side (the same draws as one cell at a time); a cell whose
@@ -183,10 +227,17 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     check_against_bank(positions, bank, source, bank_path)
     check_label_assignment(positions, cfg.study.mapping.labels, cfg.study.mapping.yesno_labels, source)
     params = analysis_params(cfg, memorization_pairs(bank, {m.item for m in positions}))
-    try:
-        result = analyze(positions, params).to_json()
-    except ValueError as e:
-        raise InputError(f"{source}: {e}") from None
+    if cfg.study.estimand.kind == "mixture":
+        est: EstimandConfig = _typed(cfg.study.estimand, EstimandConfig)
+        assert est.mixture is not None
+        result, positions = analyze_mixture(
+            rows, components_of(est.mixture), est.mixture.base, est.temperature, params, source
+        )
+    else:
+        try:
+            result = analyze(positions, params).to_json()
+        except ValueError as e:
+            raise InputError(f"{source}: {e}") from None
     mass = result["mass"]
     g2 = {
         "status": "PASS" if mass["g2_pass"] else "FAIL",
@@ -203,13 +254,8 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     return result
 
 
-def results_template(cfg: DictConfig) -> dict[str, Any]:
-    """A results dict of this plan's exact shape (from a projective sim agent; no model, no I/O
-    beyond the bank), used to check at freeze time that predictions name real metrics."""
-    from lmaudit.backends.sim import build_sim_agent
-
-    cells = cells_for(cfg)
-    agent = build_sim_agent({"agent": "projective", "seed": 0})
+def agent_rows(cells: list[Cell], agent: Any, estimand: str, tag: dict[str, Any]) -> list[dict[str, Any]]:
+    """Position rows of a label log-prob agent (e.g. a sim agent) for ``cells``, with ``tag``."""
     rows: list[dict[str, Any]] = []
     for cell in cells:
         for req, res in zip(cell.requests, agent.label_logprobs(list(cell.requests)), strict=True):
@@ -227,10 +273,35 @@ def results_template(cfg: DictConfig) -> dict[str, Any]:
                         label_of=dict(cell.label_of),
                         probs=dict(res.probs),
                         other=res.other,
-                        estimand=str(cfg.study.estimand.kind),
+                        estimand=estimand,
                     ).to_json(),
+                    **({} if cell.persona is None else {"persona": cell.persona}),
+                    **tag,
                 }
             )
+    return rows
+
+
+def results_template(cfg: DictConfig) -> dict[str, Any]:
+    """A results dict of this plan's exact shape (from a projective sim agent; no model, no I/O
+    beyond the banks), used to check at freeze time that predictions name real metrics."""
+    from lmaudit.backends.sim import build_sim_agent
+
+    cells = cells_for(cfg)
+    agent = build_sim_agent({"agent": "projective", "seed": 0})
+    est: EstimandConfig = _typed(cfg.study.estimand, EstimandConfig)
+    if est.mixture is None:
+        return analyze_rows(cfg, agent_rows(cells, agent, str(est.kind), {}), "<template>")
+    base, extra = est.mixture.base, mixture_cells(cfg)
+    rows = agent_rows(cells, agent, base, {})
+    if base == "logprob":
+        rows += agent_rows(extra, agent, base, {})
+    else:
+        for c in components_of(est.mixture):
+            if c.persona == "none" and c.temperature == est.temperature:
+                continue
+            mine = cells if c.persona == "none" else [x for x in extra if x.persona == c.persona]
+            rows += agent_rows(mine, agent, base, {"persona": c.persona, "temperature": c.temperature})
     return analyze_rows(cfg, rows, "<template>")
 
 
@@ -248,6 +319,13 @@ class QQStudy(Study):
     }
     compare_columns = COMPARE_COLUMNS
     has_yaml = True
+
+    def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
+        """The shared resolved config; ``estimand.mixture`` only where the estimand is a mixture."""
+        out = super().plan_config(cfg)
+        if isinstance(out.get("estimand"), dict) and out["estimand"].get("mixture", 0) is None:
+            out["estimand"] = {k: v for k, v in out["estimand"].items() if k != "mixture"}
+        return out
 
     def default_run_name(self, cfg: DictConfig) -> str:
         s = cfg.study

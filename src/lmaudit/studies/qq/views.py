@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["headline", "metrics", "plot_data", "summary", "tags"]
+__all__ = ["headline", "metrics", "mixture_cdf", "mixture_metrics", "plot_data", "summary", "tags"]
 
 
 def headline(results: dict[str, Any]) -> float:
@@ -29,7 +29,45 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
     for it in results["items"]:
         out[f"q.{it['item']}"] = it["q"]
         out[f"oss.{it['item']}"] = it["oss"]
+    if "mixture" in results:
+        out.update(mixture_metrics(results["mixture"]))
     return out
+
+
+def mixture_metrics(mix: dict[str, Any]) -> dict[str, float]:
+    """A mixture run's component-level diagnostics as metrics (``mixture.`` prefix)."""
+    c = mix["counts"]
+    out: dict[str, float] = {
+        "mixture.n_components": mix["n_components"],
+        "mixture.n_averaged_away": c["averaged_away"],
+        "mixture.n_dispersion_restored": c["dispersion_restored"],
+        **{f"mixture.n_saturated_{k}": v for k, v in c["saturated"].items()},
+        **{f"mixture.n_component_{k.lower()}": v for k, v in c["component_verdicts"].items()},
+        "mixture.near_deterministic_aggregate": mix["near_deterministic"]["aggregate"],
+        "mixture.near_deterministic_plain": mix["near_deterministic"]["plain"],
+    }
+    for name, share in mix["near_deterministic"]["families"].items():
+        out[f"mixture.near_deterministic_family.{name}"] = share
+    for it in mix["items"]:
+        out[f"mixture.q_range.{it['item']}"] = it["q_spread"]["range"]
+        out[f"mixture.n_violating_components.{it['item']}"] = len(it["violating_components"])
+        out[f"mixture.averaged_away.{it['item']}"] = float(it["averaged_away"])
+    for comp in mix["components"]:
+        for k, v in comp["counts"]["verdict"].items():
+            out[f"mixture.component.{comp['id']}.n_{k.lower()}"] = v
+        out[f"mixture.component.{comp['id']}.n_saturated"] = comp["counts"]["saturated"]
+    return out
+
+
+def mixture_cdf(mix: dict[str, Any]) -> list[dict[str, Any]]:
+    """Fig. 1 of a mixture run: one CDF per curve (aggregate, plain estimand, each family)."""
+    d = mix["distances"]
+    curves = [("aggregate", d["aggregate"]), ("plain", d["plain"]), *d["families"].items()]
+    return [
+        {"curve": name, "d": x, "cdf": (i + 1) / len(values)}
+        for name, values in curves
+        for i, x in enumerate(values)
+    ]
 
 
 def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -66,7 +104,10 @@ def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
                     "oss_map2": by["map2"]["oss"],
                 }
             )
-    return {"distance_cdf": cdf, "label_effect": scatter}
+    out = {"distance_cdf": cdf, "label_effect": scatter}
+    if "mixture" in results:
+        out["mixture_distance_cdf"] = mixture_cdf(results["mixture"])
+    return out
 
 
 def tags(results: dict[str, Any]) -> dict[str, str]:
@@ -74,6 +115,9 @@ def tags(results: dict[str, Any]) -> dict[str, str]:
     mem = results.get("memorization")
     if mem is not None:
         t["memorization_alert"] = str(mem.get("alert"))
+    if "mixture" in results:
+        t["mixture.averaged_away"] = str(results["mixture"]["counts"]["averaged_away"] > 0)
+        t["mixture.order_matched"] = str(results["mixture"]["order_matched"])
     return t
 
 
@@ -82,10 +126,18 @@ def summary(results: dict[str, Any]) -> str:
     v = c["verdict"]
     g = c["gamma_class"]
     gates = ", ".join(f"{k} {x['status']}" for k, x in results["gates"].items())
+    mix = results.get("mixture")
+    extra = ""
+    if mix is not None:
+        mc = mix["counts"]
+        extra = (
+            f" | mixture of {mix['n_components']} components: averaged away {mc['averaged_away']}, "
+            f"saturated {mc['saturated']['aggregate']} (plain {mc['saturated']['plain']})"
+        )
     return (
         f"QQ: {results['n_items']} items | SATISFIED {v['SATISFIED']}, VIOLATED {v['VIOLATED']}, "
         f"INDETERMINATE {v['INDETERMINATE']} | Gamma: NONCONTEXTUAL {g['NONCONTEXTUAL']}, "
         f"CONTEXTUAL {g['CONTEXTUAL']}, INDETERMINATE {g['INDETERMINATE']} | saturated "
         f"{c['saturated']}/{results['n_items']} | gates: {gates} | max other mass "
-        f"{results['mass']['max_other']:.3g}"
+        f"{results['mass']['max_other']:.3g}" + extra
     )
