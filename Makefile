@@ -51,6 +51,7 @@ test-fast: lint typecheck
 
 bench: install
 	$(PYTHON) benchmarks/bench_qq_measure.py
+	$(PYTHON) benchmarks/bench_qq_mixture.py
 	$(PYTHON) benchmarks/bench_default_run.py
 	$(PYTHON) benchmarks/bench_draws.py
 	$(PYTHON) benchmarks/bench_draws_import.py
