@@ -19,8 +19,10 @@ __all__ = [
     "AUDIT_KIND",
     "audit_row",
     "check_audit_row",
+    "log_audit_line",
     "log_audit_metrics",
     "log_audit_section",
+    "log_audit_tags",
     "plan_inputs",
     "read_logs",
 ]
@@ -142,3 +144,17 @@ def audit_row(src: LogSource, counts: Mapping[str, int], **extra: Any) -> dict[s
         **extra,
         "counts": dict(counts),
     }
+
+
+def log_audit_tags(section: Mapping[str, Any]) -> dict[str, str]:
+    """MLflow tags of the section: the issue totals and the greedy families."""
+    return {
+        "log_audit.issues": ",".join(f"{k}={v}" for k, v in section["totals"].items())[:500] or "none",
+        "log_audit.greedy_families": ",".join(section["greedy_families"])[:500] or "none",
+    }
+
+
+def log_audit_line(section: Mapping[str, Any]) -> str:
+    """The section in a run's one-line summary."""
+    issues = ", ".join(f"{k} {v}" for k, v in section["totals"].items())
+    return f"log audit ({section['format']}): {issues or 'no issues'}"

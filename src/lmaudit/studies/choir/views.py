@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lmaudit.interop.audit import log_audit_metrics
+from lmaudit.interop.audit import log_audit_line, log_audit_metrics, log_audit_tags
 
 __all__ = ["headline", "metrics", "plot_data", "ranking_rows", "summary", "tags"]
 
@@ -117,6 +117,8 @@ def tags(results: dict[str, Any]) -> dict[str, str]:
             f"unconditioned cohort {_fraction(rank['unconditioned_cohort'])}; "
             f"cohorts agree on the top candidate {_fraction(rank['agree_top'])}"
         )
+    if results.get("log_audit"):
+        out.update(log_audit_tags(results["log_audit"]))
     return out
 
 
@@ -141,6 +143,8 @@ def summary(results: dict[str, Any]) -> str:
             f"{_fraction(rank['unconditioned_cohort'])} (unconditioned), top agreed "
             f"{_fraction(rank['agree_top'])}, {rank['n_invalid']} invalid ballots"
         )
+    if results.get("log_audit"):
+        parts.append(log_audit_line(results["log_audit"]))
     return " | ".join(parts)
 
 

@@ -13,13 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.interop.audit import (
-    AUDIT_KIND,
-    check_audit_row,
-    log_audit_metrics,
-    log_audit_section,
-    plan_inputs,
-)
+from lmaudit.interop import audit as log_audit
 from lmaudit.interop.detect import detect
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
@@ -136,7 +130,7 @@ def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
         inputs: dict[str, dict[str, Any]]
         found = detect(p, s.import_format) if p.exists() else None
         if found is not None and found.format != "lmaudit":  # a log: every file it reads
-            inputs = {"import": plan_inputs(found)}
+            inputs = {"import": log_audit.plan_inputs(found)}
         elif found is not None:
             inputs = {"import": {"path": str(p), "sha256": file_sha256(p)}}
         elif freezing_open:  # the data come later; the registration omits them
@@ -229,8 +223,8 @@ def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -
             seeded = True
             refused_rows.append(row)
             continue
-        if kind == AUDIT_KIND:
-            audit_rows.append(check_audit_row(row, where))
+        if kind == log_audit.AUDIT_KIND:
+            audit_rows.append(log_audit.check_audit_row(row, where))
             continue
         if kind != "sequence":
             raise InputError(f"{where}: field 'kind' = {kind!r} is not 'sequence'")
@@ -250,7 +244,7 @@ def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -
         "normalise": dataclasses.asdict(s.normalise) if mode == "sample" else None,
     }
     if audit_rows:  # the answers were normalised when the log was read: that rule
-        out["log_audit"] = log_audit_section(audit_rows)
+        out["log_audit"] = log_audit.log_audit_section(audit_rows)
         out["normalise"] = out["log_audit"]["normalise"]
     return out
 
@@ -292,7 +286,7 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
         for r, v in f["power"].items():
             out[f"{k}power_{r}"] = float(v)
     if results.get("log_audit"):
-        out.update(log_audit_metrics(results["log_audit"]))
+        out.update(log_audit.log_audit_metrics(results["log_audit"]))
     return out
 
 
@@ -312,10 +306,8 @@ def tags(results: dict[str, Any]) -> dict[str, str]:
     t["flagged_sources"] = (
         ",".join(f"{n}:{s}" for n, f in results["families"].items() for s in f["flagged_sources"]) or "none"
     )
-    audit = results.get("log_audit")
-    if audit:
-        t["log_audit.issues"] = ",".join(f"{k}={v}" for k, v in audit["totals"].items())[:500] or "none"
-        t["log_audit.greedy_families"] = ",".join(audit["greedy_families"])[:500] or "none"
+    if results.get("log_audit"):
+        t.update(log_audit.log_audit_tags(results["log_audit"]))
     return t
 
 
@@ -328,12 +320,11 @@ def summary(results: dict[str, Any]) -> str:
     )
     d = results["data"]
     audit = results.get("log_audit")
-    issues = ", ".join(f"{k} {v}" for k, v in audit["totals"].items()) if audit else ""
     return (
         f"draws: {results['n_families']} families, {d['analysed_sequences']} sequences "
         f"({d['excluded']['n']} excluded, {d['deduplicated']['n_dropped']} prefix duplicates dropped) | "
         f"{results['n_rejected']} rejected (Holm) | {fams}"
-        + (f" | log audit ({audit['format']}): {issues or 'no issues'}" if audit else "")
+        + (f" | {log_audit.log_audit_line(audit)}" if audit else "")
     )
 
 
