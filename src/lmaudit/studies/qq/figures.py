@@ -82,6 +82,36 @@ def _share_below(d: Sequence[float], cut: float) -> float:
     return float(np.mean(np.asarray(d) < cut)) if len(d) else float("nan")
 
 
+def cdf_left(smallest: float, cut: float | None) -> float:
+    """The x-axis start: half the smallest distance (or threshold) shown, so no decade is empty."""
+    left = max(smallest, D_CLIP) if cut is None or cut <= 0 else min(max(smallest, D_CLIP), cut)
+    return left / 2
+
+
+def cdf_step(ax: Any, d: Sequence[float], lo: float, cut: float | None, label: str, **style: Any) -> None:
+    """One distance-from-determinism CDF on ``ax`` (d = 0 at :data:`D_CLIP`), its label with
+    the share below ``cut``."""
+    x = np.sort(np.maximum(np.asarray(d, dtype=np.float64), D_CLIP))
+    y = np.arange(1, x.size + 1) / x.size
+    if cut is not None:
+        label += f": {100 * _share_below(d, cut):.1f}% with d < {cut:.3g}"
+    ax.step(np.concatenate([[lo], x]), np.concatenate([[0.0], y]), where="post", label=label, **style)
+
+
+def cdf_axes(ax: Any, lo: float, cut: float | None, threshold: float | None, xlabel: str, title: str) -> None:
+    """The saturation threshold's line, the log distance axis and the share axis."""
+    if cut is not None and cut > 0:
+        ax.axvline(cut, color="#888888", ls=":", lw=1.2, label=f"saturation threshold d = 1 − {threshold:g}")
+    ax.set_xscale("log")
+    ax.set_xlim(lo, 1.0)
+    ax.xaxis.set_major_formatter(_decade)
+    ax.tick_params(axis="x", which="minor", labelbottom=False)
+    ax.set_ylim(0.0, 1.02)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("share of positions with distance ≤ d")
+    ax.set_title(title)
+
+
 def saturation_cdf_svg(results: Mapping[str, Any]) -> str | None:
     """Seed Figure 1; ``None`` when no position has a finite ``p``."""
     groups = {k: v for k, v in position_distances(results).items() if v}
@@ -95,40 +125,32 @@ def saturation_cdf_svg(results: Mapping[str, Any]) -> str | None:
     if len(groups) > 1:
         curves.append(("all", [d for v in groups.values() for d in v]))
     smallest = min(min(v) for v in groups.values())
-    # the x-axis starts at half the smallest distance (or threshold) shown: no empty decade
-    left = max(smallest, D_CLIP) if cut is None or cut <= 0 else min(max(smallest, D_CLIP), cut)
-    lo = left / 2
+    lo = cdf_left(smallest, cut)
     clipped = f"   (d = 0 drawn at {D_CLIP:g})" if smallest < D_CLIP else ""
 
     def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
         for name, d in curves:
-            x = np.sort(np.maximum(np.asarray(d, dtype=np.float64), D_CLIP))
-            y = np.arange(1, x.size + 1) / x.size
-            label = f"{name} (n={x.size})" + ("" if len(groups) > 1 else " = all positions")
-            if cut is not None:
-                label += f": {100 * _share_below(d, cut):.1f}% with d < {cut:.3g}"
-            ax.step(
-                np.concatenate([[lo], x]),
-                np.concatenate([[0.0], y]),
-                where="post",
+            label = f"{name} (n={len(d)})" + ("" if len(groups) > 1 else " = all positions")
+            all_ = name == "all"
+            cdf_step(
+                ax,
+                d,
+                lo,
+                cut,
+                label,
                 color=_COLOURS.get(name, "#555555"),
-                lw=2.2 if name == "all" else 1.4,
-                ls="--" if name == "all" else "-",
-                label=label,
+                lw=2.2 if all_ else 1.4,
+                ls="--" if all_ else "-",
             )
-        if cut is not None and cut > 0:
-            ax.axvline(
-                cut, color="#888888", ls=":", lw=1.2, label=f"saturation threshold d = 1 − {threshold:g}"
-            )
-        ax.set_xscale("log")
-        ax.set_xlim(lo, 1.0)
-        ax.xaxis.set_major_formatter(_decade)
-        ax.tick_params(axis="x", which="minor", labelbottom=False)
-        ax.set_ylim(0.0, 1.02)
-        ax.set_xlabel(f"distance from determinism d = 1 − max(p, 1 − p){clipped}")
-        ax.set_ylabel("share of positions with distance ≤ d")
-        ax.set_title("Figure 1. Saturation: CDF of distance from determinism")
+        cdf_axes(
+            ax,
+            lo,
+            cut,
+            threshold,
+            f"distance from determinism d = 1 − max(p, 1 − p){clipped}",
+            "Figure 1. Saturation: CDF of distance from determinism",
+        )
         # below the axes: a curve of saturated positions climbs at the left, where a legend inside would sit
         fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)
 

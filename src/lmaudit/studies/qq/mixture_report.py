@@ -7,11 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from lmaudit.figures import svg_figure
 from lmaudit.reporting import num as _num
-from lmaudit.studies.qq.figures import D_CLIP, _decade
+from lmaudit.studies.qq.figures import cdf_axes, cdf_left, cdf_step
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -40,40 +38,21 @@ def mixture_cdf_svg(results: Mapping[str, Any]) -> str | None:
         return None
     threshold = _num((mix.get("near_deterministic") or {}).get("threshold"))
     cut = None if threshold is None else 1.0 - threshold
-    smallest = min(min(v) for _, v in curves)
-    left = max(smallest, D_CLIP) if cut is None or cut <= 0 else min(max(smallest, D_CLIP), cut)
-    lo = left / 2
+    lo = cdf_left(min(min(v) for _, v in curves), cut)
 
     def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
         for k, (name, d) in enumerate(curves):
             colour, lw, ls = _STYLE.get(name, (_FAMILY_COLOURS[k % len(_FAMILY_COLOURS)], 1.3, "-"))
-            x = np.sort(np.maximum(np.asarray(d, dtype=np.float64), D_CLIP))
-            y = np.arange(1, x.size + 1) / x.size
-            label = f"{name} (n={x.size})"
-            if cut is not None:
-                label += f": {100 * float(np.mean(np.asarray(d) < cut)):.1f}% with d < {cut:.3g}"
-            ax.step(
-                np.concatenate([[lo], x]),
-                np.concatenate([[0.0], y]),
-                where="post",
-                color=colour,
-                lw=lw,
-                ls=ls,
-                label=label,
-            )
-        if cut is not None and cut > 0:
-            ax.axvline(
-                cut, color="#888888", ls=":", lw=1.2, label=f"saturation threshold d = 1 − {threshold:g}"
-            )
-        ax.set_xscale("log")
-        ax.set_xlim(lo, 1.0)
-        ax.xaxis.set_major_formatter(_decade)
-        ax.tick_params(axis="x", which="minor", labelbottom=False)
-        ax.set_ylim(0.0, 1.02)
-        ax.set_xlabel("distance from determinism d = 1 − max(p, 1 − p)")
-        ax.set_ylabel("share of positions with distance ≤ d")
-        ax.set_title("Figure M1. Saturation of the mixture, the plain estimand and each family")
+            cdf_step(ax, d, lo, cut, f"{name} (n={len(d)})", color=colour, lw=lw, ls=ls)
+        cdf_axes(
+            ax,
+            lo,
+            cut,
+            threshold,
+            "distance from determinism d = 1 − max(p, 1 − p)",
+            "Figure M1. Saturation of the mixture, the plain estimand and each family",
+        )
         fig.legend(loc="outside lower center", ncol=2, fontsize=7.5, frameon=False)
 
     return svg_figure(draw, size=(6.6, 4.8), prefix="figm1")
