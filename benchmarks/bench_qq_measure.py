@@ -148,7 +148,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default="auto",
         help="one more scoring pass under torch.profiler (auto: when a goal is missed)",
     )
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--out", type=Path, help=f"default: {RESULTS} (the default model), qq_measure_<model>.json beside it"
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides, as run.py takes them")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -174,10 +176,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     llama: LlamaCppScorer | None = None
     llama_note = ""
+    served = str(cfg.model.get("model") or "")
     try:
-        llama = LlamaCppScorer(embedded_gguf_path(), args.threads, n_ctx=max(512, max(map(len, ids)) + 16))
+        if not served.startswith("embedded:"):
+            raise LookupError(f"{served!r} is not an embedded model: no GGUF file to give llama.cpp")
+        # the same GGUF file the embedded model is converted from
+        gguf = embedded_gguf_path(model=served)
+        llama = LlamaCppScorer(gguf, args.threads, n_ctx=max(512, max(map(len, ids)) + 16))
     except ImportError as exc:
         llama_note = f"llama-cpp-python not installed ({exc}); run `make install-server`"
+    except LookupError as exc:
+        llama_note = str(exc)
 
     # warm-up of every path on one prompt (first touch of the weights, the allocators)
     naive_probs(model, ids[:1])
@@ -324,6 +333,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"  {key:<{width}}  {value}")
     if profiled is not None:
         print_profile("one more cold scoring pass under torch.profiler", profiled)
+    if args.out is None:
+        name = str(cfg.model.name)
+        args.out = RESULTS if name == "gemma3-270m" else RESULTS.with_name(f"qq_measure_{name}.json")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = args.out.with_suffix(".json.tmp")
     tmp_out.write_text(json.dumps(report, indent=2, sort_keys=True, default=str), encoding="utf-8")

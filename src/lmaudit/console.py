@@ -1,8 +1,8 @@
 """The ``lmaudit`` console command: utilities around the Hydra entry point ``run.py``.
 
 ``lmaudit compare`` (runs side by side from MLflow), ``lmaudit log`` (log a finished run
-directory to MLflow later), ``lmaudit report`` (rebuild a run's report from its records), ``lmaudit prepare-model`` (convert the embedded model once; used by
-the DVC stage), ``lmaudit digest`` (file SHA-256s as recorded), ``lmaudit cache compact`` (a
+directory to MLflow later), ``lmaudit report`` (rebuild a run's report from its records), ``lmaudit prepare-model`` (convert the embedded models once; used by
+``make install`` and the DVC stage), ``lmaudit gguf-path`` (an embedded model's GGUF file, for llama.cpp), ``lmaudit digest`` (file SHA-256s as recorded), ``lmaudit cache compact`` (a
 response cache folder into packs, optionally only the keys some runs used).
 """
 
@@ -20,8 +20,19 @@ def main(argv: list[str] | None = None) -> int:
     """``lmaudit`` console entry: utilities around the Hydra entry point ``run.py``."""
     parser = argparse.ArgumentParser(prog="lmaudit", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    pm = sub.add_parser("prepare-model", help="convert the embedded Gemma 3 270M GGUF once and cache it")
-    pm.add_argument("--record", help="write a JSON record of the converted model (digests, versions) here")
+    pm = sub.add_parser(
+        "prepare-model", help="convert the embedded models' GGUF files once and cache the transformers copies"
+    )
+    pm.add_argument(
+        "--model",
+        action="append",
+        help="an embedded model (embedded:gemma3-270m, embedded:smollm2-135m; default: every one)",
+    )
+    pm.add_argument(
+        "--record", help="write a JSON record of the converted model (digests, versions) here (one --model)"
+    )
+    gp = sub.add_parser("gguf-path", help="print an embedded model's GGUF file (for llama.cpp's server)")
+    gp.add_argument("model", nargs="?", default="gemma3-270m", help="gemma3-270m (default) or smollm2-135m")
     c = sub.add_parser(
         "compare", help="compare runs from MLflow, one table per study with a legend of its columns"
     )
@@ -52,24 +63,18 @@ def main(argv: list[str] | None = None) -> int:
     _add_cache_parser(sub.add_parser("cache", help="response cache maintenance (lmaudit cache compact)"))
     args = parser.parse_args(argv)
     if args.cmd == "prepare-model":
-        from lmaudit.backends.hf.embedded import ensure_embedded_model, gguf_sha256
+        return _prepare_models(args.model, args.record)
+    if args.cmd == "gguf-path":
+        from lmaudit.backends.base import BackendError
+        from lmaudit.backends.hf.embedded import embedded_gguf_path
 
-        path = ensure_embedded_model()
-        print(path)
-        if args.record:
-            from importlib.metadata import version
-
-            weights = sorted(Path(path).glob("*.safetensors"))
-            atomic_write_json(
-                args.record,
-                {
-                    "model": "embedded:gemma3-270m",
-                    "gguf_sha256": gguf_sha256(),
-                    # the conversion's (GGUF to safetensors) and the forward's
-                    "transformers": version("transformers"),
-                    "weights_sha256": {w.name: file_sha256(w) for w in weights},
-                },
-            )
+        name = args.model if args.model.startswith("embedded:") else f"embedded:{args.model}"
+        try:
+            print(embedded_gguf_path(model=name))
+        except BackendError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     elif args.cmd == "log":
         from lmaudit.pipeline.mlflow_run import log_run_dir
         from lmaudit.provenance.io import InputError
@@ -113,6 +118,40 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "digest":
         for p in args.paths:
             print(f"{file_sha256(p)}  {p}")
+    return 0
+
+
+def _prepare_models(models: list[str] | None, record: str | None) -> int:
+    """Convert the embedded models (each once; a converted copy is reused) and print their folders;
+    ``record``: a JSON record of one model's conversion (what identifies its weights, no path)."""
+    from importlib.metadata import version
+
+    from lmaudit.backends.base import BackendError
+    from lmaudit.backends.hf.embedded import EMBEDDED, embedded_model, ensure_embedded_model, gguf_sha256
+
+    names = models or list(EMBEDDED)
+    if record and len(names) != 1:
+        print("error: --record records one model: name it with --model", file=sys.stderr)
+        return 2
+    for name in (n if n.startswith("embedded:") else f"embedded:{n}" for n in names):
+        try:
+            path = ensure_embedded_model(model=embedded_model(name).model)
+        except BackendError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(path)
+        if record:
+            weights = sorted(Path(path).glob("*.safetensors"))
+            atomic_write_json(
+                record,
+                {
+                    "model": name,
+                    "gguf_sha256": gguf_sha256(name),
+                    # the conversion's (GGUF to safetensors) and the forward's
+                    "transformers": version("transformers"),
+                    "weights_sha256": {w.name: file_sha256(w) for w in weights},
+                },
+            )
     return 0
 
 

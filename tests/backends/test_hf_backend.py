@@ -175,7 +175,7 @@ def test_ensure_embedded_model_converts_once(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(embedded, "_assemble_gguf_unlocked", fake_assemble)
     monkeypatch.setenv("LMAUDIT_MODEL_DIR", str(tmp_path / "models"))
     first = embedded.ensure_embedded_model()
-    assert first == tmp_path / "models" / embedded.CONVERTED_SUBDIR and first.is_dir()
+    assert first == tmp_path / "models" / "gemma3-270m" / embedded.CONVERTED_SUBDIR and first.is_dir()
     assert embedded.ensure_embedded_model() == first and len(calls) == 1
     marker = json.loads((first / embedded.MARKER_FILENAME).read_text())
     marker["transformers"] = "0.0.1"  # converted by another transformers version: redo

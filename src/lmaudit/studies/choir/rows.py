@@ -46,6 +46,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     extractor: dict[str, Any] = {"method": "rule"}
     cue_pairs: list[dict[str, Any]] = []
     refused: Counter[str] = Counter()
+    degenerate = 0  # items extraction dropped as degenerate repetitions
     audits: list[dict[str, Any]] = []
     for i, r in enumerate(rows, start=1):
         where = f"{source}: record {i}"
@@ -53,6 +54,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         if kind == "list":
             try:
                 recs.append(ListRecord.from_row(r))
+                degenerate += int((r.get("extraction") or {}).get("degenerate", 0))
             except (KeyError, TypeError, ValueError) as e:
                 raise InputError(
                     f"{where}: a list record needs model, question, condition, persona, "
@@ -116,6 +118,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         why = f" (the server refused all {sum(refused.values())} lists)" if refused else ""
         raise InputError(f"{source}: no list records to analyse{why}")
     out = analyze_lists(recs, vec, vocab, s, pvocab, cue_pairs)
+    out["summary"]["n_degenerate_items"] = degenerate
     out["ranking"] = analyze_ranking(ballots, pools, source)
     out["calibration"] = analyze_calibration(calibration, cohort_tops(out["ranking"]))
     out["study"] = "choir"
@@ -126,6 +129,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         "conditions": sorted({r.condition for r in recs}),
         "lists": len(recs),
         "empty_lists": sum(1 for r in recs if not r.items),
+        "degenerate_items": degenerate,
         "refused_lists": {"n": sum(refused.values()), "reasons": dict(sorted(refused.items()))},
         "extraction": {"method": "llm", **extractor} if "lists" in extractor else extractor,
     }

@@ -170,7 +170,13 @@ def _list_row(
         "generation": g,
         "raw": raw,
         "items": [i.to_json() for i in e.items],
-        "extraction": {"entries": e.n_entries, "na": e.n_na, "empty": e.n_empty, "preamble": e.preamble},
+        "extraction": {
+            "entries": e.n_entries,
+            "na": e.n_na,
+            "empty": e.n_empty,
+            "preamble": e.preamble,
+            "degenerate": e.n_degenerate,
+        },
     }
 
 

@@ -111,10 +111,16 @@ def verdict(results: Mapping[str, Any], alpha: float | None) -> Verdict:
         return Verdict(why, facts(results, alpha), answered=False)
     s = results["summary"]
     n, k, sig = s["n_questions"], s["above_chance"], s["above_chance_significant"]
-    head = (
-        f"The members agree beyond chance on {k} of {n} {_plural(n, 'question', 'questions')} "
-        f"(signal-to-chance above 1; {sig} of them significant at {_at(alpha)})"
-    )
+    if sig:
+        head = (
+            f"The members agree beyond chance on {sig} of {n} {_plural(n, 'question', 'questions')} "
+            f"(signal-to-chance above 1 and significant at {_at(alpha)}; above 1 on {k})"
+        )
+    else:
+        head = (
+            f"No question shows agreement beyond chance at {_at(alpha)} ({k} of {n} "
+            f"{_plural(n, 'question', 'questions')} with signal-to-chance above 1, none significant)"
+        )
     model = (results.get("recoverability") or {}).get("model")
     if model and model.get("accuracy") is not None:
         hi = (model.get("null_band") or [None, None])[1]
@@ -140,6 +146,12 @@ def alerts(results: Mapping[str, Any]) -> list[str]:
     n_lists, n_empty = d.get("lists") or 0, d.get("empty_lists") or 0
     if 0 < n_empty < n_lists:
         out.append(f"{n_empty} of {n_lists} lists are empty (no item extracted): they name no concept.")
+    if d.get("degenerate_items"):
+        out.append(
+            f"{d['degenerate_items']} list item(s) ran into a degenerate repetition (one character or word "
+            "repeated over and over, decoding that looped): extraction dropped them; the raw answers are "
+            "shown below."
+        )
     ext = d.get("extraction") or {}
     if ext.get("invalid"):
         out.append(

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scipy import stats
+
 from lmaudit.stats.intervals import proportion_ci
 from lmaudit.studies.judge.classification import (
     CLASSES,
@@ -176,10 +178,28 @@ def model_wins(
     return out
 
 
-def _readouts(readouts: Sequence[Mapping[str, Any]], conds: Sequence[str], reference: str) -> dict[str, Any]:
+def _mean_interval(xs: Sequence[float], alpha: float) -> dict[str, Any]:
+    """The mean of per-prompt values with its Student-t interval and two-sided p against zero
+    over prompts (None where fewer than two prompts or no spread leave them undefined)."""
+    mean = math.fsum(xs) / len(xs)
+    if len(xs) < 2 or min(xs) == max(xs):
+        return {"mean": mean, "ci": None, "p": None}
+    res = stats.ttest_1samp(list(xs), 0.0)
+    ci = res.confidence_interval(1 - alpha)
+    return {"mean": mean, "ci": [float(ci.low), float(ci.high)], "p": float(res.pvalue)}
+
+
+def _readouts(
+    readouts: Sequence[Mapping[str, Any]], conds: Sequence[str], reference: str, alpha: float
+) -> dict[str, Any]:
+    """Per condition the mean P(A), P(B), P(TIE) and the mass off the three labels over prompts
+    (each prompt's replicates averaged first) and, against the reference on the same prompts, the
+    mean shift of each label's probability with its interval over prompts."""
     by: dict[str, dict[str, list[dict[str, float]]]] = {}
+    other: dict[str, dict[str, list[float]]] = {}
     for r in readouts:
         by.setdefault(r["condition"], {}).setdefault(r["item"], []).append(r["probs_original"])
+        other.setdefault(r["condition"], {}).setdefault(r["item"], []).append(float(r.get("other") or 0.0))
     out: dict[str, Any] = {}
     ref = by.get(reference, {})
     for cid in conds:
@@ -187,17 +207,24 @@ def _readouts(readouts: Sequence[Mapping[str, Any]], conds: Sequence[str], refer
         if not items:
             continue
         mean_item = {i: {v: math.fsum(p[v] for p in ps) / len(ps) for v in LABELS} for i, ps in items.items()}
+        off = [math.fsum(xs) / len(xs) for xs in other[cid].values()]
         entry: dict[str, Any] = {
             "n_items": len(mean_item),
             "mean": {v: math.fsum(m[v] for m in mean_item.values()) / len(mean_item) for v in LABELS},
+            "other": {"mean": math.fsum(off) / len(off), "max": max(off)},
             "items": mean_item,
         }
         common = [i for i in mean_item if i in ref]
         if cid != reference and common:
             ref_mean = {i: {v: math.fsum(p[v] for p in ref[i]) / len(ref[i]) for v in LABELS} for i in common}
             shift = {i: {v: mean_item[i][v] - ref_mean[i][v] for v in LABELS} for i in common}
+            per_label = {v: _mean_interval([shift[i][v] for i in common], alpha) for v in LABELS}
             entry["shift_vs_reference"] = {
-                "mean": {v: math.fsum(s[v] for s in shift.values()) / len(shift) for v in LABELS},
+                "mean": {v: per_label[v]["mean"] for v in LABELS},
+                "ci": {v: per_label[v]["ci"] for v in LABELS},
+                "p": {v: per_label[v]["p"] for v in LABELS},
+                "n": len(common),
+                "interval": f"Student t over prompts, {100 * (1 - alpha):g}%",
                 "items": shift,
             }
         out[cid] = entry
@@ -310,5 +337,5 @@ def analyze(
         "patterns": unilateral_patterns(labels, role, items),
         "items": grid,
         "model_wins": model_wins(by_cond, mapping, reference, _seed_roles(role, reference)),
-        "readout": _readouts(readouts, cids, reference),
+        "readout": _readouts(readouts, cids, reference, alpha),
     }

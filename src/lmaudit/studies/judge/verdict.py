@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lmaudit.reporting import get, num, pval
+from lmaudit.reporting import fmt, get, num, pval
 from lmaudit.reporting.page import Verdict
 
 __all__ = ["alerts", "pct", "primary", "repeat", "verdict"]
@@ -182,9 +182,60 @@ def _validity_facts(results: Mapping[str, Any]) -> list[str]:
     return [*out, _counts(results)]
 
 
+def _shift(x: Mapping[str, Any], v: str) -> str:
+    ci = get(x, "ci", v)
+    where = f" [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else " (no interval)"
+    return f"P({v}) {fmt(get(x, 'mean', v), '+.3f')}{where}"
+
+
+def _readout_answer(results: Mapping[str, Any], why: str) -> Verdict | None:
+    """When the text verdicts cannot answer, the log-prob readout can: each condition's shift of
+    P(A), P(B), P(TIE) against the reference over prompts, with its interval (None: no readout)."""
+    ref = results.get("reference") or "P0"
+    readout = results.get("readout") or {}
+    shifted = {cid: r["shift_vs_reference"] for cid, r in readout.items() if r.get("shift_vs_reference")}
+    if not shifted:
+        return None
+    moved = [
+        f"{_shift(x, v)} under {cid}"
+        for cid, x in shifted.items()
+        for v in LABELS
+        if (ci := get(x, "ci", v)) and (ci[0] > 0 or ci[1] < 0)
+    ]
+    n = max(int(x.get("n") or 0) for x in shifted.values())
+    how = next(iter(shifted.values())).get("interval") or "interval over prompts"
+    if moved:
+        head = (
+            f"From the log-prob readout (the text verdicts cannot answer): the presentation moved the "
+            f"judge's label probabilities against {ref} beyond their intervals ({how}, {n} prompts): "
+            f"{_and(moved)}."
+        )
+    else:
+        head = (
+            f"From the log-prob readout (the text verdicts cannot answer): no change of presentation moved "
+            f"P(A), P(B) or P(TIE) against {ref} beyond its interval ({how}, {n} prompts); with so few "
+            "prompts this does not show that the presentation has no effect."
+        )
+    facts = [why]
+    for cid, r in readout.items():
+        line = (
+            f"{cid}: mean P(A) {fmt(get(r, 'mean', 'A'))}, P(B) {fmt(get(r, 'mean', 'B'))}, "
+            f"P(TIE) {fmt(get(r, 'mean', 'TIE'))}; off the labels {fmt(get(r, 'other', 'mean'))} "
+            f"(max {fmt(get(r, 'other', 'max'))})"
+        )
+        if cid in shifted:
+            line += "; against " + ref + ": " + ", ".join(_shift(shifted[cid], v) for v in LABELS)
+        facts.append(line + ".")
+    facts.append(_counts(results))
+    return Verdict(head, facts)
+
+
 def verdict(results: Mapping[str, Any]) -> Verdict:
     why = _why_not(results)
     if why is not None:
+        by_readout = _readout_answer(results, why) if _invalid(results)[1] else None
+        if by_readout is not None:
+            return by_readout
         return Verdict(why, _validity_facts(results) if _invalid(results)[1] else (), answered=False)
     return Verdict(_headline(results), _facts(results))
 
