@@ -138,3 +138,12 @@ def test_no_interpreted_step_per_bernoulli() -> None:
         counts.append(interpreted_lines(lambda p=p, k=k: poisson_binomial_sf(p, k)))
     assert counts[1] - counts[0] <= 100, counts
     assert counts[1] < 16384 // 16, counts
+
+
+def test_mean_within_rounding_of_k_needs_no_tilt() -> None:
+    """4,096 equal ``p`` just under 1/4,096: the mean is below ``k = 1``, but through logit and
+    expit it rounds to 1; the tail is still the binomial's, within ``FFT_RTOL``."""
+    x = float(np.nextafter(1 / 4096, 0))
+    p = np.full(4096, x)
+    assert p.sum() < 1
+    assert poisson_binomial_sf(p, 1) == pytest.approx(float(binom.sf(0, 4096, x)), rel=FFT_RTOL)

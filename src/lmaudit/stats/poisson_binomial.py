@@ -89,7 +89,7 @@ def _sf_tilted(p: FloatArray, k: int) -> float:
 
 
 def _tilt(p: FloatArray, k: int) -> float:
-    """``theta > 0`` with ``sum expit(logit(p_i) + theta) = k`` (for ``mean < k < n``)."""
+    """``theta >= 0`` with ``sum expit(logit(p_i) + theta) = k`` (for ``mean < k < n``)."""
     from scipy.optimize import brentq
     from scipy.special import expit, logit
 
@@ -98,6 +98,8 @@ def _tilt(p: FloatArray, k: int) -> float:
     def excess(theta: float) -> float:
         return float(expit(lp + theta).sum()) - k
 
+    if excess(0.0) >= 0.0:  # the mean within rounding of k: no tilt needed
+        return 0.0
     hi = 1.0
     while excess(hi) < 0.0:
         hi *= 2.0
