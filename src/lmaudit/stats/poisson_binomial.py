@@ -22,7 +22,7 @@ Two exact computations (exact up to floating-point rounding; neither approximate
   below the smallest double are returned as 0.
 
 ``scipy.stats.poisson_binom`` computes the same law, but its ``sf`` is ``1 - cdf`` (a tail of
-``1e-27`` comes out as ``1e-14``) and its cost grows with ``n^2``.
+``1.8e-27`` comes out as ``8.8e-15``) and its cost grows with ``n^2``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ FloatArray = NDArray[np.float64]
 
 __all__ = ["DIRECT_MAX", "FFT_RTOL", "poisson_binomial_sf"]
 
-DIRECT_MAX = 2048  # up to this many probabilities strictly between 0 and 1: the recursion
+DIRECT_MAX = 2048  # up to this many probabilities (or this many left once 0s and 1s are out): the recursion
 FFT_RTOL = 1e-9  # the relative error the tests hold the tilted FFT path to
 _BLOCK = 64  # Bernoullis per leaf of the divide and conquer (leaves built by the recursion)
 
