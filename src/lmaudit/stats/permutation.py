@@ -6,7 +6,8 @@
 * :func:`upper_critical_value`: the ``1 - alpha`` quantile of a null sample, taken as an
   observed null value (inverted CDF), so that ``T > c`` rejects at most an ``alpha`` share.
 * :func:`poisson_binomial_sf`: ``P(X >= k)`` for a sum of independent Bernoulli(``p_i``),
-  exactly, by convolution (used for counts of rare events under a permutation null).
+  exactly (used for counts of rare events under a permutation null); it lives in
+  :mod:`lmaudit.stats.poisson_binomial` and is re-exported here.
 * :func:`sign_flip_test`: the exact paired sign-flip test of integer differences (every one of
   the ``2^n`` sign patterns, counted by convolution rather than enumerated).
 """
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from lmaudit.stats.poisson_binomial import poisson_binomial_sf
 
 __all__ = ["monte_carlo_pvalue", "poisson_binomial_sf", "sign_flip_test", "upper_critical_value"]
 
@@ -37,23 +40,6 @@ def upper_critical_value(null: ArrayLike, alpha: float) -> float:
     if t.size == 0:
         raise ValueError("null sample is empty")
     return float(np.quantile(t, 1.0 - alpha, method="inverted_cdf"))
-
-
-def poisson_binomial_sf(probs: ArrayLike, k: int) -> float:
-    """``P(X >= k)`` for ``X = sum_i Bernoulli(probs[i])`` (independent), by exact convolution."""
-    p = np.clip(np.asarray(probs, dtype=np.float64).reshape(-1), 0.0, 1.0)
-    if k <= 0:
-        return 1.0
-    if k > p.size:
-        return 0.0
-    pmf = np.zeros(p.size + 1, dtype=np.float64)
-    pmf[0] = 1.0
-    for i, pi in enumerate(p):
-        # add one Bernoulli: pmf'[j] = pmf[j] (1 - p) + pmf[j - 1] p, over the support so far
-        head = pmf[: i + 2].copy()
-        pmf[1 : i + 2] = head[1:] * (1.0 - pi) + head[:-1] * pi
-        pmf[0] = head[0] * (1.0 - pi)
-    return float(min(1.0, max(0.0, pmf[k:].sum())))
 
 
 def sign_flip_test(differences: ArrayLike) -> tuple[int, float]:
