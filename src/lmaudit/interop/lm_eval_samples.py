@@ -17,13 +17,13 @@ JSON, one a doc and filter.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from lmaudit.interop.detect import Draw, LogSequence, LogSource, interop_missing
 from lmaudit.provenance.io import MAX_INPUT_BYTES, InputError, open_input, read_utf8
+from lmaudit.provenance.jsoncheck import StrictJsonError, bounded_loads
 
 __all__ = ["files_read", "list_samples", "read_samples", "results_path", "task_of"]
 
@@ -73,7 +73,9 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
+                obj = bounded_loads(raw.decode("utf-8"))
+            except StrictJsonError as e:
+                raise InputError(f"{path}: line {lineno}: {e}") from None
             except (UnicodeDecodeError, ValueError) as e:
                 raise InputError(f"{path}: line {lineno}: not valid JSON ({e})") from None
             if not isinstance(obj, dict):
@@ -129,7 +131,9 @@ def read_samples(path: str | Path, name: str) -> tuple[LogSource, list[LogSequen
     results = None
     if res_file.is_file():
         try:
-            results = json.loads(read_utf8(res_file))
+            results = bounded_loads(read_utf8(res_file))
+        except StrictJsonError as e:
+            raise InputError(f"{res_file}: {e}") from None
         except ValueError as e:
             raise InputError(f"{res_file}: not valid JSON ({e})") from None
         if not isinstance(results, dict):
