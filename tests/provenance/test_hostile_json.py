@@ -186,6 +186,19 @@ def test_alpaca_eval_annotations_name_the_file(tmp_path: Path) -> None:
         read_annotations(ann)
 
 
+def test_choirs_echo_calibration_file_names_file_and_line(tmp_path: Path) -> None:
+    from lmaudit.studies.choir.echo import load_calibration
+
+    row = {"set": "s", "question": "Name a fruit.", "phrase": "apple", "echo": False}
+    cal = tmp_path / "calibration.jsonl"
+    cal.write_text(json.dumps(row) + "\n" + '{"set": "s", "phrase": ' + nested(DEEP, '"x"') + "}\n")
+    with pytest.raises(InputError, match=rf"^{cal}: line 2: arrays and objects nested more than 256 deep"):
+        load_calibration(cal)
+    cal.write_text(json.dumps(row) + "\n" + json.dumps(row).replace('"apple"', '"app\\udc80le"') + "\n")
+    with pytest.raises(InputError, match=rf"^{cal}: line 2: field 'phrase' holds a lone UTF-16 surrogate"):
+        load_calibration(cal)
+
+
 def test_sniffing_an_import_and_naming_a_measurement_file_do_not_crash(tmp_path: Path) -> None:
     deep = tmp_path / "deep.jsonl"
     deep.write_text(DEEP_LINE + "\n")
