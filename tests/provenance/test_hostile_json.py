@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lmaudit.interop.alpaca_eval import read_annotations
 from lmaudit.interop.detect import sniff
@@ -109,6 +111,33 @@ def test_lone_surrogates_are_refused_naming_the_field(text: str, message: str) -
 def test_text_that_only_looks_like_a_lone_surrogate_is_read(text: str) -> None:
     assert lone_surrogate_free(json.loads(text))
     assert jsoncheck.bounded_loads(text) == strict_loads(text) == json.loads(text)
+
+
+# code units that make lone surrogates, pairs, escaped backslashes and ordinary text
+UNITS = st.sampled_from(
+    ["a", "\u00e9", "\u4e2d", "\\", '"', "\ud800", "\udbff", "\udc00", "\udfff", "\ud83d", "\ude00"]
+)
+
+
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(units=st.lists(UNITS, max_size=12), ascii_only=st.booleans(), as_key=st.booleans())
+def test_a_value_is_refused_exactly_when_it_decodes_to_text_utf8_cannot_hold(
+    units: list[str], ascii_only: bool, as_key: bool
+) -> None:
+    # json.dumps writes each surrogate as a \\uXXXX escape (or, ensure_ascii=False, as it is);
+    # Python's decoder pairs a high escape followed by a low one, and nothing else
+    s = "".join(units)
+    doc = {s: 1} if as_key else ["x", {"k": s}]
+    text = json.dumps(doc, ensure_ascii=ascii_only)
+    expected_refused = not lone_surrogate_free(json.loads(text))
+    try:
+        jsoncheck.bounded_loads(text)
+    except StrictJsonError as e:
+        assert expected_refused, text
+        assert "lone UTF-16 surrogate" in str(e)
+        assert e.where == ("" if as_key else "[1].k")
+    else:
+        assert not expected_refused, text
 
 
 # --- every reader -----------------------------------------------------------------------------------

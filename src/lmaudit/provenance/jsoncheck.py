@@ -157,14 +157,22 @@ MAX_JSON_DEPTH = 256
 
 # a JSON string (skipped whole: brackets inside it are text) or a bracket
 _TOKEN = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
-# a \uXXXX escape of a lone surrogate (a high one not followed by a low one, a low one not
-# preceded by a high one), or a surrogate in the text itself. A match can be a false alarm (an
-# escaped backslash before "ud800"): the decoded value is then searched and holds none.
-_LONE_SURROGATE = re.compile(
-    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
-    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-    r"|[\ud800-\udfff]"
+# a \uXXXX escape of a lone surrogate: a high one not followed by a low one, a low one not
+# preceded by a high one. A match can be a false alarm (an escaped backslash before "ud800"):
+# the decoded value is then searched and holds none.
+_LONE_ESCAPE = re.compile(
+    r"\\u[dD](?:[89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD])[c-fC-F][0-9a-fA-F]{2})"
 )
+_SURROGATE = re.compile(r"[\ud800-\udfff]")  # one in the text itself (text not decoded from UTF-8)
+
+
+def _may_hold_lone_surrogate(text: str) -> bool:
+    """Whether decoding ``text`` may give a lone surrogate (cheap tests first: most text has no
+    ``\\u`` escape and is ASCII)."""
+    return ("\\u" in text and _LONE_ESCAPE.search(text) is not None) or (
+        not text.isascii() and _SURROGATE.search(text) is not None
+    )
 
 
 def _position(text: str, index: int) -> str:
@@ -259,7 +267,7 @@ def bounded_loads(text: str, **hooks: Any) -> Any:
     # a value nested that deep needs at least as many brackets: most texts are never walked
     if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _deeper_than_bound(doc):
         raise _deep_at(text)
-    if _LONE_SURROGATE.search(text):
+    if _may_hold_lone_surrogate(text):
         lone = _lone_surrogate(doc)
         if lone is not None:
             raise lone
