@@ -191,17 +191,15 @@ def _deep_at(text: str) -> StrictJsonError:
         if c in "[{":
             depth += 1
             if depth > MAX_JSON_DEPTH:
-                where = f" (at {_position(text, m.start())})"
-                break
+                return StrictJsonError(
+                    f"arrays and objects nested more than {MAX_JSON_DEPTH} deep (at "
+                    f"{_position(text, m.start())}); lmaudit reads at most {MAX_JSON_DEPTH} levels",
+                    "",
+                )
         elif c in "]}":
             depth -= 1
-    else:  # pragma: no cover - the decoder met the interpreter's limit first
-        where = ""
-    return StrictJsonError(
-        f"arrays and objects nested more than {MAX_JSON_DEPTH} deep{where}; lmaudit reads at most "
-        f"{MAX_JSON_DEPTH} levels",
-        "",
-    )
+    # pragma: no cover - the interpreter's recursion limit met first (a caller already deep)
+    return StrictJsonError("arrays and objects nested deeper than Python's decoder can read here", "")
 
 
 _CONTAINERS = (dict, list)
