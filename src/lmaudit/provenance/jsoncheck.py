@@ -198,7 +198,7 @@ def _deep_at(text: str) -> StrictJsonError:
                 )
         elif c in "]}":
             depth -= 1
-    # pragma: no cover - the interpreter's recursion limit met first (a caller already deep)
+    # the interpreter's recursion limit came first: the caller was already deep in the stack
     return StrictJsonError("arrays and objects nested deeper than Python's decoder can read here", "")
 
 
