@@ -64,8 +64,8 @@ def check_size(path: str | Path) -> None:
         try:
             with zipfile.ZipFile(fh) as z:
                 entries = z.infolist()
-        except zipfile.BadZipFile:  # a .json log, or a damaged archive inspect_ai names
-            entries = []
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError):  # a .json log, or a damaged
+            entries = []  # archive, which inspect_ai's reader names
     if entries:
         expanded = sum(e.file_size for e in entries)
         if expanded > limit:
