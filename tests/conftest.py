@@ -61,6 +61,10 @@ class StubState:
         # a draw request (chat, no logprobs) this says True of is answered as hosted APIs
         # answer a filtered one: content null, finish_reason "content_filter"
         self.refuse: Callable[[dict[str, Any]], bool] | None = None
+        # a draw request is answered with these chunks as they come (no Content-Length: the
+        # answer ends when the connection closes); ``sent`` counts the bytes the client took
+        self.stream: Callable[[], Iterator[bytes]] | None = None
+        self.sent = 0
 
 
 @pytest.fixture
@@ -112,6 +116,16 @@ def openai_stub() -> Iterator[tuple[StubState, str]]:
                 ]
                 lp = {"content": [{"token": "A", "logprob": math.log(0.45), "top_logprobs": tops}]}
                 self._send({"choices": [{"index": 0, "message": {"content": "A"}, "logprobs": lp}]})
+            elif self.path.endswith("/chat/completions") and state.stream is not None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                try:
+                    for chunk in state.stream():
+                        self.wfile.write(chunk)
+                        state.sent += len(chunk)
+                except OSError:  # the client closed the connection
+                    pass
             elif self.path.endswith("/chat/completions") and state.refuse is not None and state.refuse(body):
                 message = {"role": "assistant", "content": None}
                 self._send({"choices": [{"index": 0, "message": message, "finish_reason": "content_filter"}]})

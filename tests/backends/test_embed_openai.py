@@ -162,3 +162,15 @@ def test_vectors_of_another_length_are_refused_before_they_are_cached(server, tm
     out = again.embed(["a", "bb", "ccc", "dddd"])
     assert out.shape == (4, 8)
     assert [s["body"]["input"] for s in fake.seen[asked:]] == [["bb", "a"]]  # only the refused batch
+
+
+def test_an_answer_past_max_answer_bytes_is_refused_naming_url_and_bound(server) -> None:
+    url, fake = server
+    texts = [f"text {i}" for i in range(300)]
+    # 300 rows of 1500 numbers: about 9 MB as JSON, past a chat answer's 8 MiB bound, within an
+    # embedder's 64 MiB default
+    assert make(url, batch_size=300, dimensions=1500).embed(texts).shape == (300, 1500)
+    with pytest.raises(BackendError) as info:
+        make(url, batch_size=300, dimensions=1500, max_answer_bytes=2**20).embed(texts)
+    assert str(info.value).startswith(f"POST {url}/embeddings: the answer is larger than 1,048,576 bytes")
+    assert len(fake.seen) == 2  # refused, not retried

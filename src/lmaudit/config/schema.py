@@ -73,6 +73,8 @@ class OpenAIModelConfig(ModelConfig):
     backoff_base_s: float = ranged(0.5, ge=0)
     backoff_cap_s: float = ranged(30.0, ge=0)
     request_deadline_s: float = ranged(600.0, gt=0)  # total time for one request, retries and waits included
+    # the most bytes of one answer read (8 MiB); a larger one is refused, never cached
+    max_answer_bytes: int = ranged(8 << 20, ge=1)
     max_concurrency: int = ranged(1, ge=1)
     batch_size: int = ranged(8, ge=1)
     base_model: bool = False

@@ -9,7 +9,6 @@ evaluation tool: the readers import theirs when a log is read.
 
 from __future__ import annotations
 
-import json
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.provenance.io import InputError, open_input
+from lmaudit.provenance.jsoncheck import bounded_loads
 
 __all__ = ["FORMATS", "Draw", "Found", "LogSequence", "LogSource", "detect", "interop_missing", "sniff"]
 
@@ -102,7 +102,7 @@ def _first_record(path: Path) -> tuple[bytes, Any]:
             if not line or line.strip():
                 break
     try:
-        return line, json.loads(line)
+        return line, bounded_loads(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return line, None
 

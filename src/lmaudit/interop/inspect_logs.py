@@ -12,16 +12,24 @@ own reader (``inspect_ai.log``), and what the log gets wrong for draw-to-draw an
 
 Only model calls made while solving (before the first score event) count: a grader's calls
 do not make the answer.
+
+A log is read only when what it holds fits the bound on one input file
+(:data:`lmaudit.provenance.io.MAX_INPUT_BYTES`): a ``.json`` log by its size, a ``.eval`` log
+(a zip archive) by the sizes its zip directory declares for its entries once expanded, checked
+before any entry is read (a 2 MB archive can hold a 2 GB sample).
 """
 
 from __future__ import annotations
 
+import os
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from lmaudit.interop.detect import Draw, LogSequence, LogSource, interop_missing
-from lmaudit.provenance.io import InputError
+from lmaudit.provenance import io
+from lmaudit.provenance.io import InputError, open_input
 
 __all__ = ["list_logs", "read_log", "require"]
 
@@ -42,6 +50,33 @@ def require(path: str | Path) -> None:
 def _unreadable(path: str | Path, e: Exception) -> InputError:
     first = (str(e).strip().splitlines() or [""])[0]
     return InputError(f"{path}: inspect_ai could not read this log ({type(e).__name__}: {first})")
+
+
+def check_size(path: str | Path) -> None:
+    """InputError (one line, naming the log and, for a ``.eval`` archive, its largest entry)
+    when the log holds more than :data:`lmaudit.provenance.io.MAX_INPUT_BYTES`: a ``.eval``
+    archive by the expanded sizes its zip directory declares (Python's ``zipfile``, which
+    inspect_ai reads with, never expands an entry past its declared size), anything else by its
+    size. Nothing but the zip directory is read."""
+    limit = io.MAX_INPUT_BYTES
+    with open_input(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        try:
+            with zipfile.ZipFile(fh) as z:
+                entries = z.infolist()
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError):  # a .json log, or a damaged
+            entries = []  # archive, which inspect_ai's reader names
+    if entries:
+        expanded = sum(e.file_size for e in entries)
+        if expanded > limit:
+            big = max(entries, key=lambda e: e.file_size)
+            raise InputError(
+                f"{path}: its zip entries expand to {expanded:,} bytes (entry {big.filename!r} alone to "
+                f"{big.file_size:,}), more than {limit:,}, the most lmaudit reads from one input file; "
+                "refused before reading"
+            )
+    elif size > limit:
+        raise InputError(f"{path}: larger than {limit:,} bytes, the most lmaudit reads from one input file")
 
 
 def list_logs(folder: str | Path) -> list[Path]:
@@ -142,6 +177,7 @@ def read_log(path: str | Path, name: str) -> tuple[LogSource, list[LogSequence]]
     ``name`` is how the log is named in results (its path relative to the import path)."""
     path = Path(path)
     api = _api(path)
+    check_size(path)
     try:
         header = api.read_eval_log(str(path), header_only=True)
     except Exception as e:

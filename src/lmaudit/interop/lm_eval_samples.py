@@ -13,17 +13,25 @@ JSON, one a doc and filter.
 * A samples file with no results file beside it, or whose results file names no model
   (lm-eval then makes up a random name), cannot be tied to a model: its family is
   ``unidentified:<folder>``, flagged, and it is still analysed.
+
+Fields read are checked for the types lm-eval writes (``doc_id`` an integer or a string,
+``doc_hash`` a string, a doc's ``temperature`` a finite number, ``do_sample`` true or false, the
+results file's ``config``, ``configs`` and task config objects, and no NaN or Infinity in what the
+results file contributes to the run's facts): anything else is refused in one line naming the
+file, the line and the field, before anything is measured or written.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from lmaudit.interop.detect import Draw, LogSequence, LogSource, interop_missing
 from lmaudit.provenance.io import MAX_INPUT_BYTES, InputError, open_input, read_utf8
+from lmaudit.provenance.jsoncheck import StrictJsonError, bounded_loads, json_type
 
 __all__ = ["files_read", "list_samples", "read_samples", "results_path", "task_of"]
 
@@ -73,7 +81,9 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
+                obj = bounded_loads(raw.decode("utf-8"))
+            except StrictJsonError as e:
+                raise InputError(f"{path}: line {lineno}: {e}") from None
             except (UnicodeDecodeError, ValueError) as e:
                 raise InputError(f"{path}: line {lineno}: not valid JSON ({e})") from None
             if not isinstance(obj, dict):
@@ -96,11 +106,68 @@ def _model(results: dict[str, Any] | None, samples: Path) -> tuple[str, str | No
     return name, None
 
 
+_GEN_KWARGS = "arguments.gen_args_0.arg_1"  # where lm-eval writes a doc's generation kwargs
+
+
 def _gen_kwargs(obj: dict[str, Any]) -> dict[str, Any]:
     args = obj.get("arguments")
     first = args.get("gen_args_0") if isinstance(args, dict) else None
     kw = first.get("arg_1") if isinstance(first, dict) else None
     return kw if isinstance(kw, dict) else {}
+
+
+def _temperature(kw: dict[str, Any], where: str) -> float | None:
+    """The doc's temperature (None: not given); InputError unless it is a finite number."""
+    temp = kw.get("temperature")
+    if temp is None:
+        return None
+    field = f"{_GEN_KWARGS}.temperature"
+    if isinstance(temp, bool) or not isinstance(temp, int | float):
+        raise InputError(f"{where}: field {field!r} must be a number, got {json_type(temp)} {temp!r:.40}")
+    try:
+        value = float(temp)
+    except OverflowError:
+        raise InputError(f"{where}: field {field!r} is a number too large for a float") from None
+    if not math.isfinite(value):
+        raise InputError(f"{where}: field {field!r} is {json.dumps(temp)}, not a finite number")
+    return value
+
+
+def _do_sample(kw: dict[str, Any], where: str) -> bool:
+    flag = kw.get("do_sample")
+    if flag is not None and not isinstance(flag, bool):
+        raise InputError(
+            f"{where}: field '{_GEN_KWARGS}.do_sample' must be true or false, got {json_type(flag)} {flag!r:.40}"
+        )
+    return bool(flag)
+
+
+def _check_doc(obj: dict[str, Any], where: str) -> None:
+    """The identifying fields of a samples line have the types lm-eval writes."""
+    doc = obj["doc_id"]
+    if isinstance(doc, bool) or not isinstance(doc, int | str):
+        raise InputError(f"{where}: field 'doc_id' must be an integer or a string, got {json_type(doc)}")
+    if not isinstance(obj["doc_hash"], str):
+        raise InputError(f"{where}: field 'doc_hash' must be a string, got {json_type(obj['doc_hash'])}")
+
+
+def _object(value: Any, where: str, field: str) -> dict[str, Any]:
+    """A results-file field that must be a JSON object when present (``{}`` when absent or null)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: field {field!r} must be an object, got {json_type(value)}")
+    return value
+
+
+def _finite(where: str, fields: dict[str, Any]) -> None:
+    """What the results file contributes to the run's facts (``fields``: JSON path -> value)
+    holds no NaN or Infinity: the facts are written as JSON, which has neither."""
+    for field, value in fields.items():
+        try:
+            json.dumps(value, allow_nan=False)
+        except ValueError:
+            raise InputError(f"{where}: field {field!r} holds NaN or Infinity, not a finite number") from None
 
 
 def _answers(obj: dict[str, Any], where: str, output_type: str | None) -> list[str]:
@@ -129,14 +196,17 @@ def read_samples(path: str | Path, name: str) -> tuple[LogSource, list[LogSequen
     results = None
     if res_file.is_file():
         try:
-            results = json.loads(read_utf8(res_file))
+            results = bounded_loads(read_utf8(res_file))
+        except StrictJsonError as e:
+            raise InputError(f"{res_file}: {e}") from None
         except ValueError as e:
             raise InputError(f"{res_file}: not valid JSON ({e})") from None
         if not isinstance(results, dict):
             raise InputError(f"{res_file}: expected a JSON object (lm-eval's results)")
+    config = _object((results or {}).get("config"), str(res_file), "config")
+    configs = _object((results or {}).get("configs"), str(res_file), "configs")
+    task_cfg = _object(configs.get(task), str(res_file), f"configs.{task}")
     family, unidentified = _model(results, path)
-    config = (results or {}).get("config") or {}
-    task_cfg = ((results or {}).get("configs") or {}).get(task) or {}
     output_type = task_cfg.get("output_type")
     source = res_file.name if results is not None else path.name
     docs: dict[Any, tuple[int, str, list[str], str | None]] = {}
@@ -148,21 +218,21 @@ def read_samples(path: str | Path, name: str) -> tuple[LogSource, list[LogSequen
         for key in ("doc_id", "doc_hash", "resps"):
             if key not in obj:
                 raise InputError(f"{where}: missing field {key!r} (not an lm-eval samples line)")
+        _check_doc(obj, where)
         answers = _answers(obj, where, output_type)
         flt = obj.get("filter")
         if isinstance(flt, str) and flt not in filters:
             filters.append(flt)
+        kw = _gen_kwargs(obj)
+        temp, sampled = _temperature(kw, where), _do_sample(kw, where)  # checked on every line
         doc = obj["doc_id"]
         if doc in docs:  # the same doc again, for another filter
             duplicates += 1
             disagree += docs[doc][2] != answers
             continue
-        kw = _gen_kwargs(obj)
-        temp = kw.get("temperature")
-        temperatures.add(None if temp is None else float(temp))
-        sampled = bool(kw.get("do_sample"))
+        temperatures.add(temp)
         no_sample += not sampled
-        greedy += not sampled or (temp is not None and float(temp) == 0.0)
+        greedy += not sampled or temp == 0.0
         seeded += kw.get("seed") is not None
         docs[doc] = (lineno, str(obj["doc_hash"]), answers, flt if isinstance(flt, str) else None)
     if not docs:
@@ -195,6 +265,19 @@ def read_samples(path: str | Path, name: str) -> tuple[LogSource, list[LogSequen
         "do_sample": len(docs) - no_sample == len(docs),
         "greedy": greedy == len(docs),
     }
+    _finite(
+        str(res_file),
+        {
+            "model_source": facts["model_source"],
+            "model_name": facts["model_name"],
+            "config.model_args": facts["model_args"],
+            f"configs.{task}.output_type": output_type,
+            f"configs.{task}.repeats": facts["repeats"],
+            f"configs.{task}.generation_kwargs": facts["generation_kwargs"],
+            "config.gen_kwargs": facts["gen_kwargs_override"],
+            "config.use_cache": facts["use_cache"],
+        },
+    )
     files = [name] + ([Path(name).with_name(res_file.name).as_posix()] if results is not None else [])
     src = LogSource(source, family, "lm_eval", files, facts)
     src.issue(

@@ -18,6 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lmaudit.provenance.io import InputError
+from lmaudit.provenance.jsoncheck import bounded_loads
 from lmaudit.studies.base import Study
 from lmaudit.studies.registry import get_study
 
@@ -155,7 +156,7 @@ def source_of(path: Path) -> str:
         for line in fh:
             if line.strip():
                 try:
-                    first = json.loads(line)
+                    first = bounded_loads(line)
                 except ValueError:
                     break
                 if isinstance(first, dict) and isinstance(first.get("source"), str) and first["source"]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.provenance.io import InputError, read_json
+from lmaudit.provenance.jsoncheck import bounded_loads
 
 LOCK = ".lmaudit.lock"
 ARTIFACTS = "artifacts"  # the run folder's subfolder for a study's own files
@@ -39,7 +40,7 @@ def _holder(fd: int) -> dict[str, Any]:
     with contextlib.suppress(OSError, ValueError):
         os.lseek(fd, 0, os.SEEK_SET)
         text = os.read(fd, 4096).decode()
-        obj = json.loads(text) if text.strip() else {}
+        obj = bounded_loads(text) if text.strip() else {}
         return obj if isinstance(obj, dict) else {}
     return {}
 

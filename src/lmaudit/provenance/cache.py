@@ -60,7 +60,7 @@ from typing import Any
 
 from lmaudit.backends.base import canonical_json, sha256_text
 from lmaudit.provenance.io import atomic_write_text
-from lmaudit.provenance.jsoncheck import json_type
+from lmaudit.provenance.jsoncheck import StrictJsonError, bounded_loads, json_type
 from lmaudit.provenance.packs import Packs
 
 log = logging.getLogger(__name__)
@@ -94,9 +94,11 @@ def parse_entry(raw: bytes, key: str) -> tuple[Any, bool]:
     except UnicodeDecodeError as e:
         raise InvalidEntry(f"not UTF-8 (byte {e.start})") from None
     try:
-        entry = json.loads(text, parse_constant=_no_constant)
+        entry = bounded_loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise InvalidEntry(f"not valid JSON ({e.msg}, line {e.lineno} column {e.colno})") from None
+    except StrictJsonError as e:
+        raise InvalidEntry(str(e)) from None
     if not isinstance(entry, dict):
         raise InvalidEntry(f"a JSON {json_type(entry)}, not an object")
     if entry.get("key") != key:

@@ -11,7 +11,6 @@ finds its bytes.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from lmaudit.backends.base import sha256_text
 from lmaudit.provenance.io import atomic_write_bytes
+from lmaudit.provenance.jsoncheck import bounded_loads
 
 PACKS = "packs"
 # a folder's mtime comes from a coarse clock: a listing is trusted to stay current only once
@@ -135,7 +135,7 @@ class Packs:
                 key = line[8:72].decode("ascii", "replace")
             elif line.strip():
                 with contextlib.suppress(ValueError, AttributeError):
-                    key = str(json.loads(line).get("key"))
+                    key = str(bounded_loads(line.decode("utf-8")).get("key"))
             if key is not None:
                 self._where.setdefault(key, []).append((path.name, offset, len(line)))
             offset += len(line) + 1

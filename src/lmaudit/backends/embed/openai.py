@@ -11,7 +11,9 @@ echoed in errors; ``revision`` [None]: the user's name for the served weights;
 through the ``openai`` backend's client (:mod:`lmaudit.backends.openai.client`), so 429, 5xx,
 dropped connections and timeouts are retried with exponential backoff and full jitter
 (``Retry-After`` honoured up to the cap) within the deadline, any other 4xx fails at once with
-the server's message, and a server that cannot be reached fails at once.
+the server's message, and a server that cannot be reached fails at once;
+``max_answer_bytes`` [64 MiB: 256 rows of 3072 numbers as JSON fit] bounds one answer, a larger
+one is refused in one line naming the URL and the bound.
 
 The identity is the model, its revision and the requested dimension, not the URL or key: the
 same served model embeds alike wherever it is hosted. Rows come back in input order (the
@@ -46,7 +48,11 @@ _KNOWN = {
     "backoff_base_s",
     "backoff_cap_s",
     "request_deadline_s",
+    "max_answer_bytes",
 }
+
+#: The default bound on one embeddings answer: a batch of rows of numbers written as text.
+MAX_EMBEDDINGS_ANSWER_BYTES = 64 << 20
 
 
 class OpenAIEmbedder:
@@ -92,6 +98,7 @@ class OpenAIEmbedder:
             deadline_s=float(cfg.get("request_deadline_s", 600.0)),
             sleep=sleep,
             rng=rng,
+            max_answer_bytes=int(cfg.get("max_answer_bytes", MAX_EMBEDDINGS_ANSWER_BYTES)),
         )
 
     @classmethod

@@ -21,6 +21,8 @@ through plain ``requests`` (no SDK). Config keys (a Mapping; defaults in bracket
   within a total deadline per request; any other 4xx fails at once with the server's message.
   A server that cannot be reached at all fails at once with ``cannot reach <url>``; it is
   checked (``GET <base_url>/models``) before the first request (:mod:`lmaudit.backends.openai.client`).
+* ``max_answer_bytes`` [8 MiB]: the most bytes of one answer read; a larger answer is refused in
+  one line naming the URL and the bound, and never cached.
 * ``revision`` [None]: a user-declared string naming the served weights (see ``identity``).
   What the server reports it serves (``/models``, an answer's ``model`` and
   ``system_fingerprint``) is not in the identity (a re-run from the cache needs no server) but
@@ -75,7 +77,7 @@ from lmaudit.backends.base import (
     sha256_text,
 )
 from lmaudit.backends.openai import g1
-from lmaudit.backends.openai.client import HttpClient, ServerUnreachable
+from lmaudit.backends.openai.client import MAX_ANSWER_BYTES, HttpClient, ServerUnreachable
 from lmaudit.backends.openai.served import ServedCheck
 from lmaudit.backends.openai.wire import (
     detokenize_via,
@@ -105,6 +107,7 @@ _KNOWN = {
     "backoff_base_s",
     "backoff_cap_s",
     "request_deadline_s",
+    "max_answer_bytes",
     "revision",
     "top_logprobs",
     "label_space_variants",
@@ -189,6 +192,7 @@ class OpenAIBackend:
             sleep=sleep,
             clock=clock,
             rng=rng,
+            max_answer_bytes=int(cfg.get("max_answer_bytes", MAX_ANSWER_BYTES)),
         )
         self._tok_dialect: str | None = None
         self._served = ServedCheck(self.model, redact_url(self.base_url))
@@ -213,6 +217,7 @@ class OpenAIBackend:
             "max_retries": self.max_retries,
             "backoff_cap_s": self.backoff_cap_s,
             "request_deadline_s": self.request_deadline_s,
+            "max_answer_bytes": self._http.max_answer_bytes,
             "max_concurrency": self.max_concurrency,
             "tokenizer": self._tok_dialect or self.tokenizer,
             "served": self._served.describe(),

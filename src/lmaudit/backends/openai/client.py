@@ -10,6 +10,11 @@ waits, a deadline per request, a reachability check, and messages with no creden
   cannot finish in time fails with the last error seen rather than waiting longer. The body is
   read as it arrives (urllib3's ``read1``) with the deadline checked between reads, so a server
   that sends its answer a byte at a time, each read inside ``timeout_s``, cannot hold a run.
+* An answer is read up to ``max_answer_bytes`` (decoded; :data:`MAX_ANSWER_BYTES` unless the
+  backend sets another bound): one that declares more (``Content-Length``) or sends more is
+  refused in one line naming the URL and the bound, without being read further, retried or
+  cached. Its JSON is decoded by :func:`lmaudit.provenance.jsoncheck.bounded_loads`: nesting
+  past its bound or a lone UTF-16 surrogate is refused the same way.
 * A connection that cannot be made at all (refused, host unknown) is not retried: it fails
   at once with ``cannot reach <url>``. Before its first request the client checks the
   server once (``GET <base_url>/models``), so a wrong address stops a run before any
@@ -21,7 +26,6 @@ waits, a deadline per request, a reachability check, and messages with no creden
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -36,9 +40,14 @@ from urllib3.exceptions import NewConnectionError
 
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.openai.wire import parse_retry_after, server_message
+from lmaudit.provenance.jsoncheck import StrictJsonError, bounded_loads
 from lmaudit.provenance.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)
+
+#: The most bytes of one answer read by default: a chat or completions answer (a few draws, the
+#: top log-probabilities of a few positions) is kilobytes.
+MAX_ANSWER_BYTES = 8 << 20
 
 
 class ServerUnreachable(BackendError):
@@ -47,6 +56,10 @@ class ServerUnreachable(BackendError):
 
 class _BodyPastDeadline(Exception):
     """The answer's body was still arriving when the request's deadline passed."""
+
+
+class _BodyTooLarge(Exception):
+    """The answer declares, or has sent, more than ``max_answer_bytes``."""
 
 
 def _unreachable(e: requests.RequestException) -> bool:
@@ -72,9 +85,13 @@ class HttpClient:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         if deadline_s <= 0 or backoff_cap_s < 0:
             raise BackendError("openai backend config: need request_deadline_s > 0 and backoff_cap_s >= 0")
+        if max_answer_bytes < 1:
+            raise BackendError("openai backend config: need max_answer_bytes >= 1")
+        self.max_answer_bytes = max_answer_bytes
         self.base_url = base_url
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
@@ -131,6 +148,8 @@ class HttpClient:
                     f"GET {redact_url(url)} gave up at its deadline (request_deadline_s={self.deadline_s:g}): {e}"
                 )
             ) from None
+        except _BodyTooLarge as e:
+            raise BackendError(self.redact(self._too_large("GET", redact_url(url), e))) from None
         except (requests.RequestException, Urllib3Error) as e:
             if isinstance(e, requests.RequestException) and (
                 _unreachable(e) or isinstance(e, requests.ConnectTimeout)
@@ -154,7 +173,7 @@ class HttpClient:
             log.info("GET %s returned HTTP %s; carrying on", redact_url(url), resp.status_code)
             return None
         try:
-            return json.loads(data)
+            return bounded_loads(data.decode("utf-8"))
         except ValueError:
             return None
 
@@ -188,6 +207,8 @@ class HttpClient:
             except _BodyPastDeadline as e:
                 err = str(e)
                 break
+            except _BodyTooLarge as e:  # not retried: the server would send it again
+                raise BackendError(self.redact(self._too_large("POST", where, e))) from None
             except (requests.RequestException, Urllib3Error) as e:
                 if isinstance(e, requests.RequestException) and _unreachable(e):
                     raise ServerUnreachable(
@@ -205,7 +226,11 @@ class HttpClient:
             else:
                 if resp.status_code < 300:
                     try:
-                        return json.loads(data)
+                        return bounded_loads(data.decode("utf-8"))
+                    except StrictJsonError as e:
+                        raise BackendError(
+                            self.redact(f"POST {where}: HTTP {resp.status_code} but the body is refused: {e}")
+                        ) from None
                     except ValueError as e:
                         what = (
                             f"not UTF-8 (byte {e.start}: {data[max(0, e.start - 20) : e.start + 20]!r})"
@@ -239,18 +264,32 @@ class HttpClient:
             )
         )
 
+    def _too_large(self, method: str, where: str, e: _BodyTooLarge) -> str:
+        return (
+            f"{method} {where}: the answer is larger than {self.max_answer_bytes:,} bytes ({e}), the most "
+            "lmaudit reads from one answer (max_answer_bytes); refused, not cached"
+        )
+
     def _read_body(self, resp: requests.Response, start: float) -> bytes:
-        """The answer's body, read as it arrives, within the request's deadline."""
+        """The answer's body, read as it arrives, within the request's deadline and up to
+        ``max_answer_bytes`` (decoded): _BodyTooLarge past it, or when the answer declares more."""
+        bound = self.max_answer_bytes
+        declared = resp.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > bound and not resp.headers.get("Content-Encoding"):
+            raise _BodyTooLarge(f"it declares {int(declared):,}")
         parts: list[bytes] = []
+        got = 0
         while True:
             if self._clock() - start > self.deadline_s:
-                got = sum(map(len, parts))
                 raise _BodyPastDeadline(
                     f"HTTP {resp.status_code}, the body still arriving ({got} bytes read)"
                 )
-            chunk = resp.raw.read1(1 << 16, decode_content=True)
+            chunk = resp.raw.read1(min(1 << 16, bound + 1 - got), decode_content=True)
             if not chunk:
                 return b"".join(parts)
+            got += len(chunk)
+            if got > bound:  # one byte past it: no more is read
+                raise _BodyTooLarge("more was sent")
             parts.append(chunk)
 
     def wait_s(self, attempt: int, retry_after: float | None) -> float:

@@ -26,7 +26,6 @@ again at the next answer. Compaction never touches it (:mod:`lmaudit.provenance.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
@@ -38,6 +37,7 @@ from typing import Any
 from lmaudit.backends.base import BackendError, canonical_json
 from lmaudit.backends.openai.client import ServerUnreachable
 from lmaudit.provenance.cache import entry_digest
+from lmaudit.provenance.jsoncheck import bounded_loads
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class ServedCheck:
     def _read(self) -> Served | None:
         assert self.path is not None
         try:
-            doc = json.loads(self.path.read_bytes())
+            doc = bounded_loads(self.path.read_bytes().decode("utf-8"))
             if not isinstance(doc, dict) or doc.get("sha256") != entry_digest(doc):
                 raise ValueError("content does not match its sha256 (edited or damaged)")
             if doc.get("identity") != self.digest or not isinstance(doc.get("served"), dict):

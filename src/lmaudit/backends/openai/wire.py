@@ -15,6 +15,7 @@ from typing import Any
 
 from lmaudit.backends.base import BackendError, LabelResult, Message
 from lmaudit.backends.chat_template import render_chat_template as _render
+from lmaudit.provenance.jsoncheck import bounded_loads
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def server_message(text: str, reason: str = "") -> str:
     """What an error answer's body (``text``) says, for a message: the ``error`` / ``detail`` /
     ``message`` field of a JSON body, else the text itself, else the HTTP reason phrase."""
     try:
-        body = json.loads(text)
+        body = bounded_loads(text)
     except ValueError:
         return text[:500] or reason or ""
     if isinstance(body, dict):

@@ -29,6 +29,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.backends.sim.freelist import question_words
+from lmaudit.provenance.io import InputError, read_utf8
+from lmaudit.provenance.jsoncheck import StrictJsonError, strict_loads
 from lmaudit.stats.salience import ECHO_TOL, echo_rate
 
 __all__ = [
@@ -81,14 +83,25 @@ def lexical_echo(items: Sequence[str], vocabulary: Sequence[str]) -> dict[str, A
 
 
 def load_calibration(path: str | Path = CALIBRATION_PATH) -> tuple[list[CalibrationRow], str]:
-    """The calibration rows and the file's SHA-256."""
-    data = Path(path).read_bytes()
+    """The calibration rows and the file's SHA-256; InputError naming the file and the line for
+    a line that is not a JSON object with ``set``, ``question``, ``phrase`` and ``echo`` (JSON
+    decoded strictly and bounded, :func:`lmaudit.provenance.jsoncheck.strict_loads`)."""
+    text = read_utf8(path)
     rows = []
-    for line in data.decode("utf-8").splitlines():
-        if line.strip():
-            o = json.loads(line)
-            rows.append(CalibrationRow(str(o["set"]), str(o["question"]), str(o["phrase"]), bool(o["echo"])))
-    return rows, hashlib.sha256(data).hexdigest()
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            o = strict_loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}: line {lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
+        except StrictJsonError as e:
+            raise InputError(f"{path}: line {lineno}: {e}") from None
+        missing = [k for k in ("set", "question", "phrase", "echo") if not isinstance(o, dict) or k not in o]
+        if missing:
+            raise InputError(f"{path}: line {lineno}: missing field {missing[0]!r} (an echo calibration row)")
+        rows.append(CalibrationRow(str(o["set"]), str(o["question"]), str(o["phrase"]), bool(o["echo"])))
+    return rows, hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def calibration_texts(rows: Sequence[CalibrationRow]) -> list[str]:

@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.provenance.io import InputError, read_input
-from lmaudit.provenance.jsoncheck import JsonObject, duplicate_keys, json_type, suggest
+from lmaudit.provenance.jsoncheck import (
+    JsonObject,
+    StrictJsonError,
+    bounded_loads,
+    duplicate_keys,
+    json_type,
+    suggest,
+)
 
 STRATA = ("S1", "S2", "S3")
 YES_NO = ("Yes", "No")
@@ -153,10 +160,12 @@ def load_bank(path: str | Path) -> ItemBank:
     except UnicodeDecodeError as exc:
         raise ItemBankError(where, [f"{where}: not UTF-8 text (byte {exc.start})"]) from exc
     try:
-        doc = json.loads(text, object_pairs_hook=JsonObject.from_pairs)
+        doc = bounded_loads(text, object_pairs_hook=JsonObject.from_pairs)
     except json.JSONDecodeError as exc:
         msg = f"{where}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         raise ItemBankError(where, [msg]) from exc
+    except StrictJsonError as exc:
+        raise ItemBankError(where, [f"{where}: {exc}"]) from None
 
     problems: list[str] = []
     if not isinstance(doc, dict):
