@@ -1,7 +1,9 @@
 """``hf``: a transformers-checkpoint backend honouring both contracts (label log-probabilities and sampling).
 
 The model and tokenizer load with transformers (:mod:`lmaudit.backends.hf.load`), whose version is
-part of the identity.
+part of the identity. The identity holds what the model is, not where it is
+(:mod:`lmaudit.backends.hf.checkpoint`): a local folder's content digest, the commit a hub id
+resolved to (and was loaded at), the embedded model's GGUF SHA-256.
 
 Prompts are rendered with the chat template (``add_generation_prompt=True``) and tokenized
 *without* adding special tokens: the template is the one source of BOS and turn markers (Gemma's
@@ -36,6 +38,7 @@ from lmaudit.backends.base import (
     sha256_text,
 )
 from lmaudit.backends.hf import load as hf_load
+from lmaudit.backends.hf.checkpoint import Checkpoint, resolve, verify
 from lmaudit.backends.hf.embedded import (
     EMBEDDED_MODEL_NAME,
     GEMMA3_CHAT_TEMPLATE,
@@ -122,10 +125,15 @@ class HFBackend:
             self.model_path: str = str(ensure_embedded_model(Path(model_dir) if model_dir else None))
             self.model_id = f"{EMBEDDED_MODEL_NAME}@{gguf_sha256()}"
             self._load_revision: str | None = None
+            self.checkpoint: Checkpoint | None = None
+            self._identity_revision = revision
         else:
-            self.model_path = model
-            self.model_id = model
-            self._load_revision = revision
+            # what the name holds now: a local folder's content digest, a hub id's commit
+            self.checkpoint = resolve(model, revision)
+            self.model_path = self.checkpoint.path
+            self.model_id = self.checkpoint.name
+            self._load_revision = self.checkpoint.load_revision
+            self._identity_revision = self.checkpoint.revision
         self.tokenizer = hf_load.load_tokenizer(self.model_path, self._load_revision)
 
         template = chat_template if chat_template is not None else self.tokenizer.chat_template
@@ -173,6 +181,8 @@ class HFBackend:
                 self.attn_implementation,
             )
             install_packed_attention(self._model, self.attn_implementation)
+            if self.checkpoint is not None:
+                verify(self.checkpoint)  # loaded what was identified, not files written since
         return self._model
 
     def load(self) -> None:
@@ -196,7 +206,7 @@ class HFBackend:
             "backend": "hf",
             "backend_version": BACKEND_VERSION,
             "model": self.model_id,
-            "revision": self.revision,
+            "revision": self._identity_revision,
             "dtype": self.dtype,
             "chat_template_sha256": self.chat_template_sha256,
             "chat_template_kwargs": self.chat_template_kwargs,
@@ -236,6 +246,8 @@ class HFBackend:
                 "stats": self.stats.as_dict(),
             }
         )
+        if self.checkpoint is not None:  # what the identity's revision stands for
+            out["checkpoint"] = self.checkpoint.record
         if self._model is not None:
             out["n_parameters"] = sum(p.numel() for p in self._model.parameters())
         return out
