@@ -115,6 +115,7 @@ class HFBackend:
         self.stats = ForwardStats()
         self.prefill_memo = PrefillMemo()
         self._model: Any = None
+        self._context_length: int | None = None  # read on first use; 0: unknown
 
         embedded = model.startswith("embedded:")
         if embedded:
@@ -188,6 +189,18 @@ class HFBackend:
     def load(self) -> None:
         """Load the model now (the pipeline does, before the first answer it needs)."""
         _ = self.model
+
+    def context_length(self) -> int | None:
+        """The most tokens the model holds, prompt and generated (:mod:`lmaudit.backends.context`)."""
+        if self._context_length is None:
+            self._context_length = (
+                hf_load.context_length(self.model_path, self._load_revision, self.tokenizer) or 0
+            )
+        return self._context_length or None
+
+    def prompt_lengths(self, prompts: Sequence[Sequence[Message]]) -> list[int]:
+        """Each chat prompt's token count, rendered and tokenized as it is scored or sampled."""
+        return [len(ids) for ids in self._encode_texts([self.render(m) for m in prompts])]
 
     def _stop_token_ids(self) -> frozenset[int]:
         ids: set[int] = set()

@@ -55,6 +55,28 @@ def load_model(
     return model.to(device).eval()
 
 
+#: A tokenizer's ``model_max_length`` at or past this is transformers' "not set" placeholder.
+_UNSET_MAX_LENGTH = 10**9
+
+
+def context_length(model_path: str, revision: str | None, tokenizer: Any) -> int | None:
+    """The most positions the model holds: its (text) config's ``max_position_embeddings``,
+    else the tokenizer's ``model_max_length`` when it is set; None when neither says."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model_path, revision=revision).get_text_config()
+    except (OSError, ValueError) as exc:
+        raise load_error(model_path, exc) from exc
+    found = getattr(config, "max_position_embeddings", None)
+    if isinstance(found, int) and found > 0:
+        return found
+    found = getattr(tokenizer, "model_max_length", None)
+    if isinstance(found, int) and 0 < found < _UNSET_MAX_LENGTH:
+        return found
+    return None
+
+
 def implementation_identity() -> dict[str, Any]:
     """What names the code that computes the outputs, for the backend identity."""
     import transformers

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, SampleResult
+from lmaudit.backends.base import LabelRequest, LabelResult, Message, SampleRequest, SampleResult
 from lmaudit.backends.hf import HFBackend
 from lmaudit.backends.hf.lightning.pool import (
     RankPool,
@@ -123,6 +123,12 @@ class LightningRunner(RankPool):
 
     def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
         return self.hf.check_single_token(request)
+
+    def context_length(self) -> int | None:
+        return self.hf.context_length()
+
+    def prompt_lengths(self, prompts: Sequence[Sequence[Message]]) -> list[int]:
+        return self.hf.prompt_lengths(prompts)
 
     def sample_key_extra(self, request: SampleRequest) -> dict[str, Any] | None:
         return self.hf.sample_key_extra(request)
