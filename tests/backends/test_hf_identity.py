@@ -23,7 +23,7 @@ from tiny_hf import make_backend, max_prob_diff, one_thread, qq_requests, tiny_c
 
 from lmaudit.backends.base import BackendError, identity_digest  # noqa: E402
 from lmaudit.backends.cached import CachedBackend  # noqa: E402
-from lmaudit.backends.hf.checkpoint import folder_digest  # noqa: E402
+from lmaudit.backends.hf.checkpoint import folder_digest, resolve  # noqa: E402
 from lmaudit.pipeline import run  # noqa: E402
 from lmaudit.provenance.cache import ResponseCache  # noqa: E402
 
@@ -132,6 +132,27 @@ def test_the_folder_digest_is_the_files_digests(tmp_path: Path, tiny: Path) -> N
     assert {k: v["sha256"] for k, v in files.items()} == want
     canonical = json.dumps(want, sort_keys=True, separators=(",", ":"))
     assert digest == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_a_gguf_file_is_its_sha256(tmp_path: Path) -> None:
+    """Identity only (loading a GGUF is transformers' ``gguf_file=``; the real one is slow):
+    the file's SHA-256, whatever folder holds it; a GGUF inside a folder counts as its weights."""
+    import hashlib
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    found = resolve(str(gguf), None)
+    assert found.revision == "sha256:" + hashlib.sha256(gguf.read_bytes()).hexdigest()
+    assert (found.path, found.gguf_file, found.name) == (str(tmp_path), "m.gguf", "m.gguf")
+    copy = tmp_path / "elsewhere" / "m.gguf"
+    copy.parent.mkdir()
+    shutil.copy(gguf, copy)
+    assert resolve(str(copy), None).revision == found.revision
+    with copy.open("r+b") as fh:  # one byte of the weights changed in place
+        fh.seek(100)
+        fh.write(b"\xff")
+    assert resolve(str(copy), None).revision != found.revision
+    assert "m.gguf" in resolve(str(copy.parent), None).record["files"]
 
 
 def test_files_rewritten_between_identifying_and_loading_are_refused(tmp_path: Path, tiny: Path) -> None:

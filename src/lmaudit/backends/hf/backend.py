@@ -67,7 +67,8 @@ class HFBackend:
     :meth:`from_config`.
 
     ``model``: ``"embedded:gemma3-270m"`` (the bundled Gemma 3 270M, converted once, see
-    :mod:`lmaudit.backends.hf.embedded`), a hub id or a local directory.
+    :mod:`lmaudit.backends.hf.embedded`), a hub id, a local directory or a local GGUF file
+    (dequantised on every load: convert it once with ``save_pretrained`` for speed).
     """
 
     reads_meta = False
@@ -135,7 +136,8 @@ class HFBackend:
             self.model_id = self.checkpoint.name
             self._load_revision = self.checkpoint.load_revision
             self._identity_revision = self.checkpoint.revision
-        self.tokenizer = hf_load.load_tokenizer(self.model_path, self._load_revision)
+        self._gguf_file = self.checkpoint.gguf_file if self.checkpoint is not None else None
+        self.tokenizer = hf_load.load_tokenizer(self.model_path, self._load_revision, self._gguf_file)
 
         template = chat_template if chat_template is not None else self.tokenizer.chat_template
         if isinstance(template, dict):
@@ -180,6 +182,7 @@ class HFBackend:
                 self.dtype,
                 self.device,
                 self.attn_implementation,
+                self._gguf_file,
             )
             install_packed_attention(self._model, self.attn_implementation)
             if self.checkpoint is not None:
@@ -194,7 +197,8 @@ class HFBackend:
         """The most tokens the model holds, prompt and generated (:mod:`lmaudit.backends.context`)."""
         if self._context_length is None:
             self._context_length = (
-                hf_load.context_length(self.model_path, self._load_revision, self.tokenizer) or 0
+                hf_load.context_length(self.model_path, self._load_revision, self.tokenizer, self._gguf_file)
+                or 0
             )
         return self._context_length or None
 

@@ -9,6 +9,8 @@ a hub branch that moves), so the ``hf`` backend's identity never rests on it alo
   (:mod:`lmaudit.provenance.file_state`). The identity is the folder's name and that digest,
   not its path: the same files elsewhere are the same model, so answers computed on a cluster
   are served on a laptop.
+* a **GGUF file** (``model: /path/to/model.gguf``, loaded with transformers' ``gguf_file=``):
+  the file's SHA-256 and its name.
 * a **hub id**: the commit the requested revision (default ``main``) resolves to now, found
   with ``huggingface_hub.hf_hub_download`` (which reads the local cache's
   ``refs/<revision>`` when offline); tokenizer and model are then loaded at that commit, so
@@ -48,6 +50,7 @@ class Checkpoint:
     name: str
     revision: str | None
     record: dict[str, Any] = field(default_factory=dict)
+    gguf_file: str | None = None  # a GGUF file in folder ``path``, loaded with ``gguf_file=``
 
 
 def checkpoint_files(folder: Path) -> list[Path]:
@@ -92,6 +95,10 @@ def hub_commit(repo: str, revision: str | None) -> str:
 def resolve(model: str, revision: str | None) -> Checkpoint:
     """``model`` (a local folder or a hub id) and the configured ``revision``, resolved."""
     folder = Path(model).expanduser()
+    if folder.is_file() and folder.suffix.lower() == ".gguf":
+        digest = file_digests([folder])[folder]
+        found: dict[str, Any] = {"kind": "gguf", "path": str(folder.resolve()), "sha256": digest}
+        return Checkpoint(str(folder.parent), None, folder.name, f"sha256:{digest}", found, folder.name)
     if folder.is_dir():
         digest, files = folder_digest(folder)
         name = folder.resolve().name
@@ -105,11 +112,16 @@ def resolve(model: str, revision: str | None) -> Checkpoint:
 def verify(checkpoint: Checkpoint) -> None:
     """Refuse a local folder whose files changed since it was identified (the model was loaded
     from other weights than the identity names)."""
-    if checkpoint.record.get("kind") != "folder":
+    kind = checkpoint.record.get("kind")
+    if kind == "folder":
+        digest, _ = folder_digest(Path(checkpoint.path))
+    elif kind == "gguf":
+        path = Path(checkpoint.record["path"])
+        digest = file_digests([path])[path]
+    else:
         return
-    digest, _ = folder_digest(Path(checkpoint.path))
     if digest != checkpoint.record["sha256"]:
         raise BackendError(
-            f"hf backend: the files of model folder {checkpoint.path!r} changed between identifying "
+            f"hf backend: the files of model {checkpoint.record['path']!r} changed between identifying "
             "and loading it; run again once it is no longer being written"
         )
