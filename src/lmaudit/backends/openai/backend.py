@@ -76,6 +76,7 @@ from lmaudit.backends.base import (
 )
 from lmaudit.backends.openai import g1
 from lmaudit.backends.openai.client import HttpClient, ServerUnreachable
+from lmaudit.backends.openai.context import prompt_tokens, served_context
 from lmaudit.backends.openai.served import ServedCheck
 from lmaudit.backends.openai.wire import (
     detokenize_via,
@@ -192,6 +193,7 @@ class OpenAIBackend:
         )
         self._tok_dialect: str | None = None
         self._served = ServedCheck(self.model, redact_url(self.base_url))
+        self._context: int | None = None  # the server's context, asked once; 0: unknown
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> OpenAIBackend:
@@ -341,6 +343,18 @@ class OpenAIBackend:
                 except BackendError as e:
                     log.info("tokenize endpoint %s did not answer: %s", d, e)
         return None if self._tok_dialect == "none" else self._tok_dialect
+
+    # --- the context check (lmaudit.backends.context) ----------------------------------------
+
+    def context_length(self) -> int | None:
+        """The context the server reports for the model, where it does (:mod:`.context`)."""
+        if self._context is None:
+            self._context = served_context(self) or 0
+        return self._context or None
+
+    def prompt_lengths(self, prompts: Sequence[Sequence[Message]]) -> list[int]:
+        """Each chat prompt's token count as the server's model reads it."""
+        return self._map(lambda m: prompt_tokens(self, m), list(prompts))
 
     def _tokenize(self, dialect: str, text: str) -> tuple[list[int], list[str] | None]:
         return tokenize_via(self._post, self.server_root, self.model, dialect, text)
