@@ -76,7 +76,6 @@ from lmaudit.backends.base import (
 )
 from lmaudit.backends.openai import g1
 from lmaudit.backends.openai.client import HttpClient, ServerUnreachable
-from lmaudit.backends.openai.context import prompt_tokens, served_context
 from lmaudit.backends.openai.served import ServedCheck
 from lmaudit.backends.openai.wire import (
     detokenize_via,
@@ -179,6 +178,7 @@ class OpenAIBackend:
                 "openai backend config: need max_retries >= 0, top_logprobs >= 1, timeout_s > 0"
             )
         self.request_deadline_s = float(cfg.get("request_deadline_s", 600.0))
+        self._context: int | None = None  # the server's context, asked once; 0: unknown
         self._http = HttpClient(
             self.base_url,
             api_key_env=self.api_key_env,
@@ -193,7 +193,6 @@ class OpenAIBackend:
         )
         self._tok_dialect: str | None = None
         self._served = ServedCheck(self.model, redact_url(self.base_url))
-        self._context: int | None = None  # the server's context, asked once; 0: unknown
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> OpenAIBackend:
@@ -348,12 +347,16 @@ class OpenAIBackend:
 
     def context_length(self) -> int | None:
         """The context the server reports for the model, where it does (:mod:`.context`)."""
+        from lmaudit.backends.openai.context import served_context
+
         if self._context is None:
             self._context = served_context(self) or 0
         return self._context or None
 
     def prompt_lengths(self, prompts: Sequence[Sequence[Message]]) -> list[int]:
         """Each chat prompt's token count as the server's model reads it."""
+        from lmaudit.backends.openai.context import prompt_tokens
+
         return self._map(lambda m: prompt_tokens(self, m), list(prompts))
 
     def _tokenize(self, dialect: str, text: str) -> tuple[list[int], list[str] | None]:
