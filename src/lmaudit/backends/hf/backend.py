@@ -119,6 +119,9 @@ class HFBackend:
         self._context_length: int | None = None  # read on first use; 0: unknown
 
         embedded = model.startswith("embedded:")
+        # what the name holds now: a local folder's content digest, a hub id's commit (an
+        # embedded model is named by its GGUF's published digest instead)
+        self.checkpoint: Checkpoint | None = None if embedded else resolve(model, revision)
         if embedded:
             if model != EMBEDDED_MODEL_NAME:
                 raise BackendError(
@@ -127,15 +130,11 @@ class HFBackend:
             self.model_path: str = str(ensure_embedded_model(Path(model_dir) if model_dir else None))
             self.model_id = f"{EMBEDDED_MODEL_NAME}@{gguf_sha256()}"
             self._load_revision: str | None = None
-            self.checkpoint: Checkpoint | None = None
-            self._identity_revision = revision
         else:
-            # what the name holds now: a local folder's content digest, a hub id's commit
-            self.checkpoint = resolve(model, revision)
+            assert self.checkpoint is not None
             self.model_path = self.checkpoint.path
             self.model_id = self.checkpoint.name
             self._load_revision = self.checkpoint.load_revision
-            self._identity_revision = self.checkpoint.revision
         self._gguf_file = self.checkpoint.gguf_file if self.checkpoint is not None else None
         self.tokenizer = hf_load.load_tokenizer(self.model_path, self._load_revision, self._gguf_file)
 
@@ -223,7 +222,7 @@ class HFBackend:
             "backend": "hf",
             "backend_version": BACKEND_VERSION,
             "model": self.model_id,
-            "revision": self._identity_revision,
+            "revision": self.checkpoint.revision if self.checkpoint is not None else self.revision,
             "dtype": self.dtype,
             "chat_template_sha256": self.chat_template_sha256,
             "chat_template_kwargs": self.chat_template_kwargs,
