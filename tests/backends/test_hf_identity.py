@@ -210,3 +210,36 @@ def test_a_hub_branch_that_moves_is_measured_afresh(
 
     pinned = make_backend("org/tiny", revision=old)  # a pinned commit is that commit, wherever main is
     assert pinned.identity == before.identity
+
+
+def test_lightning_ranks_load_what_the_run_identified(
+    tmp_path: Path, tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner pins the hub commit it resolved for its ranks, and a rank whose model is not
+    the identified one (a folder rewritten in between) refuses to answer."""
+    pytest.importorskip("pytorch_lightning")
+    import huggingface_hub.constants
+
+    from lmaudit.backends.hf.lightning.runner import Worker
+    from lmaudit.backends.registry import build_backend
+
+    old, new = "3" * 40, "4" * 40
+    hub = tmp_path / "hub"
+    _hub(hub, "org/tiny", {old: tiny, new: tiny}, main=old)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
+    execution = {"runner": "lightning", "devices": 1, "accelerator": "cpu", "strategy": "ddp"}
+    runner = build_backend({"backend": "hf", "model": "org/tiny", "dtype": "float32", **execution})
+    (hub / "models--org--tiny" / "refs" / "main").write_text(new)  # the branch moves meanwhile
+    assert runner.model_cfg["revision"] == old and runner.identity["revision"] == old
+
+    model = tmp_path / "ckpt"
+    shutil.copytree(tiny, model)
+    runner = build_backend({"backend": "hf", "model": str(model), "dtype": "float32", **execution})
+    setup = {"model": runner.model_cfg, "identity": runner.hf.identity, **runner.execution}
+    scale_one_layer(model)
+    threads = torch.get_num_threads()
+    try:
+        with pytest.raises(BackendError, match="not the one the run identified"):
+            Worker(setup)
+    finally:
+        torch.set_num_threads(threads)
