@@ -69,7 +69,7 @@ def check_context(backend: Any, requests: Sequence[LabelRequest | SampleRequest]
     if not over:
         return
     first, n = over[0]
-    model = (getattr(backend, "identity", None) or {}).get("model", "the model")
+    model = str((getattr(backend, "identity", None) or {}).get("model", "the model")).split("@")[0]
     asked = f"{n} tokens + {_generated(first)} to generate"
     more = f"; {len(over)} of {len(requests)} requests do not fit" if len(over) > 1 else ""
     raise PromptTooLong(
