@@ -74,5 +74,5 @@ def check_context(backend: Any, requests: Sequence[LabelRequest | SampleRequest]
     more = f"; {len(over)} of {len(requests)} requests do not fit" if len(over) > 1 else ""
     raise PromptTooLong(
         f"{request_name(first.meta)}: the prompt is {asked}, past the context of {model} "
-        f"({limit} tokens){more}; nothing was measured. Shorten the prompt or use a model with a longer context"
+        f"({limit} tokens){more}; refused before the model was asked. Shorten the prompt or use a model with a longer context"
     )
