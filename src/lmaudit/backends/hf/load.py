@@ -25,27 +25,36 @@ def load_error(model_path: str, exc: Exception) -> BackendError:
     return BackendError(f"hf backend: could not load model {model_path!r}: {exc}")
 
 
-def load_tokenizer(model_path: str, revision: str | None) -> Any:
-    """The checkpoint's tokenizer (``AutoTokenizer``)."""
+def _gguf(gguf_file: str | None) -> dict[str, Any]:
+    return {"gguf_file": gguf_file} if gguf_file else {}
+
+
+def load_tokenizer(model_path: str, revision: str | None, gguf_file: str | None = None) -> Any:
+    """The checkpoint's tokenizer (``AutoTokenizer``); ``gguf_file``: a GGUF file in ``model_path``."""
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(model_path, revision=revision)
+        return AutoTokenizer.from_pretrained(model_path, revision=revision, **_gguf(gguf_file))
     except (OSError, ValueError) as exc:
         raise load_error(model_path, exc) from exc
 
 
 def load_model(
-    model_path: str, revision: str | None, dtype: str, device: str, attn_implementation: str | None
+    model_path: str,
+    revision: str | None,
+    dtype: str,
+    device: str,
+    attn_implementation: str | None,
+    gguf_file: str | None = None,
 ) -> Any:
-    """The causal LM in eval mode on ``device``."""
+    """The causal LM in eval mode on ``device`` (a GGUF file's weights dequantised)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from lmaudit.backends.vector_math import settle
 
     settle()  # before any forward (vector_math.py)
-    kwargs: dict[str, Any] = {"revision": revision, "dtype": getattr(torch, dtype)}
+    kwargs: dict[str, Any] = {"revision": revision, "dtype": getattr(torch, dtype), **_gguf(gguf_file)}
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     try:
@@ -53,6 +62,31 @@ def load_model(
     except (OSError, ValueError) as exc:
         raise load_error(model_path, exc) from exc
     return model.to(device).eval()
+
+
+#: A tokenizer's ``model_max_length`` at or past this is transformers' "not set" placeholder.
+_UNSET_MAX_LENGTH = 10**9
+
+
+def context_length(
+    model_path: str, revision: str | None, tokenizer: Any, gguf_file: str | None = None
+) -> int | None:
+    """The most positions the model holds: its (text) config's ``max_position_embeddings``,
+    else the tokenizer's ``model_max_length`` when it is set; None when neither says."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model_path, revision=revision, **_gguf(gguf_file))
+        config = config.get_text_config()
+    except (OSError, ValueError) as exc:
+        raise load_error(model_path, exc) from exc
+    found = getattr(config, "max_position_embeddings", None)
+    if isinstance(found, int) and found > 0:
+        return found
+    found = getattr(tokenizer, "model_max_length", None)
+    if isinstance(found, int) and 0 < found < _UNSET_MAX_LENGTH:
+        return found
+    return None
 
 
 def implementation_identity() -> dict[str, Any]:

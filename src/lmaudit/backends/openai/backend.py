@@ -181,6 +181,7 @@ class OpenAIBackend:
                 "openai backend config: need max_retries >= 0, top_logprobs >= 1, timeout_s > 0"
             )
         self.request_deadline_s = float(cfg.get("request_deadline_s", 600.0))
+        self._context: int | None = None  # the server's context, asked once; 0: unknown
         self._http = HttpClient(
             self.base_url,
             api_key_env=self.api_key_env,
@@ -346,6 +347,22 @@ class OpenAIBackend:
                 except BackendError as e:
                     log.info("tokenize endpoint %s did not answer: %s", d, e)
         return None if self._tok_dialect == "none" else self._tok_dialect
+
+    # --- the context check (lmaudit.backends.context) ----------------------------------------
+
+    def context_length(self) -> int | None:
+        """The context the server reports for the model, where it does (:mod:`.context`)."""
+        from lmaudit.backends.openai.context import served_context
+
+        if self._context is None:
+            self._context = served_context(self) or 0
+        return self._context or None
+
+    def prompt_lengths(self, prompts: Sequence[Sequence[Message]]) -> list[int]:
+        """Each chat prompt's token count as the server's model reads it."""
+        from lmaudit.backends.openai.context import prompt_tokens
+
+        return self._map(lambda m: prompt_tokens(self, m), list(prompts))
 
     def _tokenize(self, dialect: str, text: str) -> tuple[list[int], list[str] | None]:
         return tokenize_via(self._post, self.server_root, self.model, dialect, text)

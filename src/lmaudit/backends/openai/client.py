@@ -177,6 +177,28 @@ class HttpClient:
         except ValueError:
             return None
 
+    def get_json(self, url: str) -> Any:
+        """``GET url`` once, without retries: the decoded JSON answer, or None when the server
+        gives none there (no such route, an error, no JSON). For what a server reports about
+        itself, which a run can do without."""
+        self._ensure_checked()
+        start = self._clock()
+        try:
+            resp = self._session().get(
+                url, headers=self._headers(), timeout=min(self.timeout_s, self.deadline_s), stream=True
+            )
+            with resp:
+                data = self._read_body(resp, start)
+        except (requests.RequestException, Urllib3Error, _BodyPastDeadline) as e:
+            log.info("%s", self.redact(f"GET {redact_url(url)}: {type(e).__name__}: {e}"))
+            return None
+        if resp.status_code >= 300:
+            return None
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError):
+            return None
+
     def _ensure_checked(self) -> None:
         if self._checked:
             return

@@ -43,7 +43,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, SampleResult
+from lmaudit.backends.base import (
+    BackendError,
+    LabelRequest,
+    LabelResult,
+    Message,
+    SampleRequest,
+    SampleResult,
+)
 from lmaudit.backends.hf import HFBackend
 from lmaudit.backends.hf.lightning.pool import (
     RankPool,
@@ -68,6 +75,12 @@ class Worker:
         self.setup = setup
         set_threads(setup)
         self.backend = HFBackend.from_config({**setup["model"], "progress": False})
+        expected = setup.get("identity")
+        if expected is not None and self.backend.identity != expected:
+            raise BackendError(
+                f"hf backend: this rank's model {setup['model'].get('model')!r} is not the one the run "
+                "identified (its files changed since); run again once it is no longer being written"
+            )
         self.module = HFPredictModule(self.backend, lockstep=setup["strategy"] == "fsdp")
 
     def answer(self, job: dict[str, Any]) -> dict[str, Any]:
@@ -103,6 +116,9 @@ class LightningRunner(RankPool):
     def __init__(self, model_cfg: Mapping[str, Any], execution: Mapping[str, Any]) -> None:
         self.model_cfg = {k: v for k, v in model_cfg.items() if k != "progress"}
         self.hf = HFBackend.from_config({**self.model_cfg, "progress": False})  # tokenizer only
+        if self.hf.checkpoint is not None and self.hf.checkpoint.load_revision is not None:
+            # every rank loads the commit resolved here, wherever the hub branch is by then
+            self.model_cfg["revision"] = self.hf.checkpoint.load_revision
         super().__init__(execution)
 
     # -- what the backend is ----------------------------------------------------------------
@@ -123,6 +139,12 @@ class LightningRunner(RankPool):
 
     def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
         return self.hf.check_single_token(request)
+
+    def context_length(self) -> int | None:
+        return self.hf.context_length()
+
+    def prompt_lengths(self, prompts: Sequence[Sequence[Message]]) -> list[int]:
+        return self.hf.prompt_lengths(prompts)
 
     def sample_key_extra(self, request: SampleRequest) -> dict[str, Any] | None:
         return self.hf.sample_key_extra(request)
@@ -196,4 +218,5 @@ class LightningRunner(RankPool):
         self._run(cache_root, shards)
 
     def _setup(self) -> dict[str, Any]:
-        return {"model": self.model_cfg, **self.execution}
+        # each rank checks that it loads the model this process identified
+        return {"model": self.model_cfg, "identity": self.hf.identity, **self.execution}
