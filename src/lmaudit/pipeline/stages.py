@@ -190,15 +190,36 @@ def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration |
                 "a registration scores only measurements of its own model"
             )
         return ctx
+    return dataclasses.replace(ctx, cfg=_as_measured(cfg, path, model))
+
+
+def _as_measured(cfg: DictConfig, plan_path: Path, model: dict[str, Any]) -> DictConfig:
+    """``cfg`` with the model recorded in ``plan_path`` (a plan's resolved, redacted model)
+    when it is not the config's own."""
     current = without_execution(OmegaConf.to_container(cfg.model, resolve=True))
-    if diff_keys(redact_config(current), model):
-        print(
-            f"{path}: analysing measurements of model {model.get('name')!r} (not the config's {cfg.model.name!r})"
-        )
-        cfg = cfg.copy()
-        with open_dict(cfg):
-            cfg.model = OmegaConf.create(model)
-    return dataclasses.replace(ctx, cfg=cfg)
+    if not diff_keys(redact_config(current), model):
+        return cfg
+    print(
+        f"{plan_path}: analysing measurements of model {model.get('name')!r} (not the config's {cfg.model.name!r})"
+    )
+    cfg = cfg.copy()
+    with open_dict(cfg):
+        cfg.model = OmegaConf.create(model)
+    return cfg
+
+
+def by_measured_model(cfg: DictConfig) -> DictConfig:
+    """``stage=analyze|report measurements=<file>`` with a plan beside the file and no
+    registration: the config with the plan's model, before the run folder is named, so that
+    the folder, like the MLflow run and the audit record, names the model that was measured
+    (never the config's default). Else ``cfg`` itself."""
+    if cfg.get("stage") not in ("analyze", "report") or not cfg.get("measurements") or cfg.get("prereg"):
+        return cfg
+    plan_path = Path(cfg.measurements).parent / "plan.json"
+    if not plan_path.is_file() or not isinstance(cfg.get("model"), DictConfig):
+        return cfg
+    model = (read_json(plan_path).get("config") or {}).get("model")
+    return _as_measured(cfg, plan_path, model) if isinstance(model, dict) else cfg
 
 
 def _analyze(
@@ -286,6 +307,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
             return None
     study = study_of(cfg)
     cfg = by_source(cfg)  # measurements with no plan: the folder and names follow their source
+    cfg = by_measured_model(cfg)  # measurements with a plan: they follow the plan's model
     out = run_dir(cfg)
     must_be_folder(out, "out_dir" if cfg.get("out_dir") else "the run folder")
     if stage in {"measure", "all"}:
