@@ -26,14 +26,21 @@ CHOIR = (
     "study.n_null=20",
 )
 
-#: study -> (the measuring run's overrides that choose its model, the study's own overrides
-#: both runs share, the measured model's name)
+#: case -> (the measuring run's overrides that choose its models, the study's own overrides
+#: both runs share, what the run folder's name holds, (a param of the plan, its measured value))
 CASES = {
-    "qq": (("model=sim_projective",), ("items=sim_demo",), "sim-projective"),
-    "judge": (("model=sim_judge",), ("study=judge",), "sim-judge"),
-    "draws": (("model=sim_persistent",), ("study=draws",), "sim-persistent"),
+    "qq": (("model=sim_projective",), ("items=sim_demo",), "sim-projective-", ("model", "sim-projective")),
+    "judge": (("model=sim_judge",), ("study=judge",), "sim-judge-", ("model", "sim-judge")),
+    "draws": (("model=sim_persistent",), ("study=draws",), "sim-persistent-", ("model", "sim-persistent")),
     # the demo ensemble with a sim free-list generator as the run's model
-    "choir": (("model=sim_projective", "model.agent=freelist", "model.name=sim-free"), CHOIR, "sim-free"),
+    "choir": (
+        ("model=sim_projective", "model.agent=freelist", "model.name=sim-free"),
+        CHOIR,
+        "-demo-sim-free+",
+        ("model", "sim-free"),
+    ),
+    # another ensemble: its members are the models measured
+    "choir-ensemble": (("ensemble=sim",), CHOIR, "-sim-sim-1+sim-2+sim-3+sim-4-", ("ensemble", "sim")),
 }
 
 
@@ -57,9 +64,9 @@ def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("study", sorted(CASES))
-def test_reanalysis_of_another_models_file_without_model(tmp_path: Path, study: str) -> None:
-    model, shared, name = CASES[study]
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_reanalysis_of_another_models_file_without_model(tmp_path: Path, case: str) -> None:
+    model, shared, named, (group, measured_name) = CASES[case]
     measured = _run(tmp_path, *model, *shared, f"out_dir={tmp_path / 'measured'}")
     assert measured.returncode == 0, measured.stderr[-3000:]
     source = tmp_path / "measured"
@@ -67,13 +74,14 @@ def test_reanalysis_of_another_models_file_without_model(tmp_path: Path, study: 
     again = _run(tmp_path, *shared, "stage=analyze", f"measurements={source / 'measurements.jsonl'}")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Traceback" not in again.stderr, again.stderr
-    (folder,) = (tmp_path / "results" / study).iterdir()
-    assert name in folder.name and "gemma" not in folder.name, folder.name  # what was measured
+    (folder,) = (tmp_path / "results" / case.split("-")[0]).iterdir()
+    assert named in folder.name and "gemma" not in folder.name, folder.name  # what was measured
     assert (folder / "results.json").read_bytes() == (source / "results.json").read_bytes()
     audit = json.loads((folder / "audit_record.json").read_text())
     assert audit["mlflow"]["run_name"] == folder.name
-    assert audit["mlflow"]["params"]["model"]["name"] == name
-    assert audit["analyze"]["measured_under"]["model"] == name
+    assert audit["mlflow"]["params"][group]["name"] == measured_name
+    plan = json.loads((source / "plan.json").read_text())
+    assert audit["mlflow"]["params"][group] == plan["config"][group]
 
 
 def test_reanalysis_in_the_measuring_runs_folder_without_model(tmp_path: Path) -> None:
