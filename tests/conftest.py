@@ -65,6 +65,9 @@ class StubState:
         # answer ends when the connection closes); ``sent`` counts the bytes the client took
         self.stream: Callable[[], Iterator[bytes]] | None = None
         self.sent = 0
+        # a log-prob request this says True of gets top alternatives that hold none of the
+        # labels (A, B, Yes, No), as a server answers when the labels fall outside its top k
+        self.no_labels: Callable[[dict[str, Any]], bool] | None = None
 
 
 @pytest.fixture
@@ -110,9 +113,10 @@ def openai_stub() -> Iterator[tuple[StubState, str]]:
                 back = {v: k for k, v in words.items()}
                 self._send({"text": "".join(back.get(t) or chr(t - 10) for t in body["tokens"] if t > 1)})
             elif self.path.endswith("/chat/completions") and body.get("logprobs"):
+                mine = {"Maybe": 0.6, "Unsure": 0.3} if state.no_labels and state.no_labels(body) else top
                 tops = [
                     {"token": t, "logprob": math.log(p), "id": 100 + i}
-                    for i, (t, p) in enumerate(top.items())
+                    for i, (t, p) in enumerate(mine.items())
                 ]
                 lp = {"content": [{"token": "A", "logprob": math.log(0.45), "top_logprobs": tops}]}
                 self._send({"choices": [{"index": 0, "message": {"content": "A"}, "logprobs": lp}]})

@@ -116,8 +116,14 @@ def design_suffix(cfg: DictConfig) -> str:
         return ""
     chosen, default = refs
     study = study_of(cfg)
-    # field overrides (items.ids=...), then group options the name does not show (items=...)
-    keys = [k for n in ("study", "model") for k in _leaves(_plain(chosen.get(n)), _plain(cfg.get(n)), n)]
+    # field overrides (items.ids=...), then group options the name does not show (items=...);
+    # a model that is not the one composed (the measured model of a re-analysis, from its
+    # plan) has another schema than the composed one and is compared whole
+    composed = OmegaConf.get_type(cfg, "model") is OmegaConf.get_type(chosen, "model")
+    fields = ("study", "model") if composed else ("study",)
+    keys = [k for n in fields for k in _leaves(_plain(chosen.get(n)), _plain(cfg.get(n)), n)]
+    if not composed:
+        keys.append("model")
     unnamed = _unnamed(study, chosen, keys, cfg)
     groups = [
         f"study.{g}" for g in study.groups if _plain(chosen.study.get(g)) != _plain(default.study.get(g))

@@ -170,7 +170,8 @@ def _measured_under(cfg: DictConfig, out: Path) -> dict[str, Any] | None:
 
 def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration | None) -> RunContext:
     """Provenance of an analysis comes from what was measured, not from the command line: the
-    model recorded in the measurements' plan replaces the config's (MLflow params, run name,
+    model (and the study's :attr:`~lmaudit.studies.base.Study.measured_groups`, e.g. choir's
+    ensemble) recorded in the measurements' plan replace the config's (MLflow params, run name,
     audit record, report). With a registration, measurements made with another model than the
     registered one are refused."""
     cfg = ctx.cfg
@@ -178,7 +179,8 @@ def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration |
     if found is None:  # made elsewhere, without a plan: named by their source (context.by_source)
         return ctx if reg is not None else dataclasses.replace(ctx, cfg=by_source(cfg, ctx.run_dir))
     path, measured = found
-    model = (measured.get("config") or {}).get("model")
+    config = measured.get("config") or {}
+    model = config.get("model")
     if not isinstance(model, dict):
         return ctx
     if reg is not None and plan is not None:
@@ -190,15 +192,51 @@ def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration |
                 "a registration scores only measurements of its own model"
             )
         return ctx
-    current = without_execution(OmegaConf.to_container(cfg.model, resolve=True))
-    if diff_keys(redact_config(current), model):
-        print(
-            f"{path}: analysing measurements of model {model.get('name')!r} (not the config's {cfg.model.name!r})"
-        )
-        cfg = cfg.copy()
-        with open_dict(cfg):
-            cfg.model = OmegaConf.create(model)
-    return dataclasses.replace(ctx, cfg=cfg)
+    return dataclasses.replace(ctx, cfg=_as_measured(cfg, path, config))
+
+
+def _as_measured(cfg: DictConfig, plan_path: Path, config: dict[str, Any]) -> DictConfig:
+    """``cfg`` with the model, and each of the study's measured groups, recorded in the plan
+    at ``plan_path`` (``config``: its resolved, redacted config) where they are not the
+    config's own."""
+    model = config.get("model")
+    if isinstance(model, dict):
+        current = without_execution(OmegaConf.to_container(cfg.model, resolve=True))
+        if diff_keys(redact_config(current), model):
+            print(
+                f"{plan_path}: analysing measurements of model {model.get('name')!r} "
+                f"(not the config's {cfg.model.name!r})"
+            )
+            cfg = cfg.copy()
+            with open_dict(cfg):
+                cfg.model = OmegaConf.create(model)
+    study = study_of(cfg)
+    for group in study.measured_groups:  # after the model: a group may name ${model}
+        recorded = config.get(group)
+        mine = OmegaConf.to_container(cfg.study[group], resolve=True)
+        if isinstance(recorded, dict) and diff_keys(redact_config(mine), recorded):
+            print(
+                f"{plan_path}: analysing measurements of {group} {recorded.get('name')!r} "
+                f"(not the config's {cfg.study[group].get('name')!r})"
+            )
+            cfg = cfg.copy()
+            with open_dict(cfg):
+                cfg.study[group] = OmegaConf.merge(OmegaConf.structured(study.groups[group]), recorded)
+    return cfg
+
+
+def by_measured_model(cfg: DictConfig) -> DictConfig:
+    """``stage=analyze|report measurements=<file>`` with a plan beside the file and no
+    registration: the config with the plan's model (and measured groups), before the run
+    folder is named, so that the folder, like the MLflow run and the audit record, names what
+    was measured (never the config's default). Else ``cfg`` itself."""
+    if cfg.get("stage") not in ("analyze", "report") or not cfg.get("measurements") or cfg.get("prereg"):
+        return cfg
+    plan_path = Path(cfg.measurements).parent / "plan.json"
+    if not plan_path.is_file() or not isinstance(cfg.get("model"), DictConfig):
+        return cfg
+    config = read_json(plan_path).get("config")
+    return _as_measured(cfg, plan_path, config) if isinstance(config, dict) else cfg
 
 
 def _analyze(
@@ -286,6 +324,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
             return None
     study = study_of(cfg)
     cfg = by_source(cfg)  # measurements with no plan: the folder and names follow their source
+    cfg = by_measured_model(cfg)  # measurements with a plan: they follow the plan's model
     out = run_dir(cfg)
     must_be_folder(out, "out_dir" if cfg.get("out_dir") else "the run folder")
     if stage in {"measure", "all"}:

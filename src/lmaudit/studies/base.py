@@ -228,6 +228,9 @@ class Study(ABC):
       meaning: the legend's line for the column, optional).
     - ``has_yaml``: whether ``conf/study/<name>.yaml`` exists; a study from another package
       without one is selectable through its schema alone.
+    - ``measured_groups``: those of ``groups`` that say which models answer (choir: its
+      ensemble); a re-analysis takes them, like the model, from the plan beside the
+      measurements.
     """
 
     name: ClassVar[str]
@@ -236,6 +239,7 @@ class Study(ABC):
     data_keys: ClassVar[tuple[str, ...]] = ()
     compare_columns: ClassVar[tuple[tuple[str, ...], ...]] = ()
     has_yaml: ClassVar[bool] = False
+    measured_groups: ClassVar[tuple[str, ...]] = ()
 
     # --- configuration -------------------------------------------------------------------
 

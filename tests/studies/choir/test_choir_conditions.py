@@ -42,7 +42,7 @@ RECS = [
     _rec("m2", "B", 0.3, ["u", "v", "w"]),
     _rec("m1", "B", 1.0, ["u", "v", "w"]),
     _rec("m2", "B", 1.0, ["p", "q", "r"]),
-    _rec("m1", "A", 0.3, ["x", "a"], persona="sailor"),
+    _rec("m1", "A|sailor", 0.3, ["x", "a"], persona="sailor"),  # a record's id, as the design names it
 ]
 
 

@@ -70,6 +70,13 @@ def test_planted_signatures_widths_persona_shift_and_echo_are_recovered(make_cfg
     assert all(v["echo_rate"] == 0.0 for v in qs.values())
     # the member-cluster association is detected in the wide questions
     assert all(qs[q]["codebook_test"]["p"] < 0.05 for q in ("H002", "H007"))
+    # every per-condition cell is named by a condition of the design (docs/choir.md), once each
+    design = res["design"]["conditions"]
+    assert design == ["A", "A|archivist", "A|promoter"]
+    for q in qs.values():
+        cells = q["conditions"]["cells"]
+        assert {c["condition"] for c in cells} == set(design)
+        assert len(cells) == 4 * len(design)  # members x conditions at the one temperature
 
 
 def test_without_signatures_or_personas_nothing_is_recovered_and_echo_is_measured(make_cfg, tmp_path):

@@ -106,7 +106,7 @@ def condition_block(
     """The question's per-cell salience, per-cell agreement and contrasts (module notes)."""
     lists: dict[Cell, list[list[int]]] = {}
     for r in recs:
-        cond = r.condition if r.persona == UNCONDITIONED else f"{r.condition}|{r.persona}"
+        cond = r.condition  # the design's id: the template, or "<template>|<persona>" (design.conditions)
         concepts = [concept_of[t] for t in r.items if t in concept_of]
         lists.setdefault((r.model, cond, float(r.temperature)), []).append(list(dict.fromkeys(concepts)))
     keys = sorted(lists)

@@ -299,6 +299,7 @@ class ChoirStudy(Study):
     name = "choir"
     config = ChoirStudyConfig
     groups: ClassVar[Mapping[str, type]] = {"ensemble": ChoirEnsembleConfig}
+    measured_groups = ("ensemble",)  # its members are the models measured
     compare_columns: ClassVar[tuple[tuple[str, ...], ...]] = COMPARE_COLUMNS
     data_keys = (
         "config.study.import_path",

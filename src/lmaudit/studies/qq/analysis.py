@@ -1,6 +1,9 @@
 """QQ analysis: measurement records in, :class:`QQResult` out. Pure: no model, no I/O.
 
 1. Validate the records and group them into cells (item, mapping, order) of three positions.
+   An item with a position where neither label has any probability (``p_y = p_n = 0``) has no
+   ``P(y | y or n)`` there: it is left out of the verdicts, listed and counted
+   (:class:`ExcludedItem`), and its mass still counts for gate G2; every other item is analysed.
 2. Per mapping: the binary-conditioned estimate ``P(y | y or n) = p_y / (p_y + p_n)`` at the
    six positions, ``q``, ``OE_A``, ``OE_B`` and their exact envelope over other mass
    ``o = 1 - p_y - p_n`` (see :mod:`lmaudit.studies.qq.envelope`).
@@ -40,6 +43,7 @@ from lmaudit.studies.qq.diagnostics import (
 )
 from lmaudit.studies.qq.records import ORDERS, Measurement
 from lmaudit.studies.qq.result import (
+    ExcludedItem,
     Interval,
     ItemResult,
     MappingResult,
@@ -49,6 +53,7 @@ from lmaudit.studies.qq.result import (
 )
 
 __all__ = [
+    "ExcludedItem",
     "Interval",
     "ItemResult",
     "MappingResult",
@@ -85,8 +90,8 @@ def _masses(m: Measurement, sum_tol: float) -> tuple[float, float, float, float]
     if m.estimand == "sampled" and m.counts is not None:
         k_y, k_n, k_o = sampled_counts(m)
         total = k_y + k_n + k_o
-        if k_y + k_n == 0:
-            raise ValueError(f"{where}: no draw answered y or n, P(y | y or n) is undefined")
+        if total == 0:
+            raise ValueError(f"{where}: no draw was made at this position")
         return k_y / total, k_n / total, k_o / total, 0.0
     try:
         p_y, p_n = float(m.probs[m.label_of["y"]]), float(m.probs[m.label_of["n"]])
@@ -100,8 +105,6 @@ def _masses(m: Measurement, sum_tol: float) -> tuple[float, float, float, float]
             raise ValueError(f"{where}: {name} = {val!r} is not a probability in [0, 1]")
     if not (0.0 <= p_y <= 1.0 and 0.0 <= p_n <= 1.0):
         raise ValueError(f"{where}: label probabilities must lie in [0, 1], got p_y={p_y}, p_n={p_n}")
-    if p_y + p_n <= 0.0:
-        raise ValueError(f"{where}: p_y + p_n = 0, P(y | y or n) is undefined")
     if p_y + p_n > 1.0 + sum_tol:
         raise ValueError(f"{where}: p_y + p_n = {p_y + p_n!r} exceeds 1")
     label_mass = float(sum(float(v) for v in m.probs.values()))
@@ -196,17 +199,45 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
         for mapping in sorted(by_mapping):
             rows.append((item, mapping, _positions(item, mapping, by_mapping[mapping])))
     masses = np.array([[_masses(m, params.sum_tol) for m in ms] for _, _, ms in rows])  # (R, 6, 4)
+    excluded = _undefined(rows, strata, masses)
+    left_out = {x.item for x in excluded}
+    keep = [r for r, (item, _, _) in enumerate(rows) if item not in left_out]
+    if not keep:
+        first = excluded[0]
+        raise ValueError(
+            f"no item can be analysed: each has a position with no probability on either label "
+            f"(p_y = p_n = 0), e.g. item {first.item!r}, mapping {first.undefined[0][0]!r}, order "
+            f"{first.undefined[0][1]!r}, position {first.undefined[0][2]}"
+        )
+    masses = masses[keep]
     p_y, p_n, other, residual = masses[..., 0], masses[..., 1], masses[..., 2], masses[..., 3]
     return assemble(
-        [(item, mapping) for item, mapping, _ in rows],
+        [rows[r][:2] for r in keep],
         strata,
         (p_y, p_n, other),
         env.binary_conditioned(p_y, p_n),
         env.envelope(p_y, p_n, other),
-        [precision(residual[r]) for r in range(len(rows))],
+        [precision(residual[r]) for r in range(len(keep))],
         params,
         sampled_intervals(records, params.interval_alpha),
+        excluded,
     )
+
+
+def _undefined(
+    rows: list[tuple[str, str, list[Measurement]]], strata: dict[str, str], masses: np.ndarray
+) -> list[ExcludedItem]:
+    """The items with a position where ``p_y = p_n = 0`` (``masses``: ``(R, 6, 4)`` of
+    :func:`_masses`), in order of first appearance, each with those positions and its largest
+    unassigned mass over every position."""
+    undefined: dict[str, list[tuple[str, str, int, str | None]]] = {}
+    most: dict[str, float] = {}
+    for r, (item, mapping, _) in enumerate(rows):
+        most[item] = max(most.get(item, 0.0), float(masses[r, :, 2].max()))
+        for i in np.flatnonzero(masses[r, :, 0] + masses[r, :, 1] <= 0.0):
+            order, position, first = env.POSITIONS[int(i)]
+            undefined.setdefault(item, []).append((mapping, order, position, first))
+    return [ExcludedItem(item, strata[item], tuple(where), most[item]) for item, where in undefined.items()]
 
 
 def assemble(
@@ -218,10 +249,12 @@ def assemble(
     margins: list[float],
     params: QQParams,
     sampled: Iterable[Any] = (),
+    excluded: Iterable[ExcludedItem] = (),
 ) -> QQResult:
     """The result of ``R`` rows (item, mapping), each with its six positions' masses
     ``(p_y, p_n, other)`` and ``P(y)`` values ``p`` (``(R, 6)``), its envelope ``box`` and the
-    margin its decisions must clear; rows of one item are consecutive. Steps 2-5 above."""
+    margin its decisions must clear; rows of one item are consecutive. Steps 2-5 above;
+    ``excluded``: the items left out in step 1."""
     p_y, p_n, other = masses
     q, oe_a, oe_b = env.qq_statistics(p)
     g_lo, g_hi = env.gamma_bounds(box)
@@ -301,7 +334,7 @@ def assemble(
         )
 
     fits: list[FitResult] = []
-    for stratum in sorted(set(strata.values())):
+    for stratum in sorted({r.stratum for r in items}):  # of the items analysed
         rs = [r for r in items if r.stratum == stratum]
         fits.extend(
             discriminant_fits(
@@ -326,4 +359,5 @@ def assemble(
         memorization=memo,
         fits=tuple(fits),
         sampled=tuple(sampled),
+        excluded=tuple(excluded),
     )

@@ -68,7 +68,8 @@ def gate_g3(g3_rows: list[dict[str, Any]], positions: list[Measurement], alpha: 
             ms = [by_pos[(*key, 1, None)], by_pos[(*key, 2, "y")], by_pos[(*key, 2, "n")]]
         except KeyError:
             raise InputError(f"G3 record for {key} has no log-prob positions to compare with") from None
-        f, gy, gn = (float(env.binary_conditioned(m.p_y, m.p_n)) for m in ms)
+        with np.errstate(invalid="ignore"):  # 0 / 0 where p_y = p_n = 0: undefined, NaN
+            f, gy, gn = (float(env.binary_conditioned(m.p_y, m.p_n)) for m in ms)
         joint = np.array([[f * gy, f * (1 - gy)], [(1 - f) * gn, (1 - f) * (1 - gn)]])
         entry: dict[str, Any] = {
             "item": key[0],
@@ -79,7 +80,12 @@ def gate_g3(g3_rows: list[dict[str, Any]], positions: list[Measurement], alpha: 
             "accepted": r["accepted"],
             "attempts": r["attempts"],
         }
-        if r["accepted"] > 0:
+        if not np.all(np.isfinite(joint)):  # p_y = p_n = 0 at a position: nothing to compare with
+            entry["undefined"] = (
+                "no probability on either label at a position: the log-prob joint is undefined"
+            )
+            ok = False
+        elif r["accepted"] > 0:
             res = g3_check(joint, g3_counts(r), alpha)
             entry.update(res.to_json())
             ok = bool(res.passed and r["complete"])

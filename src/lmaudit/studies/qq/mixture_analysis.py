@@ -233,6 +233,19 @@ def analyze_mixture(
     plain_ms = split_rows(plain_rows, source)[0]
     plain = run("plain estimand", plain_ms)
     results = [run(f"mixture component {c.id!r}", records(c)) for c in comps]
+    named = [
+        ("plain estimand", plain),
+        *((f"mixture component {c.id!r}", r) for c, r in zip(comps, results, strict=True)),
+    ]
+    for what, r in named:
+        if r.excluded:  # one estimand's item left out: the aggregate has no joint to mix there
+            x = r.excluded[0]
+            mapping, order, position, first = x.undefined[0]
+            raise InputError(
+                f"{source}: {what}: item {x.item!r}, mapping {mapping!r}, order {order!r}, position "
+                f"{position} (first answer {first!r}): no probability on either label (p_y = p_n = 0); "
+                "a mixture needs P(y | y or n) of every component at every position"
+            )
     try:
         agg = aggregate(results, comps, params)
     except ValueError as e:

@@ -24,7 +24,15 @@ from lmaudit.studies.qq.diagnostics import (
 )
 from lmaudit.studies.qq.records import ORDERS
 
-__all__ = ["Interval", "ItemResult", "MappingResult", "PositionEstimate", "QQParams", "QQResult"]
+__all__ = [
+    "ExcludedItem",
+    "Interval",
+    "ItemResult",
+    "MappingResult",
+    "PositionEstimate",
+    "QQParams",
+    "QQResult",
+]
 
 _JOINT_KEYS = ("yy", "yn", "ny", "nn")
 _STUDY = QQStudyConfig()
@@ -267,12 +275,38 @@ class ItemResult:
 
 
 @dataclass(frozen=True)
+class ExcludedItem:
+    """An item left out of the verdicts: at its ``undefined`` positions neither label has any
+    probability (``p_y = p_n = 0``: a label absent from a server's top alternatives, or no
+    sampled draw on either label), so ``P(y | y or n)`` and the item's ``q``, OE and Γ are
+    undefined. Its mass still counts for gate G2."""
+
+    item: str
+    stratum: str
+    undefined: tuple[tuple[str, str, int, str | None], ...]  # (mapping, order, position, first answer)
+    max_other: float  # over every measured position of the item
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "item": self.item,
+            "stratum": self.stratum,
+            "reason": "no probability on either label (p_y = p_n = 0): P(y | y or n) is undefined",
+            "undefined": [
+                {"mapping": m, "order": o, "position": pos, "first_answer": first}
+                for m, o, pos, first in self.undefined
+            ],
+            "max_other": self.max_other,
+        }
+
+
+@dataclass(frozen=True)
 class QQResult:
     params: QQParams
     items: tuple[ItemResult, ...]  # in order of first appearance in the input
     memorization: MemorizationResult | None
     fits: tuple[FitResult, ...]  # per stratum (sorted), polarity then position family
     sampled: tuple[SampledInterval, ...]
+    excluded: tuple[ExcludedItem, ...] = ()  # in order of first appearance in the input
 
     def item(self, item_id: str) -> ItemResult:
         for r in self.items:
@@ -305,7 +339,8 @@ class QQResult:
 
     @property
     def max_other(self) -> float:
-        return max(r.max_other for r in self.items)
+        """The largest unassigned mass at any measured position, excluded items' included (G2)."""
+        return max([*(r.max_other for r in self.items), *(x.max_other for x in self.excluded)])
 
     @property
     def g2_pass(self) -> bool:
@@ -313,6 +348,8 @@ class QQResult:
 
     def to_json(self) -> dict[str, Any]:
         n_sat = sum(r.saturated for r in self.items)
+        # items left out, when any: counted beside the verdicts and listed with their positions
+        excluded = {"excluded": len(self.excluded)} if self.excluded else {}
         return {
             "study": "qq",
             "params": self.params.to_json(),
@@ -321,6 +358,7 @@ class QQResult:
                 "verdict": self.verdict_counts(),
                 "gamma_class": self.gamma_counts(),
                 "saturated": n_sat,
+                **excluded,
             },
             "saturation": {
                 "threshold": self.params.saturation_threshold,
@@ -337,5 +375,6 @@ class QQResult:
             "memorization": None if self.memorization is None else self.memorization.to_json(),
             "fits": [f.to_json() for f in self.fits],
             "items": [r.to_json() for r in self.items],
+            **({"excluded": [x.to_json() for x in self.excluded]} if self.excluded else {}),
             "sampled": [s.to_json() for s in self.sampled],
         }

@@ -150,9 +150,10 @@ def _cell_joint(rows: list[dict[str, Any]], cell: Cell) -> np.ndarray:
     p = []
     for key in ((1, None), (2, "y"), (2, "n")):
         r = by[key]
-        p.append(
-            float(env.binary_conditioned(r["probs"][cell.label_of["y"]], r["probs"][cell.label_of["n"]]))
-        )
+        with np.errstate(invalid="ignore"):  # 0 / 0 where p_y = p_n = 0: undefined, NaN
+            p.append(
+                float(env.binary_conditioned(r["probs"][cell.label_of["y"]], r["probs"][cell.label_of["n"]]))
+            )
     first, gy, gn = p
     return np.array([[first * gy, first * (1 - gy)], [(1 - first) * gn, (1 - first) * (1 - gn)]])
 
@@ -194,10 +195,13 @@ def measure(cfg: DictConfig, cached: CachedBackend) -> list[dict[str, Any]]:
         spot = g3_cells(cells, g3)
         joints = [_cell_joint(logprob_rows, cell) for cell in spot]  # before any draw
         firsts = g3_trajectories_many(spot, cached, g3, g3.n, attempt=1)
+        # a cell whose log-prob joint is undefined (p_y = p_n = 0 at a position) has nothing to
+        # agree with: not retried, and failed by the analysis (gates.gate_g3)
         retry = [
             k
             for k, (joint, first) in enumerate(zip(joints, firsts, strict=True))
-            if not (first["complete"] and g3_check(joint, g3_counts(first), g3.alpha).passed)
+            if np.all(np.isfinite(joint))
+            and not (first["complete"] and g3_check(joint, g3_counts(first), g3.alpha).passed)
         ]
         redone = g3_trajectories_many([spot[k] for k in retry], cached, g3, g3.retry_n, attempt=2)
         again = dict(zip(retry, redone, strict=True))

@@ -122,6 +122,14 @@ def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) 
         f"Mass off the labels: at most {_g(g2.get('max_other'))} at any position, median "
         f"{_g(g2.get('median_other'))}; the widest q envelope is {_g(g2.get('max_envelope_width'))}.",
     ]
+    excluded = [x for x in results.get("excluded") or [] if isinstance(x, Mapping)]
+    if excluded:
+        facts.append(
+            f"Excluded: {len(excluded)} item{'' if len(excluded) == 1 else 's'} "
+            f"({', '.join(str(x.get('item')) for x in excluded)}) with no probability on either label "
+            "at some position (p_y = p_n = 0), where P(y | y or n) is undefined; they are not among "
+            f"the {n} items decided."
+        )
     reasons = _reasons(results, gates)
     if reasons:
         head = " ".join(

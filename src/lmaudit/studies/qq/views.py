@@ -26,6 +26,8 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
     out.update({f"n_gamma_{k.lower()}": v for k, v in c["gamma_class"].items()})
     for row in results["saturation"]["sensitivity"]:
         out[f"n_saturated_at_{row['threshold']}"] = row["n_saturated"]
+    if "excluded" in c:  # items with an undefined P(y | y or n) somewhere (analysis.ExcludedItem)
+        out["n_excluded"] = c["excluded"]
     for it in results["items"]:
         out[f"q.{it['item']}"] = it["q"]
         out[f"oss.{it['item']}"] = it["oss"]
@@ -128,9 +130,11 @@ def summary(results: dict[str, Any]) -> str:
     gates = ", ".join(f"{k} {x['status']}" for k, x in results["gates"].items())
     mix = results.get("mixture")
     extra = ""
+    if c.get("excluded"):
+        extra += f" | excluded {c['excluded']} (no probability on either label at a position)"
     if mix is not None:
         mc = mix["counts"]
-        extra = (
+        extra += (
             f" | mixture of {mix['n_components']} components: averaged away {mc['averaged_away']}, "
             f"saturated {mc['saturated']['aggregate']} (plain {mc['saturated']['plain']})"
         )
