@@ -8,6 +8,10 @@
    semantic through ``label_of``). The pooled envelope is the mean of the per-mapping
    envelopes, exactly, since mappings have disjoint allocation variables.
 4. Decisions on the pooled envelope (QQ verdict, certified Γ class), saturation, label effect.
+   For the sampled estimand the envelope is taken over the item's simultaneous confidence
+   region on its positions' probabilities (:mod:`.sampling_error`), so the decisions carry the
+   sampling error: VIOLATED only when the whole range of ``q`` over the region lies outside
+   the margin.
    The decisions are the seed's, on the full-precision certified bounds: SATISFIED when the
    q envelope lies within ``±(epsilon + float_tol)``, NONCONTEXTUAL when ``Γ_upper <= gamma_tol``
    (0), CONTEXTUAL when ``Γ_lower > gamma_tol``. The envelope spreads each record's own
@@ -29,6 +33,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from lmaudit.studies.qq import envelope as env
+from lmaudit.studies.qq import sampling_error
 from lmaudit.studies.qq.diagnostics import (
     FitResult,
     discriminant_fits,
@@ -47,6 +52,7 @@ from lmaudit.studies.qq.result import (
     QQParams,
     QQResult,
 )
+from lmaudit.studies.qq.sampling_error import SamplingRegion
 
 __all__ = [
     "Interval",
@@ -197,16 +203,35 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
             rows.append((item, mapping, _positions(item, mapping, by_mapping[mapping])))
     masses = np.array([[_masses(m, params.sum_tol) for m in ms] for _, _, ms in rows])  # (R, 6, 4)
     p_y, p_n, other, residual = masses[..., 0], masses[..., 1], masses[..., 2], masses[..., 3]
+    keys = [(item, mapping) for item, mapping, _ in rows]
+    region = None
+    if params.estimand == "sampled":
+        # frequencies are estimates: decide over the item's simultaneous region (step 4)
+        lo, hi, region = sampling_error.region(
+            keys, [[_draw_counts(m) for m in ms] for _, _, ms in rows], params.sampled_alpha
+        )
+        box = env.box_envelope(lo, hi)
+    else:
+        box = env.envelope(p_y, p_n, other)
     return assemble(
-        [(item, mapping) for item, mapping, _ in rows],
+        keys,
         strata,
         (p_y, p_n, other),
         env.binary_conditioned(p_y, p_n),
-        env.envelope(p_y, p_n, other),
+        box,
         [precision(residual[r]) for r in range(len(rows))],
         params,
         sampled_intervals(records, params.interval_alpha),
+        region,
     )
+
+
+def _draw_counts(m: Measurement) -> tuple[int, int, int]:
+    """``(k_y, k_n, n_draws)`` of a sampled record; ``(0, 0, 0)`` (nothing known) without counts."""
+    if m.counts is None:
+        return 0, 0, 0
+    k_y, k_n, k_other = sampled_counts(m)
+    return k_y, k_n, k_y + k_n + k_other
 
 
 def assemble(
@@ -218,6 +243,7 @@ def assemble(
     margins: list[float],
     params: QQParams,
     sampled: Iterable[Any] = (),
+    sampling: SamplingRegion | None = None,
 ) -> QQResult:
     """The result of ``R`` rows (item, mapping), each with its six positions' masses
     ``(p_y, p_n, other)`` and ``P(y)`` values ``p`` (``(R, 6)``), its envelope ``box`` and the
@@ -326,4 +352,5 @@ def assemble(
         memorization=memo,
         fits=tuple(fits),
         sampled=tuple(sampled),
+        sampling=sampling,
     )
