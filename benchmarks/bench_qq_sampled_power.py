@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "epsilon": params.epsilon,
         "reps": args.reps,
         "seed": args.seed,
-        "agents": {m: points[m][0].to_json()["n_satisfying_items"] for m in AGENTS},
+        "satisfying_items": {m: points[m][0].to_json()["n_satisfying_items"] for m in AGENTS},
         "rows": rows,
         "seconds": seconds,
         "machine": host(),
