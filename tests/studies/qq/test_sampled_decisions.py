@@ -5,7 +5,8 @@ Closed forms: the per-position bounds are the one-sided exact Clopper-Pearson lo
 binomial sums); the box envelope equals vertex enumeration and brute force. Ground truth: the
 projective agent satisfies QQ exactly, so no item may be VIOLATED or CONTEXTUAL at any n, and a
 Monte Carlo over seeds bounds the per-item false-positive and miss rates by alpha; on a violating
-agent the share of truly violating items certified VIOLATED rises with n.
+agent the share of truly violating items certified VIOLATED rises with n; a mixture over the
+sampled base carries every component's sampling error.
 """
 
 from __future__ import annotations
@@ -215,3 +216,33 @@ def test_power_on_a_violating_agent_rises_with_n(make_cfg: Callable[..., DictCon
     for pt in points:
         assert pt.violated[pt.satisfying].sum() == 0
         assert np.all(pt.false_contextual_rate()[pt.noncontextual] <= ALPHA)
+
+
+def test_a_mixture_over_the_sampled_base_carries_every_components_sampling_error(
+    make_cfg: Callable[..., DictConfig], tmp_path: Path
+) -> None:
+    """Two order-matched components of the projective agent, each sampled (n = 200): the
+    aggregate's envelope spans both components' regions at alpha / 2 each, so no item is
+    certified VIOLATED or CONTEXTUAL (read as exact, 5 of 18 were), and the report says why."""
+    over = (
+        "estimand=mixture",
+        "study.estimand.mixture.base=sampled",
+        "study.estimand.mixture.personas=[none,iowa-farmer]",
+        "study.estimand.mixture.temperatures=[1.0]",
+        "estimand.n=200",
+        "study.gates.g3.enabled=false",
+        "mlflow.enabled=false",
+    )
+    run(make_cfg("model=sim_projective", *over, name="mix"))
+    res = json.loads((tmp_path / "mix" / "results.json").read_text())
+    assert res["counts"]["verdict"]["VIOLATED"] == 0
+    assert res["counts"]["gamma_class"]["CONTEXTUAL"] == 0
+    region = res["sampling_error"]
+    assert region["alpha"] == ALPHA
+    for it in region["items"]:
+        n_maps = 1 if it["item"].startswith("s3-") else 2
+        assert it["n_bounds"] == 2 * 12 * n_maps  # two components
+        assert it["alpha_bound"] == pytest.approx(ALPHA / (2 * 12 * n_maps), rel=1e-15)
+    for comp in res["mixture"]["components"]:  # each decided over its own region at alpha
+        assert comp["counts"]["verdict"]["VIOLATED"] == 0, comp["id"]
+    assert "every verdict allows for sampling error" in (tmp_path / "mix" / "report.html").read_text()
