@@ -195,8 +195,8 @@ class HttpClient:
         if resp.status_code >= 300:
             return None
         try:
-            return json.loads(data)
-        except (ValueError, RecursionError):
+            return bounded_loads(data.decode("utf-8"))
+        except (ValueError, StrictJsonError):
             return None
 
     def _ensure_checked(self) -> None:

@@ -11,6 +11,10 @@
    semantic through ``label_of``). The pooled envelope is the mean of the per-mapping
    envelopes, exactly, since mappings have disjoint allocation variables.
 4. Decisions on the pooled envelope (QQ verdict, certified Γ class), saturation, label effect.
+   For the sampled estimand the envelope is taken over the item's simultaneous confidence
+   region on its positions' probabilities (:mod:`.sampling_error`), so the decisions carry the
+   sampling error: VIOLATED only when the whole range of ``q`` over the region lies outside
+   the margin.
    The decisions are the seed's, on the full-precision certified bounds: SATISFIED when the
    q envelope lies within ``±(epsilon + float_tol)``, NONCONTEXTUAL when ``Γ_upper <= gamma_tol``
    (0), CONTEXTUAL when ``Γ_lower > gamma_tol``. The envelope spreads each record's own
@@ -32,6 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from lmaudit.studies.qq import envelope as env
+from lmaudit.studies.qq import sampling_error
 from lmaudit.studies.qq.diagnostics import (
     FitResult,
     discriminant_fits,
@@ -51,6 +56,7 @@ from lmaudit.studies.qq.result import (
     QQParams,
     QQResult,
 )
+from lmaudit.studies.qq.sampling_error import SamplingRegion
 
 __all__ = [
     "ExcludedItem",
@@ -211,16 +217,28 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
         )
     masses = masses[keep]
     p_y, p_n, other, residual = masses[..., 0], masses[..., 1], masses[..., 2], masses[..., 3]
+    kept = [rows[r] for r in keep]
+    keys = [(item, mapping) for item, mapping, _ in kept]
+    region = None
+    if params.estimand == "sampled":
+        # frequencies are estimates: decide over the item's simultaneous region (step 4)
+        lo, hi, region = sampling_error.region(
+            keys, [[_draw_counts(m) for m in ms] for _, _, ms in kept], params.sampled_alpha
+        )
+        box = env.box_envelope(lo, hi)
+    else:
+        box = env.envelope(p_y, p_n, other)
     return assemble(
-        [rows[r][:2] for r in keep],
+        keys,
         strata,
         (p_y, p_n, other),
         env.binary_conditioned(p_y, p_n),
-        env.envelope(p_y, p_n, other),
+        box,
         [precision(residual[r]) for r in range(len(keep))],
         params,
         sampled_intervals(records, params.interval_alpha),
         excluded,
+        region,
     )
 
 
@@ -240,6 +258,14 @@ def _undefined(
     return [ExcludedItem(item, strata[item], tuple(where), most[item]) for item, where in undefined.items()]
 
 
+def _draw_counts(m: Measurement) -> tuple[int, int, int]:
+    """``(k_y, k_n, n_draws)`` of a sampled record; ``(0, 0, 0)`` (nothing known) without counts."""
+    if m.counts is None:
+        return 0, 0, 0
+    k_y, k_n, k_other = sampled_counts(m)
+    return k_y, k_n, k_y + k_n + k_other
+
+
 def assemble(
     keys: list[tuple[str, str]],
     strata: dict[str, str],
@@ -250,6 +276,7 @@ def assemble(
     params: QQParams,
     sampled: Iterable[Any] = (),
     excluded: Iterable[ExcludedItem] = (),
+    sampling: SamplingRegion | None = None,
 ) -> QQResult:
     """The result of ``R`` rows (item, mapping), each with its six positions' masses
     ``(p_y, p_n, other)`` and ``P(y)`` values ``p`` (``(R, 6)``), its envelope ``box`` and the
@@ -360,4 +387,5 @@ def assemble(
         fits=tuple(fits),
         sampled=tuple(sampled),
         excluded=tuple(excluded),
+        sampling=sampling,
     )

@@ -91,6 +91,9 @@ class EstimandConfig:
     temperature: float = ranged(1.0, ge=0)
     top_p: float = ranged(1.0, gt=0, le=1)
     seed: int = 0
+    # sampled (and a mixture over the sampled base): family-wise level per item of the region
+    # on the positions' probabilities that every decision is taken over (docs/qq.md)
+    alpha: float = ranged(0.05, gt=0, lt=1)
     mixture: MixtureConfig | None = None  # kind=mixture only: its components
 
     @staticmethod

@@ -125,16 +125,32 @@ def vertex_statistics(
     """``(q, OE_A, OE_B)`` at each of the 64 vertices: arrays of shape ``(..., 64)``."""
     py, pn, o = np.broadcast_arrays(_f(p_y), _f(p_n), _f(other))
     total = py + pn + o
-    lo = py / total
-    hi = (py + o) / total
+    return _box_vertex_statistics(py / total, (py + o) / total)
+
+
+def _box_vertex_statistics(lo: FloatArray, hi: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``(q, OE_A, OE_B)`` at the 64 vertices of the box ``lo <= P(y) <= hi`` (``(..., 6)`` each)."""
     x = np.where(VERTICES, hi[..., None, :], lo[..., None, :])  # (..., 64, 6)
     return qq_statistics(x)
 
 
+def _ranges(q: FloatArray, oe_a: FloatArray, oe_b: FloatArray) -> StatEnvelope:
+    return StatEnvelope(q.min(-1), q.max(-1), oe_a.min(-1), oe_a.max(-1), oe_b.min(-1), oe_b.max(-1))
+
+
 def envelope(p_y: ArrayLike, p_n: ArrayLike, other: ArrayLike) -> StatEnvelope:
     """Exact envelope by vertex enumeration; inputs are raw masses of shape ``(..., 6)``."""
-    q, oe_a, oe_b = vertex_statistics(p_y, p_n, other)
-    return StatEnvelope(q.min(-1), q.max(-1), oe_a.min(-1), oe_a.max(-1), oe_b.min(-1), oe_b.max(-1))
+    return _ranges(*vertex_statistics(p_y, p_n, other))
+
+
+def box_envelope(lo: ArrayLike, hi: ArrayLike) -> StatEnvelope:
+    """Exact ranges of ``q``, ``OE_A``, ``OE_B`` when each position's ``P(y)`` may lie anywhere in
+    ``[lo, hi]`` (shape ``(..., 6)``): the statistics are multilinear in the six ``P(y)``, so the
+    extremes are at the 64 vertices. :func:`envelope` is the box ``[p_y, p_y + o] / total``."""
+    lo_f, hi_f = np.broadcast_arrays(_f(lo), _f(hi))
+    if np.any(lo_f > hi_f):
+        raise ValueError("box_envelope needs lo <= hi at every position")
+    return _ranges(*_box_vertex_statistics(lo_f, hi_f))
 
 
 def abs_range(lo: ArrayLike, hi: ArrayLike) -> tuple[FloatArray, FloatArray]:

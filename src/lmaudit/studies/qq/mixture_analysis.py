@@ -8,7 +8,8 @@ estimand's and every component's beside it out. Pure: no model, no I/O.
    (:func:`lmaudit.studies.qq.analysis.analyze`); a log-prob component at ``T != 1`` reads its
    persona's forward pass tempered (:func:`.mixture.temper`). The plain estimand likewise.
 3. The aggregate per (item, mapping) is the weighted mixture of the component joints
-   (:mod:`.mixture`); its envelope carries every component's unassigned mass; its verdict,
+   (:mod:`.mixture`); its envelope carries every component's unassigned mass (over the sampled
+   base: every component's confidence region at ``alpha / K``, :mod:`.sampling_error`); its verdict,
    Gamma class and saturation are decided as for a single estimand
    (:func:`lmaudit.studies.qq.analysis.assemble`).
 4. Component-level diagnostics per item and for the study (:func:`mixture_section`).
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from lmaudit.provenance.io import InputError
+from lmaudit.stats.intervals import bonferroni
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.analysis import analyze, assemble
 from lmaudit.studies.qq.diagnostics import n_saturated_positions
@@ -37,6 +39,7 @@ from lmaudit.studies.qq.mixture import (
 from lmaudit.studies.qq.mixture_plan import NO_PERSONA, Component
 from lmaudit.studies.qq.records import Measurement
 from lmaudit.studies.qq.result import ItemResult, QQParams, QQResult
+from lmaudit.studies.qq.sampling_error import ItemRegion, SamplingRegion
 
 __all__ = ["aggregate", "analyze_mixture", "component_rows", "mixture_section", "tempered"]
 
@@ -87,8 +90,45 @@ def tempered(ms: Sequence[Measurement], temperature: float) -> list[Measurement]
     return out
 
 
-def aggregate(results: Sequence[QQResult], comps: Sequence[Component], params: QQParams) -> QQResult:
-    """The aggregate of the component results (same items and mappings, in the same order)."""
+def _region_bounds(
+    regions: Sequence[SamplingRegion], keys: Sequence[tuple[str, str]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)`` of every component's ``P(y)`` at each (item, mapping) of ``keys``: ``(K, R, 6)``."""
+    out = []
+    for region in regions:
+        by_key = {(it.item, m): bs for it in region.items for m, bs in it.bounds}
+        out.append([by_key[k] for k in keys])
+    b = np.array(out, dtype=np.float64)  # (K, R, 6, 2)
+    return b[..., 0], b[..., 1]
+
+
+def _aggregate_region(regions: Sequence[SamplingRegion], alpha: float) -> SamplingRegion:
+    """The aggregate's region: every component's, each at ``alpha / K`` (Bonferroni over components)."""
+    items = []
+    for per_comp in zip(*(r.items for r in regions), strict=True):
+        items.append(
+            ItemRegion(
+                item=per_comp[0].item,
+                n_bounds=sum(r.n_bounds for r in per_comp),
+                alpha_bound=min(r.alpha_bound for r in per_comp),
+                min_draws=min(r.min_draws for r in per_comp),
+                bounds=(),  # each component's bounds: its own region, decided at alpha / K
+            )
+        )
+    return SamplingRegion(alpha=alpha, items=tuple(items))
+
+
+def aggregate(
+    results: Sequence[QQResult],
+    comps: Sequence[Component],
+    params: QQParams,
+    regions: Sequence[SamplingRegion] | None = None,
+) -> QQResult:
+    """The aggregate of the component results (same items and mappings, in the same order).
+
+    ``regions`` (sampled base): each component's confidence region at ``alpha / K``; the
+    aggregate's envelope is then taken over all of them, so its decisions carry every
+    component's sampling error at family-wise level ``alpha`` per item."""
     keys = [(it.item, m.mapping) for it in results[0].items for m in it.mappings]
     for c, r in zip(comps, results, strict=True):
         mine = [(it.item, m.mapping) for it in r.items for m in it.mappings]
@@ -109,14 +149,20 @@ def aggregate(results: Sequence[QQResult], comps: Sequence[Component], params: Q
     w_ba = np.array([c.weight_ba for c in comps])
     pw = position_weights(p, w_ab, w_ba)
     margins = np.array([[m.precision for it in r.items for m in it.mappings] for r in results]).max(axis=0)
+    if regions is None:
+        box = mixture_envelope(p_y, p_n, other, w_ab, w_ba)
+    else:  # each P(y) anywhere in its component's [lo, hi]: the masses whose allocation box that is
+        lo, hi = _region_bounds(regions, keys)
+        box = mixture_envelope(lo, 1.0 - hi, hi - lo, w_ab, w_ba)
     return assemble(
         keys,
         {it.item: it.stratum for it in results[0].items},
         (mix_positions(p_y, pw), mix_positions(p_n, pw), mix_positions(other, pw)),
         mix_positions(p, pw),
-        mixture_envelope(p_y, p_n, other, w_ab, w_ba),
+        box,
         [float(x) for x in margins],
         dataclasses.replace(params, estimand="mixture"),
+        sampling=None if regions is None else _aggregate_region(regions, params.sampled_alpha),
     )
 
 
@@ -246,8 +292,16 @@ def analyze_mixture(
                 f"{position} (first answer {first!r}): no probability on either label (p_y = p_n = 0); "
                 "a mixture needs P(y | y or n) of every component at every position"
             )
+    regions: list[SamplingRegion] | None = None
+    if base == "sampled":  # the aggregate's region: every component's at alpha / K
+        wide = dataclasses.replace(at_base, sampled_alpha=bonferroni(params.sampled_alpha, len(comps)))
+        regions = []
+        for c in comps:
+            region = analyze(records(c), wide).sampling  # the records passed run() above
+            assert region is not None  # a sampled analysis always has one
+            regions.append(region)
     try:
-        agg = aggregate(results, comps, params)
+        agg = aggregate(results, comps, params, regions)
     except ValueError as e:
         raise InputError(f"{source}: {e}") from None
     out = agg.to_json()

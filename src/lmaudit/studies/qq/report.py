@@ -212,7 +212,17 @@ def _items(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-_DICT_KEYS = ("params", "counts", "saturation", "mass", "memorization", "gates", "source", "mixture")
+_DICT_KEYS = (
+    "params",
+    "counts",
+    "saturation",
+    "mass",
+    "memorization",
+    "gates",
+    "source",
+    "mixture",
+    "sampling_error",
+)
 _LIST_KEYS = ("items", "fits", "sampled")
 
 
@@ -363,6 +373,7 @@ def render_report(
         readings=readings,
         params=clean.get("params") or {},
         sampled=clean.get("sampled") or [],
+        sampling_error=clean.get("sampling_error"),
         VERDICT_CSS=VERDICT_CSS,
         STATUS_CSS=STATUS_CSS,
         sci=_sci,

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.studies.qq import envelope as env
-from lmaudit.studies.qq.config import QQStudyConfig
+from lmaudit.studies.qq.config import EstimandConfig, QQStudyConfig
 from lmaudit.studies.qq.diagnostics import (
     FitResult,
     MemorizationResult,
@@ -23,6 +23,7 @@ from lmaudit.studies.qq.diagnostics import (
     is_saturated,
 )
 from lmaudit.studies.qq.records import ORDERS
+from lmaudit.studies.qq.sampling_error import SamplingRegion
 
 __all__ = [
     "ExcludedItem",
@@ -36,6 +37,7 @@ __all__ = [
 
 _JOINT_KEYS = ("yy", "yn", "ny", "nn")
 _STUDY = QQStudyConfig()
+_ESTIMAND = EstimandConfig()
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,9 @@ class QQParams:
     memorization_min_pairs: int = _STUDY.memorization_min_pairs
     estimand: str = "logprob"  # which records the verdicts use: "logprob" | "sampled"
     interval_alpha: float = 0.05  # per-position Clopper-Pearson level for sampled records
+    # sampled estimand: family-wise level per item of the region the decisions are taken over
+    # (studies/qq/sampling_error.py); the estimand config's ``alpha``
+    sampled_alpha: float = _ESTIMAND.alpha
     sum_tol: float = 1e-6  # rounding allowed in a record's masses (1 - sum(probs) against other)
 
     @classmethod
@@ -69,6 +74,8 @@ class QQParams:
 
     def to_json(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.estimand != "sampled":  # no sampling error decided on: not a parameter of the run
+            del d["sampled_alpha"]
         d["saturation_sensitivity"] = [float(t) for t in self.saturation_sensitivity]
         d["memorization_pairs"] = dict(sorted(self.memorization_pairs.items()))
         return d
@@ -307,6 +314,8 @@ class QQResult:
     fits: tuple[FitResult, ...]  # per stratum (sorted), polarity then position family
     sampled: tuple[SampledInterval, ...]
     excluded: tuple[ExcludedItem, ...] = ()  # in order of first appearance in the input
+    # the sampled estimand's region the decisions carry (None: decided on exact probabilities)
+    sampling: SamplingRegion | None = None
 
     def item(self, item_id: str) -> ItemResult:
         for r in self.items:
@@ -377,4 +386,5 @@ class QQResult:
             "items": [r.to_json() for r in self.items],
             **({"excluded": [x.to_json() for x in self.excluded]} if self.excluded else {}),
             "sampled": [s.to_json() for s in self.sampled],
+            **({} if self.sampling is None else {"sampling_error": self.sampling.to_json()}),
         }

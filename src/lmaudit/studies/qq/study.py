@@ -210,6 +210,14 @@ def measure(cfg: DictConfig, cached: CachedBackend) -> list[dict[str, Any]]:
     return rows
 
 
+def _samples(est: Mapping[str, Any]) -> bool:
+    """Whether an estimand config samples (``sampled``, or a mixture over the sampled base)."""
+    mix = est.get("mixture")
+    return est.get("kind") == "sampled" or (
+        est.get("kind") == "mixture" and isinstance(mix, Mapping) and mix.get("base") == "sampled"
+    )
+
+
 def analysis_params(cfg: DictConfig, pairs: dict[str, str]) -> QQParams:
     study = QQStudy().plan_config(cfg)["study"]
     pairs = pairs if cfg.study["items"].matched_pairs else {}
@@ -219,6 +227,7 @@ def analysis_params(cfg: DictConfig, pairs: dict[str, str]) -> QQParams:
             "g2_max_other": cfg.study.gates.g2_max_other,
             "memorization_pairs": pairs,
             "estimand": cfg.study.estimand.kind,
+            "sampled_alpha": cfg.study.estimand.alpha,
         }
     )
 
@@ -325,10 +334,15 @@ class QQStudy(Study):
     has_yaml = True
 
     def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
-        """The shared resolved config; ``estimand.mixture`` only where the estimand is a mixture."""
+        """The shared resolved config; ``estimand.mixture`` only where the estimand is a mixture,
+        ``estimand.alpha`` only where something is sampled (a log-prob plan has no sampling error)."""
         out = super().plan_config(cfg)
-        if isinstance(out.get("estimand"), dict) and out["estimand"].get("mixture", 0) is None:
-            out["estimand"] = {k: v for k, v in out["estimand"].items() if k != "mixture"}
+        est = out.get("estimand")
+        if isinstance(est, dict):
+            drop = {"mixture"} if est.get("mixture", 0) is None else set()
+            if not _samples(est):
+                drop.add("alpha")
+            out["estimand"] = {k: v for k, v in est.items() if k not in drop}
         return out
 
     def default_run_name(self, cfg: DictConfig) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 from lmaudit.reporting import fmt, num
 from lmaudit.reporting.page import Verdict
 
-__all__ = ["TERMS", "alerts", "failed_g3", "verdict"]
+__all__ = ["TERMS", "alerts", "failed_g3", "sampling_caveat", "verdict"]
 
 #: the glossary terms the QQ page uses, in the order a reader meets them
 TERMS = (
@@ -91,8 +91,32 @@ def _reasons(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]])
     if n == 0:
         out.append("no item was analysed")
     elif v["INDETERMINATE"] == n:
-        out.append(f"every one of the {n} items is INDETERMINATE (its envelope straddles the margin)")
+        why = (
+            "its range over the sampling region straddles the margin; more draws narrow it"
+            if isinstance(results.get("sampling_error"), Mapping)
+            else "its envelope straddles the margin"
+        )
+        out.append(f"every one of the {n} items is INDETERMINATE ({why})")
     return out
+
+
+def sampling_caveat(results: Mapping[str, Any]) -> str | None:
+    """What a sampled run's verdicts allow for (None when the probabilities were read, not sampled)."""
+    region = results.get("sampling_error")
+    if not isinstance(region, Mapping):
+        return None
+    alpha = num(region.get("alpha"))
+    level = "" if alpha is None else f"{1 - alpha:.0%} "
+    draws = [num(it.get("min_draws")) for it in region.get("items") or [] if isinstance(it, Mapping)]
+    fewest = min((d for d in draws if d is not None), default=None)
+    return (
+        "The answers were sampled"
+        + ("" if fewest is None else f" (at least {fewest:.0f} draws per position)")
+        + f", so every verdict allows for sampling error: q and Γ are bounded over a simultaneous {level}"
+        "confidence region per item (exact Clopper-Pearson bounds on each position's label probabilities, "
+        "Bonferroni-adjusted over the item's positions). VIOLATED and CONTEXTUAL hold for the whole region; "
+        "an item whose range reaches the margin is INDETERMINATE."
+    )
 
 
 def _tally(n: int, v: Mapping[str, int]) -> str:
@@ -130,6 +154,7 @@ def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) 
             "at some position (p_y = p_n = 0), where P(y | y or n) is undefined; they are not among "
             f"the {n} items decided."
         )
+    caveat = sampling_caveat(results)
     reasons = _reasons(results, gates)
     if reasons:
         head = " ".join(
@@ -138,6 +163,8 @@ def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) 
         )
         if n and v["INDETERMINATE"] < n:
             head += f" As measured, {_tally(n, v)}."
+        if caveat:
+            head += " " + caveat
         return Verdict(head, facts, answered=False)
     head = f"{_tally(n, v)} (ε = {eps})"
     head += (
@@ -150,6 +177,8 @@ def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) 
             f" But {n_sat} of {n} items are saturated (near-deterministic answers), so these verdicts "
             "say little about the answer distributions."
         )
+    if caveat:
+        head += " " + caveat
     return Verdict(head, facts)
 
 
