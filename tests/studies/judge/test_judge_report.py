@@ -126,10 +126,16 @@ def test_every_figure_has_its_text_on_the_canvas(planted) -> None:
         assert texts_off_canvas(svg) == []
 
 
-def test_every_output_invalid_cannot_answer(judge_cfg, tmp_path) -> None:
+def test_every_output_invalid_without_a_readout_cannot_answer(judge_cfg, tmp_path) -> None:
     n = 15
     run(
-        judge_cfg("model.params.invalid_rate=1.0", "judge/condition=wrapper", rows=simple_rows(n), name="inv")
+        judge_cfg(
+            "model.params.invalid_rate=1.0",
+            "judge/condition=wrapper",
+            "study.readout=false",
+            rows=simple_rows(n),
+            name="inv",
+        )
     )
     results, _, _, html = _read(tmp_path / "inv")
     total = results["validity"]["judgments"]
@@ -145,10 +151,37 @@ def test_every_output_invalid_cannot_answer(judge_cfg, tmp_path) -> None:
     assert answers.count("parsed: invalid (") == total  # each verdict says so
 
 
+def test_every_output_invalid_is_answered_by_the_readout(judge_cfg, tmp_path) -> None:
+    """Text verdicts all invalid, the log-prob readout measured: the page's answer is the
+    readout's shifts against P0, said as such, with the invalid outputs still shown."""
+    n = 6
+    run(
+        judge_cfg("model.params.invalid_rate=1.0", "judge/condition=wrapper", rows=simple_rows(n), name="ro")
+    )
+    results, _, _, html = _read(tmp_path / "ro")
+    total = results["validity"]["judgments"]
+    assert results["validity"]["invalid"] == total == 4 * n
+    v = verdict(results)
+    assert v.answered and v.headline.startswith("From the log-prob readout (the text verdicts cannot answer)")
+    assert v.facts[0].startswith(f"{total} of {total} judge outputs were invalid")  # why, first
+    for cid in ("PA", "PB", "PAB"):
+        shift = results["readout"][cid]["shift_vs_reference"]
+        assert shift["n"] == n and set(shift["ci"]) == {"A", "B", "TIE"}
+        assert any(f.startswith(f"{cid}: mean P(A)") for f in v.facts)
+    assert '<section class="verdict " id="answer">' in html and str(escape(v.headline)) in html
+    assert f"{total} of {total} judge outputs (100.0%) were invalid" in html  # the alert stays
+    answers = "".join(re.findall(r"<h4>Answer</h4><pre>(.*?)</pre>", html, re.S))
+    assert answers.count("parsed: invalid (") == total
+
+
 def test_a_condition_without_a_valid_judgment_cannot_answer(judge_cfg, tmp_path) -> None:
-    rows = simple_rows(3)
-    run(judge_cfg("judge/condition=P0", rows=rows, name="p0"))
-    run(judge_cfg("judge/condition=PA", "model.params.invalid_rate=1.0", rows=rows, name="pa"))
+    rows = simple_rows(3)  # no readout: with one, the readout would answer (the test above)
+    run(judge_cfg("judge/condition=P0", "study.readout=false", rows=rows, name="p0"))
+    run(
+        judge_cfg(
+            "judge/condition=PA", "model.params.invalid_rate=1.0", "study.readout=false", rows=rows, name="pa"
+        )
+    )
     merged = tmp_path / "merged.jsonl"
     merged.write_text("".join((tmp_path / f"{c}/measurements.jsonl").read_text() for c in ("p0", "pa")))
     run(
