@@ -12,6 +12,10 @@ own reader (``inspect_ai.log``), and what the log gets wrong for draw-to-draw an
 
 Only model calls made while solving (before the first score event) count: a grader's calls
 do not make the answer.
+
+inspect_ai reads a log inside its own asyncio loop: every call into it holds SIGTERM
+(:func:`lmaudit.interrupts.sigterm_deferred`), which is raised between two samples instead of
+inside the loop, where asyncio would keep it and the process would never end.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.interop.detect import Draw, LogSequence, LogSource, interop_missing
+from lmaudit.interrupts import sigterm_deferred
 from lmaudit.provenance.io import InputError
 
 __all__ = ["list_logs", "read_log", "require"]
@@ -51,7 +56,9 @@ def list_logs(folder: str | Path) -> list[Path]:
     from urllib.parse import unquote, urlparse
 
     out = []
-    for info in api.list_eval_logs(str(folder), recursive=True):
+    with sigterm_deferred():
+        infos = api.list_eval_logs(str(folder), recursive=True)
+    for info in infos:
         name = info.name
         out.append(Path(unquote(urlparse(name).path)) if name.startswith("file:") else Path(name))
     return sorted(out)
@@ -128,8 +135,16 @@ def _prompt(given: Any) -> str:
 
 
 def _samples(api: Any, path: Path) -> Iterator[Any]:
+    """The log's samples, one at a time, each read with SIGTERM held."""
+    end = object()
     try:
-        yield from api.read_eval_log_samples(str(path), all_samples_required=False, exclude_fields={"store"})
+        samples = api.read_eval_log_samples(str(path), all_samples_required=False, exclude_fields={"store"})
+        while True:
+            with sigterm_deferred():
+                sample = next(samples, end)
+            if sample is end:
+                return
+            yield sample
     except (InputError, KeyboardInterrupt):
         raise
     except Exception as e:  # the reader's own errors, named for the user
@@ -143,7 +158,8 @@ def read_log(path: str | Path, name: str) -> tuple[LogSource, list[LogSequence]]
     path = Path(path)
     api = _api(path)
     try:
-        header = api.read_eval_log(str(path), header_only=True)
+        with sigterm_deferred():
+            header = api.read_eval_log(str(path), header_only=True)
     except Exception as e:
         raise _unreadable(path, e) from None
     spec = header.eval
