@@ -105,6 +105,21 @@ def _redact_multirun_yaml(sweep_dir: Path) -> None:
             atomic_write_text(path, safe)
 
 
+def _open_store(uri: str) -> None:
+    """The sweep's MLflow store made before its jobs start; a store that cannot be opened is
+    said once here, and each job reports what it could not log."""
+    from lmaudit.tracking.mlflow_log import open_store
+
+    try:
+        open_store(uri)
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        print(
+            f"warning: the MLflow store {uri} could not be opened ({type(e).__name__}: {redact_text(first)[:300]})",
+            file=sys.stderr,
+        )
+
+
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -115,6 +130,8 @@ class SweepCallback(Callback):
             sweep_dir / SWEEP_FILE,
             {"overrides": [_recorded(o) for o in config.hydra.overrides.task], "started_utc": utc_now()},
         )
+        if config.mlflow.enabled:  # made and migrated once, before parallel jobs open it
+            _open_store(tracking_uri(config.paths.mlruns))
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         hc = config.get("hydra")
