@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import traceback
@@ -120,8 +121,36 @@ def _open_store(uri: str) -> None:
         )
 
 
+class _RedactedLog(logging.Filter):
+    """Credentials in URLs masked in the lines Hydra logs (a launcher lists each job's
+    overrides, its escapes undone so that a URL's credentials are found)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = re.sub(r"\\(.)", r"\1", record.getMessage())
+        safe = redact_text(text)
+        if safe != text:
+            record.msg, record.args = safe, None
+        return True
+
+
+#: the loggers of the launchers lmaudit documents (each lists the jobs' overrides)
+_LAUNCHER_LOGGERS = (
+    "hydra._internal.core_plugins.basic_launcher",
+    "hydra_plugins.hydra_joblib_launcher._core",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher",
+)
+
+
+def _redact_hydra_log() -> None:
+    for name in _LAUNCHER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _RedactedLog) for f in logger.filters):
+            logger.addFilter(_RedactedLog())
+
+
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _redact_hydra_log()  # before the launcher lists the jobs
         sweep_dir = Path(config.hydra.sweep.dir)
         # a sweep directory used before (a fixed hydra.sweep.dir): its records and parent runs
         # belong to that sweep, whose MLflow runs stay where they are
