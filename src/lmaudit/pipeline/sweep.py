@@ -28,6 +28,7 @@ from lmaudit.provenance.io import atomic_write_json, atomic_write_text
 from lmaudit.provenance.redact import redact_config, redact_text
 from lmaudit.studies.base import NotCombinable
 from lmaudit.studies.registry import get_study
+from lmaudit.terminal import printable
 from lmaudit.tracking.mlflow_log import tracking_uri
 from lmaudit.tracking.sweeps import JOBS_DIR, SWEEP_FILE, clear_records, job_records, log_comparison
 
@@ -78,7 +79,7 @@ def combine(sweep_dir: Path, records: list[dict[str, Any]]) -> None:
                     [cfgs[i] for i in group], [Path(recs[i]["run_dir"]) for i in group], out
                 )
             except NotCombinable as e:
-                print(f"sweep: the {name} jobs [{jobs}] are not combined: {e}")
+                print(printable(f"sweep: the {name} jobs [{jobs}] are not combined: {e}"))
                 continue
             # the folder is lmaudit's: its record says which jobs' measurements it pools
             AuditRecord(out / "audit_record.json", None).update(
@@ -224,7 +225,9 @@ class SweepCallback(Callback):
                 )
         if failed:
             print(
-                f"sweep: {len(failed)} of {len(records)} jobs failed: "
-                + "; ".join(f"[{_labels(records)[r['num']]}] {r.get('error') or 'error'}" for r in failed)
+                printable(
+                    f"sweep: {len(failed)} of {len(records)} jobs failed: "
+                    + "; ".join(f"[{_labels(records)[r['num']]}] {r.get('error') or 'error'}" for r in failed)
+                )
             )
             raise SystemExit(1)
