@@ -104,6 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"error: {printable(str(e))}", file=sys.stderr)
             return 2
+        except Exception as e:  # a damaged store: one line, not the database driver's traceback
+            first = (str(e).strip().splitlines() or [""])[0]
+            print(
+                f"error: the MLflow store {args.mlruns}/mlflow.db cannot be read "
+                f"({type(e).__name__}: {printable(first)[:300]})",
+                file=sys.stderr,
+            )
+            return 1
         print(to_text(tables(runs)), end="")
         if args.csv:  # every run in one table, a study column first
             atomic_write_text(args.csv, to_csv(*table(runs)))

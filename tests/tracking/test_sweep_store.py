@@ -88,3 +88,12 @@ def test_processes_opening_a_fresh_store_together_all_find_it_made(tmp_path) -> 
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     exp = client(uri).create_experiment("after")  # the store works for every later writer
     assert client(uri).get_experiment(exp).name == "after"
+
+
+def test_compare_on_a_damaged_store_says_so_in_one_line(tmp_path, capsys) -> None:
+    (tmp_path / "mlruns").mkdir()
+    (tmp_path / "mlruns" / "mlflow.db").write_bytes(b"this is not an SQLite database" * 100)
+    assert lmaudit_main(["compare", "--mlruns", str(tmp_path / "mlruns")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: the MLflow store {tmp_path / 'mlruns'}/mlflow.db cannot be read (")
+    assert err.count("\n") == 1, err
