@@ -72,17 +72,18 @@ def _arm_watchdog(what: str, grace_s: float) -> None:
 
 
 @contextlib.contextmanager
-def signals_raise(*, grace_s: float = GRACE_S) -> Iterator[None]:
+def signals_raise(*, grace_s: float | None = GRACE_S) -> Iterator[None]:
     """While the block runs (in the main thread), SIGTERM raises :class:`Terminated` (or is
     held, see :func:`hold_sigterm`), and the process is ended ``grace_s`` seconds later if it
-    is still alive."""
+    is still alive (None: never; for a caller that handles :class:`Terminated` and goes on)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def _raise(signum: int, frame: Any) -> None:
         what = f"signal {signal.Signals(signum).name}"
-        _arm_watchdog(what, grace_s)
+        if grace_s is not None:
+            _arm_watchdog(what, grace_s)
         if _DEFER.depth:
             _DEFER.pending = what
             return

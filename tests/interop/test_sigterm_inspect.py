@@ -9,11 +9,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from draws_interop_helpers import SMALL, planted, run_inspect
 
+from lmaudit.interop.inspect_logs import read_log
+from lmaudit.pipeline.record import Terminated, signals_raise
 from lmaudit.pipeline.rundir import LOCK
 
 pytest.importorskip("inspect_ai")
@@ -37,6 +40,34 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
         rng = random.Random(7)
         seqs = {f"s{i:03d}": planted(rng, EPOCHS, 0.3) for i in range(N_SAMPLES)}
         return run_inspect(root / "logs", "mockllm/big", seqs, epochs=EPOCHS, temperature=1.0)
+
+
+def test_a_sigterm_arriving_inside_inspects_reader_is_raised_once_the_read_returns(
+    big_log, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import inspect_ai.log as api
+
+    real = api.read_eval_log_samples
+    raised_inside: list[int] = []
+    read: list[int] = []
+
+    def reading(*args: object, **kwargs: object) -> Iterator[object]:
+        """inspect_ai's reader, with SIGTERM arriving while it reads the third sample."""
+        for i, sample in enumerate(real(*args, **kwargs)):  # type: ignore[arg-type]
+            if i == 2:
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside the reader
+                except Terminated:
+                    raised_inside.append(i)  # what asyncio would catch, had it been its loop
+                    raise
+            read.append(i)
+            yield sample
+
+    monkeypatch.setattr(api, "read_eval_log_samples", reading)
+    with signals_raise(grace_s=None), pytest.raises(Terminated):
+        read_log(big_log, "log")
+    assert raised_inside == []  # never inside the library's code
+    assert read == [0, 1, 2]  # the read under way finished; the next was not started
 
 
 def _draws(log: Path, out: Path, tmp_path: Path) -> subprocess.Popen[str]:
