@@ -97,3 +97,31 @@ def test_compare_on_a_damaged_store_says_so_in_one_line(tmp_path, capsys) -> Non
     err = capsys.readouterr().err
     assert err.startswith(f"error: the MLflow store {tmp_path / 'mlruns'}/mlflow.db cannot be read (")
     assert err.count("\n") == 1, err
+
+
+def test_a_sweep_whose_jobs_were_not_logged_says_so_at_its_end(tmp_path) -> None:
+    (tmp_path / "mlruns").mkdir()
+    (tmp_path / "mlruns" / "mlflow.db").write_bytes(b"this is not an SQLite database" * 100)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "run.py",
+            "-m",
+            "model=sim_projective,sim_repetition",
+            "items=sim_demo",
+            f"paths.results={tmp_path / 'results'}",
+            f"paths.cache={tmp_path / 'cache'}",
+            f"paths.mlruns={tmp_path / 'mlruns'}",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            "progress=false",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]  # results and reports stand
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning: sweep:")]
+    dirs = [json.loads(p.read_text())["run_dir"] for p in sorted((tmp_path / "sweep/jobs").glob("*.json"))]
+    assert line.startswith("warning: sweep: 2 of 2 jobs are not logged to MLflow")
+    assert all(f"lmaudit log {d}" in line for d in dirs), line

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -122,6 +123,30 @@ def _open_store(uri: str) -> None:
         )
 
 
+def _say_unlogged(records: list[dict[str, Any]]) -> None:
+    """One line at the sweep's end naming the completed jobs MLflow did not get (each job warned
+    as it ended; a comparison without them would otherwise pass unnoticed), with how to log them."""
+    later = []
+    for r in records:
+        audit = (
+            Path(r["run_dir"]) / "audit_record.json" if r["status"] == "COMPLETED" and r["run_dir"] else None
+        )
+        try:
+            section = json.loads(audit.read_text(encoding="utf-8")).get("mlflow") if audit else None
+        except (OSError, ValueError):
+            section = None
+        if isinstance(section, dict) and section.get("not_logged"):
+            later.append(str(section.get("log_later") or f"lmaudit log {r['run_dir']}"))
+    if later:
+        print(
+            printable(
+                f"warning: sweep: {len(later)} of {len(records)} jobs are not logged to MLflow and missing "
+                f"from its comparison; to log them: {'; '.join(later)}"
+            ),
+            file=sys.stderr,
+        )
+
+
 class _RedactedLog(logging.Filter):
     """Credentials in URLs masked in the lines Hydra logs (a launcher lists each job's
     overrides, its escapes undone so that a URL's credentials are found)."""
@@ -223,6 +248,8 @@ class SweepCallback(Callback):
                     f"({type(e).__name__}: {redact_text(first)[:300]})",
                     file=sys.stderr,
                 )
+        if config.mlflow.enabled:
+            _say_unlogged(records)
         if failed:
             print(
                 printable(
