@@ -20,6 +20,8 @@ from lmaudit.config.schema import register_configs
 from lmaudit.pipeline.record import Terminated
 from lmaudit.pipeline.sweep import JobFailed
 from lmaudit.provenance.io import InputError
+from lmaudit.provenance.redact import redact_text
+from lmaudit.terminal import printable
 
 register_configs()
 
@@ -38,11 +40,14 @@ _MACHINE_REFUSALS = {
 }
 
 
-def _one_line(e: Exception) -> str:
+def _one_line(e: BaseException) -> str:
+    """The error in one line, credentials masked and control characters escaped (a message
+    may quote a name from imported data)."""
     if isinstance(e, OSError) and e.strerror:  # "<path>: No space left on device"
-        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
-    # one line, even when the message quotes a library's multi-line one
-    return " ".join(part.strip() for part in str(e).splitlines() if part.strip())
+        line = f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    else:  # one line, even when the message quotes a library's multi-line one
+        line = " ".join(part.strip() for part in str(e).splitlines() if part.strip())
+    return printable(redact_text(line))
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -53,7 +58,7 @@ def main(cfg: DictConfig) -> float | JobFailed | None:
     try:
         return run(cfg)
     except Terminated as e:  # SIGTERM: the run's MLflow record says KILLED, its lock is released
-        print(f"error: stopped by {e}", file=sys.stderr)
+        print(f"error: stopped by {_one_line(e)}", file=sys.stderr)
         sys.exit(143)
     except (InputError, BackendError, OSError) as e:
         # errors for people, without a traceback: bad input (the message names file, item and

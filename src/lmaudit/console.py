@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import atomic_write_json, atomic_write_text
+from lmaudit.terminal import printable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             logged = log_run_dir(Path(args.run_dir), uri=args.tracking_uri, again=args.again)
         except InputError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {printable(str(e))}", file=sys.stderr)
             return 2
         return 0 if logged else 1
     elif args.cmd == "report":
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(rebuild_report(Path(args.run_dir), Path(args.conf)))
         except InputError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {printable(str(e))}", file=sys.stderr)
             return 2
     elif args.cmd == "compare":
         from lmaudit.tracking.compare import fetch_runs, table, tables, to_csv, to_markdown, to_text
@@ -106,8 +107,16 @@ def main(argv: list[str] | None = None) -> int:
                 tracking_uri(args.mlruns), args.experiment, parent_run_id=args.sweep, last=args.last
             )
         except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {printable(str(e))}", file=sys.stderr)
             return 2
+        except Exception as e:  # a damaged store: one line, not the database driver's traceback
+            first = (str(e).strip().splitlines() or [""])[0]
+            print(
+                f"error: the MLflow store {args.mlruns}/mlflow.db cannot be read "
+                f"({type(e).__name__}: {printable(first)[:300]})",
+                file=sys.stderr,
+            )
+            return 1
         print(to_text(tables(runs)), end="")
         if args.csv:  # every run in one table, a study column first
             atomic_write_text(args.csv, to_csv(*table(runs)))
@@ -181,7 +190,7 @@ def _cache(args: argparse.Namespace) -> int:
         keep = None if not args.keep_from else set().union(*(read_keys(p) for p in args.keep_from))
         report = compact(ResponseCache(Path(args.dir)), keep)
     except (InputError, CacheBusy) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(str(e))}", file=sys.stderr)
         return 2
     print(report.summary())
     return 0

@@ -31,6 +31,7 @@ from omegaconf import DictConfig
 from lmaudit.config.ranges import _dataclasses_in
 from lmaudit.config.schema import MODEL_SCHEMAS, RootConfig
 from lmaudit.provenance.io import InputError
+from lmaudit.provenance.redact import redact_text
 
 __all__ = ["check_overrides", "group_options", "undeclared"]
 
@@ -227,7 +228,7 @@ def check_overrides(args: Sequence[str], conf: Path, study: str | None, given: S
         prefix, key, value = _split(a)
         if "~" in prefix or key.startswith("hydra"):
             continue
-        shown = typed.get(a) or display(a)
+        shown = redact_text(typed.get(a) or display(a))  # quoted in the message: credentials masked
         problem = _group_problem(conf, key, value, shown)
         if problem is None and "/" not in key and "@" not in key and not group_options(conf, key):
             problem = _key_problem(key, shown, schemas)

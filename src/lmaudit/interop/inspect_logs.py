@@ -17,6 +17,10 @@ A log is read only when what it holds fits the bound on one input file
 (:data:`lmaudit.provenance.io.MAX_INPUT_BYTES`): a ``.json`` log by its size, a ``.eval`` log
 (a zip archive) by the sizes its zip directory declares for its entries once expanded, checked
 before any entry is read (a 2 MB archive can hold a 2 GB sample).
+
+inspect_ai reads a log inside its own asyncio loop: every call into it holds SIGTERM
+(:func:`lmaudit.interrupts.sigterm_deferred`), which is raised between two samples instead of
+inside the loop, where asyncio would keep it and the process would never end.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.interop.detect import Draw, LogSequence, LogSource, interop_missing
+from lmaudit.interrupts import sigterm_deferred
 from lmaudit.provenance import io
 from lmaudit.provenance.io import InputError, open_input
 
@@ -86,7 +91,9 @@ def list_logs(folder: str | Path) -> list[Path]:
     from urllib.parse import unquote, urlparse
 
     out = []
-    for info in api.list_eval_logs(str(folder), recursive=True):
+    with sigterm_deferred():
+        infos = api.list_eval_logs(str(folder), recursive=True)
+    for info in infos:
         name = info.name
         out.append(Path(unquote(urlparse(name).path)) if name.startswith("file:") else Path(name))
     return sorted(out)
@@ -163,8 +170,16 @@ def _prompt(given: Any) -> str:
 
 
 def _samples(api: Any, path: Path) -> Iterator[Any]:
+    """The log's samples, one at a time, each read with SIGTERM held."""
+    end = object()
     try:
-        yield from api.read_eval_log_samples(str(path), all_samples_required=False, exclude_fields={"store"})
+        samples = api.read_eval_log_samples(str(path), all_samples_required=False, exclude_fields={"store"})
+        while True:
+            with sigterm_deferred():
+                sample = next(samples, end)
+            if sample is end:
+                return
+            yield sample
     except (InputError, KeyboardInterrupt):
         raise
     except Exception as e:  # the reader's own errors, named for the user
@@ -179,7 +194,8 @@ def read_log(path: str | Path, name: str) -> tuple[LogSource, list[LogSequence]]
     api = _api(path)
     check_size(path)
     try:
-        header = api.read_eval_log(str(path), header_only=True)
+        with sigterm_deferred():
+            header = api.read_eval_log(str(path), header_only=True)
     except Exception as e:
         raise _unreadable(path, e) from None
     spec = header.eval

@@ -29,6 +29,7 @@ from lmaudit.provenance.io import InputError, read_json
 from lmaudit.provenance.redact import redact_text
 from lmaudit.studies.base import RunContext, Study, StudyResult
 from lmaudit.studies.registry import get_study
+from lmaudit.terminal import printable
 from lmaudit.tracking.mlflow_log import tracking_uri
 
 #: the run's files logged as artifacts (with its ``artifacts/`` folder and its registration)
@@ -166,7 +167,8 @@ def _source_tags(sec: dict[str, Any]) -> dict[str, str]:
 
 def _one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
-    return redact_text(f"{type(e).__name__}: {text[0] if text else ''}")[:300]
+    # a store's refusal may quote a key made of a name from imported data: controls escaped
+    return printable(redact_text(f"{type(e).__name__}: {text[0] if text else ''}"))[:300]
 
 
 def _end_status(e: BaseException) -> str:

@@ -44,6 +44,7 @@ from lmaudit.provenance.io import (
 )
 from lmaudit.provenance.redact import redact_config
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study
+from lmaudit.terminal import printable
 
 STAGES = ("plan", "freeze", "measure", "analyze", "report", "all")
 
@@ -292,7 +293,7 @@ def _print_predictions(results: dict[str, Any]) -> None:
     print(f"registered predictions ({name}):")
     for p in preds:
         why = f" ({p['reason']})" if p.get("outcome") == "not evaluable" and p.get("reason") else ""
-        print(f"  {p.get('id')}: {p.get('outcome')}{why}; observed {p.get('observed')!r}")
+        print(printable(f"  {p.get('id')}: {p.get('outcome')}{why}; observed {p.get('observed')!r}"))
     if all(p.get("outcome") == "not evaluable" for p in preds):
         print(
             f"WARNING: none of the {len(preds)} predictions of registration {name!r} could be evaluated: "
@@ -407,7 +408,7 @@ def _run_locked(
     path = atomic_write_text(out / "report.html", html)
     written = {"written_utc": utc_now(), "report_sha256": file_sha256(path)}
     audit.update("report", {**written, **run_span(audit.data, started)})  # the run's start and end
-    print(result.summary)
+    print(printable(result.summary))  # names from imported data: controls escaped
     _print_predictions(result.results)
     names = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")
     print(f"wrote {out}/{{{', '.join(n for n in names if (out / n).exists())}}}")

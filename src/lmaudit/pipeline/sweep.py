@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 import sys
 import traceback
@@ -27,6 +29,7 @@ from lmaudit.provenance.io import atomic_write_json, atomic_write_text
 from lmaudit.provenance.redact import redact_config, redact_text
 from lmaudit.studies.base import NotCombinable
 from lmaudit.studies.registry import get_study
+from lmaudit.terminal import printable
 from lmaudit.tracking.mlflow_log import tracking_uri
 from lmaudit.tracking.sweeps import JOBS_DIR, SWEEP_FILE, clear_records, job_records, log_comparison
 
@@ -77,7 +80,7 @@ def combine(sweep_dir: Path, records: list[dict[str, Any]]) -> None:
                     [cfgs[i] for i in group], [Path(recs[i]["run_dir"]) for i in group], out
                 )
             except NotCombinable as e:
-                print(f"sweep: the {name} jobs [{jobs}] are not combined: {e}")
+                print(printable(f"sweep: the {name} jobs [{jobs}] are not combined: {e}"))
                 continue
             # the folder is lmaudit's: its record says which jobs' measurements it pools
             AuditRecord(out / "audit_record.json", None).update(
@@ -105,8 +108,75 @@ def _redact_multirun_yaml(sweep_dir: Path) -> None:
             atomic_write_text(path, safe)
 
 
+def _open_store(uri: str) -> None:
+    """The sweep's MLflow store made before its jobs start; a store that cannot be opened is
+    said once here, and each job reports what it could not log."""
+    from lmaudit.tracking.mlflow_log import open_store
+
+    try:
+        open_store(uri)
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        print(
+            f"warning: the MLflow store {uri} could not be opened ({type(e).__name__}: {redact_text(first)[:300]})",
+            file=sys.stderr,
+        )
+
+
+def _say_unlogged(records: list[dict[str, Any]]) -> None:
+    """One line at the sweep's end naming the completed jobs MLflow did not get (each job warned
+    as it ended; a comparison without them would otherwise pass unnoticed), with how to log them."""
+    later = []
+    for r in records:
+        audit = (
+            Path(r["run_dir"]) / "audit_record.json" if r["status"] == "COMPLETED" and r["run_dir"] else None
+        )
+        try:
+            section = json.loads(audit.read_text(encoding="utf-8")).get("mlflow") if audit else None
+        except (OSError, ValueError):
+            section = None
+        if isinstance(section, dict) and section.get("not_logged"):
+            later.append(str(section.get("log_later") or f"lmaudit log {r['run_dir']}"))
+    if later:
+        print(
+            printable(
+                f"warning: sweep: {len(later)} of {len(records)} jobs are not logged to MLflow and missing "
+                f"from its comparison; to log them: {'; '.join(later)}"
+            ),
+            file=sys.stderr,
+        )
+
+
+class _RedactedLog(logging.Filter):
+    """Credentials in URLs masked in the lines Hydra logs (a launcher lists each job's
+    overrides, its escapes undone so that a URL's credentials are found)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = re.sub(r"\\(.)", r"\1", record.getMessage())
+        safe = redact_text(text)
+        if safe != text:
+            record.msg, record.args = safe, None
+        return True
+
+
+#: the loggers of the launchers lmaudit documents (each lists the jobs' overrides)
+_LAUNCHER_LOGGERS = (
+    "hydra._internal.core_plugins.basic_launcher",
+    "hydra_plugins.hydra_joblib_launcher._core",
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher",
+)
+
+
+def _redact_hydra_log() -> None:
+    for name in _LAUNCHER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _RedactedLog) for f in logger.filters):
+            logger.addFilter(_RedactedLog())
+
+
 class SweepCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _redact_hydra_log()  # before the launcher lists the jobs
         sweep_dir = Path(config.hydra.sweep.dir)
         # a sweep directory used before (a fixed hydra.sweep.dir): its records and parent runs
         # belong to that sweep, whose MLflow runs stay where they are
@@ -115,6 +185,8 @@ class SweepCallback(Callback):
             sweep_dir / SWEEP_FILE,
             {"overrides": [_recorded(o) for o in config.hydra.overrides.task], "started_utc": utc_now()},
         )
+        if config.mlflow.enabled:  # made and migrated once, before parallel jobs open it
+            _open_store(tracking_uri(config.paths.mlruns))
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         hc = config.get("hydra")
@@ -176,9 +248,13 @@ class SweepCallback(Callback):
                     f"({type(e).__name__}: {redact_text(first)[:300]})",
                     file=sys.stderr,
                 )
+        if config.mlflow.enabled:
+            _say_unlogged(records)
         if failed:
             print(
-                f"sweep: {len(failed)} of {len(records)} jobs failed: "
-                + "; ".join(f"[{_labels(records)[r['num']]}] {r.get('error') or 'error'}" for r in failed)
+                printable(
+                    f"sweep: {len(failed)} of {len(records)} jobs failed: "
+                    + "; ".join(f"[{_labels(records)[r['num']]}] {r.get('error') or 'error'}" for r in failed)
+                )
             )
             raise SystemExit(1)

@@ -10,7 +10,9 @@ the fragment are kept as written. Userinfo runs to the last ``@`` before the pat
 
 ``redact_config`` walks dicts, lists and tuples (as Hydra configs resolve to) and redacts
 every string value that is such a URL; keys and non-string leaves are kept. ``redact_text``
-does the same to URLs embedded in free text (error messages, log lines).
+does the same to URLs embedded in free text (error messages, log lines), and masks the value of
+an HTTP ``Authorization`` header quoted in it (a server echoing a request): ``Bearer <token>``
+and ``Basic <base64 of user:password>`` become ``Bearer ***`` and ``Basic ***``.
 
 Apply them to whatever leaves the process: plan files, audit records, reports, MLflow
 params and artifacts, and exception messages that print URLs.
@@ -18,6 +20,8 @@ params and artifacts, and exception messages that print URLs.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
@@ -30,6 +34,8 @@ SECRET_PARAMS = frozenset(
 )
 # scheme://authority..., up to whitespace or a closing quote/bracket, for URLs inside text
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>()\[\]{}]+")
+# an Authorization header's value quoted in text: its scheme, then the credentials
+_AUTH_IN_TEXT = re.compile(r"\b(Basic|Bearer)(\s+)([A-Za-z0-9+/=._~\-]{8,})", re.IGNORECASE)
 
 
 def _redact_query(query: str) -> str:
@@ -83,11 +89,27 @@ def _by_hand(url: str) -> str:
     return f"{scheme}://{authority}{tail}"
 
 
+def _is_basic_credentials(token: str) -> bool:
+    """Whether ``token`` is the base64 of ``user:password`` (what a Basic header carries)."""
+    try:
+        return b":" in base64.b64decode(token, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+
+
+def _mask_auth(m: re.Match[str]) -> str:
+    scheme, space, token = m.group(1), m.group(2), m.group(3)
+    if scheme.lower() == "basic" and not _is_basic_credentials(token):
+        return m.group()
+    return f"{scheme}{space}{MASK}"
+
+
 def redact_text(text: str) -> str:
-    """Every URL inside ``text`` redacted (for error messages and log lines)."""
-    if "://" not in text:
-        return text
-    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group()), text)
+    """Every URL inside ``text`` redacted, and every quoted Authorization header value masked
+    (for error messages and log lines)."""
+    if "://" in text:
+        text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group()), text)
+    return _AUTH_IN_TEXT.sub(_mask_auth, text)
 
 
 def redact_config(obj: Any) -> Any:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lmaudit.terminal import printable
 from lmaudit.tracking.mlflow_log import client
 
 # (column header, source, meaning) where source is "param:...", "metric:...", "tag:...",
@@ -175,7 +176,8 @@ def to_text(ts: Sequence[Table]) -> str:
         return "no runs\n"
     out: list[str] = []
     for t in ts:
-        out += [f"{t.study} ({len(t.rows)} runs)", *_aligned(t.header, t.rows), "columns:"]
+        rows = [[printable(c) for c in r] for r in t.rows]  # run names, models: controls escaped
+        out += [f"{t.study} ({len(t.rows)} runs)", *_aligned(t.header, rows), "columns:"]
         out += [f"  {h}: {m}" for h, m in t.legend] + [""]
     return "\n".join(out)
 

@@ -4,14 +4,22 @@ MLflow 3 refuses the old ``./mlruns`` file store, so lmaudit's store is
 ``sqlite:///<mlruns>/mlflow.db`` with artifacts under ``<mlruns>/artifacts``; the tracking URI
 is always passed explicitly (never taken from the environment, never set globally). MLflow
 is imported on the first call, so a run that does not log never imports it.
+
+MLflow creates and migrates a SQLite store's tables the first time a process opens it; two
+processes doing so at once (the jobs of a parallel sweep on a fresh store) race the schema
+migrations and can leave the store unusable. So a process opens a store first under an
+exclusive file lock beside it (``<mlruns>/mlflow.db.lock``): one process creates and migrates
+the tables, the others wait and find them made. A sweep opens its store before its first job.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +54,41 @@ def mlflow_settings() -> None:
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 
 
+#: the stores this process has opened (made and migrated under the lock)
+_OPENED: set[str] = set()
+
+
+@contextlib.contextmanager
+def _store_lock(db: Path) -> Iterator[None]:
+    """An exclusive lock on the SQLite store ``db`` (a file beside it), for its creation."""
+    with open(db.with_name(db.name + ".lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def client(uri: str) -> Any:
-    """An ``MlflowClient`` of the store at ``uri`` (a SQLite store's folder is made first)."""
+    """An ``MlflowClient`` of the store at ``uri``. A SQLite store is opened once per process
+    under its lock (its folder made, its tables created and migrated by MLflow), so that
+    processes starting together never migrate it at the same time."""
     mlflow_settings()
     from mlflow.tracking import MlflowClient
 
-    if uri.startswith(_SQLITE):
-        Path(uri[len(_SQLITE) :]).parent.mkdir(parents=True, exist_ok=True)
-    return MlflowClient(tracking_uri=uri)
+    if not uri.startswith(_SQLITE) or uri in _OPENED:
+        return MlflowClient(tracking_uri=uri)
+    db = Path(uri[len(_SQLITE) :])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with _store_lock(db):
+        c = MlflowClient(tracking_uri=uri)  # opening the store makes and migrates its tables
+    _OPENED.add(uri)
+    return c
+
+
+def open_store(uri: str) -> None:
+    """Create and migrate the store at ``uri`` now (under its lock), before jobs log to it."""
+    client(uri)
 
 
 def _artifact_location(uri: str) -> str | None:

@@ -155,9 +155,7 @@ def test_every_output_invalid_is_answered_by_the_readout(judge_cfg, tmp_path) ->
     """Text verdicts all invalid, the log-prob readout measured: the page's answer is the
     readout's shifts against P0, said as such, with the invalid outputs still shown."""
     n = 6
-    run(
-        judge_cfg("model.params.invalid_rate=1.0", "judge/condition=wrapper", rows=simple_rows(n), name="ro")
-    )
+    run(judge_cfg("model.params.invalid_rate=1.0", "judge/condition=wrapper", rows=simple_rows(n), name="ro"))
     results, _, _, html = _read(tmp_path / "ro")
     total = results["validity"]["judgments"]
     assert results["validity"]["invalid"] == total == 4 * n

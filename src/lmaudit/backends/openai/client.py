@@ -22,10 +22,17 @@ waits, a deadline per request, a reachability check, and messages with no creden
   listing is also what :mod:`lmaudit.backends.openai.served` checks against the cache).
 * URLs in messages pass through :func:`lmaudit.provenance.redact.redact_text`, and the
   API key (read from the environment at request time) is replaced by ``***``.
+* Credentials written into ``base_url`` (``http://user:password@host/v1``) are sent as HTTP
+  Basic auth (requests does so); an API key is sent as a Bearer token. A request carries one
+  ``Authorization`` header, so a client given both refuses before its first request instead of
+  dropping one. The Basic header's value (the base64 of ``user:password``) and the password are
+  replaced by ``***`` in every message, as the key is, so a server echoing the header leaks
+  neither.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import random
@@ -35,13 +42,15 @@ from collections.abc import Callable
 from typing import Any
 
 import requests
+from requests.auth import HTTPBasicAuth
+from requests.utils import get_auth_from_url
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.openai.wire import parse_retry_after, server_message
 from lmaudit.provenance.jsoncheck import StrictJsonError, bounded_loads
-from lmaudit.provenance.redact import redact_text, redact_url
+from lmaudit.provenance.redact import MASK, redact_text, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +76,22 @@ def _unreachable(e: requests.RequestException) -> bool:
         return False
     reason = getattr(e.args[0], "reason", e.args[0]) if e.args else None
     return isinstance(reason, NewConnectionError)
+
+
+def url_secrets(url: str) -> list[str]:
+    """What credentials in ``url`` become on the wire and in a server's echo: the value of the
+    Basic header requests sends, and the password (decoded, and as typed) when 4+ characters."""
+    user, password = get_auth_from_url(url)
+    if not (user or password):
+        return []
+    sent = requests.Request("GET", "http://host/").prepare()
+    try:
+        HTTPBasicAuth(user, password)(sent)  # the header requests sends for them
+        token = str(sent.headers["Authorization"]).split(" ", 1)[1]
+    except UnicodeError:  # requests cannot send them (not latin-1); mask their UTF-8 form
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    typed = url.split("://", 1)[-1].split("/", 1)[0].rpartition("@")[0].partition(":")[2]
+    return [token, *(p for p in {password, typed} if len(p) >= 4)]
 
 
 class HttpClient:
@@ -105,6 +130,7 @@ class HttpClient:
         self._local = threading.local()
         self._checked = False
         self._check_lock = threading.Lock()
+        self._url_secrets = url_secrets(base_url)
 
     def _session(self) -> requests.Session:
         s = getattr(self._local, "session", None)
@@ -116,14 +142,20 @@ class HttpClient:
         return os.environ.get(self.api_key_env, "")
 
     def redact(self, text: str) -> str:
-        key = self._key()
-        if key:
-            text = text.replace(key, "***")
+        for secret in sorted([self._key(), *self._url_secrets], key=len, reverse=True):
+            if secret:
+                text = text.replace(secret, MASK)
         return redact_text(text)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
         key = self._key()
+        if key and self._url_secrets:
+            raise BackendError(
+                f"{redact_url(self.base_url)}: credentials in the URL (sent as HTTP Basic auth) and an API "
+                f"key in ${self.api_key_env} (sent as a Bearer token) are both set, and a request carries "
+                f"one Authorization header; unset ${self.api_key_env} or remove the credentials from the URL"
+            )
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return headers

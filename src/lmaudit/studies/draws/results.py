@@ -7,6 +7,7 @@ left out), and a flat per-source table (registered predictions are scored by the
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -21,11 +22,35 @@ __all__ = ["analyze_records", "check_metric_keys", "metric_key"]
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/ ]")
 
 
+#: the longest key kept as it is (MLflow keys hold 250 characters, a metric's suffix included)
+_MAX_KEPT = 200
+
+
+def _path_safe(key: str) -> bool:
+    """Whether MLflow takes ``key`` as a path: no empty, ``.`` or ``..`` part and no leading dot
+    (it refuses a key that is not its own normalised path: ``/data/m``, ``a//b``, ``a/../b``,
+    ``..x``, ``x/``)."""
+    if not key or len(key) > _MAX_KEPT or key.startswith("."):
+        return False
+    return all(part not in ("", ".", "..") for part in key.split("/"))
+
+
 def metric_key(name: str) -> str:
     """A family's name as MLflow metric and tag keys take it: characters MLflow refuses become
-    ``_``. Names of safe characters keep their name (so ``dvc metrics`` keys stay put); names
-    that would share a key are refused before analysis (:func:`check_metric_keys`)."""
-    return _UNSAFE.sub("_", name)
+    ``_``, and names of safe characters keep their name (so ``dvc metrics`` keys stay put).
+    A key that is still no safe path (``/data/models/llama-3-8b``, ``a//b``, ``a/../b``, longer
+    than 200 characters) becomes one, stable and distinct per name: its empty and dot-only
+    parts dropped, each part stripped of leading and trailing dots and spaces, then ``-`` and
+    the first 8 hex digits of the name's SHA-256 (``data/models/llama-3-8b-<digest>``); the
+    name itself is tag ``family_name.<key>``. Names that would share a key are refused before
+    analysis (:func:`check_metric_keys`)."""
+    key = _UNSAFE.sub("_", name)
+    if _path_safe(key):
+        return key
+    parts = (part.strip(". ") for part in key.split("/"))
+    readable = "/".join(part for part in parts if part)[:_MAX_KEPT].strip("/. ")
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{readable}-{digest}" if readable else f"family-{digest}"
 
 
 def check_metric_keys(names: Iterable[str]) -> None:

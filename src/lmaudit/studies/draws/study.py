@@ -301,6 +301,8 @@ def tags(results: dict[str, Any]) -> dict[str, str]:
         t = {"family": name, "verdict": _verdict(f)}
     else:
         t = {f"family.{_key(n)}": _verdict(f) for n, f in fams.items()}
+        # a family whose key is not its name (characters MLflow refuses, a path): its name
+        t.update({f"family_name.{_key(n)}": n for n in fams if _key(n) != n})
     t["model"] = ",".join(fams)[:500]  # the families measured (a sampled run's: its model)
     t["mode"] = str(results.get("mode"))
     t["flagged_sources"] = (

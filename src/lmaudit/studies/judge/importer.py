@@ -30,6 +30,7 @@ from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError, iter_jsonl, open_input, read_json
 from lmaudit.studies.judge.config import JudgeStudyConfig
 from lmaudit.studies.judge.packets import Condition
+from lmaudit.terminal import printable
 
 __all__ = [
     "ImportSource",
@@ -58,8 +59,10 @@ def import_files(folder: str | Path, conds: Sequence[Condition]) -> dict[str, Pa
     left = sorted(p.name for p in root.glob("results_*.json") if p.stem.removeprefix("results_") not in found)
     if left:
         print(
-            f"warning: {root}: {', '.join(left)} not analysed: the selected condition set holds only "
-            f"{', '.join(c.id for c in conds)} (judge/condition=all includes the position swap SWAP)",
+            printable(
+                f"warning: {root}: {', '.join(left)} not analysed: the selected condition set holds only "
+                f"{', '.join(c.id for c in conds)} (judge/condition=all includes the position swap SWAP)"
+            ),
             file=sys.stderr,
         )
     return found
