@@ -18,8 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats
-
 from lmaudit.stats.intervals import proportion_ci
 from lmaudit.studies.judge.classification import (
     CLASSES,
@@ -181,6 +179,8 @@ def model_wins(
 def _mean_interval(xs: Sequence[float], alpha: float) -> dict[str, Any]:
     """The mean of per-prompt values with its Student-t interval and two-sided p against zero
     over prompts (None where fewer than two prompts or no spread leave them undefined)."""
+    from scipy import stats  # imported where used: registering the study stays light
+
     mean = math.fsum(xs) / len(xs)
     if len(xs) < 2 or min(xs) == max(xs):
         return {"mean": mean, "ci": None, "p": None}
