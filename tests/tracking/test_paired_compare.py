@@ -188,3 +188,37 @@ def test_refusals_are_one_line_exit_2_and_write_nothing(make_cfg, tmp_path, caps
     assert "they share no item" in refused(str(tmp_path / "a"), str(other))
     assert "not a run folder" in refused(str(tmp_path / "a"), str(tmp_path / "missing"))
     assert "pairs two run folders, got 1" in refused(str(tmp_path / "a"))
+
+
+def test_imported_draws_pair_by_family_and_relabelled_answers_change_nothing(
+    make_cfg, tmp_path, capsys
+) -> None:
+    # renaming the answers keeps every repeat count and E0: rho_hat is unchanged, exactly
+    example = REPO / "data/draws/example_import.jsonl"
+    rename = {"red": "rouge", "green": "vert", "blue": "bleu"}
+    rows = [json.loads(line) for line in example.read_text().splitlines() if line.strip()]
+    for r in rows:
+        r["draws"] = [rename.get(x, x) for x in r["draws"]]
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    small = ("study=draws", "study.permutations=99", "study.sims_per_step=20", "mlflow.enabled=false")
+    run(make_cfg(*small, f"study.import_path={example}", name="a"))
+    run(make_cfg(*small, f"study.import_path={renamed}", name="b"))
+    got, _ = _compare(tmp_path / "a", tmp_path / "b", tmp_path / "paired.json", capsys)
+    res = _results(tmp_path / "a")
+    fams = got["paired"]["families"]
+    assert [(f["family_a"], f["family_b"]) for f in fams] == [(n, n) for n in sorted(res["families"])]
+    for f in fams:
+        assert f["n_sequences"] == res["families"][f["family_a"]]["n_sequences"]
+        assert f["rho_hat"]["a"] == pytest.approx(res["families"][f["family_a"]]["rho_hat"], abs=1e-12)
+        assert f["rho_hat"]["diff"] == pytest.approx(0.0, abs=1e-12)
+        assert f["rho_hat"]["low"] == pytest.approx(0.0, abs=1e-12)
+        assert f["rho_hat"]["high"] == pytest.approx(0.0, abs=1e-12)
+    # an imported run and a sampled one differ in mode
+    run(
+        make_cfg(
+            *small, "model=sim_persistent", f"study.probes_path={REPO / 'data/draws/probes.jsonl'}", name="s"
+        )
+    )
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "s")]) == 2
+    assert 'plan.mode = "import" in run A, "sample" in run B' in capsys.readouterr().err

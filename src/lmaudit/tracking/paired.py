@@ -2,7 +2,8 @@
 
 ``lmaudit compare <run A> <run B>`` reads each folder's ``results.json`` and ``plan.json``,
 refuses runs of different studies, runs whose designs differ beyond the model (the plan's
-config without its model, its inputs and its mode) and runs that share no item, then pairs
+config without its model, its inputs and its mode; in imported runs the import stands for the
+model) and runs that share no item, then pairs
 them item by item (:mod:`lmaudit.tracking.paired_studies`): differences are B - A.
 """
 
@@ -86,15 +87,27 @@ def _first_difference(a: Any, b: Any, where: str) -> str | None:
     return None
 
 
+#: in an imported run the import is what was measured: its file and digest play the model's part
+IMPORT_KEYS = ("import_path", "import_dir")
+
+
 def design_difference(a: RunFolder, b: RunFolder) -> str | None:
     """Why two runs of one study differ in design beyond the model, or None: their plans'
-    config (without :data:`MODEL_KEYS`), inputs (paths and digests) and mode are compared."""
+    config (without :data:`MODEL_KEYS`), inputs (paths and digests) and mode are compared; in
+    imported runs (mode ``import``) the import (``study.import_path``/``import_dir``,
+    ``inputs.import``) stands for the model and is left out too."""
 
     def design(r: RunFolder) -> dict[str, Any]:
         cfg = {k: v for k, v in (r.plan.get("config") or {}).items() if k not in MODEL_KEYS}
-        return {"config": cfg, "inputs": r.plan.get("inputs"), "mode": r.plan.get("mode")}
+        inputs = dict(r.plan.get("inputs") or {})
+        if r.plan.get("mode") == "import":
+            if isinstance(cfg.get("study"), dict):
+                cfg["study"] = {k: v for k, v in cfg["study"].items() if k not in IMPORT_KEYS}
+            inputs.pop("import", None)
+        return {"config": cfg, "inputs": inputs}
 
-    return _first_difference(design(a), design(b), "plan")
+    mode = _first_difference(a.plan.get("mode"), b.plan.get("mode"), "plan.mode")
+    return mode or _first_difference(design(a), design(b), "plan")
 
 
 @dataclass(frozen=True)

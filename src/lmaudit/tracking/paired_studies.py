@@ -177,7 +177,8 @@ def pair_judge(a: RunFolder, b: RunFolder) -> Paired:
 
 # --- draws ------------------------------------------------------------------------------
 
-SeqKey = tuple[str, str, str, int | None]  # source, condition, probe, replicate
+# source, condition, probe, replicate, and which of the sequences sharing those it is (0, 1, ...)
+SeqKey = tuple[str, str, str, int | None, int]
 
 
 def _draws_sequences(r: RunFolder) -> dict[str, dict[SeqKey, tuple[float, float]]]:
@@ -210,11 +211,12 @@ def _draws_sequences(r: RunFolder) -> dict[str, dict[SeqKey, tuple[float, float]
     st = sequence_stats(encode([x.draws for x in kept]))
     t = np.where(st.informative, st.repeats - st.e0, 0.0)
     room = np.where(st.informative, st.room, 0.0)
+    seen: dict[tuple[str, str, str, str, int | None], int] = {}
     for i, x in enumerate(kept):
-        out.setdefault(x.family, {})[(x.source, x.condition, x.probe, x.replicate)] = (
-            float(t[i]),
-            float(room[i]),
-        )
+        name = (x.family, x.source, x.condition, x.probe, x.replicate)
+        seen[name] = seen.get(name, -1) + 1
+        key = (x.source, x.condition, x.probe, x.replicate, seen[name])
+        out.setdefault(x.family, {})[key] = (float(t[i]), float(room[i]))
     return out
 
 
@@ -258,7 +260,7 @@ def pair_draws(a: RunFolder, b: RunFolder) -> Paired:
         )
     legend = {
         "family": "the family (run A's / run B's when their names differ)",
-        "n": "sequences both runs hold (source, condition, probe, replicate)",
+        "n": "sequences both runs hold (source, condition, probe, replicate; the k-th of equal ones)",
         "a": "rho_hat of those sequences in run A",
         "b": "rho_hat in run B",
         "diff": "b - a",
