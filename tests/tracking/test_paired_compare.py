@@ -81,6 +81,14 @@ def test_judge_pairs_flip_indicators_with_exact_mcnemar(make_cfg, tmp_path, caps
         want = 1.0 if n10 + n01 == 0 else stats.binomtest(n10, n10 + n01, 0.5).pvalue
         assert c["p_value"] == pytest.approx(want, abs=1e-12)
         assert (c["mcnemar"]["only_a"], c["mcnemar"]["only_b"]) == (n10, n01)
+    # Holm over the conditions, by hand: the step-down maxima of (m - rank) p, capped at 1
+    ps = [c["p_value"] for c in conds]
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    running, holm = 0.0, [0.0] * len(ps)
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+        holm[i] = running
+    assert [c["holm_p"] for c in conds] == pytest.approx(holm, abs=1e-12)
     assert "exact McNemar p" in text
 
 

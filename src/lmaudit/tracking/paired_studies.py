@@ -30,6 +30,8 @@ BOOT_SEED = 0
 EXACT_MAX = 20
 MC_RESAMPLES = 100_000
 MC_SEED = 0
+#: the judge's McNemar p-values are Holm-adjusted over its conditions (family-wise level)
+HOLM_ALPHA = 0.05
 
 
 def _shared(a: Mapping[str, Any], b: Mapping[str, Any], what: str, ra: RunFolder, rb: RunFolder) -> list[str]:
@@ -149,11 +151,13 @@ def _judge_flips(r: RunFolder) -> dict[str, dict[str, bool]]:
 
 
 def pair_judge(a: RunFolder, b: RunFolder) -> Paired:
+    from lmaudit.stats.multiplicity import holm
+
     fa, fb = _judge_flips(a), _judge_flips(b)
     conditions = _shared(fa, fb, "condition compared with the reference", a, b)
     reference = a.results.get("reference")
     out: list[dict[str, Any]] = []
-    tables, summary = [], []
+    tables = []
     for c in conditions:
         prompts = [k for k in fa[c] if k in fb[c]]
         if not prompts:
@@ -168,9 +172,15 @@ def pair_judge(a: RunFolder, b: RunFolder) -> Paired:
             "b": "the same in run B",
         }
         tables.append(PairedTable(f"judge, {c} vs {reference}, per prompt", tuple(legend), rows, legend))
+    adjusted = holm([c["p_value"] for c in out], HOLM_ALPHA).adjusted
+    summary = []
+    for entry, h in zip(out, adjusted, strict=True):
+        entry["holm_p"] = float(h)
+        t = entry["mcnemar"]
         summary.append(
-            f"{c} vs {reference}: flipped in A only {test['only_a']}, in B only {test['only_b']}, in both "
-            f"{test['both']} of {test['n']} prompts; exact McNemar p = {test['p_value']:.4g}"
+            f"{entry['condition']} vs {reference}: flipped in A only {t['only_a']}, in B only {t['only_b']}, "
+            f"in both {t['both']} of {t['n']} prompts; exact McNemar p = {t['p_value']:.4g} "
+            f"(Holm over the {len(out)} conditions: {entry['holm_p']:.4g})"
         )
     return Paired({"reference": reference, "conditions": out}, tables, summary)
 
