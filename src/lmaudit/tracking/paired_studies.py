@@ -187,8 +187,9 @@ def pair_judge(a: RunFolder, b: RunFolder) -> Paired:
 
 # --- draws ------------------------------------------------------------------------------
 
-# source, condition, probe, replicate, and which of the sequences sharing those it is (0, 1, ...)
-SeqKey = tuple[str, str, str, int | None, int]
+# condition, probe, replicate, and which of the sequences sharing those it is (0, 1, ... in the
+# order the run holds them); not the source, which names the log or run a sequence came from
+SeqKey = tuple[str, str, int | None, int]
 
 
 def _draws_sequences(r: RunFolder) -> dict[str, dict[SeqKey, tuple[float, float]]]:
@@ -221,11 +222,11 @@ def _draws_sequences(r: RunFolder) -> dict[str, dict[SeqKey, tuple[float, float]
     st = sequence_stats(encode([x.draws for x in kept]))
     t = np.where(st.informative, st.repeats - st.e0, 0.0)
     room = np.where(st.informative, st.room, 0.0)
-    seen: dict[tuple[str, str, str, str, int | None], int] = {}
+    seen: dict[tuple[str, str, str, int | None], int] = {}
     for i, x in enumerate(kept):
-        name = (x.family, x.source, x.condition, x.probe, x.replicate)
+        name = (x.family, x.condition, x.probe, x.replicate)
         seen[name] = seen.get(name, -1) + 1
-        key = (x.source, x.condition, x.probe, x.replicate, seen[name])
+        key = (x.condition, x.probe, x.replicate, seen[name])
         out.setdefault(x.family, {})[key] = (float(t[i]), float(room[i]))
     return out
 
@@ -270,7 +271,7 @@ def pair_draws(a: RunFolder, b: RunFolder) -> Paired:
         )
     legend = {
         "family": "the family (run A's / run B's when their names differ)",
-        "n": "sequences both runs hold (source, condition, probe, replicate; the k-th of equal ones)",
+        "n": "sequences both runs hold (condition, probe, replicate; the k-th of equal ones)",
         "a": "rho_hat of those sequences in run A",
         "b": "rho_hat in run B",
         "diff": "b - a",
