@@ -32,8 +32,12 @@ class RunFolder:
     plan: Mapping[str, Any]
 
     def model(self) -> str:
-        """What the run measured: its model's name, or a choir ensemble's member names."""
+        """What the run measured: its model's name, a choir ensemble's member names, or for an
+        imported run the file or folder it imported."""
         cfg = self.plan.get("config") or {}
+        if self.plan.get("mode") == "import":
+            study = cfg.get("study") or {}
+            return f"imported {study.get('import_path') or study.get('import_dir') or '?'}"
         members = (
             (cfg.get("ensemble") or {}).get("members") if isinstance(cfg.get("ensemble"), dict) else None
         )

@@ -12,7 +12,7 @@ folders through the small readers below.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,8 +137,44 @@ def pair_qq(a: RunFolder, b: RunFolder) -> Paired:
 # --- judge ------------------------------------------------------------------------------
 
 
+def _measurement_rows(r: RunFolder, why: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) of the run's ``measurements.jsonl``; InputError naming file and line."""
+    path = r.path / "measurements.jsonl"
+    if not path.is_file():
+        raise InputError(f"{path}: not found ({why})")
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"{path}: line {n}: not valid JSON ({e})") from None
+            if isinstance(row, dict):
+                yield n, row
+
+
+def _judge_free_ids(r: RunFolder) -> dict[str, str]:
+    """An imported run's prompt ids with the judge's name taken out (FastChat's end in
+    ``|<judge>/<prompt>``, AlpacaEval's start with ``<annotator>|``), so that two judges of one
+    file's pairs meet; empty for a run that is not an import, or when ids would collide."""
+    if r.plan.get("mode") != "import":
+        return {}
+    out: dict[str, str] = {}
+    for _, row in _measurement_rows(r, "an imported judge run pairs prompts by its judgment rows"):
+        item, pair = row.get("item"), row.get("pair")
+        judge = pair.get("judge_prompt") if isinstance(pair, dict) else None
+        if row.get("kind") != "judgment" or not isinstance(item, str) or not isinstance(judge, str):
+            continue
+        if item.endswith(f"|{judge}"):
+            out[item] = f"{item[: -len(judge)]}{judge.split('/', 1)[-1]}"
+        elif item.startswith(f"{judge}|"):
+            out[item] = item[len(judge) + 1 :]
+    return out if len(set(out.values())) == len(out) else {}
+
+
 def _judge_flips(r: RunFolder) -> dict[str, dict[str, bool]]:
-    """condition -> prompt -> the verdict changed against the reference (in any replicate)."""
+    """condition -> prompt -> the verdict changed against the reference (in any replicate);
+    prompts without a valid pair of verdicts (``n`` 0) are left out."""
+    rename = _judge_free_ids(r)
     out: dict[str, dict[str, bool]] = {}
     for i, d in enumerate(r.results.get("disagreement") or []):
         per = d.get("per_item") if isinstance(d, dict) else None
@@ -146,7 +182,11 @@ def _judge_flips(r: RunFolder) -> dict[str, dict[str, bool]]:
             raise InputError(
                 f"{r.path / 'results.json'}: disagreement[{i}]: field 'per_item' or 'id' missing"
             )
-        out[d["id"]] = {k: int(v.get("changed", 0)) > 0 for k, v in per.items()}
+        out[d["id"]] = {
+            rename.get(str(k), str(k)): int(v.get("changed", 0)) > 0
+            for k, v in per.items()
+            if int(v.get("n", 0)) > 0
+        }
     return out
 
 
@@ -199,20 +239,13 @@ def _draws_sequences(r: RunFolder) -> dict[str, dict[SeqKey, tuple[float, float]
     from lmaudit.studies.draws.importer import dedup_prefixes, exclude, validate_record
     from lmaudit.studies.draws.sequences import encode, sequence_stats
 
-    path = r.path / "measurements.jsonl"
-    if not path.is_file():
-        raise InputError(f"{path}: not found (the draws comparison pairs the sequences)")
-    records = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{path}: line {n}: not valid JSON ({e})") from None
-            if isinstance(row, dict) and row.get("kind", "sequence") == "sequence":
-                records.append(
-                    validate_record({k: v for k, v in row.items() if k != "kind"}, f"{path}: line {n}")
-                )
+    records = [
+        validate_record(
+            {k: v for k, v in row.items() if k != "kind"}, f"{r.path / 'measurements.jsonl'}: line {n}"
+        )
+        for n, row in _measurement_rows(r, "the draws comparison pairs the sequences")
+        if row.get("kind", "sequence") == "sequence"
+    ]
     patterns = (r.results.get("params") or {}).get("exclude_patterns") or []
     kept, _ = exclude(records, [str(p) for p in patterns])
     kept, _ = dedup_prefixes(kept)
