@@ -194,6 +194,19 @@ def test_refusals_are_one_line_exit_2_and_write_nothing(make_cfg, tmp_path, caps
         it["item"] = "x-" + it["item"]
     (other / "results.json").write_text(json.dumps(res))
     assert "they share no item" in refused(str(tmp_path / "a"), str(other))
+    # another study's run (its study renamed in both files)
+    draws = tmp_path / "draws"
+    shutil.copytree(tmp_path / "a", draws)
+    for f in ("results.json", "plan.json"):
+        obj = json.loads((draws / f).read_text())
+        obj["study"] = "draws"
+        (draws / f).write_text(json.dumps(obj))
+    err = refused(str(tmp_path / "a"), str(draws))
+    assert "(qq) with" in err and "(draws): different studies" in err
+    broken = tmp_path / "broken"
+    shutil.copytree(tmp_path / "a", broken)
+    (broken / "results.json").write_text("{not json")
+    assert f"{broken / 'results.json'}: not valid JSON" in refused(str(tmp_path / "a"), str(broken))
     assert "not a run folder" in refused(str(tmp_path / "a"), str(tmp_path / "missing"))
     assert "pairs two run folders, got 1" in refused(str(tmp_path / "a"))
 
