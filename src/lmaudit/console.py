@@ -1,6 +1,6 @@
 """The ``lmaudit`` console command: utilities around the Hydra entry point ``run.py``.
 
-``lmaudit compare`` (runs side by side from MLflow), ``lmaudit log`` (log a finished run
+``lmaudit compare`` (runs side by side from MLflow, or two run folders paired item by item), ``lmaudit log`` (log a finished run
 directory to MLflow later), ``lmaudit report`` (rebuild a run's report from its records), ``lmaudit prepare-model`` (convert the embedded models once; used by
 ``make install`` and the DVC stage), ``lmaudit gguf-path`` (an embedded model's GGUF file, for llama.cpp), ``lmaudit digest`` (file SHA-256s as recorded), ``lmaudit cache compact`` (a
 response cache folder into packs, optionally only the keys some runs used).
@@ -35,8 +35,17 @@ def main(argv: list[str] | None = None) -> int:
     gp = sub.add_parser("gguf-path", help="print an embedded model's GGUF file (for llama.cpp's server)")
     gp.add_argument("model", nargs="?", default="gemma3-270m", help="gemma3-270m (default) or smollm2-135m")
     c = sub.add_parser(
-        "compare", help="compare runs from MLflow, one table per study with a legend of its columns"
+        "compare",
+        help="compare runs from MLflow, one table per study with a legend of its columns; or pair "
+        "two run folders of one study item by item (lmaudit compare RUN_A RUN_B)",
     )
+    c.add_argument(
+        "runs",
+        nargs="*",
+        metavar="RUN",
+        help="two run folders of one study (results.json, plan.json): paired item by item, B - A",
+    )
+    c.add_argument("--json", help="with two run folders: also write the paired comparison as JSON here")
     c.add_argument("--mlruns", default="mlruns", help="the MLflow store folder (default: mlruns)")
     c.add_argument(
         "--experiment", action="append", help="experiment name(s) (default: all lmaudit experiments)"
@@ -95,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         except InputError as e:
             print(f"error: {printable(str(e))}", file=sys.stderr)
             return 2
+    elif args.cmd == "compare" and args.runs:
+        return _compare_paired(args.runs, args.json)
     elif args.cmd == "compare":
         from lmaudit.tracking.compare import fetch_runs, table, tables, to_csv, to_markdown, to_text
         from lmaudit.tracking.mlflow_log import tracking_uri
@@ -127,6 +138,25 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "digest":
         for p in args.paths:
             print(f"{file_sha256(p)}  {p}")
+    return 0
+
+
+def _compare_paired(runs: list[str], json_path: str | None) -> int:
+    """``lmaudit compare RUN_A RUN_B``: see :mod:`lmaudit.tracking.paired`."""
+    from lmaudit.provenance.io import InputError
+    from lmaudit.tracking.paired import compare_runs
+
+    if len(runs) != 2:
+        print(f"error: lmaudit compare pairs two run folders, got {len(runs)}", file=sys.stderr)
+        return 2
+    try:
+        report = compare_runs(*runs)
+    except InputError as e:
+        print(f"error: {printable(str(e))}", file=sys.stderr)
+        return 2
+    print(report.to_text(), end="")
+    if json_path:
+        atomic_write_json(json_path, report.to_json())
     return 0
 
 

@@ -163,7 +163,7 @@ def tables(runs: Sequence[Any]) -> list[Table]:
     return out
 
 
-def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
+def aligned(header: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     out.append("  ".join("-" * w for w in widths))
@@ -177,7 +177,7 @@ def to_text(ts: Sequence[Table]) -> str:
     out: list[str] = []
     for t in ts:
         rows = [[printable(c) for c in r] for r in t.rows]  # run names, models: controls escaped
-        out += [f"{t.study} ({len(t.rows)} runs)", *_aligned(t.header, rows), "columns:"]
+        out += [f"{t.study} ({len(t.rows)} runs)", *aligned(t.header, rows), "columns:"]
         out += [f"  {h}: {m}" for h, m in t.legend] + [""]
     return "\n".join(out)
 
