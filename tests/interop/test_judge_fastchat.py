@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from scipy import stats
 
 from lmaudit.interop.fastchat import read_pairs, read_rows
 from lmaudit.pipeline import run
@@ -99,8 +100,8 @@ def test_a_repeated_line_is_a_further_replicate(tmp_path) -> None:
             "line 2: field 'judge' must be [judge model, prompt name]",
         ),
         (
-            {k: v for k, v in line(1, "a", "b", "tie", "tie").items() if k != "g2_winner"},
-            "line 2: missing field(s) ['g2_winner']",
+            {k: v for k, v in line(1, "a", "b", "tie", "tie").items() if k not in ("g1_winner", "g2_winner")},
+            "line 2: missing field(s) ['g1_winner or g2_winner']",
         ),
         ({**line(1, "", "b", "tie", "tie")}, "line 2: field 'model_1' must be a non-empty string"),
         (
@@ -174,6 +175,74 @@ def test_the_pipeline_analyses_a_pair_file(make_cfg, tmp_path) -> None:
     assert plan["import_format"] == "fastchat" and plan["inputs"]["import"]["fastchat"]["path"] == str(path)
     html = (tmp_path / "fc/report.html").read_text()
     assert 'id="order-swap"' in html and "gpt-4/pair-v2-multi-turn" in html
+
+
+def test_position_consistency_fairness_and_balanced_win_rates(make_cfg, tmp_path) -> None:
+    """LINES in results, metrics and the report: Shi et al.'s measures and each model's win rate
+    over both orders beside each single order (closed forms from the six lines)."""
+    path = write(tmp_path / "gpt-4_pair.jsonl", LINES)
+    run(make_cfg("study=judge", f"study.import_path={path}", "mlflow.enabled=false", name="pc"))
+    swap = json.loads((tmp_path / "pc/results.json").read_text())["order_swap"]
+    # consistent 1; primacy: first_both 2 + (tie, model_2: B shown first won) 1; recency: second_both 1
+    assert swap["position_consistency"]["consistent"] == 1 and swap["position_consistency"]["n"] == 5
+    assert swap["position_consistency"]["rate"] == pytest.approx(1 / 5)
+    pf = swap["preference_fairness"]
+    assert (pf["primacy"], pf["recency"], pf["n"]) == (3, 1, 6) and pf["value"] == pytest.approx((1 - 3) / 6)
+    assert swap["by_turn"]["2"]["preference_fairness"]["value"] == pytest.approx(-1.0)
+    # gpt-4 is model_1 (A) on every valid line: order 1 scores 1, 1, 0, 1/2, 1 (q81 t1, q82, q83,
+    # q84, q81 t2) and order 2 scores 1, 0, 1, 0, 0 (a win 1, a TIE 1/2); q85 is invalid
+    w = swap["win_rates"]["models"]
+    assert (w["gpt-4"]["order_1"], w["gpt-4"]["order_2"]) == (pytest.approx(3.5 / 5), pytest.approx(2 / 5))
+    assert w["gpt-4"]["balanced"] == pytest.approx(5.5 / 10)
+    assert (w["llama-13b"]["order_1"], w["llama-13b"]["order_2"]) == (
+        pytest.approx(1 / 3),
+        pytest.approx(1 / 3),
+    )
+    assert (w["vicuna-13b"]["order_1"], w["vicuna-13b"]["order_2"]) == (0.25, 1.0)
+    assert w["gpt-4"]["shown_first_in_order_1"] == 5
+    assert swap["win_rates"]["ranking"]["balanced"] == [["vicuna-13b"], ["gpt-4"], ["llama-13b"]]
+    assert swap["win_rates"]["ranking"]["order_1"] == [["gpt-4"], ["llama-13b"], ["vicuna-13b"]]
+    metrics = json.loads((tmp_path / "pc/metrics.json").read_text())["judge"]
+    assert metrics["order_swap.position_consistency"] == pytest.approx(0.2)
+    assert metrics["order_swap.preference_fairness"] == pytest.approx(-1 / 3)
+    assert metrics["order_swap.win_rate.gpt-4.balanced"] == pytest.approx(0.55)
+    html = (tmp_path / "pc/report.html").read_text()
+    assert 'id="order-consistency"' in html and 'id="order-win-rates"' in html
+    assert "Balanced position calibration" in html
+
+
+def test_lines_judged_in_one_order_are_read_by_the_randomization_test(make_cfg, tmp_path) -> None:
+    """A single-order file (g1_winner or g2_winner alone on each line) gives one row per line and
+    order_swap.randomized; a line with both orders beside them is still a pair."""
+
+    def one(qid, field, winner):
+        x = line(qid, "alpha", "beta", "tie", "tie")
+        x.pop("g2_winner" if field == "g1_winner" else "g1_winner")
+        return {**x, field: winner}
+
+    lines = [
+        one(1, "g1_winner", "model_1"),  # alpha shown first and won: first
+        one(2, "g2_winner", "model_2"),  # beta shown first and won: first
+        one(3, "g2_winner", "model_1"),  # beta shown first, alpha won: second
+        one(4, "g1_winner", "tie"),
+        one(5, "g1_winner", "error"),
+        one(6, "g2_winner", "model_2"),  # first
+        line(7, "alpha", "beta", "model_1", "model_2"),  # both orders: first_both
+    ]
+    path = write(tmp_path / "gpt-4_pair.jsonl", lines)
+    design, *rows = read_rows(path)
+    assert design["lines_in_one_order"] == 6 and len(rows) == 8
+    assert [r["condition"] for r in rows[:3]] == ["P0", "SWAP", "SWAP"]
+    run(make_cfg("study=judge", f"study.import_path={path}", "mlflow.enabled=false", name="one"))
+    swap = json.loads((tmp_path / "one/results.json").read_text())["order_swap"]
+    r = swap["randomized"]
+    assert (r["verdicts"], r["order_1"], r["order_2"], r["ties"], r["invalid"]) == (6, 3, 3, 1, 1)
+    assert (r["decisive"], r["first_wins"]) == (4, 3)
+    assert r["p_value"] == pytest.approx(stats.binomtest(3, 4).pvalue, rel=1e-12)
+    assert swap["counts"]["n"] == 1 and swap["counts"]["first_both"] == 1
+    assert swap["unpaired"] == {"order_1_only": 3, "order_2_only": 3}
+    html = (tmp_path / "one/report.html").read_text()
+    assert 'id="order-randomized"' in html and 'id="order-swap"' in html
 
 
 def test_a_forced_format_is_used_and_checked(make_cfg, tmp_path) -> None:
@@ -373,6 +442,22 @@ def test_fastchat_own_writer(stub_judge, make_cfg, tmp_path) -> None:
     }
     assert list(res["order_swap"]["by_turn"]) == ["1", "2"]
     assert res["order_swap"]["by_turn"]["1"]["counts"] == res["order_swap"]["by_turn"]["2"]["counts"]
+    # Shi et al.'s measures from the planted judge's verdicts, as displayed (A: shown first)
+    primacy = recency = 0
+    for i, a in enumerate(models):
+        for b in models[i + 1 :]:
+            o1 = _winner(planted(QUALITY[a], QUALITY[b]), "A", "B")
+            o2 = _winner(planted(QUALITY[b], QUALITY[a]), "B", "A")
+            if None in (o1, o2) or o1 == o2:
+                continue
+            primacy += 4 * (o1 == "A" or o2 == "B")
+            recency += 4 * (o1 == "B" or o2 == "A")
+    pf = res["order_swap"]["preference_fairness"]
+    assert (pf["primacy"], pf["recency"]) == (primacy, recency)
+    assert pf["value"] == pytest.approx((recency - primacy) / want["n"])
+    assert res["order_swap"]["position_consistency"]["rate"] == pytest.approx(
+        want["consistent"] / (want["n"] - want["invalid"])
+    )
 
 
 def test_other_imports_and_judged_runs_are_unchanged(make_cfg, tmp_path) -> None:

@@ -11,7 +11,9 @@ model_2, turn) twice with one judge prompt: ``g1`` shows model_1's answer as "As
      "g1_judgment": "...", "g2_user_prompt": "...", "g2_judgment": "...", "turn": 1, "tstamp": ...}
 
 Each line becomes two rows: condition ``P0`` (g1, model_1 shown first) and ``SWAP`` (g2,
-model_2 shown first), labels in the original orientation A = model_1, B = model_2.
+model_2 shown first), labels in the original orientation A = model_1, B = model_2. A line
+judged in one order only (a single-order file: ``g1_winner`` or ``g2_winner`` alone, the order
+drawn at random when the file was made) becomes the one row of that order.
 FastChat's own reader (``common.load_pairwise_model_judgments``) collapses g1 and g2 into one
 winner (``inconsistent`` when they differ) and keys games without the turn, so the lines are
 read here. A line repeating an earlier (judge, prompt, question, models, turn) is a further
@@ -30,7 +32,8 @@ from lmaudit.provenance.io import InputError, iter_jsonl
 
 __all__ = ["PairJudgment", "looks_like", "read_pairs", "read_rows", "rows_of"]
 
-REQUIRED = ("question_id", "model_1", "model_2", "g1_winner", "g2_winner", "judge", "turn")
+REQUIRED = ("question_id", "model_1", "model_2", "judge", "turn")
+ORDERS = ("g1_winner", "g2_winner")  # at least one: g1 shows model_1 first, g2 model_2
 WINNERS = ("model_1", "model_2", "tie", "error")
 # the displayed label of each recorded winner: g1 shows model_1 as A, g2 shows model_2 as A
 _SHOWN = {
@@ -55,6 +58,7 @@ class PairJudgment:
     g2_winner: Any
     g1_judgment: str | None
     g2_judgment: str | None
+    orders: tuple[str, ...] = ("P0", "SWAP")  # the orders judged: P0 (g1), SWAP (g2)
 
     @property
     def key(self) -> tuple[str, str, str, str, str, int]:
@@ -90,9 +94,12 @@ def _line(obj: dict[str, Any], lineno: int, path: Path) -> PairJudgment:
             "shown in is not recorded, so position bias cannot be audited from this file"
         )
     missing = [f for f in REQUIRED if f not in obj]
+    if not any(f in obj for f in ORDERS):
+        missing += ["g1_winner or g2_winner"]
     if missing:
         raise InputError(
-            f"{where}: missing field(s) {missing} (a FastChat pairwise judgment has {list(REQUIRED)})"
+            f"{where}: missing field(s) {missing} (a FastChat pairwise judgment has {list(REQUIRED)} "
+            "and g1_winner, g2_winner or both)"
         )
     qid = obj["question_id"]
     if isinstance(qid, bool) or not isinstance(qid, int | str) or qid == "":
@@ -119,10 +126,11 @@ def _line(obj: dict[str, Any], lineno: int, path: Path) -> PairJudgment:
         judge=judge[0],
         prompt=judge[1],
         turn=turn,
-        g1_winner=obj["g1_winner"],
-        g2_winner=obj["g2_winner"],
+        g1_winner=obj.get("g1_winner"),
+        g2_winner=obj.get("g2_winner"),
         g1_judgment=texts["g1_judgment"],
         g2_judgment=texts["g2_judgment"],
+        orders=tuple(c for c, f in zip(("P0", "SWAP"), ORDERS, strict=True) if f in obj),
     )
 
 
@@ -176,13 +184,14 @@ def _row(pj: PairJudgment, cond: str, replicate: int) -> dict[str, Any]:
 
 
 def rows_of(pairs: list[PairJudgment]) -> list[dict[str, Any]]:
-    """Two judgment rows per line (P0: g1, SWAP: g2); a repeated key is the next replicate."""
+    """A judgment row per order a line records (P0: g1, SWAP: g2); a repeated key is the next
+    replicate."""
     seen: Counter[tuple[str, str, str, str, str, int]] = Counter()
     rows = []
     for pj in pairs:
         rep = seen[pj.key]
         seen[pj.key] += 1
-        rows += [_row(pj, "P0", rep), _row(pj, "SWAP", rep)]
+        rows += [_row(pj, cond, rep) for cond in pj.orders]
     return rows
 
 
@@ -206,5 +215,6 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         "orders": {"P0": "model_1 shown first (g1_winner)", "SWAP": "model_2 shown first (g2_winner)"},
         "lines": len(pairs),
         "repeated_lines": len(pairs) - len({pj.key for pj in pairs}),
+        "lines_in_one_order": sum(len(pj.orders) == 1 for pj in pairs),
     }
     return [design, *rows_of(pairs)]
