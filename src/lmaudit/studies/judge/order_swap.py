@@ -18,6 +18,10 @@ exact two-sided binomial test of p = 1/2:
 * ``per_verdict``: every decisive verdict of the valid pairs, both orders (2 per pair without a
   TIE); first-position wins out of them. The two verdicts of a pair are not independent, so its
   test is a description, not the primary inference.
+
+Each block also holds Shi et al.'s ``position_consistency`` and ``preference_fairness``; the
+section adds ``win_rates`` (pairs judged in both orders) and ``randomized`` (pairs judged in one
+order only), both from :mod:`.position`.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ def consistency_fairness(pairs: Sequence[OrderPair], alpha: float) -> dict[str, 
     n = len(pairs)
     inc = primacy + recency
     raw = (recency * recency - primacy * primacy) / inc if inc else 0.0
-    fairness = ((raw + n) / (2 * n)) * 2 - 1 if n else None
+    fairness = (recency - primacy) / n if n else None  # the rescaled raw score, in closed form
     ci = proportion_ci(consistent, consistent + inc, alpha)
     return {
         "position_consistency": {

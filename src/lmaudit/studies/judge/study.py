@@ -62,6 +62,26 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("PB vs P0", "metric:disagreement.PB.rate", "share of judgments that changed from P0 under PB"),
     ("PAB vs P0", "metric:disagreement.PAB.rate", "share of judgments that changed from P0 under PAB"),
     ("SWAP vs P0", "metric:disagreement.SWAP.rate", "share changed from P0 with A and B swapped"),
+    (
+        "position consistency",
+        "metric:order_swap.position_consistency",
+        "imported pairs judged in both orders: share with the same winner (or TIE) in both (Shi et al.)",
+    ),
+    (
+        "preference fairness",
+        "metric:order_swap.preference_fairness",
+        "(recency- - primacy-preferred pairs) / pairs, in [-1, 1]: below 0 the first-shown answer is favoured",
+    ),
+    (
+        "random order: first wins",
+        "metric:order_swap.randomized.first_rate",
+        "imported pairs judged once in a random order: share of decisive verdicts won by the first shown",
+    ),
+    (
+        "random order: p",
+        "metric:order_swap.randomized.p",
+        "exact two-sided binomial test of that share against 1/2 (valid if the order was random)",
+    ),
     ("deviations", "tag:deviations", "deviations from the protocol recorded for the run (none: none)"),
 )
 
