@@ -136,6 +136,7 @@ def test_orders_orientation_and_preferences(tmp_path) -> None:
         "models": {"A": "model", "B": "ref"},
         "turn": None,
         "question_id": None,
+        "lengths": {"A": {"chars": 2, "words": 1}, "B": {"chars": 2, "words": 1}},  # m0, r0
     }
     assert [r["recorded"]["line"] for r in rows] == [2, 13, 24, 35, 57]  # each annotation's first line
     assert rows[3]["error"].startswith("preference null") and "2.5 is not in [1, 2]" in rows[4]["error"]

@@ -332,7 +332,10 @@ def stub_judge() -> Iterator[str]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
-            qs = [QUALITY[m] for m in re.findall(r"\[(?:A|B)\](m\d)", user)]
+            qs = [
+                QUALITY[re.search(rf"(?:Assistant {lab}'s Answer\]\n|### Assistant {lab}:\n)(m\d)", user)[1]]
+                for lab in "AB"
+            ]
             text = planted(qs[0], qs[1])
             message = {"role": "assistant", "content": text}
             data = json.dumps(
@@ -358,6 +361,14 @@ def stub_judge() -> Iterator[str]:
         httpd.server_close()
 
 
+WORDS = {"m1": 3, "m2": 9, "m3": 1, "m4": 6, "m5": 6, "m6": 2}  # words after the model's name
+
+
+def answer(m: str, turn: int) -> str:
+    """The answer of model ``m``: its name, then WORDS[m] words (the same length in both turns)."""
+    return " ".join([m, *(["word"] * WORDS[m])]) + f" t{turn}"
+
+
 def _bench(root: Path) -> None:
     """A two-question bench in FastChat's layout, with judge prompts of FastChat's four names."""
     data = root / "data/toy"
@@ -369,12 +380,26 @@ def _bench(root: Path) -> None:
     (data / "question.jsonl").write_text("".join(json.dumps(q) + "\n" for q in qs))
     for m in QUALITY:
         rows = [
-            {"question_id": i, "model_id": m, "choices": [{"index": 0, "turns": [f"{m} one", f"{m} two"]}]}
+            {
+                "question_id": i,
+                "model_id": m,
+                "choices": [{"index": 0, "turns": [answer(m, 1), answer(m, 2)]}],
+            }
             for i in (1, 2)
         ]
         (data / f"model_answer/{m}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    one = "[Q]{question}\n[A]{answer_a}[/A]\n[B]{answer_b}[/B]"
-    two = "[Q]{question_1} {question_2}\n[A]{answer_a_1} {answer_a_2}[/A]\n[B]{answer_b_1} {answer_b_2}[/B]"
+    # FastChat's own layouts (pair-v2 and pair-v2-multi-turn), which hold the answers
+    one = (
+        "[User Question]\n{question}\n\n[The Start of Assistant A's Answer]\n{answer_a}\n"
+        "[The End of Assistant A's Answer]\n\n[The Start of Assistant B's Answer]\n{answer_b}\n"
+        "[The End of Assistant B's Answer]"
+    )
+    two = "\n\n\n".join(
+        f"<|The Start of Assistant {x}'s Conversation with User|>\n\n### User:\n{{question_1}}\n\n"
+        f"### Assistant {x}:\n{{answer_{x.lower()}_1}}\n\n### User:\n{{question_2}}\n\n"
+        f"### Assistant {x}:\n{{answer_{x.lower()}_2}}\n\n<|The End of Assistant {x}'s Conversation with User|>"
+        for x in "AB"
+    )
     base = {"type": "pairwise", "system_prompt": "Judge.", "output_format": "[[A]]"}
     names = ("pair-v2", "pair-math-v1", "pair-v2-multi-turn", "pair-math-v1-multi-turn")
     prompts = [
@@ -458,6 +483,22 @@ def test_fastchat_own_writer(stub_judge, make_cfg, tmp_path) -> None:
     assert res["order_swap"]["position_consistency"]["rate"] == pytest.approx(
         want["consistent"] / (want["n"] - want["invalid"])
     )
+    # length, from the answers FastChat put in its judge prompts: decisive verdicts on answers of
+    # unequal length, and those the longer answer won (each pair: 2 questions x 2 turns x 2 orders)
+    decisive = longer = 0
+    for i, a in enumerate(models):
+        for b in models[i + 1 :]:
+            for o in (
+                _winner(planted(QUALITY[a], QUALITY[b]), "A", "B"),
+                _winner(planted(QUALITY[b], QUALITY[a]), "B", "A"),
+            ):
+                if o in ("A", "B") and WORDS[a] != WORDS[b]:
+                    decisive += 4
+                    longer += 4 * ((o == "A") == (WORDS[a] > WORDS[b]))
+    got = res["length"]["longer_wins"]
+    assert (got["chars"]["decisive_unequal"], got["chars"]["longer_won"]) == (decisive, longer)
+    assert (got["words"]["decisive_unequal"], got["words"]["longer_won"]) == (decisive, longer)
+    assert 0 < longer < decisive
 
 
 def test_other_imports_and_judged_runs_are_unchanged(make_cfg, tmp_path) -> None:

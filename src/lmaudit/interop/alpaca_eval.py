@@ -177,6 +177,10 @@ def rows_of(annotations: list[tuple[int, dict[str, Any]]]) -> tuple[list[dict[st
                     "models": {"A": first_side[0], "B": second_side[0]},
                     "turn": None,
                     "question_id": None,
+                    "lengths": {
+                        k: {"chars": len(text), "words": len(text.split())}
+                        for k, (_, text) in (("A", first_side), ("B", second_side))
+                    },
                 },
             }
         )

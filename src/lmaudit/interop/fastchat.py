@@ -22,6 +22,7 @@ replicate (FastChat appends to the file when judging is run again).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError, iter_jsonl
 
-__all__ = ["PairJudgment", "looks_like", "read_pairs", "read_rows", "rows_of"]
+__all__ = ["PairJudgment", "lengths", "looks_like", "read_pairs", "read_rows", "rows_of"]
 
 REQUIRED = ("question_id", "model_1", "model_2", "judge", "turn")
 ORDERS = ("g1_winner", "g2_winner")  # at least one: g1 shows model_1 first, g2 model_2
@@ -59,6 +60,8 @@ class PairJudgment:
     g1_judgment: str | None
     g2_judgment: str | None
     orders: tuple[str, ...] = ("P0", "SWAP")  # the orders judged: P0 (g1), SWAP (g2)
+    g1_user_prompt: str | None = None
+    g2_user_prompt: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str, str, int]:
@@ -113,7 +116,7 @@ def _line(obj: dict[str, Any], lineno: int, path: Path) -> PairJudgment:
     if isinstance(turn, bool) or not isinstance(turn, int) or turn < 1:
         raise InputError(f"{where}: field 'turn' must be an integer >= 1, got {turn!r}")
     texts = {}
-    for f in ("g1_judgment", "g2_judgment"):
+    for f in ("g1_judgment", "g2_judgment", "g1_user_prompt", "g2_user_prompt"):
         v = obj.get(f)
         if v is not None and not isinstance(v, str):
             raise InputError(f"{where}: field {f!r} must be a string, got {type(v).__name__}")
@@ -131,6 +134,8 @@ def _line(obj: dict[str, Any], lineno: int, path: Path) -> PairJudgment:
         g1_judgment=texts["g1_judgment"],
         g2_judgment=texts["g2_judgment"],
         orders=tuple(c for c, f in zip(("P0", "SWAP"), ORDERS, strict=True) if f in obj),
+        g1_user_prompt=texts["g1_user_prompt"],
+        g2_user_prompt=texts["g2_user_prompt"],
     )
 
 
@@ -143,10 +148,49 @@ def read_pairs(path: str | Path) -> list[PairJudgment]:
     return out
 
 
+def _answers(prompt: str | None) -> dict[str, str] | None:
+    """The two answers as FastChat's pairwise judge prompts show them (``[The Start of Assistant
+    A's Answer]`` ... in pair-v2 and pair-math-v1; every ``### Assistant A:`` turn of the
+    conversation in the multi-turn prompts, joined), keyed by displayed label; ``None`` when the
+    prompt is not in one of those layouts."""
+    if prompt is None:
+        return None
+    out = {}
+    for lab in ("A", "B"):
+        one = re.findall(
+            rf"\[The Start of Assistant {lab}'s Answer\]\n(.*?)\n\[The End of Assistant {lab}'s Answer\]",
+            prompt,
+            re.S,
+        )
+        turns = re.findall(
+            rf"### Assistant {lab}:\n(.*?)\n\n(?=### User:|<\|The End of Assistant {lab}'s Conversation)",
+            prompt,
+            re.S,
+        )
+        if len(one) == 1:
+            out[lab] = one[0]
+        elif turns:
+            out[lab] = "\n".join(turns)
+        else:
+            return None
+    return out
+
+
+def lengths(prompt: str | None, swap: bool) -> dict[str, dict[str, int]] | None:
+    """Characters and words of each answer in the original orientation (A = model_1), read from
+    the judge prompt of one order (``swap``: g2, which shows model_2 as Assistant A)."""
+    shown = _answers(prompt)
+    if shown is None:
+        return None
+    original = {"A": shown["B"], "B": shown["A"]} if swap else shown
+    return {k: {"chars": len(v), "words": len(v.split())} for k, v in original.items()}
+
+
 def _row(pj: PairJudgment, cond: str, replicate: int) -> dict[str, Any]:
     field = "g1_winner" if cond == "P0" else "g2_winner"
     recorded = pj.g1_winner if cond == "P0" else pj.g2_winner
     valid = isinstance(recorded, str) and recorded in _ORIGINAL
+    size = lengths(pj.g1_user_prompt if cond == "P0" else pj.g2_user_prompt, cond == "SWAP")
     if valid:
         error = None
     elif recorded == "error":
@@ -179,6 +223,7 @@ def _row(pj: PairJudgment, cond: str, replicate: int) -> dict[str, Any]:
             "models": {"A": pj.model_1, "B": pj.model_2},
             "turn": pj.turn,
             "question_id": pj.question_id,
+            **({"lengths": size} if size else {}),
         },
     }
 

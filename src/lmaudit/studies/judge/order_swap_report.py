@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["GROUPS", "metrics", "plot_rows", "summary", "table"]
+__all__ = ["GROUPS", "length_metrics", "length_summary", "metrics", "plot_rows", "summary", "table"]
 
 # the section's groupings: results key, metric prefix, the report's heading
 GROUPS = (
@@ -105,6 +105,34 @@ def summary(section: Mapping[str, Any]) -> str:
             f"({_pct(r['rate'])}, p {r['p_value']:.3g})"
         )
     return " | ".join(parts) or "order swap: no pairwise verdicts"
+
+
+def length_metrics(section: Mapping[str, Any]) -> dict[str, float]:
+    """``length.longer_wins.{chars,words}.{decisive_unequal,longer_won,rate,ci_low,ci_high,p}`` and
+    ``length.win_rate.<model>.{raw,length_controlled}``."""
+    out: dict[str, float] = {}
+    for unit, r in section["longer_wins"].items():
+        prefix = f"length.longer_wins.{unit}"
+        out[f"{prefix}.decisive_unequal"] = r["decisive_unequal"]
+        out[f"{prefix}.longer_won"] = r["longer_won"]
+        if r["rate"] is not None:
+            out[f"{prefix}.rate"] = r["rate"]
+        out[f"{prefix}.ci_low"] = r["ci"]["low"]
+        out[f"{prefix}.ci_high"] = r["ci"]["high"]
+        out[f"{prefix}.p"] = r["p_value"]
+    for model, m in section["length_controlled"]["models"].items():
+        out[f"length.win_rate.{_key(model)}.raw"] = m["win_rate"]
+        if m["length_controlled"] is not None:
+            out[f"length.win_rate.{_key(model)}.length_controlled"] = m["length_controlled"]
+    return out
+
+
+def length_summary(section: Mapping[str, Any]) -> str:
+    c = section["longer_wins"]["chars"]
+    return (
+        f"length: the longer answer wins {c['longer_won']}/{c['decisive_unequal']} decisive verdicts "
+        f"({_pct(c['rate'])}, p {c['p_value']:.3g})"
+    )
 
 
 def _row(group: str, name: str, b: Mapping[str, Any]) -> dict[str, Any]:
