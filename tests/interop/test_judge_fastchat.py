@@ -245,6 +245,84 @@ def test_lines_judged_in_one_order_are_read_by_the_randomization_test(make_cfg, 
     assert 'id="order-randomized"' in html and 'id="order-swap"' in html
 
 
+def test_model_answer_files_give_the_lengths_the_prompts_do_not(make_cfg, tmp_path) -> None:
+    """study.answers_path: FastChat's model_answer/<model>.jsonl; turn 1 is the first answer, turn
+    2 both turns joined; digested into the plan; a bad answer line is refused before the run
+    folder exists; the setting is refused for AlpacaEval annotations."""
+    answers = tmp_path / "model_answer"
+    answers.mkdir()
+    texts = {"gpt-4": ["a much longer first answer", "and more"], "llama-13b": ["short", "x"]}
+    texts["vicuna-13b"] = ["mid length", "y"]
+    for m, turns in texts.items():
+        rows = [
+            {"question_id": q, "answer_id": "x", "model_id": m, "choices": [{"index": 0, "turns": turns}]}
+            for q in (81, 82, 83, 84, 85)
+        ]
+        (answers / f"{m}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = write(tmp_path / "gpt-4_pair.jsonl", LINES)
+    design, *rows = read_rows(path, answers)
+    assert design["rows_without_lengths"] == 0
+    assert rows[0]["pair"]["lengths"] == {"A": {"chars": 26, "words": 5}, "B": {"chars": 5, "words": 1}}
+    turn2 = next(r for r in rows if r["pair"]["turn"] == 2)["pair"]["lengths"]
+    assert turn2["A"] == {"chars": 26 + 1 + 8, "words": 7} and turn2["B"]["chars"] == len("mid length\ny")
+    cfg = make_cfg(
+        "study=judge",
+        f"study.import_path={path}",
+        f"study.answers_path={answers}",
+        "mlflow.enabled=false",
+        name="ans",
+    )
+    run(cfg)
+    res = json.loads((tmp_path / "ans/results.json").read_text())
+    # gpt-4's answers are the longest: decisive verdicts won by gpt-4 are won by the longer answer
+    decisive = [r for r in rows if r["valid"] and r["winner_original"] in ("A", "B")]
+    want = sum(r["winner_original"] == "A" for r in decisive)
+    got = res["length"]["longer_wins"]["chars"]
+    assert (got["decisive_unequal"], got["longer_won"]) == (len(decisive), want)
+    plan = json.loads((tmp_path / "ans/plan.json").read_text())
+    assert [f["path"] for f in plan["inputs"]["answers"]["files"]] == [
+        str(answers / f"{m}.jsonl") for m in sorted(texts)
+    ]
+    (answers / "llama-13b.jsonl").write_text('{"question_id": 81, "model_id": "llama-13b", "choices": []}\n')
+    bad = make_cfg(
+        "study=judge",
+        f"study.import_path={path}",
+        f"study.answers_path={answers}",
+        "mlflow.enabled=false",
+        name="bad",
+    )
+    with pytest.raises(InputError, match=r"llama-13b.jsonl: line 1: field 'choices' must hold"):
+        run(bad)
+    assert not (tmp_path / "bad").exists()
+    ae = tmp_path / "a.json"
+    ae.write_text(
+        json.dumps(
+            [
+                {
+                    "instruction": "i",
+                    "output_1": "a",
+                    "output_2": "b",
+                    "generator_1": "x",
+                    "generator_2": "y",
+                    "annotator": "j",
+                    "preference": 1.0,
+                    "is_switched_outputs": False,
+                }
+            ]
+        )
+    )
+    with pytest.raises(InputError, match=r"study\.answers_path is for a FastChat import"):
+        run(
+            make_cfg(
+                "study=judge",
+                f"study.import_path={ae}",
+                f"study.answers_path={answers}",
+                "mlflow.enabled=false",
+                name="ae",
+            )
+        )
+
+
 def test_a_forced_format_is_used_and_checked(make_cfg, tmp_path) -> None:
     path = write(tmp_path / "pairs.jsonl", LINES)
     cfg = make_cfg(

@@ -31,7 +31,19 @@ from typing import Any
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError, iter_jsonl
 
-__all__ = ["PairJudgment", "lengths", "looks_like", "read_pairs", "read_rows", "rows_of"]
+__all__ = [
+    "Answers",
+    "PairJudgment",
+    "answer_files",
+    "lengths",
+    "looks_like",
+    "read_answers",
+    "read_pairs",
+    "read_rows",
+    "rows_of",
+]
+
+Answers = dict[tuple[str, str], list[str]]  # (model_id, question_id) -> the answer's turns
 
 REQUIRED = ("question_id", "model_1", "model_2", "judge", "turn")
 ORDERS = ("g1_winner", "g2_winner")  # at least one: g1 shows model_1 first, g2 model_2
@@ -186,11 +198,62 @@ def lengths(prompt: str | None, swap: bool) -> dict[str, dict[str, int]] | None:
     return {k: {"chars": len(v), "words": len(v.split())} for k, v in original.items()}
 
 
-def _row(pj: PairJudgment, cond: str, replicate: int) -> dict[str, Any]:
+def answer_files(path: str | Path) -> list[Path]:
+    """The model_answer files: every ``*.jsonl`` of a folder (sorted), or the one file."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: not found (study.answers_path)")
+    files = sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
+    if not files:
+        raise InputError(f"{p}: no .jsonl answer files (study.answers_path)")
+    return files
+
+
+def read_answers(path: str | Path) -> Answers:
+    """FastChat ``model_answer/<model>.jsonl`` lines (``question_id``, ``model_id``,
+    ``choices[0].turns``) from a folder or one file; InputError naming file, line and field."""
+    out: Answers = {}
+    for f in answer_files(path):
+        for lineno, obj in iter_jsonl(f):
+            where = f"{f}: line {lineno}"
+            missing = [k for k in ("question_id", "model_id", "choices") if k not in obj]
+            if missing:
+                raise InputError(f"{where}: missing field(s) {missing} (a FastChat model answer)")
+            choices = obj["choices"]
+            turns = (
+                choices[0].get("turns")
+                if isinstance(choices, list) and choices and isinstance(choices[0], dict)
+                else None
+            )
+            if not (isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns)):
+                raise InputError(f"{where}: field 'choices' must hold [{{'turns': [answer text, ...]}}]")
+            model = obj["model_id"]
+            if not isinstance(model, str) or not model:
+                raise InputError(f"{where}: field 'model_id' must be a non-empty string, got {model!r}")
+            out[(model, str(obj["question_id"]))] = turns
+    return out
+
+
+def _answer_lengths(pj: PairJudgment, answers: Answers) -> dict[str, dict[str, int]] | None:
+    """Both answers' lengths from model_answer files: the turn's answer for turn 1, the turns up
+    to it joined for a later turn (as the multi-turn judge prompts show them)."""
+    out = {}
+    for lab, model in (("A", pj.model_1), ("B", pj.model_2)):
+        turns = answers.get((model, str(pj.question_id)))
+        if turns is None or len(turns) < pj.turn:
+            return None
+        text = "\n".join(turns[: pj.turn]) if pj.turn > 1 else turns[0]
+        out[lab] = {"chars": len(text), "words": len(text.split())}
+    return out
+
+
+def _row(pj: PairJudgment, cond: str, replicate: int, answers: Answers | None = None) -> dict[str, Any]:
     field = "g1_winner" if cond == "P0" else "g2_winner"
     recorded = pj.g1_winner if cond == "P0" else pj.g2_winner
     valid = isinstance(recorded, str) and recorded in _ORIGINAL
     size = lengths(pj.g1_user_prompt if cond == "P0" else pj.g2_user_prompt, cond == "SWAP")
+    if size is None and answers is not None:
+        size = _answer_lengths(pj, answers)
     if valid:
         error = None
     elif recorded == "error":
@@ -228,7 +291,7 @@ def _row(pj: PairJudgment, cond: str, replicate: int) -> dict[str, Any]:
     }
 
 
-def rows_of(pairs: list[PairJudgment]) -> list[dict[str, Any]]:
+def rows_of(pairs: list[PairJudgment], answers: Answers | None = None) -> list[dict[str, Any]]:
     """A judgment row per order a line records (P0: g1, SWAP: g2); a repeated key is the next
     replicate."""
     seen: Counter[tuple[str, str, str, str, str, int]] = Counter()
@@ -236,14 +299,16 @@ def rows_of(pairs: list[PairJudgment]) -> list[dict[str, Any]]:
     for pj in pairs:
         rep = seen[pj.key]
         seen[pj.key] += 1
-        rows += [_row(pj, cond, rep) for cond in pj.orders]
+        rows += [_row(pj, cond, rep, answers) for cond in pj.orders]
     return rows
 
 
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """A design row, then two judgment rows per line of the file."""
+def read_rows(path: str | Path, answers_path: str | Path | None = None) -> list[dict[str, Any]]:
+    """A design row, then two judgment rows per line of the file; answers' lengths from the judge
+    prompts, else from the model_answer files at ``answers_path``."""
     p = Path(path)
     pairs = read_pairs(p)
+    answers = read_answers(answers_path) if answers_path is not None else None
     judges = sorted({pj.judge for pj in pairs})
     design = {
         "kind": "design",
@@ -262,4 +327,8 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         "repeated_lines": len(pairs) - len({pj.key for pj in pairs}),
         "lines_in_one_order": sum(len(pj.orders) == 1 for pj in pairs),
     }
-    return [design, *rows_of(pairs)]
+    rows = rows_of(pairs, answers)
+    if answers_path is not None:
+        design["answers_path"] = str(answers_path)
+        design["rows_without_lengths"] = sum("lengths" not in r["pair"] for r in rows)
+    return [design, *rows]
