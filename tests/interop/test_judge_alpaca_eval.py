@@ -176,6 +176,10 @@ def test_one_randomized_order_per_pair_is_read_by_the_randomization_test(make_cf
     assert metrics["order_swap.randomized.first_wins"] == 4 and metrics["order_swap.randomized.decisive"] == 6
     html = (tmp_path / "rand/report.html").read_text()
     assert 'id="order-randomized"' in html and "drawn at random" in html
+    # the page's answer is the randomization test, not "the run could not answer"
+    assert "the answer shown first won 4 of 6 decisive verdicts (66.7%" in html
+    assert "does not separate the judge from one without position bias" in html
+    assert "could not answer" not in html
 
 
 def test_the_pipeline_counts_pairs_annotated_in_both_orders(make_cfg, tmp_path) -> None:
