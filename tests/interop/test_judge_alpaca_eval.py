@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from alpaca_eval_annotate import QUALITY, planted
+from scipy import stats
 
 from lmaudit.interop.alpaca_eval import read_annotations, read_rows
 from lmaudit.pipeline import run
@@ -135,22 +136,50 @@ def test_orders_orientation_and_preferences(tmp_path) -> None:
         "models": {"A": "model", "B": "ref"},
         "turn": None,
         "question_id": None,
+        "lengths": {"A": {"chars": 2, "words": 1}, "B": {"chars": 2, "words": 1}},  # m0, r0
     }
     assert [r["recorded"]["line"] for r in rows] == [2, 13, 24, 35, 57]  # each annotation's first line
     assert rows[3]["error"].startswith("preference null") and "2.5 is not in [1, 2]" in rows[4]["error"]
     assert rows[0]["raw"] == "m"
 
 
-def test_no_pair_in_both_orders_is_refused(tmp_path) -> None:
-    path = write(
-        tmp_path / "a.json",
-        [
-            ann(0, "ref", "r", "model", "m", 1.0, switched=False),
-            ann(1, "ref", "r", "model", "n", 1.0, switched=True),
-        ],
-    )
-    with pytest.raises(InputError, match="no pair was judged in both orders"):
-        read_rows(path)
+def test_one_randomized_order_per_pair_is_read_by_the_randomization_test(make_cfg, tmp_path) -> None:
+    """A stock alpaca_eval run (each pair judged once, in its random order) with the order kept:
+    accepted, and order_swap.randomized counts the first-position wins among decisive verdicts,
+    with the exact binomial test and Clopper-Pearson interval (scipy.stats.binomtest)."""
+    # A = model (sorts first), B = ref. switched=False: output_1 (ref, B) shown first
+    anns = [
+        ann(0, "ref", "r0", "model", "m0", 1.0, switched=False),  # B shown first, output_1 (B) won: first
+        ann(1, "ref", "r1", "model", "m1", 2.0, switched=True),  # A shown first, output_2 (A) won: first
+        ann(2, "ref", "r2", "model", "m2", 1.0, switched=True),  # A shown first, B won: second
+        ann(3, "ref", "r3", "model", "m3", 1.5, switched=False),  # tie: not decisive
+        ann(4, "ref", "r4", "model", "m4", None, switched=True),  # invalid
+        ann(5, "ref", "r5", "model", "m5", 1.1, switched=False),  # B shown first, won: first
+        ann(6, "ref", "r6", "model", "m6", 1.9, switched=False),  # B shown first, A won: second
+        ann(7, "ref", "r7", "model", "m7", 1.0, switched=False),  # first
+    ]
+    path = write(tmp_path / "annotations.json", anns)
+    design = read_rows(path)[0]
+    assert design["pairs_in_both_orders"] == 0 and design["pairs_in_one_order"] == 8
+    run(make_cfg("study=judge", f"study.import_path={path}", "mlflow.enabled=false", name="rand"))
+    res = json.loads((tmp_path / "rand/results.json").read_text())
+    got = res["order_swap"]["randomized"]
+    assert (got["verdicts"], got["order_1"], got["order_2"]) == (8, 3, 5)
+    assert (got["decisive"], got["first_wins"], got["ties"], got["invalid"]) == (6, 4, 1, 1)
+    want = stats.binomtest(4, 6, 0.5)
+    ci = want.proportion_ci(confidence_level=0.95, method="exact")
+    assert got["p_value"] == pytest.approx(want.pvalue, rel=1e-12)
+    assert (got["ci"]["low"], got["ci"]["high"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
+    assert "drawn at random" in got["assumption"]
+    assert res["order_swap"]["counts"]["n"] == 0 and "win_rates" not in res["order_swap"]
+    metrics = json.loads((tmp_path / "rand/metrics.json").read_text())["judge"]
+    assert metrics["order_swap.randomized.first_wins"] == 4 and metrics["order_swap.randomized.decisive"] == 6
+    html = (tmp_path / "rand/report.html").read_text()
+    assert 'id="order-randomized"' in html and "drawn at random" in html
+    # the page's answer is the randomization test, not "the run could not answer"
+    assert "the answer shown first won 4 of 6 decisive verdicts (66.7%" in html
+    assert "does not separate the judge from one without position bias" in html
+    assert "could not answer" not in html
 
 
 def test_the_pipeline_counts_pairs_annotated_in_both_orders(make_cfg, tmp_path) -> None:
@@ -191,33 +220,44 @@ ALPACA_EVAL_PATH = Path(os.environ.get("LMAUDIT_ALPACA_EVAL_PATH") or REPO / ".t
 ANNOTATE = Path(__file__).with_name("alpaca_eval_annotate.py")
 
 
-@pytest.mark.skipif(
+needs_alpaca_eval = pytest.mark.skipif(
     not ALPACA_EVAL_PATH.is_dir(),
     reason=f"alpaca_eval is not installed in {ALPACA_EVAL_PATH} "
     "(run scripts/install_judge_tools.sh, or set LMAUDIT_ALPACA_EVAL_PATH)",
 )
-def test_alpaca_eval_own_annotator(make_cfg, tmp_path) -> None:
-    """alpaca_eval annotates each (ref, model) pair twice, the outputs given in both orders; its
-    annotations do not record the order shown (refused); with the order the stub judge saw added
-    as is_switched_outputs, the counts are those the planted judge implies."""
-    out = tmp_path / "alpaca_eval"
-    out.mkdir()
+
+
+@pytest.fixture(scope="module")
+def annotated(tmp_path_factory) -> Path:
+    """alpaca_eval's own annotator, run once: its annotations.json and shown.json."""
+    out = tmp_path_factory.mktemp("alpaca_eval")
     # the tool's own directory ahead of lmaudit's environment, in the tool's process only
     env = {**os.environ, "PYTHONPATH": str(ALPACA_EVAL_PATH)}
     cmd = [sys.executable, str(ANNOTATE), str(out)]
     done = subprocess.run(cmd, cwd=out, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    stock = out / "annotations.json"  # as alpaca_eval saves them
-    with pytest.raises(InputError, match="the order the outputs were shown in is not recorded"):
-        read_annotations(stock)
-    saved = json.loads(stock.read_text())
+    return out
+
+
+def _recorded(out: Path) -> list[dict]:
+    """The saved annotations with the order the stub judge saw kept as is_switched_outputs."""
+    saved = json.loads((out / "annotations.json").read_text())
     shown = json.loads((out / "shown.json").read_text())  # the output the stub judge saw first
     assert len(saved) == len(shown) == 2 * len(QUALITY)
     assert all(first in (a["output_1"], a["output_2"]) for a, first in zip(saved, shown, strict=True))
-    recorded = [
+    return [
         {**a, "is_switched_outputs": first == a["output_2"]} for a, first in zip(saved, shown, strict=True)
     ]
-    path = write(tmp_path / "recorded.json", recorded)
+
+
+@needs_alpaca_eval
+def test_alpaca_eval_own_annotator(annotated, make_cfg, tmp_path) -> None:
+    """alpaca_eval annotates each (ref, model) pair twice, the outputs given in both orders; its
+    annotations do not record the order shown (refused); with the order the stub judge saw added
+    as is_switched_outputs, the counts are those the planted judge implies."""
+    with pytest.raises(InputError, match="the order the outputs were shown in is not recorded"):
+        read_annotations(annotated / "annotations.json")  # as alpaca_eval saves them
+    path = write(tmp_path / "recorded.json", _recorded(annotated))
     want: Counter = Counter(n=len(QUALITY))
     for q in QUALITY.values():  # A = model (sorts first), B = ref
         o1 = {"Output (a)": "A", "Output (b)": "B"}[planted(q, 0.5)]  # model shown first
@@ -228,3 +268,24 @@ def test_alpaca_eval_own_annotator(make_cfg, tmp_path) -> None:
     res = json.loads((tmp_path / "own/results.json").read_text())
     keys = ("n", "consistent", "first_both", "second_both", "one_tie", "invalid")
     assert res["order_swap"]["counts"] == {k: want[k] for k in keys}
+
+
+@needs_alpaca_eval
+def test_alpaca_eval_own_randomized_run(annotated, make_cfg, tmp_path) -> None:
+    """One alpaca_eval run as it is made by default (each pair once, the order drawn by its
+    RandomSwitchTwoColumnsProcessor), the drawn order kept: the randomization test counts the
+    first-position wins the planted judge gives in the orders alpaca_eval drew."""
+    first_run = _recorded(annotated)[: len(QUALITY)]
+    path = write(tmp_path / "one_run.json", first_run)
+    want_first = want_decisive = 0
+    for a in first_run:
+        q_model = QUALITY[a["instruction"]]
+        model_first = (a["generator_2"] == "model") == a["is_switched_outputs"]
+        verdict = planted(q_model, 0.5) if model_first else planted(0.5, q_model)
+        want_decisive += 1
+        want_first += verdict == "Output (a)"
+    run(make_cfg("study=judge", f"study.import_path={path}", "mlflow.enabled=false", name="one"))
+    got = json.loads((tmp_path / "one/results.json").read_text())["order_swap"]["randomized"]
+    assert (got["decisive"], got["first_wins"]) == (want_decisive, want_first)
+    assert got["order_1"] + got["order_2"] == len(QUALITY)
+    assert got["p_value"] == pytest.approx(stats.binomtest(want_first, want_decisive).pvalue, rel=1e-12)

@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from scipy import stats
 
 from lmaudit.interop.fastchat import read_pairs, read_rows
 from lmaudit.pipeline import run
@@ -99,8 +100,8 @@ def test_a_repeated_line_is_a_further_replicate(tmp_path) -> None:
             "line 2: field 'judge' must be [judge model, prompt name]",
         ),
         (
-            {k: v for k, v in line(1, "a", "b", "tie", "tie").items() if k != "g2_winner"},
-            "line 2: missing field(s) ['g2_winner']",
+            {k: v for k, v in line(1, "a", "b", "tie", "tie").items() if k not in ("g1_winner", "g2_winner")},
+            "line 2: missing field(s) ['g1_winner or g2_winner']",
         ),
         ({**line(1, "", "b", "tie", "tie")}, "line 2: field 'model_1' must be a non-empty string"),
         (
@@ -174,6 +175,152 @@ def test_the_pipeline_analyses_a_pair_file(make_cfg, tmp_path) -> None:
     assert plan["import_format"] == "fastchat" and plan["inputs"]["import"]["fastchat"]["path"] == str(path)
     html = (tmp_path / "fc/report.html").read_text()
     assert 'id="order-swap"' in html and "gpt-4/pair-v2-multi-turn" in html
+
+
+def test_position_consistency_fairness_and_balanced_win_rates(make_cfg, tmp_path) -> None:
+    """LINES in results, metrics and the report: Shi et al.'s measures and each model's win rate
+    over both orders beside each single order (closed forms from the six lines)."""
+    path = write(tmp_path / "gpt-4_pair.jsonl", LINES)
+    run(make_cfg("study=judge", f"study.import_path={path}", "mlflow.enabled=false", name="pc"))
+    swap = json.loads((tmp_path / "pc/results.json").read_text())["order_swap"]
+    # consistent 1; primacy: first_both 2 + (tie, model_2: B shown first won) 1; recency: second_both 1
+    assert swap["position_consistency"]["consistent"] == 1 and swap["position_consistency"]["n"] == 5
+    assert swap["position_consistency"]["rate"] == pytest.approx(1 / 5)
+    pf = swap["preference_fairness"]
+    assert (pf["primacy"], pf["recency"], pf["n"]) == (3, 1, 6) and pf["value"] == pytest.approx((1 - 3) / 6)
+    assert swap["by_turn"]["2"]["preference_fairness"]["value"] == pytest.approx(-1.0)
+    # gpt-4 is model_1 (A) on every valid line: order 1 scores 1, 1, 0, 1/2, 1 (q81 t1, q82, q83,
+    # q84, q81 t2) and order 2 scores 1, 0, 1, 0, 0 (a win 1, a TIE 1/2); q85 is invalid
+    w = swap["win_rates"]["models"]
+    assert (w["gpt-4"]["order_1"], w["gpt-4"]["order_2"]) == (pytest.approx(3.5 / 5), pytest.approx(2 / 5))
+    assert w["gpt-4"]["balanced"] == pytest.approx(5.5 / 10)
+    assert (w["llama-13b"]["order_1"], w["llama-13b"]["order_2"]) == (
+        pytest.approx(1 / 3),
+        pytest.approx(1 / 3),
+    )
+    assert (w["vicuna-13b"]["order_1"], w["vicuna-13b"]["order_2"]) == (0.25, 1.0)
+    assert w["gpt-4"]["shown_first_in_order_1"] == 5
+    assert swap["win_rates"]["ranking"]["balanced"] == [["vicuna-13b"], ["gpt-4"], ["llama-13b"]]
+    assert swap["win_rates"]["ranking"]["order_1"] == [["gpt-4"], ["llama-13b"], ["vicuna-13b"]]
+    metrics = json.loads((tmp_path / "pc/metrics.json").read_text())["judge"]
+    assert metrics["order_swap.position_consistency"] == pytest.approx(0.2)
+    assert metrics["order_swap.preference_fairness"] == pytest.approx(-1 / 3)
+    assert metrics["order_swap.win_rate.gpt-4.balanced"] == pytest.approx(0.55)
+    html = (tmp_path / "pc/report.html").read_text()
+    assert 'id="order-consistency"' in html and 'id="order-win-rates"' in html
+    assert "Balanced position calibration" in html
+
+
+def test_lines_judged_in_one_order_are_read_by_the_randomization_test(make_cfg, tmp_path) -> None:
+    """A single-order file (g1_winner or g2_winner alone on each line) gives one row per line and
+    order_swap.randomized; a line with both orders beside them is still a pair."""
+
+    def one(qid, field, winner):
+        x = line(qid, "alpha", "beta", "tie", "tie")
+        x.pop("g2_winner" if field == "g1_winner" else "g1_winner")
+        return {**x, field: winner}
+
+    lines = [
+        one(1, "g1_winner", "model_1"),  # alpha shown first and won: first
+        one(2, "g2_winner", "model_2"),  # beta shown first and won: first
+        one(3, "g2_winner", "model_1"),  # beta shown first, alpha won: second
+        one(4, "g1_winner", "tie"),
+        one(5, "g1_winner", "error"),
+        one(6, "g2_winner", "model_2"),  # first
+        line(7, "alpha", "beta", "model_1", "model_2"),  # both orders: first_both
+    ]
+    path = write(tmp_path / "gpt-4_pair.jsonl", lines)
+    design, *rows = read_rows(path)
+    assert design["lines_in_one_order"] == 6 and len(rows) == 8
+    assert [r["condition"] for r in rows[:3]] == ["P0", "SWAP", "SWAP"]
+    run(make_cfg("study=judge", f"study.import_path={path}", "mlflow.enabled=false", name="one"))
+    swap = json.loads((tmp_path / "one/results.json").read_text())["order_swap"]
+    r = swap["randomized"]
+    assert (r["verdicts"], r["order_1"], r["order_2"], r["ties"], r["invalid"]) == (6, 3, 3, 1, 1)
+    assert (r["decisive"], r["first_wins"]) == (4, 3)
+    assert r["p_value"] == pytest.approx(stats.binomtest(3, 4).pvalue, rel=1e-12)
+    assert swap["counts"]["n"] == 1 and swap["counts"]["first_both"] == 1
+    assert swap["unpaired"] == {"order_1_only": 3, "order_2_only": 3}
+    html = (tmp_path / "one/report.html").read_text()
+    assert 'id="order-randomized"' in html and 'id="order-swap"' in html
+
+
+def test_model_answer_files_give_the_lengths_the_prompts_do_not(make_cfg, tmp_path) -> None:
+    """study.answers_path: FastChat's model_answer/<model>.jsonl; turn 1 is the first answer, turn
+    2 both turns joined; digested into the plan; a bad answer line is refused before the run
+    folder exists; the setting is refused for AlpacaEval annotations."""
+    answers = tmp_path / "model_answer"
+    answers.mkdir()
+    texts = {"gpt-4": ["a much longer first answer", "and more"], "llama-13b": ["short", "x"]}
+    texts["vicuna-13b"] = ["mid length", "y"]
+    for m, turns in texts.items():
+        rows = [
+            {"question_id": q, "answer_id": "x", "model_id": m, "choices": [{"index": 0, "turns": turns}]}
+            for q in (81, 82, 83, 84, 85)
+        ]
+        (answers / f"{m}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = write(tmp_path / "gpt-4_pair.jsonl", LINES)
+    design, *rows = read_rows(path, answers)
+    assert design["rows_without_lengths"] == 0
+    assert rows[0]["pair"]["lengths"] == {"A": {"chars": 26, "words": 5}, "B": {"chars": 5, "words": 1}}
+    turn2 = next(r for r in rows if r["pair"]["turn"] == 2)["pair"]["lengths"]
+    assert turn2["A"] == {"chars": 26 + 1 + 8, "words": 7} and turn2["B"]["chars"] == len("mid length\ny")
+    cfg = make_cfg(
+        "study=judge",
+        f"study.import_path={path}",
+        f"study.answers_path={answers}",
+        "mlflow.enabled=false",
+        name="ans",
+    )
+    run(cfg)
+    res = json.loads((tmp_path / "ans/results.json").read_text())
+    # gpt-4's answers are the longest: decisive verdicts won by gpt-4 are won by the longer answer
+    decisive = [r for r in rows if r["valid"] and r["winner_original"] in ("A", "B")]
+    want = sum(r["winner_original"] == "A" for r in decisive)
+    got = res["length"]["longer_wins"]["chars"]
+    assert (got["decisive_unequal"], got["longer_won"]) == (len(decisive), want)
+    plan = json.loads((tmp_path / "ans/plan.json").read_text())
+    assert [f["path"] for f in plan["inputs"]["answers"]["files"]] == [
+        str(answers / f"{m}.jsonl") for m in sorted(texts)
+    ]
+    (answers / "llama-13b.jsonl").write_text('{"question_id": 81, "model_id": "llama-13b", "choices": []}\n')
+    bad = make_cfg(
+        "study=judge",
+        f"study.import_path={path}",
+        f"study.answers_path={answers}",
+        "mlflow.enabled=false",
+        name="bad",
+    )
+    with pytest.raises(InputError, match=r"llama-13b.jsonl: line 1: field 'choices' must hold"):
+        run(bad)
+    assert not (tmp_path / "bad").exists()
+    ae = tmp_path / "a.json"
+    ae.write_text(
+        json.dumps(
+            [
+                {
+                    "instruction": "i",
+                    "output_1": "a",
+                    "output_2": "b",
+                    "generator_1": "x",
+                    "generator_2": "y",
+                    "annotator": "j",
+                    "preference": 1.0,
+                    "is_switched_outputs": False,
+                }
+            ]
+        )
+    )
+    with pytest.raises(InputError, match=r"study\.answers_path is for a FastChat import"):
+        run(
+            make_cfg(
+                "study=judge",
+                f"study.import_path={ae}",
+                f"study.answers_path={answers}",
+                "mlflow.enabled=false",
+                name="ae",
+            )
+        )
 
 
 def test_a_forced_format_is_used_and_checked(make_cfg, tmp_path) -> None:
@@ -263,7 +410,10 @@ def stub_judge() -> Iterator[str]:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             user = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
-            qs = [QUALITY[m] for m in re.findall(r"\[(?:A|B)\](m\d)", user)]
+            qs = [
+                QUALITY[re.search(rf"(?:Assistant {lab}'s Answer\]\n|### Assistant {lab}:\n)(m\d)", user)[1]]
+                for lab in "AB"
+            ]
             text = planted(qs[0], qs[1])
             message = {"role": "assistant", "content": text}
             data = json.dumps(
@@ -289,6 +439,14 @@ def stub_judge() -> Iterator[str]:
         httpd.server_close()
 
 
+WORDS = {"m1": 3, "m2": 9, "m3": 1, "m4": 6, "m5": 6, "m6": 2}  # words after the model's name
+
+
+def answer(m: str, turn: int) -> str:
+    """The answer of model ``m``: its name, then WORDS[m] words (the same length in both turns)."""
+    return " ".join([m, *(["word"] * WORDS[m])]) + f" t{turn}"
+
+
 def _bench(root: Path) -> None:
     """A two-question bench in FastChat's layout, with judge prompts of FastChat's four names."""
     data = root / "data/toy"
@@ -300,12 +458,26 @@ def _bench(root: Path) -> None:
     (data / "question.jsonl").write_text("".join(json.dumps(q) + "\n" for q in qs))
     for m in QUALITY:
         rows = [
-            {"question_id": i, "model_id": m, "choices": [{"index": 0, "turns": [f"{m} one", f"{m} two"]}]}
+            {
+                "question_id": i,
+                "model_id": m,
+                "choices": [{"index": 0, "turns": [answer(m, 1), answer(m, 2)]}],
+            }
             for i in (1, 2)
         ]
         (data / f"model_answer/{m}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    one = "[Q]{question}\n[A]{answer_a}[/A]\n[B]{answer_b}[/B]"
-    two = "[Q]{question_1} {question_2}\n[A]{answer_a_1} {answer_a_2}[/A]\n[B]{answer_b_1} {answer_b_2}[/B]"
+    # FastChat's own layouts (pair-v2 and pair-v2-multi-turn), which hold the answers
+    one = (
+        "[User Question]\n{question}\n\n[The Start of Assistant A's Answer]\n{answer_a}\n"
+        "[The End of Assistant A's Answer]\n\n[The Start of Assistant B's Answer]\n{answer_b}\n"
+        "[The End of Assistant B's Answer]"
+    )
+    two = "\n\n\n".join(
+        f"<|The Start of Assistant {x}'s Conversation with User|>\n\n### User:\n{{question_1}}\n\n"
+        f"### Assistant {x}:\n{{answer_{x.lower()}_1}}\n\n### User:\n{{question_2}}\n\n"
+        f"### Assistant {x}:\n{{answer_{x.lower()}_2}}\n\n<|The End of Assistant {x}'s Conversation with User|>"
+        for x in "AB"
+    )
     base = {"type": "pairwise", "system_prompt": "Judge.", "output_format": "[[A]]"}
     names = ("pair-v2", "pair-math-v1", "pair-v2-multi-turn", "pair-math-v1-multi-turn")
     prompts = [
@@ -373,6 +545,38 @@ def test_fastchat_own_writer(stub_judge, make_cfg, tmp_path) -> None:
     }
     assert list(res["order_swap"]["by_turn"]) == ["1", "2"]
     assert res["order_swap"]["by_turn"]["1"]["counts"] == res["order_swap"]["by_turn"]["2"]["counts"]
+    # Shi et al.'s measures from the planted judge's verdicts, as displayed (A: shown first)
+    primacy = recency = 0
+    for i, a in enumerate(models):
+        for b in models[i + 1 :]:
+            o1 = _winner(planted(QUALITY[a], QUALITY[b]), "A", "B")
+            o2 = _winner(planted(QUALITY[b], QUALITY[a]), "B", "A")
+            if None in (o1, o2) or o1 == o2:
+                continue
+            primacy += 4 * (o1 == "A" or o2 == "B")
+            recency += 4 * (o1 == "B" or o2 == "A")
+    pf = res["order_swap"]["preference_fairness"]
+    assert (pf["primacy"], pf["recency"]) == (primacy, recency)
+    assert pf["value"] == pytest.approx((recency - primacy) / want["n"])
+    assert res["order_swap"]["position_consistency"]["rate"] == pytest.approx(
+        want["consistent"] / (want["n"] - want["invalid"])
+    )
+    # length, from the answers FastChat put in its judge prompts: decisive verdicts on answers of
+    # unequal length, and those the longer answer won (each pair: 2 questions x 2 turns x 2 orders)
+    decisive = longer = 0
+    for i, a in enumerate(models):
+        for b in models[i + 1 :]:
+            for o in (
+                _winner(planted(QUALITY[a], QUALITY[b]), "A", "B"),
+                _winner(planted(QUALITY[b], QUALITY[a]), "B", "A"),
+            ):
+                if o in ("A", "B") and WORDS[a] != WORDS[b]:
+                    decisive += 4
+                    longer += 4 * ((o == "A") == (WORDS[a] > WORDS[b]))
+    got = res["length"]["longer_wins"]
+    assert (got["chars"]["decisive_unequal"], got["chars"]["longer_won"]) == (decisive, longer)
+    assert (got["words"]["decisive_unequal"], got["words"]["longer_won"]) == (decisive, longer)
+    assert 0 < longer < decisive
 
 
 def test_other_imports_and_judged_runs_are_unchanged(make_cfg, tmp_path) -> None:

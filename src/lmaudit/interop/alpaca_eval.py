@@ -14,7 +14,9 @@ records it, and is read here.
 
 The two outputs of a pair are oriented by (generator, output) in sorted order: A is the first,
 B the second. An annotation that showed A first is condition ``P0``, one that showed B first is
-``SWAP``; a pair judged in both orders has both. Preferences are read as alpaca_eval's discrete
+``SWAP``; a pair judged in both orders has both. A stock alpaca_eval run judges each pair once,
+in its random order: with that order kept, the file is read too (the randomization test of
+position bias, ``order_swap.randomized``). Preferences are read as alpaca_eval's discrete
 win rate reads them: below 1.5 output_1 wins, above it output_2, 1.5 (or the older 0) a tie.
 Outputs that are identical are never shown to the judge (alpaca_eval sets 1.5 itself): they are
 left out and counted.
@@ -175,6 +177,10 @@ def rows_of(annotations: list[tuple[int, dict[str, Any]]]) -> tuple[list[dict[st
                     "models": {"A": first_side[0], "B": second_side[0]},
                     "turn": None,
                     "question_id": None,
+                    "lengths": {
+                        k: {"chars": len(text), "words": len(text.split())}
+                        for k, (_, text) in (("A", first_side), ("B", second_side))
+                    },
                 },
             }
         )
@@ -182,19 +188,17 @@ def rows_of(annotations: list[tuple[int, dict[str, Any]]]) -> tuple[list[dict[st
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """A design row, then one judgment row per annotation; refused when no pair was judged in
-    both orders."""
+    """A design row, then one judgment row per annotation. Pairs judged in both orders are
+    compared order against order; pairs judged once, in the recorded random order, are read by
+    the randomization test (``order_swap.randomized``)."""
     p = Path(path)
     annotations = read_annotations(p)
     rows, identical = rows_of(annotations)
     orders: dict[str, set[str]] = {}
     for r in rows:
         orders.setdefault(r["item"], set()).add(r["condition"])
-    if not any(len(v) == 2 for v in orders.values()):
-        raise InputError(
-            f"{p}: no pair was judged in both orders: every (annotator, instruction, outputs) appears with "
-            "one shown order only, so first- and second-position wins cannot be compared"
-        )
+    if not rows:
+        raise InputError(f"{p}: every annotation compares identical outputs: no pair was shown to the judge")
     annotators = sorted({a["annotator"] for _, a in annotations})
     design = {
         "kind": "design",
@@ -212,5 +216,7 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         "orders": {"P0": "output A (sorted first) shown first", "SWAP": "output B shown first"},
         "annotations": len(annotations),
         "identical_outputs_left_out": identical,
+        "pairs_in_both_orders": sum(len(v) == 2 for v in orders.values()),
+        "pairs_in_one_order": sum(len(v) == 1 for v in orders.values()),
     }
     return [design, *rows]

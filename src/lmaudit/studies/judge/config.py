@@ -75,6 +75,9 @@ class JudgeStudyConfig:
     # shown order recorded (docs/interop.md, "Judge"); the format is recognised from the content
     import_path: str | None = None
     import_format: str = ranged("auto", choices=("auto", "lmaudit", "fastchat", "alpaca_eval"))
+    # FastChat model_answer files (a folder of <model>.jsonl, or one file): the answers' lengths
+    # for a FastChat import whose judge prompts do not hold them (docs/interop.md, "Length")
+    answers_path: str | None = None
     # the study's groups (conf/study/judge/<group>/), chosen with judge/<group>=<option>
     condition: JudgeConditionSetConfig = MISSING
     rubric: JudgeRubricConfig = MISSING

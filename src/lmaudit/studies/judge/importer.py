@@ -176,6 +176,7 @@ class ImportSource:
     path: Path
     format: str  # lmaudit | fastchat | alpaca_eval
     setting: str  # study.import_dir | study.import_path
+    answers: Path | None = None  # study.answers_path: FastChat model_answer files
 
 
 def detect_format(path: str | Path) -> str:
@@ -217,6 +218,8 @@ def import_source(s: JudgeStudyConfig) -> ImportSource | None:
     if not (s.import_dir or s.import_path):
         if s.import_format != "auto":
             raise InputError(f"study.import_format={s.import_format} needs study.import_path")
+        if s.answers_path:
+            raise InputError("study.answers_path needs study.import_path (a FastChat judgment file)")
         return None
     setting = "study.import_dir" if s.import_dir else "study.import_path"
     p = Path(str(s.import_dir or s.import_path))
@@ -230,7 +233,12 @@ def import_source(s: JudgeStudyConfig) -> ImportSource | None:
     if (fmt == "lmaudit") != p.is_dir():
         want = "a folder" if fmt == "lmaudit" else "a file"
         raise InputError(f"{p}: study.import_format={fmt} reads {want} ({setting})")
-    return ImportSource(p, fmt, setting)
+    if s.answers_path and fmt != "fastchat":
+        raise InputError(
+            f"study.answers_path is for a FastChat import; {p} is {fmt} "
+            "(AlpacaEval annotations hold their outputs)"
+        )
+    return ImportSource(p, fmt, setting, Path(s.answers_path) if s.answers_path else None)
 
 
 def import_rows(src: ImportSource, conds: Sequence[Condition]) -> list[dict[str, Any]]:
@@ -239,5 +247,6 @@ def import_rows(src: ImportSource, conds: Sequence[Condition]) -> list[dict[str,
         return read_import(src.path, conds)
     from lmaudit.interop import alpaca_eval, fastchat
 
-    reader = fastchat if src.format == "fastchat" else alpaca_eval
-    return reader.read_rows(src.path)
+    if src.format == "fastchat":
+        return fastchat.read_rows(src.path, src.answers)
+    return alpaca_eval.read_rows(src.path)

@@ -18,6 +18,10 @@ exact two-sided binomial test of p = 1/2:
 * ``per_verdict``: every decisive verdict of the valid pairs, both orders (2 per pair without a
   TIE); first-position wins out of them. The two verdicts of a pair are not independent, so its
   test is a description, not the primary inference.
+
+Each block also holds Shi et al.'s ``position_consistency`` and ``preference_fairness``; the
+section adds ``win_rates`` (pairs judged in both orders) and ``randomized`` (pairs judged in one
+order only), both from :mod:`.position`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 
 from lmaudit.stats.intervals import proportion_ci
 from lmaudit.studies.judge.analysis import sign_test
+from lmaudit.studies.judge.position import consistency_fairness, randomized, single_verdicts, win_rates
 
 __all__ = ["COUNT_KEYS", "OrderPair", "block", "classify", "counts", "order_swap", "pairs_from_rows"]
 
@@ -46,6 +51,8 @@ class OrderPair:
     judge_prompt: str
     model_pair: str
     turn: int | None = None
+    model_a: str = ""
+    model_b: str = ""
 
 
 def classify(order_1: str | None, order_2: str | None) -> str:
@@ -102,6 +109,7 @@ def block(pairs: Sequence[OrderPair], alpha: float) -> dict[str, Any]:
             "n": first + second,
             **_binomial(first, first + second, alpha),
         },
+        **consistency_fairness(pairs, alpha),
     }
 
 
@@ -131,6 +139,8 @@ def pairs_from_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[OrderPair],
                 judge_prompt=str(info.get("judge_prompt")),
                 model_pair=" vs ".join(sorted(str(models.get(s)) for s in ("A", "B"))),
                 turn=info.get("turn"),
+                model_a=str(models.get("A")),
+                model_b=str(models.get("B")),
             )
         )
     return pairs, unpaired
@@ -147,11 +157,18 @@ def _groups(pairs: Sequence[OrderPair], key: str, alpha: float) -> dict[str, Any
 
 def order_swap(rows: Iterable[Mapping[str, Any]], alpha: float) -> dict[str, Any] | None:
     """The ``order_swap`` section, or ``None`` when no row carries a ``pair`` (a run that did
-    not import pairs judged in both orders)."""
+    not import pairwise verdicts with their order). ``randomized`` is there when some pairs were
+    judged in one order only, ``win_rates`` when some were judged in both."""
     rows = list(rows)
     if not any(r.get("kind") == "judgment" and r.get("pair") for r in rows):
         return None
     pairs, unpaired = pairs_from_rows(rows)
+    singles = single_verdicts(rows)
+    extra: dict[str, Any] = {}
+    if singles:
+        extra["randomized"] = randomized(singles, alpha)
+    if pairs:
+        extra["win_rates"] = win_rates(pairs)
     return {
         "orders": {"1": f"{ORDER_1}: A (model_1) shown first", "2": f"{ORDER_2}: B (model_2) shown first"},
         "first_position_win": "order 1: A wins; order 2: B wins",
@@ -165,4 +182,5 @@ def order_swap(rows: Iterable[Mapping[str, Any]], alpha: float) -> dict[str, Any
         "by_judge_prompt": _groups(pairs, "judge_prompt", alpha),
         "by_model_pair": _groups(pairs, "model_pair", alpha),
         "by_turn": _groups(pairs, "turn", alpha),
+        **extra,
     }

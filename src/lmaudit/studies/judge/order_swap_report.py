@@ -1,5 +1,5 @@
 """The ``order_swap`` section's views: MLflow metrics, the summary line, figure data for
-``dvc plots`` and the rows of the report's position table (one per group of pairs)."""
+``dvc plots`` and the rows of the report's position tables (one per group of pairs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["GROUPS", "metrics", "plot_rows", "summary", "table"]
+__all__ = ["GROUPS", "length_metrics", "length_summary", "metrics", "plot_rows", "summary", "table"]
 
 # the section's groupings: results key, metric prefix, the report's heading
 GROUPS = (
@@ -36,13 +36,49 @@ def _block_metrics(b: Mapping[str, Any], prefix: str, full: bool) -> dict[str, f
     return out
 
 
+def _shi_metrics(b: Mapping[str, Any], prefix: str) -> dict[str, float]:
+    pc, pf = b["position_consistency"], b["preference_fairness"]
+    out = {
+        f"{prefix}.position_consistency_ci_low": pc["ci"]["low"],
+        f"{prefix}.position_consistency_ci_high": pc["ci"]["high"],
+        f"{prefix}.primacy": pf["primacy"],
+        f"{prefix}.recency": pf["recency"],
+    }
+    if pc["rate"] is not None:
+        out[f"{prefix}.position_consistency"] = pc["rate"]
+    if pf["value"] is not None:
+        out[f"{prefix}.preference_fairness"] = pf["value"]
+    return out
+
+
+def _randomized_metrics(r: Mapping[str, Any]) -> dict[str, float]:
+    out = {f"order_swap.randomized.{k}": r[k] for k in ("verdicts", "decisive", "first_wins")}
+    if r["rate"] is not None:
+        out["order_swap.randomized.first_rate"] = r["rate"]
+    out["order_swap.randomized.ci_low"] = r["ci"]["low"]
+    out["order_swap.randomized.ci_high"] = r["ci"]["high"]
+    out["order_swap.randomized.p"] = r["p_value"]
+    return out
+
+
 def metrics(section: Mapping[str, Any]) -> dict[str, float]:
-    """``order_swap.<count>`` and ``order_swap.{flipped_first,first}_{rate,ci_low,ci_high,p}``
-    overall; per group ``order_swap.<group>.<name>.`` with n, first_both, second_both and the rates."""
+    """``order_swap.<count>``, ``order_swap.{flipped_first,first}_{rate,ci_low,ci_high,p}``,
+    ``order_swap.{position_consistency,preference_fairness,primacy,recency}`` overall; per group
+    ``order_swap.<group>.<name>.`` with n, first_both, second_both, the rates, position
+    consistency and preference fairness; ``order_swap.randomized.*`` and
+    ``order_swap.win_rate.<model>.{balanced,order_1,order_2}`` where present."""
     out = _block_metrics(section, "order_swap", full=True)
+    out.update(_shi_metrics(section, "order_swap"))
     for key, short, _ in GROUPS:
         for name, b in section[key].items():
-            out.update(_block_metrics(b, f"order_swap.{short}.{_key(name)}", full=False))
+            prefix = f"order_swap.{short}.{_key(name)}"
+            out.update(_block_metrics(b, prefix, full=False))
+            out.update(_shi_metrics(b, prefix))
+    if "randomized" in section:
+        out.update(_randomized_metrics(section["randomized"]))
+    for model, w in (section.get("win_rates") or {}).get("models", {}).items():
+        for reading in ("balanced", "order_1", "order_2"):
+            out[f"order_swap.win_rate.{_key(model)}.{reading}"] = w[reading]
     return out
 
 
@@ -52,11 +88,50 @@ def _pct(x: float | None) -> str:
 
 def summary(section: Mapping[str, Any]) -> str:
     c, f, v = section["counts"], section["flipped"], section["per_verdict"]
+    parts = []
+    if c["n"]:
+        pc, pf = section["position_consistency"], section["preference_fairness"]
+        parts.append(
+            f"order swap: {c['n']} pairs, consistent {c['consistent']}, first_both {c['first_both']}, "
+            f"second_both {c['second_both']}, one_tie {c['one_tie']}, invalid {c['invalid']}; "
+            f"first position wins {_pct(f['rate'])} of flipped pairs (p {f['p']:.3g}), "
+            f"{_pct(v['rate'])} of verdicts (p {v['p']:.3g}); position consistency {_pct(pc['rate'])}, "
+            f"preference fairness {'n/a' if pf['value'] is None else format(pf['value'], '+.3f')}"
+        )
+    r = section.get("randomized")
+    if r:
+        parts.append(
+            f"randomized order: first shown wins {r['first_wins']}/{r['decisive']} decisive verdicts "
+            f"({_pct(r['rate'])}, p {r['p_value']:.3g})"
+        )
+    return " | ".join(parts) or "order swap: no pairwise verdicts"
+
+
+def length_metrics(section: Mapping[str, Any]) -> dict[str, float]:
+    """``length.longer_wins.{chars,words}.{decisive_unequal,longer_won,rate,ci_low,ci_high,p}`` and
+    ``length.win_rate.<model>.{raw,length_controlled}``."""
+    out: dict[str, float] = {}
+    for unit, r in section["longer_wins"].items():
+        prefix = f"length.longer_wins.{unit}"
+        out[f"{prefix}.decisive_unequal"] = r["decisive_unequal"]
+        out[f"{prefix}.longer_won"] = r["longer_won"]
+        if r["rate"] is not None:
+            out[f"{prefix}.rate"] = r["rate"]
+        out[f"{prefix}.ci_low"] = r["ci"]["low"]
+        out[f"{prefix}.ci_high"] = r["ci"]["high"]
+        out[f"{prefix}.p"] = r["p_value"]
+    for model, m in section["length_controlled"]["models"].items():
+        out[f"length.win_rate.{_key(model)}.raw"] = m["win_rate"]
+        if m["length_controlled"] is not None:
+            out[f"length.win_rate.{_key(model)}.length_controlled"] = m["length_controlled"]
+    return out
+
+
+def length_summary(section: Mapping[str, Any]) -> str:
+    c = section["longer_wins"]["chars"]
     return (
-        f"order swap: {c['n']} pairs, consistent {c['consistent']}, first_both {c['first_both']}, "
-        f"second_both {c['second_both']}, one_tie {c['one_tie']}, invalid {c['invalid']}; "
-        f"first position wins {_pct(f['rate'])} of flipped pairs (p {f['p']:.3g}), "
-        f"{_pct(v['rate'])} of verdicts (p {v['p']:.3g})"
+        f"length: the longer answer wins {c['longer_won']}/{c['decisive_unequal']} decisive verdicts "
+        f"({_pct(c['rate'])}, p {c['p_value']:.3g})"
     )
 
 
@@ -67,6 +142,8 @@ def _row(group: str, name: str, b: Mapping[str, Any]) -> dict[str, Any]:
         **b["counts"],
         "flipped": b["flipped"],
         "per_verdict": b["per_verdict"],
+        "position_consistency": b["position_consistency"],
+        "preference_fairness": b["preference_fairness"],
     }
 
 

@@ -217,6 +217,7 @@ def render_report(
         confidence_svg=Markup(conf_svg) if conf_svg else None,
         disagreement_svg=Markup(dis_svg) if dis_svg else None,
         order_swap=swap,
+        length=results.get("length"),
         order_swap_rows=swap_rows,
         order_swap_svg=Markup(swap_svg) if swap_svg else None,
         level=f"{100 * (1 - alpha):g}",

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.judge import order_swap_report
 from lmaudit.studies.judge.analysis import CLASSES, NOT_CLASSIFIABLE, Judgment, analyze
+from lmaudit.studies.judge.length import length_section
 from lmaudit.studies.judge.order_swap import order_swap
 from lmaudit.studies.judge.packets import load_mapping
 
@@ -210,6 +211,9 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     swapped = order_swap(judg, alpha)  # only imports of pairs judged in both orders
     if swapped is not None:
         out["order_swap"] = swapped
+    length = length_section(judg, alpha)  # only imports whose files hold the answers
+    if length is not None:
+        out["length"] = length
     return out
 
 
@@ -272,6 +276,8 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
                 out[f"wins.{_key(cid)}.{_key(m)}"] = n
     if "order_swap" in results:
         out.update(order_swap_report.metrics(results["order_swap"]))
+    if "length" in results:
+        out.update(order_swap_report.length_metrics(results["length"]))
     return out
 
 
@@ -315,6 +321,8 @@ def summary(results: dict[str, Any]) -> str:
         )
     devs = ",".join(x["id"] for x in results["deviations"]) or "none"
     swap = f" | {order_swap_report.summary(results['order_swap'])}" if "order_swap" in results else ""
+    if "length" in results:
+        swap += f" | {order_swap_report.length_summary(results['length'])}"
     return (
         f"judge ({results['mode']}): {results['n_prompts']} prompts x k={results['k']} | "
         f"{'; '.join(parts) or 'no comparison (single condition)'} | {counts} | {classes} | "

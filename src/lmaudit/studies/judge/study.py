@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.provenance.digest import file_sha256
+from lmaudit.provenance.digest import file_sha256, json_digest
 from lmaudit.provenance.io import InputError
 from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import (
@@ -62,6 +62,26 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("PB vs P0", "metric:disagreement.PB.rate", "share of judgments that changed from P0 under PB"),
     ("PAB vs P0", "metric:disagreement.PAB.rate", "share of judgments that changed from P0 under PAB"),
     ("SWAP vs P0", "metric:disagreement.SWAP.rate", "share changed from P0 with A and B swapped"),
+    (
+        "position consistency",
+        "metric:order_swap.position_consistency",
+        "imported pairs judged in both orders: share with the same winner (or TIE) in both (Shi et al.)",
+    ),
+    (
+        "preference fairness",
+        "metric:order_swap.preference_fairness",
+        "(recency- - primacy-preferred pairs) / pairs, in [-1, 1]: below 0 the first-shown answer is favoured",
+    ),
+    (
+        "random order: first wins",
+        "metric:order_swap.randomized.first_rate",
+        "imported pairs judged once in a random order: share of decisive verdicts won by the first shown",
+    ),
+    (
+        "random order: p",
+        "metric:order_swap.randomized.p",
+        "exact two-sided binomial test of that share against 1/2 (valid if the order was random)",
+    ),
     ("deviations", "tag:deviations", "deviations from the protocol recorded for the run (none: none)"),
 )
 
@@ -138,7 +158,7 @@ def measure(cfg: DictConfig, the_plan: Plan, cached: CachedBackend | None) -> Me
 
 # settings added after plans were first frozen: left out of the plan at their defaults, so
 # every plan made before they existed (and every frozen registration) keeps its digest
-_LATER_KEYS = {"import_path": None, "import_format": "auto"}
+_LATER_KEYS = {"import_path": None, "import_format": "auto", "answers_path": None}
 
 
 def plan_config(cfg: DictConfig) -> dict[str, Any]:
@@ -163,11 +183,19 @@ def _foreign_plan(cfg: DictConfig, src: ImportSource) -> Plan:
     whole file read once now, so bad input is refused before the run folder exists."""
     conds, _ = conditions(cfg)
     import_rows(src, conds)
+    inputs: dict[str, Any] = {
+        "import": {src.format: {"path": str(src.path), "sha256": file_sha256(src.path)}}
+    }
+    if src.answers is not None:
+        from lmaudit.interop.fastchat import answer_files
+
+        files = [{"path": str(f), "sha256": file_sha256(f)} for f in answer_files(src.answers)]
+        inputs["answers"] = {"path": str(src.answers), "sha256": json_digest(files), "files": files}
     body = {
         "study": "judge",
         "mode": "import",
         "config": plan_config(cfg),
-        "inputs": {"import": {src.format: {"path": str(src.path), "sha256": file_sha256(src.path)}}},
+        "inputs": inputs,
         "import_format": src.format,
     }
     return Plan.make(body, 0)

@@ -230,9 +230,37 @@ def _readout_answer(results: Mapping[str, Any], why: str) -> Verdict | None:
     return Verdict(head, facts)
 
 
+def _randomized_answer(results: Mapping[str, Any]) -> Verdict | None:
+    """The answer of an import whose pairs were judged once each, in a random order: the
+    randomization test of first-position wins (``order_swap.randomized``)."""
+    r = get(results, "order_swap", "randomized")
+    if not r or not r.get("decisive"):
+        return None
+    alpha = float(get(results, "params", "alpha") or 0.05)
+    if r["p_value"] < alpha:
+        lean = "first" if r["rate"] > 0.5 else "second"
+        head = f"The judge favours the answer shown {lean}"
+    else:
+        head = "This does not separate the judge from one without position bias"
+    ci = r["ci"]
+    return Verdict(
+        f"Each pair was judged once, in its recorded order: the answer shown first won {r['first_wins']} of "
+        f"{r['decisive']} decisive verdicts ({pct(r['rate'])}, exact {100 * (1 - alpha):g}% interval "
+        f"[{pct(ci['low'])}, {pct(ci['high'])}], p {pval(r['p_value'])}). {head}, provided the order was "
+        "drawn at random, independently of the answers (the file cannot show that).",
+        (
+            f"Shown in order 1 (A first): {r['order_1']}; order 2 (B first): {r['order_2']}; "
+            f"{r['ties']} TIE and {r['invalid']} invalid verdicts left out.",
+        ),
+    )
+
+
 def verdict(results: Mapping[str, Any]) -> Verdict:
     why = _why_not(results)
     if why is not None:
+        randomized = _randomized_answer(results)
+        if randomized is not None:
+            return randomized
         by_readout = _readout_answer(results, why) if _invalid(results)[1] else None
         if by_readout is not None:
             return by_readout
