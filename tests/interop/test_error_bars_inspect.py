@@ -13,6 +13,7 @@ import pytest
 from draws_interop_helpers import mlflow_metrics, planted, rows, run_draws, run_inspect
 
 from lmaudit.pipeline import run
+from lmaudit.provenance.io import InputError
 
 pytest.importorskip("inspect_ai")
 sm = pytest.importorskip("statsmodels.api")
@@ -77,6 +78,38 @@ def test_a_logs_error_bars_clustered_by_sample(make_cfg, tmp_path) -> None:
     metrics = mlflow_metrics(tmp_path)
     assert metrics["error_bars.mockllm/sticky.colours.se_clustered"] == pytest.approx(e["se_clustered"])
     assert metrics["error_bars.mockllm/sticky.colours.log_stderr"] == pytest.approx(e["log_stderr"])
+    assert metrics["error_bars.max_design_effect"] == pytest.approx(e["design_effect"])
+
+    # lmaudit compare shows them beside the draws study's columns
+    from lmaudit.tracking.compare import fetch_runs, tables
+
+    (table,) = tables(fetch_runs(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"))
+    row = dict(zip(table.header, table.rows[0], strict=True))
+    assert float(row["max design effect"]) == pytest.approx(e["design_effect"], rel=1e-3)
+    assert float(row["max clustered/log SE"]) == pytest.approx(e["se_clustered"] / e["log_stderr"], rel=1e-3)
+
+
+def test_scores_the_measurements_hold_wrong_are_refused_in_one_line(make_cfg, tmp_path) -> None:
+    log = run_inspect(tmp_path / "logs", "mockllm/sticky", _sequences(6, 0.5), epochs=3, temperature=1.0)
+    out, _ = run_draws(make_cfg, log, "first", "mlflow.enabled=false")
+    lines = (out / "measurements.jsonl").read_text().splitlines()
+    bad = []
+    for line in lines:
+        row = json.loads(line)
+        if row["kind"] == "log_audit":
+            row["scores"]["clusters"]["s01"] = [1.0, "C", 0.0]
+        bad.append(json.dumps(row))
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("\n".join(bad) + "\n")
+    cfg = make_cfg(
+        "study=draws", "stage=analyze", f"measurements={edited}", "mlflow.enabled=false", name="bad"
+    )
+    with pytest.raises(
+        InputError,
+        match=r"record 1: field 'scores\.clusters\.s01' must be a non-empty list of finite numbers",
+    ):
+        run(cfg)
+    assert not (tmp_path / "bad" / "results.json").exists()
 
 
 def test_an_icc_of_independent_epochs_is_near_zero(make_cfg, tmp_path) -> None:

@@ -127,8 +127,18 @@ def error_bars_section(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str,
 
 
 def error_bars_metrics(section: Mapping[str, Mapping[str, Any]], key: Any) -> dict[str, float]:
-    """MLflow metrics ``error_bars.<model key>.<task>.<number>`` (``key``: the model's metric key)."""
+    """MLflow metrics ``error_bars.<model key>.<task>.<number>`` (``key``: the model's metric key),
+    and over every model and task the largest design effect and the largest ratio of the
+    clustered standard error to the log's own (``error_bars.max_design_effect``,
+    ``error_bars.max_clustered_over_log``)."""
     out: dict[str, float] = {}
+    entries = [e for tasks in section.values() for e in tasks.values()]
+    effects = [float(e["design_effect"]) for e in entries if e.get("design_effect") is not None]
+    ratios = [float(e["se_clustered"]) / float(e["log_stderr"]) for e in entries if e.get("log_stderr")]
+    if effects:
+        out["error_bars.max_design_effect"] = max(effects)
+    if ratios:
+        out["error_bars.max_clustered_over_log"] = max(ratios)
     for family, tasks in section.items():
         for task, e in tasks.items():
             base = f"error_bars.{key(family)}.{_UNSAFE.sub('_', task)}"

@@ -39,6 +39,16 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("min Holm p", "metric:min_holm_p", "the smallest Holm-adjusted p of the run's families"),
     ("max rho_upper", "metric:max_rho_upper", "the largest upper bound on persistence rho of its families"),
     ("flagged sources", "tag:flagged_sources", "family:source pairs the grouped-sequence diagnostic flags"),
+    (
+        "max design effect",
+        "metric:error_bars.max_design_effect",
+        "imported logs: the largest (clustered / naive standard error)^2 of a model's scores on a task",
+    ),
+    (
+        "max clustered/log SE",
+        "metric:error_bars.max_clustered_over_log",
+        "imported logs: the largest ratio of the sample-clustered standard error to the stderr the log reports",
+    ),
 )
 # what names the data in an imported audit: an open registration (prereg data: open) binds
 # the plan without these, so predictions can be frozen before the draws file exists
