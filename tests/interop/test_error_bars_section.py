@@ -76,3 +76,13 @@ def test_scores_with_a_wrong_field_are_refused_in_one_line(scores: dict, field: 
     with pytest.raises(InputError, match=rf"^m\.jsonl: record 2: field '{re.escape(field)}'") as e:
         check_scores(scores, "m.jsonl: record 2")
     assert "\n" not in str(e.value)
+
+
+def test_metric_keys_of_a_task_named_as_no_safe_path() -> None:
+    from lmaudit.studies.draws.results import metric_key
+
+    row = _row("a.eval", {"s1": [1.0, 0.0], "s2": [0.0, 0.0]}, 0.25)
+    row["facts"]["task"] = "evals/../secret"  # a name someone else wrote: MLflow refuses it as a key
+    metrics = error_bars_metrics(error_bars_section([row]), metric_key)
+    assert f"error_bars.m.{metric_key('evals/../secret')}.se_clustered" in metrics
+    assert not any("/../" in k for k in metrics)

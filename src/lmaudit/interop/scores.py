@@ -12,7 +12,6 @@ pooled over its log files, clustered by sample id.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,7 +22,6 @@ __all__ = ["AGREES", "check_scores", "error_bars_metrics", "error_bars_section",
 
 #: a log's stderr within this factor of the clustered one is said to account for the clustering
 AGREES = 1.1
-_UNSAFE = re.compile(r"[^A-Za-z0-9_\-. /]")
 
 
 def _number(x: Any) -> bool:
@@ -127,7 +125,8 @@ def error_bars_section(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str,
 
 
 def error_bars_metrics(section: Mapping[str, Mapping[str, Any]], key: Any) -> dict[str, float]:
-    """MLflow metrics ``error_bars.<model key>.<task>.<number>`` (``key``: the model's metric key),
+    """MLflow metrics ``error_bars.<model key>.<task key>.<number>`` (``key``: a name as a metric
+    key takes it),
     and over every model and task the largest design effect and the largest ratio of the
     clustered standard error to the log's own (``error_bars.max_design_effect``,
     ``error_bars.max_clustered_over_log``)."""
@@ -141,7 +140,7 @@ def error_bars_metrics(section: Mapping[str, Mapping[str, Any]], key: Any) -> di
         out["error_bars.max_clustered_over_log"] = max(ratios)
     for family, tasks in section.items():
         for task, e in tasks.items():
-            base = f"error_bars.{key(family)}.{_UNSAFE.sub('_', task)}"
+            base = f"error_bars.{key(family)}.{key(task)}"
             for name in (
                 "n",
                 "clusters",
