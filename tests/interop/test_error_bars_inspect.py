@@ -51,6 +51,9 @@ def test_a_logs_error_bars_clustered_by_sample(make_cfg, tmp_path) -> None:
     assert e["se_naive"] == pytest.approx(math.sqrt(acc * (1 - acc) / len(values)), rel=1e-12)
     assert e["design_effect"] == pytest.approx((e["se_clustered"] / e["se_naive"]) ** 2, rel=1e-12)
     assert e["design_effect"] > 2  # persistent epochs: the naive SE understates
+    fam = res["families"]["mockllm/sticky"]
+    assert e["epochs_persist"] == {k: fam[k] for k in ("reject", "holm_p", "rho_hat", "rho_upper_label")}
+    assert e["epochs_persist"]["reject"]
 
     # the log's own numbers: inspect reduces epochs by the mean, then its stderr is over samples
     (reported,) = read_eval_log(str(log), header_only=True).results.scores

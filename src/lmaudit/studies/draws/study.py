@@ -260,7 +260,12 @@ def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -
         out["log_audit"] = log_audit.log_audit_section(audit_rows)
         out["normalise"] = out["log_audit"]["normalise"]
         error_bars = log_scores.error_bars_section(audit_rows)
-        if error_bars:  # beside each, the draws' own question: do the epochs persist?
+        for family, tasks in error_bars.items():  # beside each, this study's question: do epochs persist?
+            fam = results["families"].get(family)
+            persist = {k: fam[k] for k in ("reject", "holm_p", "rho_hat", "rho_upper_label")} if fam else None
+            for entry in tasks.values():
+                entry["epochs_persist"] = persist
+        if error_bars:
             out["error_bars"] = error_bars
     return out
 
