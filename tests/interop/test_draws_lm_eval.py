@@ -54,7 +54,7 @@ class PlantedLM(LM):
         raise NotImplementedError
 
 
-def _task(folder: Path, gen_kwargs: dict[str, Any]) -> Path:
+def _task(folder: Path, gen_kwargs: dict[str, Any], metric_kwargs: dict[str, Any] | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     data = folder / "items.jsonl"
     data.write_text(
@@ -74,14 +74,28 @@ def _task(folder: Path, gen_kwargs: dict[str, Any]) -> Path:
             {"name": "first", "filter": [{"function": "take_first"}]},
             {"name": "vote", "filter": [{"function": "majority_vote"}, {"function": "take_first"}]},
         ],
-        "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True}],
+        "metric_list": [
+            {
+                "metric": "exact_match",
+                "aggregation": "mean",
+                "higher_is_better": True,
+                **(metric_kwargs or {}),
+            }
+        ],
     }
     (folder / "colours.yaml").write_text(json.dumps(spec))  # YAML is a superset of JSON
     return folder
 
 
 def run_lm_eval(
-    tmp: Path, name: str, table: dict[str, list[str]], out: Path, *, do_sample: bool = True, **kw: Any
+    tmp: Path,
+    name: str,
+    table: dict[str, list[str]],
+    out: Path,
+    *,
+    do_sample: bool = True,
+    metric_kwargs: dict[str, Any] | None = None,
+    **kw: Any,
 ) -> Path:
     """One ``lm_eval --log_samples`` run of the planted model; returns its samples file."""
     from lm_eval import simple_evaluate
@@ -89,7 +103,9 @@ def run_lm_eval(
     from lm_eval.tasks import TaskManager
 
     task_dir = _task(
-        tmp / f"task-{name}", {"do_sample": do_sample, **({"temperature": 1.0} if do_sample else {})}
+        tmp / f"task-{name}",
+        {"do_sample": do_sample, **({"temperature": 1.0} if do_sample else {})},
+        metric_kwargs,
     )
     table_file = task_dir / "table.json"
     table_file.write_text(json.dumps(table))
@@ -190,3 +206,31 @@ def test_a_forced_format_refuses_an_lm_eval_file(make_cfg, tmp_path) -> None:
     ):
         run_draws(make_cfg, results, "results", "mlflow.enabled=false")
     assert not (tmp_path / "forced").exists() and not (tmp_path / "results").exists()
+
+
+def test_error_bars_of_an_lm_eval_run_are_over_docs(make_cfg, tmp_path) -> None:
+    # lm-eval's filter reduces a doc's repeats to one answer and scores it once: one score per
+    # doc, so the clustered and the naive standard errors coincide (design effect 1)
+    table = {
+        d: ["red" if i % 3 else "blue", *answers[1:]] for i, (d, answers) in enumerate(_table(6, 0.5).items())
+    }
+    # the planted model answers " Red": compared without case and the leading space
+    match = {"ignore_case": True, "regexes_to_ignore": ["^ "]}
+    samples = run_lm_eval(tmp_path, "planted-scored", table, tmp_path / "out", metric_kwargs=match)
+    _, res = run_draws(make_cfg, samples, "scored", "mlflow.enabled=false")
+    e = res["error_bars"]["planted-scored"]["colours"]
+    (results_file,) = samples.parent.glob("results_*.json")
+    reported = json.loads(results_file.read_text())["results"]["colours"]
+    first = {}
+    for line in samples.read_text().splitlines():
+        obj = json.loads(line)
+        if obj["filter"] == "first":
+            first[obj["doc_id"]] = float(obj["exact_match"])
+    acc = sum(first.values()) / N_DOCS
+    assert (e["n"], e["clusters"], e["scorer"], e["binary"]) == (N_DOCS, N_DOCS, "exact_match,first", True)
+    assert e["accuracy"] == pytest.approx(acc, abs=1e-12) == pytest.approx(reported["exact_match,first"])
+    assert 0 < acc < 1
+    assert e["se_clustered"] == pytest.approx(e["se_naive"], rel=1e-12)
+    assert e["design_effect"] == pytest.approx(1.0, rel=1e-12) and e["icc"] is None
+    assert e["log_stderr"] == pytest.approx(reported["exact_match_stderr,first"], abs=1e-12)
+    assert e["logs"][0]["over"] == "docs" and e["logs"][0]["reducer"] == "first"

@@ -67,7 +67,9 @@ class LogSequence:
 @dataclass
 class LogSource:
     """One eval run as a log records it, and what the log gets wrong for draw-to-draw analysis:
-    ``facts`` (settings read from the log) and ``issues`` (code -> {count, action, detail})."""
+    ``facts`` (settings read from the log), ``issues`` (code -> {count, action, detail}) and
+    ``scores`` (the primary score per sample, for the error bars: :mod:`lmaudit.interop.scores`;
+    None when the log holds none)."""
 
     source: str
     family: str
@@ -75,6 +77,7 @@ class LogSource:
     files: list[str]
     facts: dict[str, Any] = field(default_factory=dict)
     issues: dict[str, dict[str, Any]] = field(default_factory=dict)
+    scores: dict[str, Any] | None = None
 
     def issue(self, code: str, count: int, action: str, detail: str) -> None:
         if count:

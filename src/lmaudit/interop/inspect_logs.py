@@ -13,6 +13,10 @@ own reader (``inspect_ai.log``), and what the log gets wrong for draw-to-draw an
 Only model calls made while solving (before the first score event) count: a grader's calls
 do not make the answer.
 
+Each epoch's score of the log's primary scorer (the first in its results) is kept for the
+error bars (:mod:`lmaudit.interop.scores`), mapped to a number by inspect's own
+``value_to_float`` (C 1, I 0, P 0.5, N 0), with the accuracy and stderr the log reports.
+
 A log is read only when what it holds fits the bound on one input file
 (:data:`lmaudit.provenance.io.MAX_INPUT_BYTES`): a ``.json`` log by its size, a ``.eval`` log
 (a zip archive) by the sizes its zip directory declares for its entries once expanded, checked
@@ -25,6 +29,7 @@ inside the loop, where asyncio would keep it and the process would never end.
 
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 from collections.abc import Iterator
@@ -211,6 +216,8 @@ def read_log(path: str | Path, name: str) -> tuple[LogSource, list[LogSequence]]
             if policy is not None and policy not in tally.policies:
                 tally.policies.append(policy)
     by_id: dict[str, list[tuple[int, str, list[Any], Any]]] = {}
+    scorer = _primary_scorer(header)
+    scored: dict[str, list[tuple[int, Any]]] = {}
     for sample in _samples(api, path):
         calls = _solver_calls(sample)
         for c in calls:
@@ -219,6 +226,9 @@ def read_log(path: str | Path, name: str) -> tuple[LogSource, list[LogSequence]]
         tally.no_events += not calls
         text = sample.output.completion if sample.output is not None else ""
         by_id.setdefault(str(sample.id), []).append((int(sample.epoch), text, calls, sample))
+        scorer = scorer or next(iter(sample.scores or {}), None)
+        if scorer is not None and scorer in (sample.scores or {}):
+            scored.setdefault(str(sample.id), []).append((int(sample.epoch), sample.scores[scorer].value))
     if not by_id:
         raise InputError(f"{path}: the log holds no samples (status {header.status!r})")
     order = [str(i) for i in spec.dataset.sample_ids or []]
@@ -238,7 +248,49 @@ def read_log(path: str | Path, name: str) -> tuple[LogSource, list[LogSequence]]
         sequences.append(
             LogSequence(model, source, task, f"{task}/{sid}", draws, {"file": name, "sample_id": sid}, prompt)
         )
-    return _source(header, name, source, tally, len(ids)), sequences
+    src = _source(header, name, source, tally, len(ids))
+    src.scores = _scores(header, scorer, scored, [i for i in ids if i in scored])
+    return src, sequences
+
+
+def _primary_scorer(header: Any) -> str | None:
+    """The scorer the log's results list first (None: the log has no results)."""
+    first = next(iter(getattr(header.results, "scores", None) or []), None)
+    return None if first is None else str(first.scorer)
+
+
+def _scores(
+    header: Any, scorer: str | None, scored: dict[str, list[tuple[int, Any]]], ids: list[str]
+) -> dict[str, Any] | None:
+    """The primary scorer's scores per sample in epoch order, with what the log reports of them
+    (None: no sample was scored, or a score is not one value)."""
+    if scorer is None or not ids:
+        return None
+    from inspect_ai.scorer import value_to_float
+
+    if any(isinstance(v, list | dict) for epochs in scored.values() for _, v in epochs):
+        return None  # one number per score is what a standard error is of
+    to_float = value_to_float()
+    entry = next((s for s in getattr(header.results, "scores", None) or [] if str(s.scorer) == scorer), None)
+    metrics = getattr(entry, "metrics", None) or {}
+
+    def reported(name: str) -> float | None:
+        metric = metrics.get(name)
+        value = getattr(metric, "value", None)
+        return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+    epochs = getattr(header.eval.config, "epochs", None) or 1
+    return {
+        "scorer": scorer,
+        "clusters": {sid: [to_float(v) for _, v in sorted(scored[sid], key=lambda t: t[0])] for sid in ids},
+        "log": {
+            "accuracy": reported("accuracy"),
+            "stderr": reported("stderr"),
+            # inspect reduces a sample's epochs (by the mean unless told otherwise) before its metrics
+            "over": "samples" if epochs > 1 else "scores",
+            "reducer": (getattr(entry, "reducer", None) or "mean") if epochs > 1 else None,
+        },
+    }
 
 
 def _source(header: Any, name: str, source: str, tally: _Tally, n_samples: int) -> LogSource:

@@ -14,6 +14,10 @@ JSON, one a doc and filter.
   (lm-eval then makes up a random name), cannot be tied to a model: its family is
   ``unidentified:<folder>``, flagged, and it is still analysed.
 
+Each doc's score (the first metric its line names, of the first filter's line: lm-eval's filter
+reduces a doc's repeats to one answer and scores that) is kept for the error bars
+(:mod:`lmaudit.interop.scores`), with the value and stderr the results file reports for it.
+
 Fields read are checked for the types lm-eval writes (``doc_id`` an integer or a string,
 ``doc_hash`` a string, a doc's ``temperature`` a finite number, ``do_sample`` true or false, the
 results file's ``config``, ``configs`` and task config objects, and no NaN or Infinity in what the
@@ -187,6 +191,48 @@ def _answers(obj: dict[str, Any], where: str, output_type: str | None) -> list[s
     )
 
 
+def _score(obj: dict[str, Any]) -> tuple[str, float] | None:
+    """The line's first metric and its value (None: no metric named, or not one finite number)."""
+    names = obj.get("metrics")
+    name = names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
+    value = obj.get(name) if name is not None else None
+    if name is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return (name, float(value)) if math.isfinite(value) else None
+
+
+def _scores(
+    scores: dict[Any, tuple[str, float] | None],
+    docs: dict[Any, tuple[int, str, list[str], str | None]],
+    task: str,
+    reported: Any,
+) -> dict[str, Any] | None:
+    """Each doc's score of one metric (one score per doc), with what the results file reports of
+    it (None: a doc has no number under the metric the first doc names)."""
+    first = next(iter(scores.values()), None)
+    if first is None or any(v is None or v[0] != first[0] for v in scores.values()):
+        return None
+    metric = first[0]
+    flt = next(iter(docs.values()))[3] or "none"
+    reported = reported if isinstance(reported, dict) else {}
+
+    def number(key: str) -> float | None:
+        value = reported.get(key)
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        return float(value) if ok else None
+
+    return {
+        "scorer": f"{metric},{flt}",
+        "clusters": {str(d): [v[1]] for d, v in scores.items() if v is not None},
+        "log": {
+            "accuracy": number(f"{metric},{flt}"),
+            "stderr": number(f"{metric}_stderr,{flt}"),
+            "over": "docs",
+            "reducer": flt,
+        },
+    }
+
+
 def read_samples(path: str | Path, name: str) -> tuple[LogSource, list[LogSequence]]:
     """One samples file: its source (the run's results file, with the audit) and one sequence per
     doc. ``name`` is how the file is named in results (its path relative to the import path)."""
@@ -210,6 +256,7 @@ def read_samples(path: str | Path, name: str) -> tuple[LogSource, list[LogSequen
     output_type = task_cfg.get("output_type")
     source = res_file.name if results is not None else path.name
     docs: dict[Any, tuple[int, str, list[str], str | None]] = {}
+    scores: dict[Any, tuple[str, float] | None] = {}
     duplicates = disagree = greedy = no_sample = seeded = 0
     temperatures: set[float | None] = set()
     filters: list[str] = []
@@ -235,6 +282,7 @@ def read_samples(path: str | Path, name: str) -> tuple[LogSource, list[LogSequen
         greedy += not sampled or temp == 0.0
         seeded += kw.get("seed") is not None
         docs[doc] = (lineno, str(obj["doc_hash"]), answers, flt if isinstance(flt, str) else None)
+        scores[doc] = _score(obj)
     if not docs:
         raise InputError(f"{path}: no samples (the file is empty)")
     sequences = [
@@ -280,6 +328,7 @@ def read_samples(path: str | Path, name: str) -> tuple[LogSource, list[LogSequen
     )
     files = [name] + ([Path(name).with_name(res_file.name).as_posix()] if results is not None else [])
     src = LogSource(source, family, "lm_eval", files, facts)
+    src.scores = _scores(scores, docs, task, ((results or {}).get("results") or {}).get(task))
     src.issue(
         "filter_duplicates",
         duplicates,

@@ -4,8 +4,9 @@ rows (the ``log_audit`` rows and section: :mod:`lmaudit.interop.audit`).
 ``measure`` turns a log into rows: one ``sequence`` row per sample (inspect) or doc (lm-eval),
 its answers normalised by ``study.normalise`` (the raw completions kept beside them, draws that
 are not independent left out and listed in ``meta.excluded``), and one ``log_audit`` row per
-log file with what the log gets wrong. ``analyze`` reads both kinds back; the section is a pure
-function of the ``log_audit`` rows.
+log file with what the log gets wrong and, where the log scored its samples, the scores (for
+the error bars, :mod:`lmaudit.interop.scores`). ``analyze`` reads both kinds back; both
+sections are pure functions of the ``log_audit`` rows.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def foreign_rows(found: Found, norm: Callable[[str], str], rule: Mapping[str, An
             "draws_read": sum(len(s.draws) for s in seqs),
             "draws": sum(len(r["draws"]) for r in kept),
         }
-        rows.append(audit_row(src, counts, normalise=dict(rule)))
+        scores = {"scores": src.scores} if src.scores is not None else {}
+        rows.append(audit_row(src, counts, normalise=dict(rule), **scores))
         rows += kept
     return rows

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.interop import audit as log_audit
+from lmaudit.interop import scores as log_scores
 from lmaudit.interop.detect import detect
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
@@ -38,6 +39,16 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("min Holm p", "metric:min_holm_p", "the smallest Holm-adjusted p of the run's families"),
     ("max rho_upper", "metric:max_rho_upper", "the largest upper bound on persistence rho of its families"),
     ("flagged sources", "tag:flagged_sources", "family:source pairs the grouped-sequence diagnostic flags"),
+    (
+        "max design effect",
+        "metric:error_bars.max_design_effect",
+        "imported logs: the largest (clustered / naive standard error)^2 of a model's scores on a task",
+    ),
+    (
+        "max clustered/log SE",
+        "metric:error_bars.max_clustered_over_log",
+        "imported logs: the largest ratio of the sample-clustered standard error to the stderr the log reports",
+    ),
 )
 # what names the data in an imported audit: an open registration (prereg data: open) binds
 # the plan without these, so predictions can be frozen before the draws file exists
@@ -225,6 +236,8 @@ def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -
             continue
         if kind == log_audit.AUDIT_KIND:
             audit_rows.append(log_audit.check_audit_row(row, where))
+            if row.get("scores") is not None:
+                log_scores.check_scores(row["scores"], where)
             continue
         if kind != "sequence":
             raise InputError(f"{where}: field 'kind' = {kind!r} is not 'sequence'")
@@ -246,6 +259,14 @@ def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -
     if audit_rows:  # the answers were normalised when the log was read: that rule
         out["log_audit"] = log_audit.log_audit_section(audit_rows)
         out["normalise"] = out["log_audit"]["normalise"]
+        error_bars = log_scores.error_bars_section(audit_rows)
+        for family, tasks in error_bars.items():  # beside each, this study's question: do epochs persist?
+            fam = results["families"].get(family)
+            persist = {k: fam[k] for k in ("reject", "holm_p", "rho_hat", "rho_upper_label")} if fam else None
+            for entry in tasks.values():
+                entry["epochs_persist"] = persist
+        if error_bars:
+            out["error_bars"] = error_bars
     return out
 
 
@@ -287,6 +308,8 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
             out[f"{k}power_{r}"] = float(v)
     if results.get("log_audit"):
         out.update(log_audit.log_audit_metrics(results["log_audit"]))
+    if results.get("error_bars"):
+        out.update(log_scores.error_bars_metrics(results["error_bars"], _key))
     return out
 
 
@@ -322,11 +345,18 @@ def summary(results: dict[str, Any]) -> str:
     )
     d = results["data"]
     audit = results.get("log_audit")
+    bars = "; ".join(
+        f"{n} {t}: {e['accuracy']:.3f} ± {e['se_clustered']:.3f} clustered"
+        + (f" (log {e['log_stderr']:.3f})" if e["log_stderr"] is not None else "")
+        for n, tasks in (results.get("error_bars") or {}).items()
+        for t, e in tasks.items()
+    )
     return (
         f"draws: {results['n_families']} families, {d['analysed_sequences']} sequences "
         f"({d['excluded']['n']} excluded, {d['deduplicated']['n_dropped']} prefix duplicates dropped) | "
         f"{results['n_rejected']} rejected (Holm) | {fams}"
         + (f" | {log_audit.log_audit_line(audit)}" if audit else "")
+        + (f" | error bars: {bars}" if bars else "")
     )
 
 
