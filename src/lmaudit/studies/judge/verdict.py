@@ -182,10 +182,19 @@ def _validity_facts(results: Mapping[str, Any]) -> list[str]:
     return [*out, _counts(results)]
 
 
+def _signed(x: Any) -> str:
+    """A probability difference: three decimals, or two significant digits below 0.0005 (a shift
+    of 1e-6 shows as such, not as 0.000)."""
+    f = num(x)
+    if f is None:
+        return "—"
+    return f"{f:+.3f}" if f == 0 or abs(f) >= 5e-4 else f"{f:+.1e}"
+
+
 def _shift(x: Mapping[str, Any], v: str) -> str:
     ci = get(x, "ci", v)
-    where = f" [{fmt(ci[0])}, {fmt(ci[1])}]" if ci else " (no interval)"
-    return f"P({v}) {fmt(get(x, 'mean', v), '+.3f')}{where}"
+    where = f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci else " (no interval)"
+    return f"P({v}) {_signed(get(x, 'mean', v))}{where}"
 
 
 def _readout_answer(results: Mapping[str, Any], why: str) -> Verdict | None:
