@@ -108,7 +108,7 @@ def test_help_describes_studies_stages_and_groups(tmp_path: Path) -> None:
         "  plan      validate every input",
         "  all       plan, measure, analyze and report (the default)",
         "    framing: track_m, track_m_fewshot (default), track_p",
-        "    ensemble: demo (default), model, sim",
+        "    ensemble: demo, embedded (default), model, sim",
         "  study=draws: no groups of its own",
     ):
         assert line in text, line
@@ -184,4 +184,6 @@ def test_external_measurements_are_named_by_their_source(tmp_path: Path) -> None
 
 def test_the_choir_demo_run_names_its_ensemble(tmp_path: Path) -> None:
     out = _run_dir(_run(tmp_path, "study=choir", "stage=plan"))
+    assert out.name == "infinity-embedded-gemma3-270m+smollm2-135m-g1"  # the default: two real models
+    out = _run_dir(_run(tmp_path, "study=choir", "ensemble=demo", "stage=plan"))
     assert out.name == "infinity-demo-gemma3-270m+sim-alpha+sim-beta+sim-gamma-g1"

@@ -32,9 +32,10 @@ CASES = {
     "qq": (("model=sim_projective",), ("items=sim_demo",), "sim-projective-", ("model", "sim-projective")),
     "judge": (("model=sim_judge",), ("study=judge",), "sim-judge-", ("model", "sim-judge")),
     "draws": (("model=sim_persistent",), ("study=draws",), "sim-persistent-", ("model", "sim-persistent")),
-    # the demo ensemble with a sim free-list generator as the run's model
+    # the demo ensemble (the run's model beside three simulators) with a sim free-list generator
+    # as the run's model; re-analysed without ensemble=, which comes from the plan
     "choir": (
-        ("model=sim_projective", "model.agent=freelist", "model.name=sim-free"),
+        ("model=sim_projective", "model.agent=freelist", "model.name=sim-free", "ensemble=demo"),
         CHOIR,
         "-demo-sim-free+",
         ("model", "sim-free"),
