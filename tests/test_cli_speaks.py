@@ -145,21 +145,21 @@ def _run_dir(proc: subprocess.CompletedProcess[str]) -> Path:
 
 
 def test_an_override_that_changes_what_is_measured_changes_the_run_name(tmp_path: Path) -> None:
-    default = _run_dir(_run(tmp_path, "stage=plan"))  # make run's run keeps its name
-    assert default == tmp_path / "results/qq/gemma3-270m-track_m_fewshot-counterbalanced-logprob"
+    default = _run_dir(_run(tmp_path, "stage=plan"))  # the design first, the model last
+    assert default == tmp_path / "results/qq/track_m_fewshot-counterbalanced-logprob-gemma3-270m"
     base = ("model=sim_projective", "items=sim_demo", "stage=plan", "mlflow.enabled=false")
     one = _run_dir(_run(tmp_path, *base, "items.ids=[s1-01,s1-04]"))
     other = _run_dir(_run(tmp_path, *base, "items.ids=[s2-01,s3-01]"))
     bank = _run_dir(_run(tmp_path, *base))
-    readable = "sim-projective-track_m_fewshot-counterbalanced-logprob-"
+    readable = "track_m_fewshot-counterbalanced-logprob-sim-projective-"
     assert len({one, other, bank}) == 3 and all(p.name.startswith(readable) for p in (one, other, bank))
     assert _run_dir(_run(tmp_path, *base, "items.ids=[s1-01,s1-04]")) == one  # the same design
     # what the name already says, or what is not measured, adds nothing
     assert _run_dir(_run(tmp_path, "model=sim_projective", "stage=plan", "framing=track_p")).name == (
-        "sim-projective-track_p-counterbalanced-logprob"
+        "track_p-counterbalanced-logprob-sim-projective"
     )
     assert _run_dir(_run(tmp_path, "model=sim_projective", "stage=plan", "study.epsilon=0.02")).name == (
-        "sim-projective-track_m_fewshot-counterbalanced-logprob"
+        "track_m_fewshot-counterbalanced-logprob-sim-projective"
     )
     assert _run_dir(_run(tmp_path, *base, "run_name=mine")).name == "mine"
     assert _run_dir(_run(tmp_path, "prereg=qq_sim_mixture", "stage=plan")).name == "qq_sim_mixture"
