@@ -29,6 +29,7 @@ from lmaudit.backends.base import (
     identity_digest,
 )
 from lmaudit.backends.context import check_context
+from lmaudit.progress import SettledBar
 from lmaudit.provenance.cache import ResponseCache, cache_key
 
 
@@ -250,7 +251,7 @@ class CachedBackend:
         if missing:
             self._ready()
         whole = stream is not None or fill is not None
-        with tqdm(
+        with SettledBar(
             total=len(requests),
             initial=len(requests) - len(missing),
             desc=desc,
@@ -329,7 +330,7 @@ class CachedBackend:
             self._ready()
         total = sum(r.n for r in requests)
         show = self.progress if progress is None else progress
-        with tqdm(
+        with SettledBar(
             total=total,
             initial=total - sum(requests[i].n for i in missing),
             desc=desc,

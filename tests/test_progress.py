@@ -1,0 +1,58 @@
+"""Progress: a bar shows its time left only once the rate has settled, and the QQ study's G3
+spot check has a bar of its own."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from lmaudit.pipeline import run
+from lmaudit.progress import SettledBar
+
+_ETA = re.compile(r"\[[^\]]*<[^\]]*\]")  # tqdm's "[elapsed<remaining, rate]"
+
+
+def _bar(**kwargs: int) -> SettledBar:
+    return SettledBar(file=io.StringIO(), mininterval=0, **kwargs)
+
+
+def test_no_time_left_until_the_bar_has_done_its_settling_share() -> None:
+    bar = _bar(total=100)  # 5% of 100 units: 5
+    assert bar.settle == 5
+    for _ in range(4):
+        bar.update(1)
+        assert not _ETA.search(str(bar)), str(bar)
+    bar.update(1)
+    assert _ETA.search(str(bar)), str(bar)
+    bar.close()
+
+
+def test_units_done_before_the_bar_started_do_not_settle_it() -> None:
+    bar = _bar(total=1000, initial=900)  # 100 left: at least 2, 5% of 100 = 5
+    assert bar.settle == 5 and not _ETA.search(str(bar))
+    bar.update(4)
+    assert not _ETA.search(str(bar))
+    bar.update(1)
+    assert _ETA.search(str(bar))
+    bar.close()
+    few = _bar(total=9)  # few long units: two done before any time left
+    assert few.settle == 2
+    few.update(1)
+    assert not _ETA.search(str(few))
+    few.update(1)
+    assert _ETA.search(str(few))
+    few.close()
+
+
+def test_a_format_of_the_callers_own_is_kept() -> None:
+    bar = SettledBar(total=10, file=io.StringIO(), mininterval=0, bar_format="{n_fmt} of {total_fmt}")
+    bar.update(1)
+    assert str(bar) == "1 of 10"
+    bar.close()
+
+
+def test_the_g3_spot_check_has_its_own_bar(make_cfg, capsys) -> None:
+    run(make_cfg("model=sim_projective", "items=sim_demo", "progress=true", "mlflow.enabled=false"))
+    err = capsys.readouterr().err
+    # two items, both orders, n = 200 accepted answers at each of the two positions
+    assert "G3 check: 100%" in err and "1600/1600" in err, err[-2000:]
