@@ -1,13 +1,17 @@
-"""Progress: a bar shows its time left only once the rate has settled, and the QQ study's G3
-spot check has a bar of its own."""
+"""Progress: a bar shows its time left only once the rate has settled, says when it waits on a
+server, and the QQ study's G3 spot check has a bar of its own."""
 
 from __future__ import annotations
 
 import io
 import re
 
+from lmaudit.backends.base import SampleRequest
+from lmaudit.backends.cached import CachedBackend
+from lmaudit.backends.registry import build_backend
 from lmaudit.pipeline import run
 from lmaudit.progress import SettledBar
+from lmaudit.provenance.cache import ResponseCache
 
 _ETA = re.compile(r"\[[^\]]*<[^\]]*\]")  # tqdm's "[elapsed<remaining, rate]"
 
@@ -56,3 +60,19 @@ def test_the_g3_spot_check_has_its_own_bar(make_cfg, capsys) -> None:
     err = capsys.readouterr().err
     # two items, both orders, n = 200 accepted answers at each of the two positions
     assert "G3 check: 100%" in err and "1600/1600" in err, err[-2000:]
+
+
+def test_a_bar_waiting_on_a_server_says_so(openai_stub, tmp_path, capsys) -> None:
+    _, url = openai_stub
+    backend = build_backend({"backend": "openai", "name": "toy", "base_url": url, "model": "toy"})
+    cached = CachedBackend(backend, ResponseCache(tmp_path / "cache"), batch_size=2, progress=True)
+    requests = [
+        SampleRequest(messages=({"role": "user", "content": f"q{i}"},), n=1, seed=i) for i in range(3)
+    ]
+    assert [r.texts for r in cached.sample(requests)] == [["A"]] * 3
+    err = capsys.readouterr().err
+    assert f"waiting on {url}" in err, err
+    final = err.rstrip().split("\r")[-1]  # the bar as it is left: answered, waiting on nothing
+    assert "3/3" in final and "waiting" not in final, final
+    cached.sample(requests)  # every answer cached: nothing is waited on
+    assert "waiting" not in capsys.readouterr().err

@@ -31,6 +31,7 @@ from lmaudit.backends.base import (
 from lmaudit.backends.context import check_context
 from lmaudit.progress import SettledBar
 from lmaudit.provenance.cache import ResponseCache, cache_key
+from lmaudit.provenance.redact import redact_url
 
 
 def _number(x: Any, what: str) -> float:
@@ -175,10 +176,15 @@ class CachedBackend:
 
             step = max(1, len(mine)) if whole else self.batch_size
             t0 = time.perf_counter()
+            server = self._server()
+            if mine and server:  # a bar that stands still says what it waits on
+                bar.set_postfix_str(f"waiting on {server}")
             try:
                 for s in range(0, len(mine), step):
                     compute(mine[s : s + step], stored)
             finally:
+                if mine and server:
+                    bar.set_postfix_str("")
                 self.seconds[contract] = self.seconds.get(contract, 0.0) + time.perf_counter() - t0
                 if grouped:
                     self.cache.release_many(group)
@@ -186,6 +192,8 @@ class CachedBackend:
                     for i in mine:
                         self.cache.release(claim_key(i))
             still: list[int] = []
+            if theirs:
+                bar.set_postfix_str("waiting on another run's answers (their claims in the cache)")
             for i in theirs:
                 while not load(i) and self.cache.claimed(claim_key(i)):
                     time.sleep(self.poll_s)
@@ -193,7 +201,15 @@ class CachedBackend:
                     bar.update(weight(i))
                 else:  # the other process gave up or died: try again ourselves
                     still.append(i)
+            if theirs:
+                bar.set_postfix_str("")
             pending = still
+
+    def _server(self) -> str | None:
+        """The server a backend's answers come from (its ``base_url``, credentials masked);
+        None for a model in this process."""
+        url = getattr(self.backend, "base_url", None)
+        return redact_url(str(url)) if url else None
 
     def _read_back(self, idx: list[int], load: Callable[[int], bool], stored: Callable[[int], None]) -> None:
         """After a backend wrote ``idx``'s answers into the cache itself: load each one."""
