@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterator
 
-from lmaudit.backends.base import SampleRequest
-from lmaudit.backends.cached import CachedBackend
+from lmaudit.backends.base import SampleRequest, SampleResult
+from lmaudit.backends.cached import CachedBackend, sample_value
 from lmaudit.backends.registry import build_backend
 from lmaudit.pipeline import run
 from lmaudit.progress import SettledBar
-from lmaudit.provenance.cache import ResponseCache
+from lmaudit.provenance.cache import ResponseCache, cache_key
 
 _ETA = re.compile(r"\[[^\]]*<[^\]]*\]")  # tqdm's "[elapsed<remaining, rate]"
 
@@ -76,3 +77,37 @@ def test_a_bar_waiting_on_a_server_says_so(openai_stub, tmp_path, capsys) -> Non
     assert "3/3" in final and "waiting" not in final, final
     cached.sample(requests)  # every answer cached: nothing is waited on
     assert "waiting" not in capsys.readouterr().err
+
+
+class _Streaming:
+    """A sampling backend that yields each request's draws on its own, and notes how many
+    earlier requests the cache layer had stored (and counted) when each was asked for."""
+
+    reads_meta = False
+
+    def __init__(self, cache: ResponseCache) -> None:
+        self.identity = {"backend": "test-streaming", "version": 1}
+        self.cache = cache
+        self.stored_before: list[int] = []
+        self.cached: CachedBackend | None = None
+
+    def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
+        return [res for _, res in self.iter_samples(requests)]
+
+    def iter_samples(self, requests: list[SampleRequest]) -> Iterator[tuple[int, SampleResult]]:
+        assert self.cached is not None
+        for j, r in enumerate(requests):
+            keys = [cache_key(self.cached.digest, q.payload(False, 0)) for q in requests[:j]]
+            self.stored_before.append(sum(self.cache.get(k, sample_value) is not None for k in keys))
+            yield j, SampleResult(texts=[f"draw {r.seed}"])
+
+
+def test_a_backend_that_yields_draws_per_request_is_stored_and_counted_per_request(tmp_path) -> None:
+    cache = ResponseCache(tmp_path / "cache")
+    backend = _Streaming(cache)
+    cached = CachedBackend(backend, cache, batch_size=16, progress=False)
+    backend.cached = cached
+    requests = [SampleRequest(messages=({"role": "user", "content": "q"},), n=1, seed=i) for i in range(5)]
+    assert [r.texts for r in cached.sample(requests)] == [[f"draw {i}"] for i in range(5)]
+    # one batch of five: each request's draws stored before the next is asked for
+    assert backend.stored_before == [0, 1, 2, 3, 4]

@@ -313,14 +313,27 @@ class CachedBackend:
             return True
 
         fill = getattr(self.backend, "fill_samples", None)
+        # a backend that yields each request's draws as they are done (hf) has each stored and
+        # counted then, not when its whole batch is
+        stream = getattr(self.backend, "iter_samples", None)
 
         def compute(idx: list[int], stored: Callable[[int], None]) -> None:
             if fill is not None:
                 fill(self.cache.root, [(all_keys[i], requests[i]) for i in idx])
                 self._read_back(idx, load, stored)
                 return
-            results = self.backend.sample([requests[i] for i in idx])
-            for i, res in zip(idx, results, strict=True):
+            asked = [requests[i] for i in idx]
+            pairs: Iterable[tuple[int, SampleResult]]
+            if stream is not None:
+                pairs = ((idx[j], res) for j, res in stream(asked))
+            else:
+                results = self.backend.sample(asked)
+                if len(results) != len(idx):
+                    raise RuntimeError("backend returned a different number of results than requests")
+                pairs = zip(idx, results, strict=True)
+            seen = 0
+            for i, res in pairs:
+                seen += 1
                 if len(res.texts) != requests[i].n:
                     raise RuntimeError("backend returned a different number of draws than asked")
                 # a request's draws go into the cache as one pack (one file, not one per draw);
@@ -340,6 +353,8 @@ class CachedBackend:
                     res = _with_cached(res, known)
                 out[i] = res
                 stored(i)
+            if seen != len(idx):
+                raise RuntimeError("backend returned a different number of results than requests")
 
         missing = [i for i in range(len(requests)) if not load(i)]
         if missing:
