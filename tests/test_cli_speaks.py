@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -72,14 +73,78 @@ def test_a_misspelt_key_is_refused_even_with_a_plus(tmp_path: Path, arg: str) ->
     proc = _run(tmp_path, "model=sim_projective", "items=sim_demo", arg, "stage=plan")
     line = _error(proc)
     assert proc.returncode == 2
-    assert line == f"error: {arg}: 'study' has no key 'epsilonn'; did you mean epsilon?"
+    assert line.startswith(f"error: {arg}: 'study' has no key 'epsilonn' (keys: name, estimand, framing, ")
+    assert line.endswith("; did you mean study.epsilon?")
     assert not (tmp_path / "results").exists()  # nothing planned, nothing frozen
 
 
 def test_a_composed_config_with_an_added_key_is_refused_in_process(make_cfg) -> None:
     cfg = make_cfg("model=sim_projective", "items=sim_demo", "+study.gates.g3.nn=5", "stage=plan")
-    with pytest.raises(InputError, match=r"study\.gates\.g3\.nn .*did you mean n\?"):
+    with pytest.raises(InputError, match=r"study\.gates\.g3\.nn .*did you mean study\.gates\.g3\.n\?"):
         run(cfg)
+
+
+def test_a_misspelt_option_value_gets_the_real_one(tmp_path: Path) -> None:
+    proc = _run(tmp_path, "stage=analyse")
+    line = _error(proc)
+    assert proc.returncode == 2
+    assert line == (
+        "error: stage=analyse: 'stage' has no option 'analyse' "
+        "(options: plan, freeze, measure, analyze, report, all); did you mean analyze?"
+    )
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_composed_config_with_a_misspelt_option_value_gets_the_real_one(make_cfg) -> None:
+    with pytest.raises(InputError, match=r"stage = 'analyse' is out of range .*; did you mean analyze\?$"):
+        run(make_cfg("model=sim_projective", "items=sim_demo", "stage=analyse"))
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("study=draws", "study.n_draws=5"), "; did you mean study.n?"),
+        (("study.n_draws=5",), "; did you mean study.estimand.n or study.gates.g3.n?"),
+        (("estimand=sampled", "estimand.temp=0.5"), "; did you mean study.estimand.temperature?"),
+        (("study.gates.g3.nn=5",), "; did you mean study.gates.g3.n?"),
+    ],
+)
+def test_a_key_that_does_not_exist_gets_the_real_keys(
+    tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    proc = _run(tmp_path, *args, "stage=plan")
+    line = _error(proc)
+    assert proc.returncode == 2 and line.endswith(said), line
+    assert " (keys: " in line
+    if "study=draws" in args:  # every key the study declares, the real one among them
+        assert "(keys: name, probes_path, " in line and ", n, temperature, " in line
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_llama_cpp_server_that_is_not_running_ends_in_how_to_start_it(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _run(
+        tmp_path,
+        "model=llamacpp",
+        f"model.base_url=http://127.0.0.1:{port}/v1",
+        "items=sim_demo",
+        "mlflow.enabled=false",
+        f"out_dir={tmp_path / 'run'}",
+    )
+    line = _error(proc)
+    assert proc.returncode == 1
+    command = (
+        'python -m llama_cpp.server --model "$(lmaudit gguf-path gemma3-270m)" '
+        "--model_alias gemma3-270m --port {port} --logits_all true"
+    )
+    assert line == (
+        f"error: cannot reach http://127.0.0.1:{port}/v1 ([Errno 111] Connection refused); "
+        f"start the documented server: {command.format(port=port)} (docs/servers.md)"
+    )
+    assert (proc.stdout + proc.stderr).count("cannot reach") == 1  # said once
+    assert command.format(port=8080) in (REPO / "README.md").read_text()  # the README's own
 
 
 def test_adding_to_a_free_form_field_stays_allowed(tmp_path: Path) -> None:
@@ -145,21 +210,21 @@ def _run_dir(proc: subprocess.CompletedProcess[str]) -> Path:
 
 
 def test_an_override_that_changes_what_is_measured_changes_the_run_name(tmp_path: Path) -> None:
-    default = _run_dir(_run(tmp_path, "stage=plan"))  # make run's run keeps its name
-    assert default == tmp_path / "results/qq/gemma3-270m-track_m_fewshot-counterbalanced-logprob"
+    default = _run_dir(_run(tmp_path, "stage=plan"))  # the design first, the model last
+    assert default == tmp_path / "results/qq/track_m_fewshot-counterbalanced-logprob-gemma3-270m"
     base = ("model=sim_projective", "items=sim_demo", "stage=plan", "mlflow.enabled=false")
     one = _run_dir(_run(tmp_path, *base, "items.ids=[s1-01,s1-04]"))
     other = _run_dir(_run(tmp_path, *base, "items.ids=[s2-01,s3-01]"))
     bank = _run_dir(_run(tmp_path, *base))
-    readable = "sim-projective-track_m_fewshot-counterbalanced-logprob-"
+    readable = "track_m_fewshot-counterbalanced-logprob-sim-projective-"
     assert len({one, other, bank}) == 3 and all(p.name.startswith(readable) for p in (one, other, bank))
     assert _run_dir(_run(tmp_path, *base, "items.ids=[s1-01,s1-04]")) == one  # the same design
     # what the name already says, or what is not measured, adds nothing
     assert _run_dir(_run(tmp_path, "model=sim_projective", "stage=plan", "framing=track_p")).name == (
-        "sim-projective-track_p-counterbalanced-logprob"
+        "track_p-counterbalanced-logprob-sim-projective"
     )
     assert _run_dir(_run(tmp_path, "model=sim_projective", "stage=plan", "study.epsilon=0.02")).name == (
-        "sim-projective-track_m_fewshot-counterbalanced-logprob"
+        "track_m_fewshot-counterbalanced-logprob-sim-projective"
     )
     assert _run_dir(_run(tmp_path, *base, "run_name=mine")).name == "mine"
     assert _run_dir(_run(tmp_path, "prereg=qq_sim_mixture", "stage=plan")).name == "qq_sim_mixture"

@@ -29,9 +29,9 @@ CHOIR = (
 #: case -> (the measuring run's overrides that choose its models, the study's own overrides
 #: both runs share, what the run folder's name holds, (a param of the plan, its measured value))
 CASES = {
-    "qq": (("model=sim_projective",), ("items=sim_demo",), "sim-projective-", ("model", "sim-projective")),
-    "judge": (("model=sim_judge",), ("study=judge",), "sim-judge-", ("model", "sim-judge")),
-    "draws": (("model=sim_persistent",), ("study=draws",), "sim-persistent-", ("model", "sim-persistent")),
+    "qq": (("model=sim_projective",), ("items=sim_demo",), "-sim-projective-", ("model", "sim-projective")),
+    "judge": (("model=sim_judge",), ("study=judge",), "-sim-judge", ("model", "sim-judge")),
+    "draws": (("model=sim_persistent",), ("study=draws",), "-sim-persistent", ("model", "sim-persistent")),
     # the demo ensemble (the run's model beside three simulators) with a sim free-list generator
     # as the run's model; re-analysed without ensemble=, which comes from the plan
     "choir": (
@@ -94,5 +94,5 @@ def test_reanalysis_in_the_measuring_runs_folder_without_model(tmp_path: Path) -
     again = _run(tmp_path, "study=draws", "stage=analyze", f"out_dir={run}")
     assert again.returncode == 0, again.stderr[-3000:]
     audit = json.loads((run / "audit_record.json").read_text())
-    assert audit["mlflow"]["run_name"].startswith("sim-persistent-"), audit["mlflow"]["run_name"]
+    assert audit["mlflow"]["run_name"].endswith("-sim-persistent"), audit["mlflow"]["run_name"]
     assert audit["mlflow"]["params"]["model"]["name"] == "sim-persistent"

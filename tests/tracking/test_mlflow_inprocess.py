@@ -17,6 +17,7 @@ from typing import Any
 from lmaudit.console import main as lmaudit_main
 from lmaudit.pipeline import run
 from lmaudit.provenance.digest import file_sha256
+from lmaudit.studies.qq.study import QQStudy
 from lmaudit.tracking.mlflow_log import flatten, tracking_uri
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,9 +77,10 @@ def test_a_run_logs_in_process_and_lmaudit_log_logs_the_same_run_later(make_cfg,
     (logged,) = _runs(uri)
     assert logged.info.status == "FINISHED" and audit["mlflow"]["run_id"] == logged.info.run_id
     assert "not_logged" not in audit["mlflow"]
-    # params are the plan's config; metrics are those of metrics.json (the DVC view, written apart)
+    # params are the plan's config as it applies to the design; metrics are those of metrics.json (the DVC view, written apart)
     plan = json.loads((out / "plan.json").read_text())
-    assert logged.data.params == {k: "" if v is None else str(v) for k, v in flatten(plan["config"]).items()}
+    params = QQStudy().tracked_params(plan["config"])
+    assert logged.data.params == {k: "" if v is None else str(v) for k, v in flatten(params).items()}
     assert logged.data.metrics == json.loads((out / "metrics.json").read_text())["qq"]
     tags = logged.data.tags
     assert {f"gate.{g}": r["status"] for g, r in results["gates"].items()}.items() <= tags.items()

@@ -29,7 +29,9 @@ from lmaudit.backends.base import (
     identity_digest,
 )
 from lmaudit.backends.context import check_context
+from lmaudit.progress import SettledBar
 from lmaudit.provenance.cache import ResponseCache, cache_key
+from lmaudit.provenance.redact import redact_url
 
 
 def _number(x: Any, what: str) -> float:
@@ -174,10 +176,15 @@ class CachedBackend:
 
             step = max(1, len(mine)) if whole else self.batch_size
             t0 = time.perf_counter()
+            server = self._server()
+            if mine and server:  # a bar that stands still says what it waits on
+                bar.set_postfix_str(f"waiting on {server}")
             try:
                 for s in range(0, len(mine), step):
                     compute(mine[s : s + step], stored)
             finally:
+                if mine and server:
+                    bar.set_postfix_str("")
                 self.seconds[contract] = self.seconds.get(contract, 0.0) + time.perf_counter() - t0
                 if grouped:
                     self.cache.release_many(group)
@@ -185,6 +192,8 @@ class CachedBackend:
                     for i in mine:
                         self.cache.release(claim_key(i))
             still: list[int] = []
+            if theirs:
+                bar.set_postfix_str("waiting on another run's answers (their claims in the cache)")
             for i in theirs:
                 while not load(i) and self.cache.claimed(claim_key(i)):
                     time.sleep(self.poll_s)
@@ -192,7 +201,15 @@ class CachedBackend:
                     bar.update(weight(i))
                 else:  # the other process gave up or died: try again ourselves
                     still.append(i)
+            if theirs:
+                bar.set_postfix_str("")
             pending = still
+
+    def _server(self) -> str | None:
+        """The server a backend's answers come from (its ``base_url``, credentials masked);
+        None for a model in this process."""
+        url = getattr(self.backend, "base_url", None)
+        return redact_url(str(url)) if url else None
 
     def _read_back(self, idx: list[int], load: Callable[[int], bool], stored: Callable[[int], None]) -> None:
         """After a backend wrote ``idx``'s answers into the cache itself: load each one."""
@@ -250,7 +267,7 @@ class CachedBackend:
         if missing:
             self._ready()
         whole = stream is not None or fill is not None
-        with tqdm(
+        with SettledBar(
             total=len(requests),
             initial=len(requests) - len(missing),
             desc=desc,
@@ -296,14 +313,27 @@ class CachedBackend:
             return True
 
         fill = getattr(self.backend, "fill_samples", None)
+        # a backend that yields each request's draws as they are done (hf) has each stored and
+        # counted then, not when its whole batch is
+        stream = getattr(self.backend, "iter_samples", None)
 
         def compute(idx: list[int], stored: Callable[[int], None]) -> None:
             if fill is not None:
                 fill(self.cache.root, [(all_keys[i], requests[i]) for i in idx])
                 self._read_back(idx, load, stored)
                 return
-            results = self.backend.sample([requests[i] for i in idx])
-            for i, res in zip(idx, results, strict=True):
+            asked = [requests[i] for i in idx]
+            pairs: Iterable[tuple[int, SampleResult]]
+            if stream is not None:
+                pairs = ((idx[j], res) for j, res in stream(asked))
+            else:
+                results = self.backend.sample(asked)
+                if len(results) != len(idx):
+                    raise RuntimeError("backend returned a different number of results than requests")
+                pairs = zip(idx, results, strict=True)
+            seen = 0
+            for i, res in pairs:
+                seen += 1
                 if len(res.texts) != requests[i].n:
                     raise RuntimeError("backend returned a different number of draws than asked")
                 # a request's draws go into the cache as one pack (one file, not one per draw);
@@ -323,13 +353,15 @@ class CachedBackend:
                     res = _with_cached(res, known)
                 out[i] = res
                 stored(i)
+            if seen != len(idx):
+                raise RuntimeError("backend returned a different number of results than requests")
 
         missing = [i for i in range(len(requests)) if not load(i)]
         if missing:
             self._ready()
         total = sum(r.n for r in requests)
         show = self.progress if progress is None else progress
-        with tqdm(
+        with SettledBar(
             total=total,
             initial=total - sum(requests[i].n for i in missing),
             desc=desc,

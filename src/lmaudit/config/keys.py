@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from omegaconf import DictConfig
 
 from lmaudit.config.ranges import _dataclasses_in
 from lmaudit.config.schema import MODEL_SCHEMAS, RootConfig
+from lmaudit.config.suggest import did_you_mean, suggestions
 from lmaudit.provenance.io import InputError
 from lmaudit.provenance.redact import redact_text
 
@@ -38,10 +38,35 @@ __all__ = ["check_overrides", "group_options", "undeclared"]
 DEFAULT_MODEL = "gemma3_270m"  # conf/config.yaml's default
 
 
-def did_you_mean(word: str, options: Sequence[str]) -> str:
-    """``"; did you mean <closest>?"``, or nothing when no option is close."""
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]}?" if close else ""
+def _paths(schema: type, groups: dict[str, type], prefix: str = "") -> list[str]:
+    """Every key below a schema, as dotted paths (``estimand.n``, ``gates.g3.n``): its fields,
+    its groups, and theirs in turn (not into lists)."""
+    out: list[str] = []
+    children = {f.name: _child(schema, f.name, {})[1] for f in dataclasses.fields(schema)}
+    children.update(groups)
+    for name, inner in children.items():
+        path = f"{prefix}{name}"
+        out.append(path)
+        if inner is not None:
+            out += _paths(inner, {}, path + ".")
+    return out
+
+
+def no_such_key(where: str, name: str, schema: type, groups: dict[str, type], *, listed: bool) -> str:
+    """``'<where>' has no key '<name>'`` with, when ``listed``, the keys it has, and the closest
+    real key anywhere below ``where`` (its full path: ``study.n_draws`` -> ``study.estimand.n``)."""
+    keys = [f.name for f in dataclasses.fields(schema)] + [g for g in groups if g not in _fields(schema)]
+    close = suggestions(name, keys) or suggestions(name, [p for p in _paths(schema, groups) if "." in p])
+    head = f"{_what(where)} has no key {name!r}"
+    if listed:
+        head += f" (keys: {', '.join(keys)})"
+    return head + (
+        f"; did you mean {' or '.join(f'{where}.{c}' if where else c for c in close)}?" if close else ""
+    )
+
+
+def _fields(schema: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(schema)}
 
 
 def group_options(conf: Path, group: str) -> list[str]:
@@ -76,13 +101,12 @@ def _child(schema: type, name: str, groups: dict[str, type]) -> tuple[bool, type
 
 def _walk(node: DictConfig, schema: type, where: str, groups: dict[str, type]) -> list[str]:
     problems: list[str] = []
-    names = [f.name for f in dataclasses.fields(schema)] + list(groups)
     for k in node:
         key = str(k)
         path = f"{where}.{key}" if where else key
         declared, inner = _child(schema, key, groups)
         if not declared:
-            problems.append(f"{path} ({_what(where)} has no such key{did_you_mean(key, names)})")
+            problems.append(f"{path} ({no_such_key(where, key, schema, groups, listed=False)})")
             continue
         child = node._get_node(key)
         if inner is not None and isinstance(child, DictConfig) and not child._is_none():
@@ -102,8 +126,7 @@ def undeclared(cfg: DictConfig) -> list[str]:
         key = str(k)
         child = cfg._get_node(key)
         if key not in {f.name for f in dataclasses.fields(RootConfig)}:
-            names = [f.name for f in dataclasses.fields(RootConfig)]
-            problems.append(f"{key} (the root config has no such key{did_you_mean(key, names)})")
+            problems.append(f"{key} ({no_such_key('', key, RootConfig, {}, listed=False)})")
         elif key == "model" and isinstance(child, DictConfig) and "backend" in child:
             schema = MODEL_SCHEMAS.get(str(child.get("backend")))
             if schema is not None:
@@ -180,25 +203,46 @@ def _group_problem(conf: Path, key: str, value: str, shown: str) -> str | None:
     return None
 
 
-def _key_problem(key: str, shown: str, schemas: dict[str, tuple[type, dict[str, type]] | None]) -> str | None:
+def _value_problem(schema: type, name: str, path: str, value: str, shown: str) -> str | None:
+    """A value that is none of the field's declared choices (``stage=analyse``), with the
+    choices and the closest; None for a value it takes, a sweep's function or an interpolation."""
+    rule = next((f.metadata.get("range") for f in dataclasses.fields(schema) if f.name == name), None)
+    if rule is None or rule.choices is None:
+        return None
+    options = [str(c) for c in rule.choices]
+    for v in _values(value) or []:
+        v = v.strip("'\"")
+        if v in options or v == "null":
+            continue
+        return (
+            f"{shown}: '{path}' has no option {v!r} (options: {', '.join(options)}){did_you_mean(v, options)}"
+        )
+    return None
+
+
+def _key_problem(
+    key: str, value: str, shown: str, schemas: dict[str, tuple[type, dict[str, type]] | None]
+) -> str | None:
     parts = key.split(".")
     head = parts[0]
-    root_fields = [f.name for f in dataclasses.fields(RootConfig)]
-    if head not in root_fields:
-        return f"{shown}: the root config has no key {head!r}{did_you_mean(head, root_fields)}"
+    if head not in _fields(RootConfig):
+        return f"{shown}: {no_such_key('', head, RootConfig, {}, listed=True)}"
+    if len(parts) == 1:
+        return _value_problem(RootConfig, head, head, value, shown)
     found = schemas.get(head) if head in ("study", "model") else (_child(RootConfig, head, {})[1], {})
     if found is None or found[0] is None:
         return None  # free-form or not known before composition
     schema: type | None = found[0]
     groups = found[1]
     where = head
-    for name in parts[1:]:
+    for i, name in enumerate(parts[1:], start=2):
         if schema is None:
             return None
         declared, inner = _child(schema, name, groups)
         if not declared:
-            names = [f.name for f in dataclasses.fields(schema)] + list(groups)
-            return f"{shown}: '{where}' has no key {name!r}{did_you_mean(name, names)}"
+            return f"{shown}: {no_such_key(where, name, schema, groups, listed=True)}"
+        if i == len(parts) and name not in groups:
+            return _value_problem(schema, name, f"{where}.{name}", value, shown)
         schema, groups, where = inner, {}, f"{where}.{name}"
     return None
 
@@ -231,6 +275,6 @@ def check_overrides(args: Sequence[str], conf: Path, study: str | None, given: S
         shown = redact_text(typed.get(a) or display(a))  # quoted in the message: credentials masked
         problem = _group_problem(conf, key, value, shown)
         if problem is None and "/" not in key and "@" not in key and not group_options(conf, key):
-            problem = _key_problem(key, shown, schemas)
+            problem = _key_problem(key, value, shown, schemas)
         if problem:
             raise InputError(problem)

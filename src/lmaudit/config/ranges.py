@@ -24,6 +24,8 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
+from lmaudit.config.suggest import did_you_mean
+
 __all__ = ["Rule", "ranged", "validate_node"]
 
 
@@ -158,7 +160,10 @@ def validate_node(node: Any, schema: type, where: str) -> list[str]:
         if rule is not None:
             plain = _plain(value)
             if not rule.accepts(plain):
-                problems.append(f"{path} = {plain!r} is out of range (allowed: {rule.describe()})")
+                near = ""
+                if rule.choices is not None and isinstance(plain, str):
+                    near = did_you_mean(plain, [str(c) for c in rule.choices])
+                problems.append(f"{path} = {plain!r} is out of range (allowed: {rule.describe()}){near}")
         inner, is_list = _dataclasses_in(hints.get(f.name))
         if inner is None:
             continue

@@ -141,7 +141,7 @@ def _payload(out: Path, study: Study, result: StudyResult, audit: AuditRecord) -
     if sec.get("registration"):
         extra.append(Path(sec["registration"]))
     return {
-        "params": sec["params"],
+        "params": study.tracked_params(sec["params"]),
         "metrics": {**result.metrics, **prediction_metrics(result.results)},
         "tags": {
             **result.tags,

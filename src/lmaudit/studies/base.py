@@ -259,9 +259,16 @@ class Study(ABC):
             out[g] = study.get(g)
         return dict(redact_config(out))
 
+    def tracked_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The MLflow params of a run whose plan records ``config`` (:meth:`plan_config`): the
+        fields that apply to its design (default: all). The plan keeps every field."""
+        return dict(config)
+
     @abstractmethod
     def default_run_name(self, cfg: DictConfig) -> str:
-        """The run's name when neither ``run_name=`` nor ``prereg=`` names it."""
+        """The run's name when neither ``run_name=`` nor ``prereg=`` names it: what varies
+        between runs of the study (its groups' choices) first, the model last, so that names
+        cut short in a list still tell runs apart."""
 
     # --- plan / measure --------------------------------------------------------------------
 

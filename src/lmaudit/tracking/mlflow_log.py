@@ -117,11 +117,16 @@ def ensure_experiment(uri: str, name: str) -> str:
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested config as one level of dotted keys: a mapping's fields as ``<key>.<field>``, a
+    list that holds mappings item by item as ``<key>.<index>.<field>`` (``framing.few_shot.0.question``);
+    any other value, a list of numbers or names included, under its own key."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
         if isinstance(v, Mapping):
             out.update(flatten(v, key + "."))
+        elif isinstance(v, list) and any(isinstance(x, Mapping | list) for x in v):
+            out.update(flatten({str(i): x for i, x in enumerate(v)}, key + "."))
         else:
             out[key] = v
     return out

@@ -368,19 +368,22 @@ class HFBackend:
 
     def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:
         """``n`` completions per request; draw ``i`` uses the seed ``derive_seed(request.seed, i)``."""
+        return [res for _, res in self.iter_samples(requests)]
+
+    def iter_samples(self, requests: list[SampleRequest]) -> Iterator[tuple[int, SampleResult]]:
+        """:meth:`sample`'s results as ``(index, result)``, each as soon as its request's draws
+        are done (the cache layer stores and counts them one by one)."""
         for req in requests:
             if req.n < 0 or req.max_tokens < 1:
                 raise BackendError(f"hf backend: sample needs n >= 0 and max_tokens >= 1, got {req}")
-        out: list[SampleResult] = []
         with self._progress(len(requests), "hf sample") as bar:
             ids = [self.encode(req.messages) for req in requests]
             for a, b in prompt_groups(self.model, [len(i) for i in ids]):
-                out += self._sample_group(requests[a:b], ids[a:b], bar)
-        return out
+                yield from enumerate(self._sample_group(requests[a:b], ids[a:b], bar), start=a)
 
     def _sample_group(
         self, requests: list[SampleRequest], ids: list[list[int]], bar: Any
-    ) -> list[SampleResult]:
+    ) -> Iterator[SampleResult]:
         """The prompts' prefills first (hf.prefill: the same tensors as one prefill each, so a
         draw does not depend on the other requests), then each request's draws."""
         computed, forwards = self.prefill_memo.tokens_computed, self.prefill_memo.forwards
@@ -394,7 +397,6 @@ class HFBackend:
         self.stats.forward_calls += self.prefill_memo.forwards - forwards
         self.stats.tokens_real += self.prefill_memo.tokens_computed - computed
         self.stats.tokens_padded += self.prefill_memo.tokens_computed - computed
-        out: list[SampleResult] = []
         for req, prompt, pre in zip(requests, ids, prefilled, strict=True):
             seqs = sample_completions(
                 self.model,
@@ -409,9 +411,8 @@ class HFBackend:
                 block=self.sample_block,
             )
             self.stats.requests += 1
-            out.append(SampleResult(texts=[self.tokenizer.decode(s, skip_special_tokens=True) for s in seqs]))
             bar.update(1)
-        return out
+            yield SampleResult(texts=[self.tokenizer.decode(s, skip_special_tokens=True) for s in seqs])
 
 
 #: The keys a model config may set: exactly the constructor's keyword parameters.

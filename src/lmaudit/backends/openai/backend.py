@@ -79,6 +79,7 @@ from lmaudit.backends.base import (
 from lmaudit.backends.openai import g1
 from lmaudit.backends.openai.client import MAX_ANSWER_BYTES, HttpClient, ServerUnreachable
 from lmaudit.backends.openai.served import ServedCheck
+from lmaudit.backends.openai.start import start_hint
 from lmaudit.backends.openai.wire import (
     detokenize_via,
     first_position_top,
@@ -194,6 +195,7 @@ class OpenAIBackend:
             clock=clock,
             rng=rng,
             max_answer_bytes=int(cfg.get("max_answer_bytes", MAX_ANSWER_BYTES)),
+            unreachable_hint=start_hint(self.base_url, self.model),
         )
         self._tok_dialect: str | None = None
         self._served = ServedCheck(self.model, redact_url(self.base_url))

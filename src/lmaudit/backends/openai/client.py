@@ -36,6 +36,7 @@ import base64
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -78,6 +79,13 @@ def _unreachable(e: requests.RequestException) -> bool:
     return isinstance(reason, NewConnectionError)
 
 
+def connection_reason(e: BaseException) -> str:
+    """The system's reason a connection failed (``[Errno 111] Connection refused``), from the
+    message urllib3 wraps it in; else the error's type."""
+    found = re.findall(r"\[Errno -?\d+\] [^'\")\]]+", str(e))
+    return found[-1].strip() if found else type(e).__name__
+
+
 def url_secrets(url: str) -> list[str]:
     """What credentials in ``url`` become on the wire and in a server's echo: the value of the
     Basic header requests sends, and the password (decoded, and as typed) when 4+ characters."""
@@ -111,6 +119,7 @@ class HttpClient:
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
+        unreachable_hint: str = "",
     ) -> None:
         if deadline_s <= 0 or backoff_cap_s < 0:
             raise BackendError("openai backend config: need request_deadline_s > 0 and backoff_cap_s >= 0")
@@ -118,6 +127,7 @@ class HttpClient:
             raise BackendError("openai backend config: need max_answer_bytes >= 1")
         self.max_answer_bytes = max_answer_bytes
         self.base_url = base_url
+        self.unreachable_hint = unreachable_hint  # "; start ..." after "cannot reach <url> (...)"
         self.api_key_env = api_key_env
         self.timeout_s = timeout_s
         self.max_retries = max_retries
@@ -162,6 +172,10 @@ class HttpClient:
 
     # --- the reachability check ------------------------------------------------------------
 
+    def _unreachable(self, where: str, e: BaseException) -> str:
+        """``cannot reach <where> (<the system's reason>)``, then how to start the server."""
+        return f"cannot reach {where} ({connection_reason(e)}){self.unreachable_hint}"
+
     def check_server(self) -> Any:
         """``GET <base_url>/models`` once: ServerUnreachable when nothing answers there, a
         BackendError when the server refuses the credentials; any other answer is a server.
@@ -187,7 +201,7 @@ class HttpClient:
                 _unreachable(e) or isinstance(e, requests.ConnectTimeout)
             ):
                 raise ServerUnreachable(
-                    self.redact(f"cannot reach {redact_url(self.base_url)}: {type(e).__name__}: {e}")
+                    self.redact(self._unreachable(redact_url(self.base_url), e))
                 ) from None
             log.warning("%s", self.redact(f"GET {redact_url(url)}: {type(e).__name__}: {e}; carrying on"))
             self._checked = True
@@ -265,9 +279,7 @@ class HttpClient:
                 raise BackendError(self.redact(self._too_large("POST", where, e))) from None
             except (requests.RequestException, Urllib3Error) as e:
                 if isinstance(e, requests.RequestException) and _unreachable(e):
-                    raise ServerUnreachable(
-                        self.redact(f"cannot reach {where}: {type(e).__name__}: {e}")
-                    ) from None
+                    raise ServerUnreachable(self.redact(self._unreachable(where, e))) from None
                 if not isinstance(
                     e,
                     requests.ConnectionError

@@ -106,8 +106,8 @@ class ServedCheck:
         self.record = self._read()
         try:
             data = listing()
-        except ServerUnreachable as e:  # cached answers need no server
-            log.info("openai backend: not checked what %s serves (%s)", self.where, e)
+        except ServerUnreachable as e:  # cached answers need no server; a request says it once
+            log.debug("openai backend: not checked what %s serves (%s)", self.where, e)
             return
         except BackendError as e:
             log.warning("openai backend: not checked what %s serves (%s)", self.where, e)

@@ -94,7 +94,7 @@ def default_run_name(cfg: DictConfig) -> str:
     s = settings(cfg)
     if s.import_path:
         return f"import-{Path(s.import_path).stem}"
-    return f"{cfg.model.name}-n{s.n}-t{s.temperature:g}-r{s.replicates}-{s.normalise.kind}"
+    return f"n{s.n}-t{s.temperature:g}-r{s.replicates}-{s.normalise.kind}-{cfg.model.name}"
 
 
 def _requests(cfg: DictConfig, s: DrawsStudyConfig) -> list[Any]:

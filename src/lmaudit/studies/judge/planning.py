@@ -94,7 +94,7 @@ def default_run_name(cfg: DictConfig) -> str:
     conds = str(_judge_node(cfg).condition.name)
     if s.import_dir:
         return f"import-{Path(s.import_dir).name}-{conds}"
-    return f"{cfg.model.name}-{conds}-k{s.k}-{s.isolation}"
+    return f"{conds}-k{s.k}-{s.isolation}-{cfg.model.name}"
 
 
 def _pattern_endpoints(conds: list[Condition]) -> list[str]:

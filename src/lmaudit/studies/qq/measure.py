@@ -12,12 +12,13 @@ The analysis needs nothing else, so any measurement file can be re-analysed with
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, SampleResult
 from lmaudit.backends.cached import CachedBackend
+from lmaudit.progress import SettledBar
 from lmaudit.studies.qq.config import EstimandConfig, G3Config
 from lmaudit.studies.qq.protocol import Cell
 from lmaudit.studies.qq.records import SEMANTIC, Measurement
@@ -220,9 +221,15 @@ _Drawing = Generator[SampleRequest, SampleResult, _Drawn]
 
 
 def _draw_accepted(
-    req: LabelRequest, label_of: dict[str, str], need: int, g3: G3Config, seed: int
+    req: LabelRequest,
+    label_of: dict[str, str],
+    need: int,
+    g3: G3Config,
+    seed: int,
+    accepted_now: Callable[[int], object] = lambda k: None,
 ) -> _Drawing:
-    """Rejection sampling at one position until ``need`` canonical answers are accepted.
+    """Rejection sampling at one position until ``need`` canonical answers are accepted;
+    ``accepted_now(k)`` is told each round's ``k`` newly accepted answers.
 
     A round's request (how many draws, which seed) depends only on this position's own
     earlier rounds, so its draws are the same however many positions are sampled alongside."""
@@ -237,6 +244,7 @@ def _draw_accepted(
         res = yield _sample_request(
             req, chunk, g3.temperature, g3.top_p, position_seed(seed, req.meta, f"g3-round{rnd}")
         )
+        before = len(accepted)
         for text in res.texts:
             attempts += 1
             lab = normalise_answer(text, tuple(label_of.values()))
@@ -244,6 +252,7 @@ def _draw_accepted(
                 accepted.append(sem_of[lab])
                 if len(accepted) == need:
                     break
+        accepted_now(len(accepted) - before)
         rnd += 1
     return _Drawn(accepted=accepted, attempts=attempts)
 
@@ -281,15 +290,28 @@ def g3_trajectories_many(
 ) -> list[dict[str, Any]]:
     """:func:`g3_trajectories` of each cell (the same rows, the same draws), their positions
     sampled side by side: all first positions, then all second positions."""
+    if not cells:
+        return []
     seed = g3.seed + 7919 * (attempt - 1)
-    firsts = _draw_all(cached, [_draw_accepted(c.requests[0], c.label_of, n, g3, seed) for c in cells])
-    second_jobs: list[tuple[int, str, _Drawing]] = []
-    for k, (cell, first) in enumerate(zip(cells, firsts, strict=True)):
-        for a, req in zip(SEMANTIC, cell.requests[1:], strict=True):
-            need = first.accepted.count(a)
-            if need:
-                second_jobs.append((k, a, _draw_accepted(req, cell.label_of, need, g3, seed)))
-    seconds = _draw_all(cached, [job for _, _, job in second_jobs])
+    # its own bar: accepted answers, n per first position and n per cell's second positions
+    # (a position that gives up at max_attempts_factor leaves the bar short, as the check is)
+    with SettledBar(
+        total=2 * n * len(cells),
+        desc="G3 check" if attempt == 1 else f"G3 check (retry {attempt - 1})",
+        unit="answer",
+        disable=not cached.progress,
+        leave=True,
+    ) as bar:
+        firsts = _draw_all(
+            cached, [_draw_accepted(c.requests[0], c.label_of, n, g3, seed, bar.update) for c in cells]
+        )
+        second_jobs: list[tuple[int, str, _Drawing]] = []
+        for k, (cell, first) in enumerate(zip(cells, firsts, strict=True)):
+            for a, req in zip(SEMANTIC, cell.requests[1:], strict=True):
+                need = first.accepted.count(a)
+                if need:
+                    second_jobs.append((k, a, _draw_accepted(req, cell.label_of, need, g3, seed, bar.update)))
+        seconds = _draw_all(cached, [job for _, _, job in second_jobs])
     rows: list[dict[str, Any]] = []
     for k, (cell, first) in enumerate(zip(cells, firsts, strict=True)):
         counts = {f"{a}{b}": 0 for a in SEMANTIC for b in SEMANTIC}

@@ -345,9 +345,27 @@ class QQStudy(Study):
             out["estimand"] = {k: v for k, v in est.items() if k not in drop}
         return out
 
+    def tracked_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Without the sampling fields where nothing is sampled (``estimand.n``, ``top_p``,
+        ``seed``; ``temperature`` too on a log-prob run, which a mixture's tempering reads), and
+        without gate G3's settings where G3 is off."""
+        out = dict(config)
+        est = out.get("estimand")
+        if isinstance(est, Mapping):
+            drop = set() if _samples(est) else {"n", "top_p", "seed"}
+            if est.get("kind") == "logprob":
+                drop.add("temperature")
+            out["estimand"] = {k: v for k, v in est.items() if k not in drop}
+        study = out.get("study")
+        g3 = (study.get("gates") or {}).get("g3") if isinstance(study, Mapping) else None
+        if isinstance(study, Mapping) and isinstance(g3, Mapping) and g3.get("enabled") is False:
+            gates = {**study["gates"], "g3": {"enabled": False}}
+            out["study"] = {**study, "gates": gates}
+        return out
+
     def default_run_name(self, cfg: DictConfig) -> str:
         s = cfg.study
-        return f"{cfg.model.name}-{s.framing.name}-{s.mapping.name}-{s.estimand.kind}"
+        return f"{s.framing.name}-{s.mapping.name}-{s.estimand.kind}-{cfg.model.name}"
 
     def plan(self, ctx: RunContext) -> Plan:
         return plan(ctx.cfg)
