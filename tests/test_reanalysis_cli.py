@@ -6,14 +6,12 @@ its audit record name the model that was measured."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from cli_runs import run_cli
 
 CHOIR = (
     "study=choir",
@@ -45,22 +43,13 @@ CASES = {
 
 
 def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "run.py",
-            f"paths.results={tmp_path / 'results'}",
-            f"paths.cache={tmp_path / 'cache'}",
-            f"paths.mlruns={tmp_path / 'mlruns'}",
-            "progress=false",
-            "mlflow.enabled=false",
-            *overrides,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    return run_cli(
+        f"paths.results={tmp_path / 'results'}",
+        f"paths.cache={tmp_path / 'cache'}",
+        f"paths.mlruns={tmp_path / 'mlruns'}",
+        "progress=false",
+        "mlflow.enabled=false",
+        *overrides,
     )
 
 
