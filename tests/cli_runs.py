@@ -30,6 +30,15 @@ def run_cli(
     )
 
 
+def scratch_paths(tmp_path: Path) -> tuple[str, str, str]:
+    """Overrides that put a run's results, response cache and MLflow store under ``tmp_path``."""
+    return (
+        f"paths.results={tmp_path / 'results'}",
+        f"paths.cache={tmp_path / 'cache'}",
+        f"paths.mlruns={tmp_path / 'mlruns'}",
+    )
+
+
 def error_line(proc: subprocess.CompletedProcess[str]) -> str:
     """The one ``error:`` line of a refused run, which printed no traceback."""
     assert "Traceback" not in proc.stderr, proc.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_runs import run_cli
+from cli_runs import run_cli, scratch_paths
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 
@@ -22,9 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
     return run_cli(
-        f"paths.results={tmp_path / 'results'}",
-        f"paths.cache={tmp_path / 'cache'}",
-        f"paths.mlruns={tmp_path / 'mlruns'}",
+        *scratch_paths(tmp_path),
         "progress=false",
         *overrides,
     )

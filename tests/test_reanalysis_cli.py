@@ -11,17 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from cli_runs import run_cli
+from choir_quick import QUICK_CHOIR
+from cli_runs import run_cli, scratch_paths
 
 CHOIR = (
     "study=choir",
     "study.question_ids=[H001]",
     "study.personas=[archivist]",
-    "study.embedder.kind=sim",
-    "study.shuffles=50",
-    "study.permutations=50",
-    "study.n_boot=50",
-    "study.n_null=20",
+    *QUICK_CHOIR,
 )
 
 #: case -> (the measuring run's overrides that choose its models, the study's own overrides
@@ -44,9 +41,7 @@ CASES = {
 
 def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
     return run_cli(
-        f"paths.results={tmp_path / 'results'}",
-        f"paths.cache={tmp_path / 'cache'}",
-        f"paths.mlruns={tmp_path / 'mlruns'}",
+        *scratch_paths(tmp_path),
         "progress=false",
         "mlflow.enabled=false",
         *overrides,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_runs import run_cli
+from cli_runs import run_cli, scratch_paths
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.registry import get_study
 
@@ -25,9 +25,7 @@ def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")])}
     return run_cli(
         *overrides,
-        f"paths.results={tmp_path / 'results'}",
-        f"paths.cache={tmp_path / 'cache'}",
-        f"paths.mlruns={tmp_path / 'mlruns'}",
+        *scratch_paths(tmp_path),
         "progress=false",
         env=env,
     )
