@@ -35,7 +35,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
@@ -47,6 +46,7 @@ import torch
 
 from host import host  # benchmarks/host.py (the script's own directory)
 from profiling import print_profile, torch_profile
+from report_file import write_report
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "qq_measure.json"
@@ -336,10 +336,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.out is None:
         name = str(cfg.model.name)
         args.out = RESULTS if name == "gemma3-270m" else RESULTS.with_name(f"qq_measure_{name}.json")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.out.with_suffix(".json.tmp")
-    tmp_out.write_text(json.dumps(report, indent=2, sort_keys=True, default=str), encoding="utf-8")
-    tmp_out.replace(args.out)
+    write_report(report, args.out)
     print(f"  wrote {args.out}")
     return report
 

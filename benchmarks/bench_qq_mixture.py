@@ -32,7 +32,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from typing import Any
 import torch
 
 from host import host  # benchmarks/host.py (the script's own directory)
+from report_file import write_report
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "qq_mixture.json"
@@ -182,10 +182,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"QQ mixture measurement against the plain estimand ({args.rounds} rounds, random Gemma 3)")
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.out.with_suffix(".json.tmp")
-    tmp_out.write_text(json.dumps(report, indent=2, sort_keys=True, default=str), encoding="utf-8")
-    tmp_out.replace(args.out)
+    write_report(report, args.out)
     return report
 
 

@@ -29,12 +29,12 @@ SATISFIED needs the whole q range within epsilon). Written to ``benchmarks/resul
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from host import host  # benchmarks/host.py (the script's own directory)
+from report_file import write_report
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "qq_sampled_power.json"
@@ -137,10 +137,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{_pct(r['satisfied_rate']):>22}"
         )
     print(f"  ({seconds:.0f} s)")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp_out = args.out.with_suffix(".json.tmp")
-    tmp_out.write_text(json.dumps(report, indent=2, sort_keys=True, default=str), encoding="utf-8")
-    tmp_out.replace(args.out)
+    write_report(report, args.out)
     return report
 
 

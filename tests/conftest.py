@@ -78,26 +78,15 @@ def openai_stub() -> Iterator[tuple[StubState, str]]:
     import json
     import math
     import re
-    import threading
     import time
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from http_stub import JsonHandler, serving
 
     state = StubState()
     top = {"A": 0.45, "B": 0.35, "Yes": 0.1, "No": 0.08, "C": 0.02}
     words = {"Yes": 2, "No": 3}
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _send(self, body: object, status: int = 200) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             self._send({"object": "list", "data": [{"id": "toy", "object": "model"}]})
 
@@ -138,12 +127,5 @@ def openai_stub() -> Iterator[tuple[StubState, str]]:
             else:
                 self._send({"detail": "Not Found"}, 404)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield state, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as port:
+        yield state, f"http://127.0.0.1:{port}/v1"

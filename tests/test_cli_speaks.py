@@ -5,7 +5,6 @@ say which run it is."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import sqlite3
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_runs import run_cli, scratch_paths
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 
@@ -22,21 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "run.py",
-            f"paths.results={tmp_path / 'results'}",
-            f"paths.cache={tmp_path / 'cache'}",
-            f"paths.mlruns={tmp_path / 'mlruns'}",
-            "progress=false",
-            *overrides,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    return run_cli(
+        *scratch_paths(tmp_path),
+        "progress=false",
+        *overrides,
     )
 
 

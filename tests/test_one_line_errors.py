@@ -4,17 +4,15 @@ cannot be reached."""
 
 from __future__ import annotations
 
-import os
 import resource
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from cli_runs import error_line, run_cli
 
 
 def _run(*overrides: str, limit_bytes: int | None = None) -> subprocess.CompletedProcess[str]:
@@ -23,29 +21,13 @@ def _run(*overrides: str, limit_bytes: int | None = None) -> subprocess.Complete
         assert limit_bytes is not None
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
-    return subprocess.run(
-        [
-            sys.executable,
-            "run.py",
-            "model=sim_projective",
-            "mlflow.enabled=false",
-            "progress=false",
-            *overrides,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    return run_cli(
+        "model=sim_projective",
+        "mlflow.enabled=false",
+        "progress=false",
+        *overrides,
         preexec_fn=limited if limit_bytes is not None else None,
     )
-
-
-def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
-    assert len(lines) == 1, proc.stderr
-    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -66,7 +48,7 @@ def test_a_folder_path_that_is_a_file_is_refused_before_anything_is_written(
     defaults = {"out_dir": tmp_path / "run", "paths.cache": tmp_path / "cache"}
     proc = _run(*(f"{k}={p if k == field else v}" for k, v in defaults.items()))
     assert proc.returncode == 2
-    assert _one_line(proc) == "error: " + said.format(p=p, f=afile)
+    assert error_line(proc) == "error: " + said.format(p=p, f=afile)
     assert afile.read_text() == "the user's own file\n"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["afile"]  # no run folder, no cache
 
@@ -75,7 +57,7 @@ def test_a_write_past_the_file_size_limit_names_the_file(tmp_path: Path) -> None
     out = tmp_path / "run"
     proc = _run(f"out_dir={out}", f"paths.cache={tmp_path / 'cache'}", limit_bytes=20_000)
     assert proc.returncode == 1
-    line = _one_line(proc)
+    line = error_line(proc)
     assert line.startswith(f"error: {out}/") and line.endswith(": File too large"), line
     # the file that could not be written is not left half-written: nothing of it is there
     assert not Path(line.removeprefix("error: ").rsplit(": ", 1)[0]).exists()
@@ -93,4 +75,4 @@ def test_a_server_that_cannot_be_reached_is_one_line(tmp_path: Path) -> None:
         f"paths.cache={tmp_path / 'cache'}",
     )
     assert proc.returncode == 1
-    assert _one_line(proc).startswith(f"error: cannot reach http://127.0.0.1:{port}/v1")
+    assert error_line(proc).startswith(f"error: cannot reach http://127.0.0.1:{port}/v1")

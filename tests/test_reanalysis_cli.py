@@ -6,24 +6,19 @@ its audit record name the model that was measured."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from choir_quick import QUICK_CHOIR
+from cli_runs import run_cli, scratch_paths
 
 CHOIR = (
     "study=choir",
     "study.question_ids=[H001]",
     "study.personas=[archivist]",
-    "study.embedder.kind=sim",
-    "study.shuffles=50",
-    "study.permutations=50",
-    "study.n_boot=50",
-    "study.n_null=20",
+    *QUICK_CHOIR,
 )
 
 #: case -> (the measuring run's overrides that choose its models, the study's own overrides
@@ -46,22 +41,11 @@ CASES = {
 
 
 def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "run.py",
-            f"paths.results={tmp_path / 'results'}",
-            f"paths.cache={tmp_path / 'cache'}",
-            f"paths.mlruns={tmp_path / 'mlruns'}",
-            "progress=false",
-            "mlflow.enabled=false",
-            *overrides,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    return run_cli(
+        *scratch_paths(tmp_path),
+        "progress=false",
+        "mlflow.enabled=false",
+        *overrides,
     )
 
 

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from choir_quick import QUICK_CHOIR
 from lmaudit.pipeline import run
 from stub_server import STUB_TEMPLATE, stub_model_args
 
@@ -88,11 +89,7 @@ def test_choir_counts_refused_lists_and_never_reads_them_as_empty(openai_stub, m
             "study.personas=[archivist]",
             "study.temperatures=[1.0]",
             "study.generations=10",
-            "study.embedder.kind=sim",
-            "study.shuffles=50",
-            "study.permutations=50",
-            "study.n_boot=50",
-            "study.n_null=20",
+            *QUICK_CHOIR,
             "mlflow.enabled=false",
             name="choir",
         )

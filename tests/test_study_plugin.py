@@ -8,12 +8,12 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from cli_runs import run_cli, scratch_paths
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.registry import get_study
 
@@ -23,21 +23,11 @@ PLUGINS = REPO / "tests" / "plugins"
 
 def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run(
-        [
-            sys.executable,
-            "run.py",
-            *overrides,
-            f"paths.results={tmp_path / 'results'}",
-            f"paths.cache={tmp_path / 'cache'}",
-            f"paths.mlruns={tmp_path / 'mlruns'}",
-            "progress=false",
-        ],
-        cwd=REPO,
+    return run_cli(
+        *overrides,
+        *scratch_paths(tmp_path),
+        "progress=false",
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
 
 

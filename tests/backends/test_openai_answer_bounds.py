@@ -7,15 +7,13 @@ surrogate is refused the same way. Real sockets throughout (the canned server of
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from test_openai_backend import MESSAGES, Fake, make, serve
 
+from cli_runs import assert_nothing_half_written, error_line, run_cli
 from lmaudit.backends.base import BackendError, SampleRequest
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.openai import client
@@ -24,7 +22,6 @@ from lmaudit.config.schema import OpenAIModelConfig
 from lmaudit.provenance.cache import ResponseCache
 from stub_server import stub_model_args
 
-REPO = Path(__file__).resolve().parents[2]
 REQ = SampleRequest(messages=MESSAGES, n=1, max_tokens=1, seed=3)
 
 
@@ -131,30 +128,19 @@ def test_a_run_answered_past_the_bound_ends_in_one_line_naming_url_and_bound(
     state, url = openai_stub
     state.stream = lambda: iter([b'{"choices": [{"message": {"content": "', b"x" * 2**20, b'"}}]}'])
     out, cache = tmp_path / "run", tmp_path / "cache"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "run.py",
-            "study=draws",
-            *stub_model_args(url),
-            "model.max_answer_bytes=65536",
-            f"out_dir={out}",
-            f"paths.cache={cache}",
-            "mlflow.enabled=false",
-            "progress=false",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    proc = run_cli(
+        "study=draws",
+        *stub_model_args(url),
+        "model.max_answer_bytes=65536",
+        f"out_dir={out}",
+        f"paths.cache={cache}",
+        "mlflow.enabled=false",
+        "progress=false",
     )
     assert proc.returncode == 1, proc.stderr  # what a backend refuses (docs/usage.md)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+    line = error_line(proc)
     assert line.startswith(f"error: POST {url}/chat/completions: the answer is larger than 65,536 bytes")
-    left = {p.name for p in out.rglob("*")}
-    assert not left & {"measurements.jsonl", "results.json"} and not [n for n in left if n.endswith(".tmp")]
+    assert_nothing_half_written(out)
     assert not cache.exists() or not [
         p for p in cache.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl")
     ]

@@ -15,12 +15,13 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from http_stub import serving
 from lmaudit.backends.base import (
     BackendError,
     LabelBackend,
@@ -178,15 +179,8 @@ def _make_handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
 @contextlib.contextmanager
 def serve(fake: Fake) -> Iterator[str]:
     """The fake server on 127.0.0.1 while the block runs; yields its ``/v1`` base URL."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(fake))
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_make_handler(fake)) as port:
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 @pytest.fixture

@@ -6,15 +6,14 @@ reports no context, or cannot be reached, is not checked."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from http_stub import JsonHandler, serving
 from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.context import PromptTooLong
@@ -43,18 +42,7 @@ def _words(messages: list[dict[str, str]]) -> str:
 def stub(request: pytest.FixtureRequest) -> Iterator[tuple[Server, str]]:
     server = Server(*request.param)
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _send(self, body: object, status: int = 200) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             entry: dict[str, Any] = {"id": "toy", "object": "model"}
             if self.path.endswith("/models"):
@@ -87,15 +75,8 @@ def stub(request: pytest.FixtureRequest) -> Iterator[tuple[Server, str]]:
             else:
                 self._send({"error": "not found"}, 404)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield server, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as port:
+        yield server, f"http://127.0.0.1:{port}/v1"
 
 
 def _backend(url: str) -> OpenAIBackend:

@@ -6,19 +6,16 @@ request; a misspelt key quoting a URL is masked."""
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from test_openai_backend import KEY_ENV, LREQ, Fake, serve
 
+from http_stub import JsonHandler, serving
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.openai.backend import OpenAIBackend
 from lmaudit.provenance.redact import redact_text
@@ -32,45 +29,27 @@ def _leaks(text: str) -> list[str]:
     return [s for s in (TOKEN, PASSWORD) if s in text]
 
 
-class _Echo(BaseHTTPRequestHandler):
+class _Echo(JsonHandler):
     """Lists model ``toy``; refuses every POST quoting the Authorization header it got, whole
     and as its bare credentials."""
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:
-        self._send(200, {"object": "list", "data": [{"id": "toy", "object": "model"}]})
+        self._send({"object": "list", "data": [{"id": "toy", "object": "model"}]})
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         got = str(self.headers.get("Authorization"))
         bare = got.split(" ", 1)[-1]
         self._send(
-            400, {"error": {"message": f"rejected header 'Authorization: {got}' (credentials {bare})"}}
+            {"error": {"message": f"rejected header 'Authorization: {got}' (credentials {bare})"}}, 400
         )
 
 
 @pytest.fixture
 def echo() -> Iterator[str]:
     """The echoing server's base URL with the credentials in it."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{USER}:{PASSWORD}@127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Echo) as port:
+        yield f"http://{USER}:{PASSWORD}@127.0.0.1:{port}/v1"
 
 
 def _backend(url: str) -> OpenAIBackend:

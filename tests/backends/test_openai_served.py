@@ -18,12 +18,12 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from http_stub import JsonHandler, serving
 from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, derive_seed
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.openai.backend import OpenAIBackend
@@ -56,18 +56,7 @@ class Server:
 def serve(server: Server) -> Iterator[str]:
     """The server on 127.0.0.1 while the block runs; yields its ``/v1`` base URL."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def _send(self, body: Any, status: int = 200) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             self._send({"object": "list", "data": [{"id": server.served, "object": "model"}]})
 
@@ -97,15 +86,8 @@ def serve(server: Server) -> Iterator[str]:
                 choice = {"index": 0, "message": {"content": f"{server.served}-{body.get('seed')}"}}
             self._send({**answer, "choices": [choice]})
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as port:
+        yield f"http://127.0.0.1:{port}/v1"
 
 
 def cached(url: str, root: Path, **cfg: Any) -> CachedBackend:

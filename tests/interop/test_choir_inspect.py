@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from draws_interop_helpers import eval_inspect
 
+from choir_quick import QUICK_CHOIR
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 
@@ -42,11 +43,7 @@ def _inspect(log_dir: Path, model: str, *, epochs: int = 4, **generate: Any) -> 
 
 SMALL = (
     "study=choir",
-    "study.embedder.kind=sim",
-    "study.shuffles=50",
-    "study.permutations=50",
-    "study.n_boot=50",
-    "study.n_null=20",
+    *QUICK_CHOIR,
     "study.ranking.enabled=false",
 )
 

@@ -6,9 +6,6 @@ entry. Real logs, made by inspect_ai in-process with its ``mockllm`` provider.""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -16,13 +13,13 @@ from pathlib import Path
 import pytest
 from draws_interop_helpers import run_inspect
 
+from cli_runs import assert_nothing_half_written, error_line, run_cli
 from lmaudit.interop import inspect_logs
 from lmaudit.provenance import io
 from lmaudit.provenance.io import InputError
 
 pytest.importorskip("inspect_ai")
 
-REPO = Path(__file__).resolve().parents[2]
 SEQUENCES = {"q1": ["red", "red", "blue"], "q2": ["blue", "green", "green"]}
 
 
@@ -96,26 +93,14 @@ def test_a_small_archive_declaring_a_2_gb_sample_is_refused_before_reading(log: 
 def test_a_run_given_that_archive_ends_in_one_line_exit_2(log: Path, tmp_path: Path) -> None:
     hostile = declare(log, sample_entry(log), 2_000_000_000)
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "run.py",
-            "study=draws",
-            f"study.import_path={hostile}",
-            f"out_dir={out}",
-            f"paths.cache={tmp_path / 'cache'}",
-            "mlflow.enabled=false",
-            "progress=false",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    proc = run_cli(
+        "study=draws",
+        f"study.import_path={hostile}",
+        f"out_dir={out}",
+        f"paths.cache={tmp_path / 'cache'}",
+        "mlflow.enabled=false",
+        "progress=false",
     )
     assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
-    assert line.startswith(f"error: {hostile}: its zip entries expand to 2,000,")
-    left = {p.name for p in out.rglob("*")} if out.exists() else set()
-    assert not left & {"measurements.jsonl", "results.json"} and not [n for n in left if n.endswith(".tmp")]
+    assert error_line(proc).startswith(f"error: {hostile}: its zip entries expand to 2,000,")
+    assert_nothing_half_written(out)

@@ -9,20 +9,17 @@ files are written as ``lm_eval --log_samples`` writes them (field layout of lm-e
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_runs import assert_nothing_half_written, error_line, run_cli
 from lmaudit.interop.lm_eval_samples import read_samples
 from lmaudit.provenance.io import InputError
 
 pytest.importorskip("lm_eval")
 
-REPO = Path(__file__).resolve().parents[2]
 DATE = "2024-05-01T10-00-00.000000"
 SAMPLES = f"samples_colours_{DATE}.jsonl"
 KW = "arguments.gen_args_0.arg_1"
@@ -162,26 +159,16 @@ def test_a_run_given_a_nan_temperature_ends_in_one_line_with_nothing_half_writte
         results(),
     )
     out = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "run.py",
-            "study=draws",
-            f"study.import_path={samples}",
-            f"out_dir={out}",
-            f"paths.cache={tmp_path / 'cache'}",
-            "mlflow.enabled=false",
-            "progress=false",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    proc = run_cli(
+        "study=draws",
+        f"study.import_path={samples}",
+        f"out_dir={out}",
+        f"paths.cache={tmp_path / 'cache'}",
+        "mlflow.enabled=false",
+        "progress=false",
     )
     assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    (err,) = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
-    assert err == f"error: {samples}: line 2: field '{KW}.temperature' is NaN, not a finite number"
-    left = {p.name for p in out.rglob("*")} if out.exists() else set()
-    assert not left & {"measurements.jsonl", "results.json"} and not [n for n in left if n.endswith(".tmp")]
+    assert (
+        error_line(proc) == f"error: {samples}: line 2: field '{KW}.temperature' is NaN, not a finite number"
+    )
+    assert_nothing_half_written(out)

@@ -8,15 +8,14 @@ level; both used to escape as a traceback (RecursionError) or a later UnicodeEnc
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cli_runs import assert_nothing_half_written, error_line, run_cli
 from lmaudit.interop.alpaca_eval import read_annotations
 from lmaudit.interop.detect import sniff
 from lmaudit.interop.lm_eval_samples import read_samples
@@ -249,32 +248,20 @@ def test_a_cache_entry_or_a_server_error_body_nested_too_deep_is_refused() -> No
 
 
 def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "run.py",
-            f"out_dir={tmp_path / 'run'}",
-            f"paths.cache={tmp_path / 'cache'}",
-            "mlflow.enabled=false",
-            "progress=false",
-            *overrides,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    return run_cli(
+        f"out_dir={tmp_path / 'run'}",
+        f"paths.cache={tmp_path / 'cache'}",
+        "mlflow.enabled=false",
+        "progress=false",
+        *overrides,
     )
 
 
 def _refused(proc: subprocess.CompletedProcess[str], run_dir: Path) -> str:
     assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr
-    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+    line = error_line(proc)
     # the plan stage may have finished; nothing was measured, analysed or left half-written
-    left = {p.name for p in run_dir.rglob("*")} if run_dir.exists() else set()
-    assert not left & {"measurements.jsonl", "results.json", "report.html"}, left
-    assert not [n for n in left if n.endswith(".tmp")], left
+    assert_nothing_half_written(run_dir, "report.html")
     return line
 
 

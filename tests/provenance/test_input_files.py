@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from cli_runs import run_cli
 from lmaudit.provenance import io
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError, iter_jsonl, read_json, read_utf8
 from lmaudit.studies.qq.items import load_bank
 
-REPO = Path(__file__).resolve().parents[2]
 READERS = {
     "read_json": "from lmaudit.provenance.io import read_json as f",
     "read_utf8": "from lmaudit.provenance.io import read_utf8 as f",
@@ -96,22 +96,14 @@ def test_files_past_the_bound_are_refused_and_files_at_it_are_read(
 def test_a_run_given_a_named_pipe_for_its_items_fails_at_once_naming_it(fifo: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     try:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "run.py",
-                "model=sim_projective",
-                f"items.path={fifo}",
-                f"out_dir={out}",
-                f"paths.cache={tmp_path / 'cache'}",
-                "mlflow.enabled=false",
-                "progress=false",
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
+        proc = run_cli(
+            "model=sim_projective",
+            f"items.path={fifo}",
+            f"out_dir={out}",
+            f"paths.cache={tmp_path / 'cache'}",
+            "mlflow.enabled=false",
+            "progress=false",
             timeout=120,
-            env={**os.environ, "HF_HUB_OFFLINE": "1"},
         )
     except subprocess.TimeoutExpired:
         pytest.fail("the run blocked on the named pipe")

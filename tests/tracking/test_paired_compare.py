@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from choir_quick import QUICK_CHOIR
 from lmaudit.console import main
 from lmaudit.pipeline import run
 
@@ -145,11 +146,7 @@ def _choir(make_cfg: Any, name: str, strength: float) -> None:
             "study.temperatures=[1.0]",
             "study.generations=3",
             "study.items_per_list=10",
-            "study.embedder.kind=sim",
-            "study.shuffles=50",
-            "study.permutations=50",
-            "study.n_boot=50",
-            "study.n_null=20",
+            *QUICK_CHOIR,
             "mlflow.enabled=false",
             name=name,
         )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from choir_quick import QUICK_CHOIR
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.data import load_cue_pairs, load_external_prompts
@@ -19,11 +20,7 @@ COMMON = (
     "study.templates=[A]",
     "study.personas=[archivist]",
     "study.generations=4",
-    "study.embedder.kind=sim",
-    "study.shuffles=50",
-    "study.permutations=50",
-    "study.n_boot=50",
-    "study.n_null=20",
+    *QUICK_CHOIR,
     "mlflow.enabled=false",
 )
 

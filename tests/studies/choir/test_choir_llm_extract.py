@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from choir_quick import QUICK_CHOIR
 from lmaudit.backends.sim.extractor import SimExtractor
 from lmaudit.pipeline import run
 from lmaudit.studies.choir.extract import extract_items
@@ -20,11 +21,7 @@ COMMON = (
     "study.templates=[A]",
     "study.personas=[archivist]",
     "study.generations=3",
-    "study.embedder.kind=sim",
-    "study.shuffles=50",
-    "study.permutations=50",
-    "study.n_boot=50",
-    "study.n_null=20",
+    *QUICK_CHOIR,
     "mlflow.enabled=false",
     "study.ensemble.members=[{backend: sim, name: m1, agent: freelist, params: {signature: 1}},"
     "{backend: sim, name: m2, agent: freelist, params: {signature: 2}}]",

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from choir_quick import QUICK_CHOIR
 from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.sim.ranker import RankingSampler
 from lmaudit.pipeline import run
@@ -98,11 +99,7 @@ COMMON = (
     "study.personas=[archivist,promoter]",
     "study.generations=3",
     "study.items_per_list=12",
-    "study.embedder.kind=sim",
-    "study.shuffles=50",
-    "study.permutations=50",
-    "study.n_boot=50",
-    "study.n_null=20",
+    *QUICK_CHOIR,
     "mlflow.enabled=false",
 )
 

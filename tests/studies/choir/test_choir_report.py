@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from markupsafe import escape
 
+from choir_quick import QUICK_CHOIR
 from lmaudit.pipeline import run
 from svg_checks import texts_off_canvas
 
@@ -27,11 +28,7 @@ SMALL = (
     "study.temperatures=[1.0]",
     "study.generations=3",
     "study.items_per_list=10",
-    "study.embedder.kind=sim",
-    "study.shuffles=50",
-    "study.permutations=50",
-    "study.n_boot=50",
-    "study.n_null=20",
+    *QUICK_CHOIR,
     "mlflow.enabled=false",
 )
 

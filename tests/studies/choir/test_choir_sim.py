@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from choir_quick import QUICK_CHOIR
 from lmaudit.pipeline import run
 
 WIDTHS = {"H001": 6, "H003": 7, "H002": 60, "H007": 60}  # two narrow, two wide questions
@@ -107,11 +108,7 @@ def test_planted_profile_leakage_is_measured_and_stripped(make_cfg, tmp_path):
         "study.personas=[archivist,promoter]",
         "study.generations=4",
         "study.items_per_list=15",
-        "study.embedder.kind=sim",
-        "study.shuffles=50",
-        "study.permutations=50",
-        "study.n_boot=50",
-        "study.n_null=20",
+        *QUICK_CHOIR,
         "mlflow.enabled=false",
         name="leak",
     )

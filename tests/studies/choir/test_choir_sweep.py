@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from choir_quick import QUICK_CHOIR
 from lmaudit.pipeline import run
 
 REPO = Path(__file__).resolve().parents[3]
@@ -19,11 +20,7 @@ DESIGN = (
     "study.templates=[A]",
     "study.personas=[archivist]",
     "study.generations=2",
-    "study.embedder.kind=sim",
-    "study.shuffles=50",
-    "study.permutations=50",
-    "study.n_boot=50",
-    "study.n_null=20",
+    *QUICK_CHOIR,
     "mlflow.enabled=false",
     "progress=false",
 )

@@ -20,6 +20,7 @@ from lmaudit.provenance.io import InputError
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.analysis import analyze
 from lmaudit.studies.qq.records import Measurement
+from qq_sim_run import run_two_sim_items
 
 QUESTION = {("AB", 1): "A", ("AB", 2): "B", ("BA", 1): "B", ("BA", 2): "A"}
 MAP1 = {"y": "A", "n": "B"}
@@ -125,29 +126,10 @@ def test_other_must_agree_with_the_probabilities() -> None:
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real measurement file from the projective sim agent (two items, both mappings)."""
-    from hydra import compose, initialize_config_dir
-
-    from lmaudit.config.schema import register_configs
-
-    register_configs()
-    root = tmp_path_factory.mktemp("qq")
-    conf = Path(__file__).resolve().parents[3] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        cfg = compose(
-            "config",
-            overrides=[
-                "model=sim_projective",
-                "study.items.ids=[s1-01,s3-01]",
-                "mlflow.enabled=false",
-                "study.gates.g3.enabled=false",
-                f"paths.results={root / 'results'}",
-                f"paths.cache={root / 'cache'}",
-                f"out_dir={root / 'run'}",
-                "progress=false",
-            ],
-        )
-    run(cfg)
-    return root / "run" / "measurements.jsonl"
+    return (
+        run_two_sim_items(tmp_path_factory.mktemp("qq"), "study.gates.g3.enabled=false")
+        / "measurements.jsonl"
+    )
 
 
 def _edited(src: Path, dst: Path, edit: Callable[[dict[str, Any]], bool]) -> int:

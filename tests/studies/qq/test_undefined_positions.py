@@ -16,6 +16,7 @@ from lmaudit.pipeline import run
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.analysis import QQParams, analyze
 from lmaudit.studies.qq.records import Measurement
+from qq_sim_run import run_two_sim_items
 from stub_server import stub_model_args
 
 QUESTION = {("AB", 1): "A", ("AB", 2): "B", ("BA", 1): "B", ("BA", 2): "A"}
@@ -94,28 +95,7 @@ def test_every_item_undefined_is_refused_in_one_line() -> None:
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A measurement file of the projective sim agent: two items, both mappings, gate G3 run."""
-    from hydra import compose, initialize_config_dir
-
-    from lmaudit.config.schema import register_configs
-
-    register_configs()
-    root = tmp_path_factory.mktemp("qq")
-    conf = Path(__file__).resolve().parents[3] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        cfg = compose(
-            "config",
-            overrides=[
-                "model=sim_projective",
-                "study.items.ids=[s1-01,s3-01]",
-                "mlflow.enabled=false",
-                f"paths.results={root / 'results'}",
-                f"paths.cache={root / 'cache'}",
-                f"out_dir={root / 'run'}",
-                "progress=false",
-            ],
-        )
-    run(cfg)
-    return root / "run"
+    return run_two_sim_items(tmp_path_factory.mktemp("qq"))
 
 
 def _zeroed(row: dict[str, Any]) -> bool:
