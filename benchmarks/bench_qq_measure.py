@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{stats['tokens_real']} / {stats['tokens_padded']} / {stats['forward_calls']}",
         ),
         ("max |p - p_naive|", f"{diff_naive:.1e}"),
-        ("max |p - p_llama.cpp| (Q4_K_M, informational)", f"{diff_llama:.1e}" if llama else "-"),
+        ("max |p - p_llama.cpp| (quantized GGUF, informational)", f"{diff_llama:.1e}" if llama else "-"),
         ("threads, load avg", f"{args.threads}, {os.getloadavg()[0]:.1f}"),
     ]
     width = max(len(k) for k, _ in rows)
