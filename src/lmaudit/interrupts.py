@@ -35,8 +35,10 @@ __all__ = [
     "sigterm_deferred",
 ]
 
-#: seconds a process has to end once SIGTERM arrived (then it is ended, exit status 143)
-GRACE_S = 10.0
+#: seconds a process has to end once SIGTERM arrived (then it is ended, exit status 143): long
+#: enough for a loaded machine to mark the MLflow run KILLED and free the run folder's lock (10 s
+#: was not, on a busy 2-core host), within the 30 s SLURM leaves between SIGTERM and SIGKILL
+GRACE_S = 25.0
 _EXIT_STATUS = 128 + signal.SIGTERM
 
 

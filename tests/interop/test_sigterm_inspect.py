@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1"}
 #: how long a process may take to end after SIGTERM before the test calls it hung (a bound on
 #: the outcome, not a timing measurement: the process ends in about a second)
-ENDS_WITHIN_S = 30
+ENDS_WITHIN_S = 60  # a bound past the watchdog's GRACE_S (25 s), not a timing assertion
 N_SAMPLES, EPOCHS = 200, 4
 
 
@@ -134,13 +134,20 @@ def test_a_run_that_swallows_sigterm_is_ended_within_seconds(tmp_path) -> None:
         """
         import time
         from lmaudit.pipeline.record import signals_raise
-        with signals_raise():
-            print("ready", flush=True)
+
+        def swallow():
             while True:
                 try:
                     time.sleep(0.05)
                 except BaseException:
                     pass
+
+        with signals_raise():
+            try:  # the one exception is swallowed wherever it lands, even between two tries
+                print("ready", flush=True)
+                swallow()
+            except BaseException:
+                swallow()
         """
     )
     proc = subprocess.Popen(
@@ -149,5 +156,5 @@ def test_a_run_that_swallows_sigterm_is_ended_within_seconds(tmp_path) -> None:
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGTERM)
     status, err = _ended(proc)
-    assert status == 143, f"exit status {status} (None: still running)"
-    assert "stopped by signal SIGTERM; the run did not end within 10 s of it" in err, err
+    assert status == 143, f"exit status {status} (None: still running): {err[-2000:]}"
+    assert "stopped by signal SIGTERM; the run did not end within 25 s of it" in err, err

@@ -27,32 +27,22 @@ order only), both from :mod:`.position`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.stats.intervals import proportion_ci
 from lmaudit.studies.judge.analysis import sign_test
-from lmaudit.studies.judge.position import consistency_fairness, randomized, single_verdicts, win_rates
+from lmaudit.studies.judge.position import (
+    OrderPair,
+    consistency_fairness,
+    randomized,
+    single_verdicts,
+    win_rates,
+)
 
 __all__ = ["COUNT_KEYS", "OrderPair", "block", "classify", "counts", "order_swap", "pairs_from_rows"]
 
 COUNT_KEYS = ("n", "consistent", "first_both", "second_both", "one_tie", "invalid")
 ORDER_1, ORDER_2 = "P0", "SWAP"
-
-
-@dataclass(frozen=True)
-class OrderPair:
-    """One pair judged in both orders; winners in the original orientation, ``None`` invalid."""
-
-    item: str
-    replicate: int
-    order_1: str | None  # A (model_1) shown first
-    order_2: str | None  # B (model_2) shown first
-    judge_prompt: str
-    model_pair: str
-    turn: int | None = None
-    model_a: str = ""
-    model_b: str = ""
 
 
 def classify(order_1: str | None, order_2: str | None) -> str:

@@ -19,13 +19,26 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lmaudit.stats.intervals import proportion_ci
 from lmaudit.studies.judge.analysis import sign_test
 
-if TYPE_CHECKING:
-    from lmaudit.studies.judge.order_swap import OrderPair
+
+@dataclass(frozen=True)
+class OrderPair:
+    """One pair judged in both orders; winners in the original orientation, ``None`` invalid."""
+
+    item: str
+    replicate: int
+    order_1: str | None  # A (model_1) shown first
+    order_2: str | None  # B (model_2) shown first
+    judge_prompt: str
+    model_pair: str
+    turn: int | None = None
+    model_a: str = ""
+    model_b: str = ""
+
 
 __all__ = [
     "ASSUMPTION",
