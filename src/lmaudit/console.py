@@ -1,6 +1,6 @@
 """The ``lmaudit`` console command: utilities around the Hydra entry point ``run.py``.
 
-``lmaudit compare`` (runs side by side from MLflow, or two run folders paired item by item), ``lmaudit log`` (log a finished run
+``lmaudit compare`` (runs side by side from MLflow, or two run folders paired item by item, or only their designs side by side), ``lmaudit log`` (log a finished run
 directory to MLflow later), ``lmaudit report`` (rebuild a run's report from its records), ``lmaudit prepare-model`` (convert the embedded models once; used by
 ``make install`` and the DVC stage), ``lmaudit gguf-path`` (an embedded model's GGUF file, for llama.cpp), ``lmaudit digest`` (file SHA-256s as recorded), ``lmaudit cache compact`` (a
 response cache folder into packs, optionally only the keys some runs used).
@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser(
         "compare",
         help="compare runs from MLflow, one table per study with a legend of its columns; or pair "
-        "two run folders of one study item by item (lmaudit compare RUN_A RUN_B)",
+        "two run folders of one study item by item, their designs side by side first (lmaudit "
+        "compare RUN_A RUN_B); --design: only how two run folders' designs differ",
     )
     c.add_argument(
         "runs",
@@ -45,7 +46,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="RUN",
         help="two run folders of one study (results.json, plan.json): paired item by item, B - A",
     )
-    c.add_argument("--json", help="with two run folders: also write the paired comparison as JSON here")
+    c.add_argument(
+        "--design",
+        action="store_true",
+        help="with two run folders: only their designs side by side (plan.json's config and inputs: "
+        "the keys that differ, then those that agree), for runs of any design or study",
+    )
+    c.add_argument("--json", help="with two run folders: also write the comparison as JSON here")
     c.add_argument("--mlruns", default="mlruns", help="the MLflow store folder (default: mlruns)")
     c.add_argument(
         "--experiment", action="append", help="experiment name(s) (default: all lmaudit experiments)"
@@ -104,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         except InputError as e:
             print(f"error: {printable(str(e))}", file=sys.stderr)
             return 2
-    elif args.cmd == "compare" and args.runs:
-        return _compare_paired(args.runs, args.json)
+    elif args.cmd == "compare" and (args.runs or args.design):
+        return _compare_paired(args.runs, args.json, design_only=args.design)
     elif args.cmd == "compare":
         from lmaudit.tracking.compare import fetch_runs, table, tables, to_csv, to_markdown, to_text
         from lmaudit.tracking.mlflow_log import tracking_uri
@@ -141,16 +148,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _compare_paired(runs: list[str], json_path: str | None) -> int:
-    """``lmaudit compare RUN_A RUN_B``: see :mod:`lmaudit.tracking.paired`."""
+def _compare_paired(runs: list[str], json_path: str | None, *, design_only: bool = False) -> int:
+    """``lmaudit compare [--design] RUN_A RUN_B``: see :mod:`lmaudit.tracking.paired`."""
     from lmaudit.provenance.io import InputError
-    from lmaudit.tracking.paired import compare_runs
+    from lmaudit.tracking.paired import DesignReport, PairedReport, compare_designs, compare_runs
 
     if len(runs) != 2:
-        print(f"error: lmaudit compare pairs two run folders, got {len(runs)}", file=sys.stderr)
+        what = "compares the designs of" if design_only else "pairs"
+        print(f"error: lmaudit compare {what} two run folders, got {len(runs)}", file=sys.stderr)
         return 2
+    report: DesignReport | PairedReport
     try:
-        report = compare_runs(*runs)
+        report = compare_designs(*runs) if design_only else compare_runs(*runs)
     except InputError as e:
         print(f"error: {printable(str(e))}", file=sys.stderr)
         return 2

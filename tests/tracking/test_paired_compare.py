@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -166,6 +167,54 @@ def test_choir_pairs_questions_by_r_q(make_cfg, tmp_path, capsys) -> None:
     assert got["paired"]["p_value"] == pytest.approx(_enumerated_p(d), abs=1e-12)
 
 
+def _flat_design(run_dir: Path) -> dict[str, Any]:
+    """A plan's config and inputs as dotted keys, flattened by pandas (an independent flattener)."""
+    plan = json.loads((run_dir / "plan.json").read_text())
+    flat = pd.json_normalize({**plan["config"], "inputs": plan["inputs"]}, sep=".").iloc[0].to_dict()
+    # a list of mappings (framing.few_shot) item by item, as MLflow's parameter names have it
+    while nested := [
+        k for k, v in flat.items() if isinstance(v, list) and any(isinstance(x, dict) for x in v)
+    ]:
+        for k in nested:
+            items = {str(i): x for i, x in enumerate(flat.pop(k))}
+            flat.update(pd.json_normalize({k: items}, sep=".").iloc[0].to_dict())
+    return flat
+
+
+def test_the_design_table_lists_the_keys_that_differ_then_those_that_agree(
+    make_cfg, tmp_path, capsys
+) -> None:
+    run(make_cfg("model=sim_mixture", "mlflow.enabled=false", name="a"))
+    run(make_cfg("model=sim_repetition", "study.epsilon=0.05", "mlflow.enabled=false", name="eps"))
+    a, b = _flat_design(tmp_path / "a"), _flat_design(tmp_path / "eps")
+    out = tmp_path / "design.json"
+    assert main(["compare", "--design", str(tmp_path / "a"), str(tmp_path / "eps"), "--json", str(out)]) == 0
+    got, text = json.loads(out.read_text()), capsys.readouterr().out
+    differ = {r["key"]: r for r in got["design"]["differ"]}
+    assert set(differ) == {k for k in a.keys() | b.keys() if a.get(k, "unset") != b.get(k, "unset")}
+    assert "study.epsilon" in differ and "model.name" in differ
+    assert (differ["study.epsilon"]["a"], differ["study.epsilon"]["b"]) == (0.02, 0.05)
+    assert all(
+        r.get("a", "unset") == a.get(k, "unset") and r.get("b", "unset") == b.get(k, "unset")
+        for k, r in differ.items()
+    )
+    assert got["design"]["same"] == {k: v for k, v in a.items() if k not in differ}
+    assert got["models"] == {"a": "sim-mixture", "b": "sim-repetition"} and got["studies"] == {
+        "a": "qq",
+        "b": "qq",
+    }
+    # the text: a table of the differing keys, then the agreeing ones folded by their first part
+    assert f"design: {len(differ)} keys differ, {len(got['design']['same'])} agree" in text
+    assert any(line.split()[:3] == ["study.epsilon", "0.02", "0.05"] for line in text.splitlines())
+    n_study = sum(k.startswith("study.") for k in got["design"]["same"])
+    assert f"study ({n_study} keys)" in text and "agree: " in text
+    # the paired comparison of two runs that differ only in their model starts with the same table
+    run(make_cfg("model=sim_repetition", "mlflow.enabled=false", name="b"))
+    paired, text = _compare(tmp_path / "a", tmp_path / "b", tmp_path / "paired.json", capsys)
+    assert {r["key"] for r in paired["design"]["differ"]} == {k for k in differ if k.startswith("model.")}
+    assert text.index("design: ") < text.index("qq, per item")
+
+
 def test_refusals_are_one_line_exit_2_and_write_nothing(make_cfg, tmp_path, capsys) -> None:
     run(make_cfg("model=sim_mixture", "mlflow.enabled=false", name="a"))
     run(make_cfg("model=sim_repetition", "study.epsilon=0.05", "mlflow.enabled=false", name="eps"))
@@ -182,6 +231,7 @@ def test_refusals_are_one_line_exit_2_and_write_nothing(make_cfg, tmp_path, caps
     assert (
         "designs differ beyond the model" in err
         and "plan.config.study.epsilon = 0.02 in run A, 0.05 in run B" in err
+        and f"every difference: lmaudit compare --design {tmp_path / 'a'} {tmp_path / 'eps'}" in err
     )
     # the same design, but none of the items in common
     other = tmp_path / "other"

@@ -4,7 +4,9 @@
 refuses runs of different studies, runs whose designs differ beyond the model (the plan's
 config without its model, its inputs and its mode; in imported runs the import stands for the
 model) and runs that share no item, then pairs
-them item by item (:mod:`lmaudit.tracking.paired_studies`): differences are B - A.
+them item by item (:mod:`lmaudit.tracking.paired_studies`): differences are B - A. The two
+designs come first, side by side (:mod:`lmaudit.tracking.design`); :func:`compare_designs`
+gives that table alone, for any two run folders.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.provenance.io import InputError
+from lmaudit.tracking.design import DesignTable, design_table
 
 #: the plan config keys that name what was measured (the model, choir's ensemble): the one
 #: thing two paired runs may differ in
@@ -134,6 +137,26 @@ class Paired:
 
 
 @dataclass(frozen=True)
+class DesignReport:
+    """Two runs' designs side by side (any two run folders)."""
+
+    a: RunFolder
+    b: RunFolder
+    design: DesignTable
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "studies": {"a": self.a.study, "b": self.b.study},
+            "runs": {"a": str(self.a.path), "b": str(self.b.path)},
+            "models": {"a": self.a.model(), "b": self.b.model()},
+            "design": self.design.to_json(),
+        }
+
+    def to_text(self) -> str:
+        return "\n".join([*_run_lines(self.a, self.b), *self.design.to_text()]) + "\n"
+
+
+@dataclass(frozen=True)
 class PairedReport:
     """Two runs paired item by item."""
 
@@ -141,24 +164,26 @@ class PairedReport:
     a: RunFolder
     b: RunFolder
     paired: Paired
+    design: DesignTable
 
     def to_json(self) -> dict[str, Any]:
         return {
             "study": self.study,
             "runs": {"a": str(self.a.path), "b": str(self.b.path)},
             "models": {"a": self.a.model(), "b": self.b.model()},
+            "design": self.design.to_json(),
             "paired": self.paired.data,
         }
 
     def to_text(self) -> str:
-        """The runs, each table with its legend, then the summary tests."""
+        """The runs, their designs, each table with its legend, then the summary tests."""
         from lmaudit.terminal import printable
         from lmaudit.tracking.compare import aligned
 
         out = [
             f"{self.study}: paired comparison, differences are B - A",
-            f"  A: {printable(str(self.a.path))} (model {printable(self.a.model())})",
-            f"  B: {printable(str(self.b.path))} (model {printable(self.b.model())})",
+            *_run_lines(self.a, self.b),
+            *self.design.to_text(),
             "",
         ]
         for t in self.paired.tables:
@@ -179,11 +204,30 @@ def compare_runs(path_a: str | Path, path_b: str | Path) -> PairedReport:
         raise InputError(f"cannot pair {a.path} ({a.study}) with {b.path} ({b.study}): different studies")
     why = design_difference(a, b)
     if why:
-        raise InputError(f"cannot pair {a.path} with {b.path}: their designs differ beyond the model ({why})")
+        raise InputError(
+            f"cannot pair {a.path} with {b.path}: their designs differ beyond the model ({why}); "
+            f"every difference: lmaudit compare --design {a.path} {b.path}"
+        )
     pair: Callable[[RunFolder, RunFolder], Paired] | None = PAIRINGS.get(a.study)
     if pair is None:
         raise InputError(f"{a.path}: study {a.study!r} has no paired comparison")
-    return PairedReport(a.study, a, b, pair(a, b))
+    return PairedReport(a.study, a, b, pair(a, b), design_table(a.plan, b.plan))
+
+
+def compare_designs(path_a: str | Path, path_b: str | Path) -> DesignReport:
+    """Two run folders' designs side by side (any study, any design), or InputError naming the
+    folder or file that cannot be read."""
+    a, b = load_run(path_a), load_run(path_b)
+    return DesignReport(a, b, design_table(a.plan, b.plan))
+
+
+def _run_lines(a: RunFolder, b: RunFolder) -> list[str]:
+    from lmaudit.terminal import printable
+
+    return [
+        f"  A: {printable(str(a.path))} ({printable(a.study)}, model {printable(a.model())})",
+        f"  B: {printable(str(b.path))} ({printable(b.study)}, model {printable(b.model())})",
+    ]
 
 
 def _cell(v: Any) -> str:
