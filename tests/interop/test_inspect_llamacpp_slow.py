@@ -20,6 +20,7 @@ import pytest
 from draws_interop_helpers import run_inspect
 
 from llama_server import free_port, gguf_path, server_command, serving
+from lmaudit.studies.registry import get_study
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("inspect_env")]
 
@@ -79,7 +80,7 @@ def test_epochs_from_a_real_server_are_audited(llama_url, tmp_path, monkeypatch)
     assert audit["n_excluded"] == 0 and audit["greedy_families"] == [] and "same_seed" not in audit["totals"]
     (src,) = audit["files"]
     assert src["files"] == [log.name] and src["counts"]["draws"] == 30 and src["facts"]["epochs"] == 5
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())["draws"]
+    metrics = get_study("draws").metrics(json.loads((tmp_path / "run" / "results.json").read_text()))
     assert metrics["log_audit.n_files"] == 1.0 and metrics["n_sequences"] == 6.0
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from lmaudit.console import main as lmaudit_main
 from lmaudit.pipeline import run
+from lmaudit.pipeline.registration import prediction_metrics
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.studies.qq.study import QQStudy
 from lmaudit.tracking.mlflow_log import flatten, tracking_uri
@@ -77,11 +78,20 @@ def test_a_run_logs_in_process_and_lmaudit_log_logs_the_same_run_later(make_cfg,
     (logged,) = _runs(uri)
     assert logged.info.status == "FINISHED" and audit["mlflow"]["run_id"] == logged.info.run_id
     assert "not_logged" not in audit["mlflow"]
-    # params are the plan's config as it applies to the design; metrics are those of metrics.json (the DVC view, written apart)
+    # params are the plan's config as it applies to the design; metrics are the study's metrics of
+    # results.json and each prediction's observed value; metrics.json (the DVC view, written apart)
+    # holds a few of them under the same names, and the predictions scored and held
     plan = json.loads((out / "plan.json").read_text())
     params = QQStudy().tracked_params(plan["config"])
     assert logged.data.params == {k: "" if v is None else str(v) for k, v in flatten(params).items()}
-    assert logged.data.metrics == json.loads((out / "metrics.json").read_text())["qq"]
+    study_metrics = QQStudy().metrics(results)
+    assert logged.data.metrics == {**study_metrics, **prediction_metrics(results)}
+    dvc_view = json.loads((out / "metrics.json").read_text())
+    assert dvc_view == {
+        **{k: study_metrics[k] for k in QQStudy.dvc_metrics},
+        "predictions": len(results["predictions"]),
+        "held": sum(p["outcome"] == "held" for p in results["predictions"]),
+    }
     tags = logged.data.tags
     assert {f"gate.{g}": r["status"] for g, r in results["gates"].items()}.items() <= tags.items()
     assert {f"prediction.{p['id']}": p["outcome"] for p in results["predictions"]}.items() <= tags.items()

@@ -139,8 +139,8 @@ class StudyResult:
 
     ``results`` is the JSON-ready body of ``results.json`` (also the view registered
     predictions are scored against: dotted paths into it); ``headline`` the one number a
-    Hydra sweeper optimises (or None); ``metrics`` the headline numbers for ``metrics.json``
-    and MLflow; ``tags`` gate outcomes and verdicts (MLflow tags); ``summary`` one line
+    Hydra sweeper optimises (or None); ``metrics`` the numbers MLflow gets (a few of them
+    for ``metrics.json``: ``Study.dvc_metrics``); ``tags`` gate outcomes and verdicts (MLflow tags); ``summary`` one line
     for the console."""
 
     results: dict[str, Any]
@@ -231,6 +231,9 @@ class Study(ABC):
     - ``measured_groups``: those of ``groups`` that say which models answer (choir: its
       ensemble); a re-analysis takes them, like the model, from the plan beside the
       measurements.
+    - ``dvc_metrics``: the few of :meth:`metrics` (by name) that a run's ``metrics.json``
+      holds, so that ``dvc metrics show`` prints a row a terminal can show (empty: all of them);
+      MLflow gets every metric.
     """
 
     name: ClassVar[str]
@@ -240,6 +243,7 @@ class Study(ABC):
     compare_columns: ClassVar[tuple[tuple[str, ...], ...]] = ()
     has_yaml: ClassVar[bool] = False
     measured_groups: ClassVar[tuple[str, ...]] = ()
+    dvc_metrics: ClassVar[tuple[str, ...]] = ()
 
     # --- configuration -------------------------------------------------------------------
 
@@ -306,7 +310,7 @@ class Study(ABC):
         return None
 
     def metrics(self, results: Mapping[str, Any]) -> dict[str, float]:
-        """Headline numbers for ``metrics.json`` and MLflow."""
+        """The run's numbers for MLflow (a few of them, :attr:`dvc_metrics`, for ``metrics.json``)."""
         return {}
 
     def tags(self, results: Mapping[str, Any]) -> dict[str, str]:

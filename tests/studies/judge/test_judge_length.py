@@ -15,6 +15,7 @@ from scipy import stats
 from lmaudit.interop.fastchat import lengths
 from lmaudit.pipeline import run
 from lmaudit.studies.judge.length import LengthVerdict, length_controlled, longer_wins, verdicts_of
+from lmaudit.studies.registry import get_study
 
 
 def v(winner, a_chars, b_chars, a_words=None, b_words=None, ma="x", mb="y") -> LengthVerdict:
@@ -159,7 +160,7 @@ def test_the_pipeline_reports_length_for_alpaca_eval_annotations(make_cfg, tmp_p
     assert (got["decisive_unequal"], got["longer_won"]) == (30, longer)
     assert got["p_value"] == pytest.approx(stats.binomtest(longer, 30).pvalue, rel=1e-12)
     assert set(res["length"]["length_controlled"]["models"]) == {"model", "ref"}
-    metrics = json.loads((tmp_path / "len/metrics.json").read_text())["judge"]
+    metrics = get_study("judge").metrics(res)  # what MLflow logs
     assert metrics["length.longer_wins.chars.longer_won"] == longer
     assert "length.win_rate.model.raw" in metrics
     html = (tmp_path / "len/report.html").read_text()

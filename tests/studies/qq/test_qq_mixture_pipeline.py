@@ -18,6 +18,7 @@ from lmaudit.provenance.predictions import parse_predictions, unknown_metrics
 from lmaudit.studies.qq.mixture_plan import load_personas
 from lmaudit.studies.qq.study import QQStudy, cells_for, mixture_cells, results_template
 from lmaudit.studies.qq.study import plan as qq_plan
+from lmaudit.studies.registry import get_study
 
 REPO = Path(__file__).resolve().parents[3]
 BANK = REPO / "data/qq/personas.jsonl"
@@ -51,7 +52,7 @@ def test_a_mixture_run_on_sim_agents(make_cfg: Any, tmp_path: Path) -> None:
     farmer = [r for r in positions if r.get("persona") == "iowa-farmer"]
     assert len(plain) == len(farmer) == 3 * 10  # 3 items: 2 A/B x 2 mappings x 2 orders + 1 Yes/No x 2 orders
     assert sum(r["kind"] == "g1" for r in rows) == 2 * 3 * 10  # G1 on every rendered context
-    metrics = json.loads((out / "metrics.json").read_text())["qq"]
+    metrics = get_study("qq").metrics(json.loads((out / "results.json").read_text()))
     assert (
         metrics["mixture.n_components"] == 6 and "mixture.component.iowa-farmer/T0.5.n_satisfied" in metrics
     )

@@ -16,6 +16,7 @@ from lmaudit.pipeline import run
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.analysis import QQParams, analyze
 from lmaudit.studies.qq.records import Measurement
+from lmaudit.studies.registry import get_study
 from qq_sim_run import run_two_sim_items
 from stub_server import stub_model_args
 
@@ -133,8 +134,8 @@ def test_the_run_analyses_every_other_item_and_fails_g2(
     assert res["gates"]["G3"]["status"] == "FAIL"
     html = (tmp_path / "run" / "report.html").read_text()
     assert "Excluded: 1 item (s1-01) with no probability on either label" in html
-    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["qq"]["n_excluded"] == 1
+    metrics = get_study("qq").metrics(json.loads((tmp_path / "run" / "results.json").read_text()))
+    assert metrics["n_excluded"] == 1
 
 
 def test_a_server_without_the_labels_in_its_top_alternatives(

@@ -297,6 +297,8 @@ class ChoirStudy(Study):
     """Free-list elicitation across model ensembles (seed 003)."""
 
     name = "choir"
+    # metrics.json, for `dvc metrics show` (MLflow gets every metric)
+    dvc_metrics = ("n_questions", "n_models", "above_chance", "above_chance_significant", "lift_up")
     config = ChoirStudyConfig
     groups: ClassVar[Mapping[str, type]] = {"ensemble": ChoirEnsembleConfig}
     measured_groups = ("ensemble",)  # its members are the models measured

@@ -382,6 +382,8 @@ class DrawsStudy(Study):
     """Do a model's sampled answers persist from one draw to the next (seed 004)?"""
 
     name = "draws"
+    # metrics.json, for `dvc metrics show` (MLflow gets every metric)
+    dvc_metrics = ("n_sequences", "n_rejected", "min_holm_p", "max_rho_upper")
     config = DrawsStudyConfig
     # what names the data in an imported audit: an open registration (prereg data: open) binds
     # the plan without these, so predictions can be frozen before the draws file exists

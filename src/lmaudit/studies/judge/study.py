@@ -272,6 +272,8 @@ class JudgeStudy(Study):
     """Does a content-preserving change of presentation flip an LLM judge (seed 001)?"""
 
     name = "judge"
+    # metrics.json, for `dvc metrics show` (MLflow gets every metric)
+    dvc_metrics = ("n_prompts", "k", "n_invalid", "disagreement_rate")
     config = JudgeStudyConfig
     groups: ClassVar[Mapping[str, type]] = {
         "condition": JudgeConditionSetConfig,

@@ -323,6 +323,8 @@ class QQStudy(Study):
     """Question-order effects and the QQ equality (seed 000)."""
 
     name = "qq"
+    # metrics.json, for `dvc metrics show` (MLflow gets every metric)
+    dvc_metrics = ("n_items", "n_violated", "n_gamma_contextual", "max_other_mass")
     config = QQStudyConfig
     groups: ClassVar[Mapping[str, type]] = {
         "estimand": EstimandConfig,
