@@ -27,9 +27,17 @@ install:
 # The store also holds every registered run's outputs (response caches, measurements, results):
 # after `make install`, `dvc status` has nothing to do. Outputs missing from the store (a repro
 # not yet pushed) are named and left to `dvc repro`; the inputs are required.
+# A run folder's report.html is no DVC output (the report stage writes wall-clock times and the
+# MLflow run into it): it is rebuilt from the pulled records (lmaudit report), where it is missing
+# or older than the run's results.json; a pure function of them, so dvc.lock never pins it.
 data:
 	dvc pull --quiet data.dvc
 	@dvc pull --quiet || echo "warning: some registered run outputs are not in dvc-store/ (see 'dvc status'; 'dvc repro' rebuilds them)" >&2
+	@stale=$$(for d in results/*/*; do \
+		[ -f "$$d/results.json" ] && { [ ! -f "$$d/report.html" ] || [ "$$d/results.json" -nt "$$d/report.html" ]; } \
+			&& echo "$$d"; \
+	done); \
+	if [ -n "$$stale" ]; then lmaudit report $$stale >/dev/null && echo "rebuilt report.html of" $$stale; fi
 
 # llama-cpp-python[server] for the OpenAI-compatible backend's slow test (compiled once, cached);
 # FastChat's llm_judge and alpaca_eval for the judge import tests, each in its own .tools/ dir

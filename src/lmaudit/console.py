@@ -73,7 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     rp = sub.add_parser(
         "report", help="rebuild a run folder's report.html from its records (no model, no MLflow)"
     )
-    rp.add_argument("run_dir", help="the run folder (results.json, plan.json, audit_record.json)")
+    rp.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="run_dir",
+        help="run folders (results.json, plan.json, audit_record.json), each rebuilt in turn",
+    )
     rp.add_argument("--conf", default="conf", help="the config folder (default: conf, beside run.py)")
     d = sub.add_parser("digest", help="print the SHA-256 of files (as recorded in plans and audit records)")
     d.add_argument("paths", nargs="+")
@@ -107,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         from lmaudit.provenance.io import InputError
 
         try:
-            print(rebuild_report(Path(args.run_dir), Path(args.conf)))
+            for run_dir in args.run_dirs:
+                print(rebuild_report(Path(run_dir), Path(args.conf)))
         except InputError as e:
             print(f"error: {printable(str(e))}", file=sys.stderr)
             return 2
