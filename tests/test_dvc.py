@@ -87,6 +87,74 @@ def test_repro_builds_every_run_file(clone):
     assert "n_violated" in metrics
 
 
+def test_metrics_show_prints_a_few_readable_numbers_per_run(clone):
+    """Each registered run's metrics.json is flat and small: `dvc metrics show` for one study
+    fits a terminal, and its numbers are the run's own (counted here from results.json)."""
+    for study, run in SIM_RUNS:
+        out = clone / "results" / study / run
+        metrics = json.loads((out / "metrics.json").read_text())
+        results = json.loads((out / "results.json").read_text())
+        assert all(isinstance(v, int | float) for v in metrics.values()), (run, metrics)
+        assert len(metrics) <= 7, (run, sorted(metrics))
+        predictions = results.get("predictions") or []
+        if predictions:
+            assert metrics["predictions"] == len(predictions)
+            assert metrics["held"] == sum(p["outcome"] == "held" for p in predictions)
+        if study == "qq":
+            verdicts = [it["verdict"] for it in results["items"]]
+            assert metrics["n_items"] == len(verdicts)
+            assert metrics["n_violated"] == verdicts.count("VIOLATED")
+    for study in ("qq", "judge", "draws"):
+        files = [f"results/{study}/{run}/metrics.json" for s, run in SIM_RUNS if s == study]
+        table = sh("dvc", "metrics", "show", *files, cwd=clone).stdout.splitlines()
+        assert len(table) == 1 + len(files) and max(map(len, table)) <= 150, table
+    # three studies' runs in one table (the registered runs this clone reproduced)
+    files = [f"results/{study}/{run}/metrics.json" for study, run in SIM_RUNS]
+    every = sh("dvc", "metrics", "show", *files, cwd=clone).stdout.splitlines()
+    assert max(map(len, every)) <= 300 and "n_violated" in every[0] and "disagreement_rate" in every[0]
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        elif isinstance(v, list) and any(isinstance(x, dict) for x in v):
+            out.update(_flat({str(i): x for i, x in enumerate(v)}, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def test_compare_design_shows_how_two_registered_runs_designs_differ(clone, tmp_path):
+    a, b = "results/qq/qq_sim_demo", "results/qq/qq_sim_mixture"
+    out = tmp_path / "design.json"
+    text = sh("lmaudit", "compare", "--design", a, b, "--json", str(out), cwd=clone).stdout
+    plans = [json.loads((clone / r / "plan.json").read_text()) for r in (a, b)]
+    fa, fb = ({**_flat(p["config"]), **_flat({"inputs": p["inputs"]})} for p in plans)
+    differ = sorted(k for k in fa.keys() | fb.keys() if k not in fa or k not in fb or fa[k] != fb[k])
+    got = json.loads(out.read_text())["design"]
+    assert [r["key"] for r in got["differ"]] == differ and "items.name" in differ
+    assert got["same"] == {k: v for k, v in fa.items() if k not in differ}
+    assert f"design: {len(differ)} keys differ, {len(got['same'])} agree" in text
+    # `dvc params diff` compares the workspace with a commit: between two runs it has nothing to say
+    assert sh("dvc", "params", "diff", cwd=clone).stdout.strip() == ""
+
+
+def test_make_data_rebuilds_the_reports_dvc_pull_cannot_restore(clone):
+    """report.html is no DVC output; `make data` renders it from the records of every run folder
+    that lacks one (or whose results are newer), and leaves the others alone."""
+    gone = clone / "results/qq/qq_sim_demo/report.html"
+    kept = clone / "results/judge/judge_sim_attraction_v2/report.html"
+    gone.unlink()
+    before = kept.stat().st_mtime_ns
+    sh("make", "-s", "data", cwd=clone)
+    assert gone.is_file() and 'id="' in gone.read_text()
+    assert kept.stat().st_mtime_ns == before
+    for results in clone.glob("results/*/*/results.json"):
+        assert (results.parent / "report.html").is_file(), results.parent
+
+
 def test_changing_one_item_reruns_only_its_dependants(clone):
     bank = clone / "data/qq/items/sim_demo.json"
     original = bank.read_text()
