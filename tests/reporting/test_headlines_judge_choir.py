@@ -231,6 +231,9 @@ def test_alpaca_eval_randomized_and_both_orders(make_cfg, tmp_path) -> None:
     check_randomized_headline(res, html)
     check_import_page(res, html)
     assert "imported verdicts (12.5%) were invalid" in html and "judge outputs" not in html
+    # each pair was judged in one order: the other is "not judged", not "invalid"
+    assert html.count('<span class="inv">—</span>') == len(anns)
+    assert html.count('<span class="inv">invalid</span>') == res["validity"]["invalid"] == 1
     # pairs annotated in both orders: position bias leads
     pairs = [both_orders(i, "ref", "model") for i in range(8)] + [both_orders(8, "model", "ref")]
     both = [a for p in pairs for a in p]
