@@ -193,6 +193,28 @@ def test_fastchat_both_orders_without_changes_says_zero_changes_once(make_cfg, t
     check_import_page(res, html)
 
 
+def test_a_fastchat_file_of_errors_cannot_answer_and_renders_no_empty_table(make_cfg, tmp_path) -> None:
+    lines = [line(100 + q, "alpha", "beta", "error", "error") for q in range(5)]
+    res, html = _import(make_cfg, tmp_path, write_lines(tmp_path / "gpt-4_pair.jsonl", lines), "err")
+    v = res["validity"]
+    assert v["invalid"] == v["judgments"] == 10
+    assert '<section class="verdict unanswered" id="answer">' in html
+    assert _headline(html) == (
+        "10 of 10 imported verdicts were invalid: the fastchat file records no winner for any of them, "
+        "so there is no verdict to compare."
+    )
+    empty = _empty_sections(html)
+    assert set(empty) == {"order-swap", "disagreement", "conditions", "grid", "not-imported", "wins"}
+    assert empty["disagreement"].startswith(
+        "No pair has a valid verdict in both orders (5 left out as invalid)"
+    )
+    assert "0/0" not in html and "rubric" not in _visible(html)
+    between = html[html.index('id="predictions"') : html.index('id="asked"')]
+    assert len(re.findall(r"<table\b", between)) == 1 and between.index("<table") > between.index(
+        'id="validity"'
+    )
+
+
 def test_fastchat_one_order_file_is_the_randomization_test(make_cfg, tmp_path) -> None:
     def one(qid: int, field: str, winner: str) -> dict:
         x = line(qid, "alpha", "beta", "tie", "tie")
