@@ -246,6 +246,20 @@ def test_lines_judged_in_one_order_are_read_by_the_randomization_test(make_cfg, 
     assert 'id="order-randomized"' in html and 'id="order-swap"' in html
 
 
+def test_a_one_order_file_whose_first_line_shows_model_2_first_is_recognised(make_cfg, tmp_path) -> None:
+    """The format is recognised from the first line; in a single-order file that line may hold
+    g2_winner alone (model_2 shown first)."""
+    lines = [line(q, "alpha", "beta", "tie", w) for q, w in ((1, "model_2"), (2, "model_1"))]
+    for x in lines:
+        x.pop("g1_winner")
+    path = write(tmp_path / "gpt-4_pair.jsonl", lines)
+    run(make_cfg("study=judge", f"study.import_path={path}", "mlflow.enabled=false", name="g2"))
+    res = json.loads((tmp_path / "g2/results.json").read_text())
+    assert res["design"]["format"] == "fastchat"
+    r = res["order_swap"]["randomized"]
+    assert (r["order_1"], r["order_2"], r["decisive"], r["first_wins"]) == (0, 2, 2, 1)
+
+
 def test_model_answer_files_give_the_lengths_the_prompts_do_not(make_cfg, tmp_path) -> None:
     """study.answers_path: FastChat's model_answer/<model>.jsonl; turn 1 is the first answer, turn
     2 both turns joined; digested into the plan; a bad answer line is refused before the run

@@ -86,7 +86,7 @@ class PairJudgment:
 
 def looks_like(obj: dict[str, Any]) -> bool:
     """Whether a first line is a FastChat judgment line (pairwise, single or one-winner)."""
-    return "g1_winner" in obj or ("question_id" in obj and ("winner" in obj or "score" in obj))
+    return any(f in obj for f in ORDERS) or ("question_id" in obj and ("winner" in obj or "score" in obj))
 
 
 def _string(obj: dict[str, Any], field: str, where: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,24 @@ from lmaudit import __version__
 from lmaudit.reporting import NOT_RECORDED, fmt, num, pval, text
 from lmaudit.reporting.terms import GLOSSARY
 
-__all__ = ["Page", "Sample", "Verdict", "page_of", "provenance", "read_rows", "render", "value"]
+__all__ = [
+    "Page",
+    "Sample",
+    "Verdict",
+    "ids",
+    "page_of",
+    "provenance",
+    "read_rows",
+    "render",
+    "scroll_tables",
+    "value",
+]
 
 #: how many samples a page shows (the rest are in measurements.jsonl, and the page says so)
 MAX_SAMPLES = 400
 OUTCOME_CSS = {"held": "held", "not held": "nothold", "not evaluable": "noteval"}
+SCROLL = '<div class="scroll">'
+_TABLE_TAG = re.compile(r"<(/?)table\b[^>]*>")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +139,19 @@ def _abbr(term: str, shown: str | None = None) -> str:
     return Markup(f'<abbr title="{escape(GLOSSARY[term])}">{escape(shown or term)}</abbr>')
 
 
+def ids(values: Sequence[Any], shown: int = 3) -> str:
+    """A list of ids for a table cell: all of them when there are at most ``shown``, else their
+    count and the first ``shown``, the full list folded in a ``<details>``; "none" when empty."""
+    from markupsafe import Markup, escape
+
+    vals = [str(v) for v in values or ()]
+    if len(vals) <= shown:
+        return Markup(escape(", ".join(vals) or "none"))
+    head = escape(", ".join(vals[:shown]))
+    every = escape(", ".join(vals))
+    return Markup(f"{len(vals)}: {head} …<details><summary>all {len(vals)}</summary>{every}</details>")
+
+
 @functools.cache
 def _environment(package: str) -> jinja2.Environment:
     env = jinja2.Environment(
@@ -136,16 +163,37 @@ def _environment(package: str) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=fmt, pval=pval, text=text, value=value)
+    env.filters.update(num=fmt, pval=pval, text=text, value=value, ids=ids)
     env.filters["int"] = lambda x: fmt(x, ".0f")
     env.filters["pct"] = lambda x: "—" if num(x) is None else f"{100 * float(x):.1f}%"
     env.globals.update(OUTCOME_CSS=OUTCOME_CSS, NOT_RECORDED=NOT_RECORDED, GLOSSARY=GLOSSARY, term=_abbr)
     return env
 
 
+def scroll_tables(html: str) -> str:
+    """``html`` with every table not already in a ``div.scroll`` wrapped in one: a table wider
+    than the page scrolls inside it instead of being cut off. Text is escaped by autoescape, so
+    a ``<table`` in the markup is always a tag."""
+    out: list[str] = []
+    wrapped: list[bool] = []  # per open table: whether this pass opened its wrapper
+    at = 0
+    for m in _TABLE_TAG.finditer(html):
+        out.append(html[at : m.start()])
+        if not m.group(1):
+            own = not html[max(0, m.start() - 2 * len(SCROLL)) : m.start()].rstrip().endswith(SCROLL)
+            wrapped.append(own)
+            out.append(SCROLL + m.group(0) if own else m.group(0))
+        else:
+            out.append(m.group(0) + "</div>" if wrapped and wrapped.pop() else m.group(0))
+        at = m.end()
+    out.append(html[at:])
+    return "".join(out)
+
+
 def render(package: str, template: str, page: Page, **context: Any) -> str:
-    """Render ``template`` of ``package`` (which extends ``page.html.j2``) for ``page``."""
+    """Render ``template`` of ``package`` (which extends ``page.html.j2``) for ``page``; every
+    table scrolls inside the page (:func:`scroll_tables`)."""
     unknown = [t for t in page.terms if t not in GLOSSARY]
     if unknown:
         raise KeyError(f"terms not in the glossary: {unknown}")
-    return _environment(package).get_template(template).render(page=page, **context)
+    return scroll_tables(_environment(package).get_template(template).render(page=page, **context))

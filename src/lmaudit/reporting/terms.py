@@ -86,6 +86,22 @@ GLOSSARY: dict[str, str] = {
         "number from 0 to 1; REASON: one sentence). It is kept raw, retried as configured, never given a "
         "label, and a pair with an invalid side is left out of the comparison."
     ),
+    # judge, imported pairwise verdicts (FastChat, AlpacaEval)
+    "order 1 / order 2": (
+        "The two orders an imported pair can be judged in: order 1 (P0) shows answer A, the pair's first "
+        "model, first; order 2 (SWAP) shows answer B first. Verdicts are mapped back to A and B before they "
+        "are compared."
+    ),
+    "flipped pair": (
+        "A pair judged in both orders whose winner changed with the order and went to the same position "
+        "both times: the answer shown first won both times, or the answer shown second did. Without position "
+        "bias half of them go each way."
+    ),
+    "imported invalid verdict": (
+        "A verdict the tool itself recorded without a winner (FastChat: 'error', no [[A]], [[B]] or [[C]] "
+        "found; AlpacaEval: no preference parsed). It is kept, never given a label, and a pair with an "
+        "invalid side is left out."
+    ),
     # choir
     "RBO": (
         "Rank-biased overlap (p = 0.9) of two ranked lists: 1 for identical lists, 0 for disjoint ones; "

@@ -208,7 +208,9 @@ def render_report(
             [bin_label(b), str(b["n"])]
             + [_interval(b[k]) for k in ("unconditioned_rbo", "same_persona_rbo", "stc", "relative_lift")]
             for b in results["width_bins"]
+            if b["n"]
         ],
+        empty_bins=[bin_label(b) for b in results["width_bins"] if not b["n"]],
         recover=[
             [
                 RECOVER_LABELS.get(k, k),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lmaudit.reporting import fmt, pval
+from lmaudit.reporting import fmt, num, pval
 from lmaudit.studies.choir.report_figures import bin_label
 
 __all__ = ["conditions_view"]
@@ -52,7 +52,8 @@ def conditions_view(results: Mapping[str, Any]) -> dict[str, Any]:
     ]
     agree = ((results.get("calibration") or {}).get("agreement")) or None
     return {
-        "cells": [[k, fmt(v)] for k, v in (cond.get("R_q") or {}).items()],
+        "cells": [[k, fmt(v)] for k, v in (cond.get("R_q") or {}).items() if num(v) is not None],
+        "cells_missing": [k for k, v in (cond.get("R_q") or {}).items() if num(v) is None],
         "contrasts": contrasts,
         "novelty": [
             [bin_label(b), str(b["n"]), fmt(b["mean_share"]), str(b["over_half"])]

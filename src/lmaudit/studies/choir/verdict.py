@@ -48,11 +48,13 @@ def facts(results: Mapping[str, Any], alpha: float | None) -> list[str]:
             f"Above-chance agreement (STC > 1): {_of(s.get('above_chance'), s.get('n_questions'))} questions "
             f"({s.get('n_stc')} with a signal-to-chance; {s.get('above_chance_significant')} at p < {_at(alpha)})."
         )
+    if s.get("n_lift"):
         out.append(
             f"Persona lift > 1 (same-persona agreement above unconditioned): "
             f"{_of(s.get('lift_up'), s.get('n_lift'))} questions (mean relative lift "
             f"{fmt(s.get('mean_relative_lift'))})."
         )
+    if s.get("n_template_novelty"):  # only when both templates were run
         out.append(
             "Template B naming more than 50% concepts template A does not: "
             f"{_of(s.get('novelty_over_half'), s.get('n_template_novelty'))} questions."

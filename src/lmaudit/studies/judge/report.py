@@ -22,7 +22,7 @@ from lmaudit.reporting.page import page_of, provenance, render
 from lmaudit.studies.judge.figures import confidence_svg, disagreement_svg, order_swap_svg
 from lmaudit.studies.judge.order_swap_report import table as order_swap_table
 from lmaudit.studies.judge.samples import questions, samples
-from lmaudit.studies.judge.verdict import alerts, primary, repeat, verdict
+from lmaudit.studies.judge.verdict import alerts, primary, repeat, tool_format, verdict
 
 __all__ = ["render_report"]
 
@@ -30,6 +30,10 @@ TEMPLATE = "report_template.html.j2"
 QUESTION = (
     "Does a content-preserving change of presentation (a boundary wrapper around a response, or the "
     "responses' order) change an LLM judge's pairwise verdict?"
+)
+IMPORT_QUESTION = (
+    "Does the order in which two answers are shown change an LLM judge's pairwise verdict (position bias), "
+    "as the imported file records it?"
 )
 FROZEN = (
     "packets, rubric and analysis plan in artifacts/manifest.json before judging; completed results in "
@@ -140,7 +144,22 @@ def _classes(results: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def _import_terms(results: Mapping[str, Any]) -> list[str]:
+    """An imported file's terms: its two orders, flipped pairs where pairs were judged in both,
+    and the tool's invalid verdicts; none of the wrappers' or the rubric's."""
+    out = ["order 1 / order 2"]
+    if primary(results):
+        out.append("disagreement")
+    if get(results, "order_swap", "counts", "n"):
+        out.append("flipped pair")
+    if get(results, "validity", "invalid"):
+        out.append("imported invalid verdict")
+    return out
+
+
 def _terms(results: Mapping[str, Any]) -> list[str]:
+    if tool_format(results):
+        return _import_terms(results)
     conds = get(results, "design", "conditions") or []
     out = ["P0 / PA / PB / PAB", "invalid output"]
     if primary(results):
@@ -184,13 +203,19 @@ def render_report(
     elif isolation != "fresh":
         note += " Whether each judgment had a fresh context is not recorded."
     judge = get(results, "design", "judge", "name")
+    tool = tool_format(results)
+    title = (
+        f"Judge position bias: {results.get('n_prompts', 0)} pairs imported from {tool}"
+        if tool
+        else f"Judge presentation sensitivity: {results.get('n_prompts', 0)} prompts, "
+        f"conditions {', '.join(conds) or 'none'}"
+    )
     page = page_of(
         results,
         plan,
         study="judge",
-        title=f"Judge presentation sensitivity: {results.get('n_prompts', 0)} prompts, "
-        f"conditions {', '.join(conds) or 'none'}" + (f" ({judge})" if judge else ""),
-        question=QUESTION,
+        title=title + (f" ({judge})" if judge else ""),
+        question=IMPORT_QUESTION if tool else QUESTION,
         verdict=verdict(results),
         alerts=alerts(results),
         terms=_terms(results),
@@ -221,4 +246,6 @@ def render_report(
         order_swap_rows=swap_rows,
         order_swap_svg=Markup(swap_svg) if swap_svg else None,
         level=f"{100 * (1 - alpha):g}",
+        tool=tool,
+        n_valid=int(get(results, "validity", "valid") or 0),
     )

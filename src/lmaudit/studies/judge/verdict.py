@@ -10,7 +10,7 @@ from typing import Any
 from lmaudit.reporting import fmt, get, num, pval
 from lmaudit.reporting.page import Verdict
 
-__all__ = ["alerts", "pct", "primary", "repeat", "verdict"]
+__all__ = ["alerts", "pct", "primary", "repeat", "tool_format", "verdict"]
 
 LABELS = ("A", "B", "TIE")
 
@@ -31,6 +31,14 @@ def primary(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def repeat(results: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The reference against itself (replicate r against r + 1), when k >= 2."""
     return next((d for d in results.get("disagreement") or [] if "repeat_pairs" in d), None)
+
+
+def tool_format(results: Mapping[str, Any]) -> str | None:
+    """The other tool whose file the run imported (``fastchat``, ``alpaca_eval``), or None for a
+    run lmaudit judged (or an import of lmaudit's own result files)."""
+    if results.get("mode") != "import":
+        return None
+    return get(results, "design", "format") or None
 
 
 def _invalid(results: Mapping[str, Any]) -> tuple[int, int]:
@@ -55,6 +63,11 @@ def _why_not(results: Mapping[str, Any]) -> str | None:
     conds = list(results.get("conditions_analysed") or [])
     if not n:
         return "Nothing was analysed: the run holds no judgments."
+    if bad == n and tool_format(results):
+        return (
+            f"{bad} of {n} imported verdicts were invalid: the {tool_format(results)} file records no winner "
+            "for any of them, so there is no verdict to compare."
+        )
     if bad == n:
         return (
             f"{bad} of {n} judge outputs were invalid: none is in the rubric's WINNER / CONFIDENCE / "
@@ -158,6 +171,11 @@ def _facts(results: Mapping[str, Any]) -> list[str]:
 def _counts(results: Mapping[str, Any]) -> str:
     bad, n = _invalid(results)
     conds = results.get("conditions_analysed") or []
+    if tool_format(results):
+        return (
+            f"{n} imported verdicts ({results.get('n_prompts', 0)} pairs, {len(conds)} "
+            f"{'order' if len(conds) == 1 else 'orders'}), {bad} invalid."
+        )
     return (
         f"{n} judgments ({results.get('n_prompts', 0)} prompts × {results.get('k', 0)} "
         f"{'replicate' if results.get('k') == 1 else 'replicates'} × {len(conds)} "
@@ -264,7 +282,81 @@ def _randomized_answer(results: Mapping[str, Any]) -> Verdict | None:
     )
 
 
+def _ci(x: Mapping[str, Any]) -> str:
+    return f"[{pct(get(x, 'ci', 'low'))}, {pct(get(x, 'ci', 'high'))}]"
+
+
+def _position_facts(results: Mapping[str, Any]) -> list[str]:
+    """The numbers behind a both-orders answer: the order's effect on the verdicts, the secondary
+    per-verdict reading, Shi et al.'s two measures, the win rates, any one-order verdicts."""
+    sw = results["order_swap"]
+    out = [
+        f"{d['changed']} of {d['n']} pairs changed their winner when the order was swapped "
+        f"({pct(d['rate'])}, exact interval {_ci(d)}; a change to or from TIE counts)."
+        for d in primary(results)
+        if d.get("n")
+    ]
+    v = sw.get("per_verdict") or {}
+    if v.get("n"):
+        out.append(
+            f"Among all {v['n']} decisive verdicts of the valid pairs (both orders; one pair's two are not "
+            f"independent) the answer shown first won {v['first']} ({pct(v['rate'])}, {_ci(v)})."
+        )
+    pc, pf = sw.get("position_consistency") or {}, sw.get("preference_fairness") or {}
+    if pc.get("n"):
+        out.append(
+            f"Position consistency {pc['consistent']} of {pc['n']} ({pct(pc['rate'])}, {_ci(pc)}); preference "
+            f"fairness {fmt(pf.get('value'), '+.3f')} (below 0 the first-shown answer is preferred, above 0 the "
+            "second)."
+        )
+    wr = sw.get("win_rates") or {}
+    if wr.get("models"):
+        out.append(
+            "The models' ranking "
+            + ("changes" if wr.get("ranking_changes") else "does not change")
+            + " between the balanced win rates (both orders) and a single order."
+        )
+    r = sw.get("randomized")
+    if r and r.get("decisive"):
+        out.append(
+            f"Pairs judged in one order only: the answer shown first won {r['first_wins']} of {r['decisive']} "
+            f"decisive verdicts ({pct(r['rate'])}, {_ci(r)}, p = {pval(r['p_value'])})."
+        )
+    return [*out, _counts(results)]
+
+
+def _position_answer(results: Mapping[str, Any]) -> Verdict | None:
+    """The answer of an import whose pairs were judged in both orders: position bias, read on
+    the pairs whose winner flipped with the order (exact sign test of p = 1/2), at the study's α."""
+    sw = results.get("order_swap") or {}
+    c = sw.get("counts") or {}
+    if not c.get("n") or c["n"] == c.get("invalid"):
+        return None
+    alpha = float(get(results, "params", "alpha") or 0.05)
+    f = sw["flipped"]
+    if not f.get("n"):
+        head = (
+            f"No pair's winner flipped with the order: of the {c['n']} pairs judged in both orders, "
+            f"{c['consistent']} got the same winner both times, {c['one_tie']} a TIE in one order only and "
+            f"{c['invalid']} an invalid verdict, so the flipped pairs cannot show a position bias."
+        )
+        return Verdict(head, _position_facts(results))
+    lead = (
+        f"The answer shown first wins {pct(f['rate'])} {_ci(f)} of the {f['n']} pairs whose winner flipped "
+        f"with the order ({f['first_both']} of {f['n']}, exact sign test p = {pval(f['p'])})"
+    )
+    if f["p"] < alpha:
+        side = "first" if f["rate"] > 0.5 else "second"
+        head = f"{lead}: the judge favours the answer shown {side} (significant at α = {alpha:g})."
+    else:
+        head = f"{lead}: this does not separate the judge from one without position bias at α = {alpha:g}."
+    return Verdict(head, _position_facts(results))
+
+
 def verdict(results: Mapping[str, Any]) -> Verdict:
+    position = _position_answer(results) if tool_format(results) else None
+    if position is not None:
+        return position
     why = _why_not(results)
     if why is not None:
         randomized = _randomized_answer(results)
@@ -300,8 +392,9 @@ def alerts(results: Mapping[str, Any]) -> list[str]:
             for e, k in (v.get("errors") or {}).items():
                 errors[e] = errors.get(e, 0) + int(k)
         top = sorted(errors.items(), key=lambda x: (-x[1], x[0]))[:3]
+        what = "imported verdicts" if tool_format(results) else "judge outputs"
         out.append(
-            f"{bad} of {n} judge outputs ({pct(bad / n)}) were invalid ({'; '.join(per)}); most often: "
+            f"{bad} of {n} {what} ({pct(bad / n)}) were invalid ({'; '.join(per)}); most often: "
             + "; ".join(f"{e} ({k}×)" for e, k in top)
             + ". They are kept raw, never given a label, and a pair with an invalid side is left out."
         )
