@@ -110,9 +110,9 @@ def test_sample_groups_keep_draws_and_bound_memory(tiny_dir: Path, monkeypatch: 
     seen: list[int] = []
     real = HFBackend._sample_group
 
-    def spy(self: HFBackend, requests: Any, ids: Any, bar: Any) -> Any:
+    def spy(self: HFBackend, requests: Any, ids: Any, *rest: Any) -> Any:
         seen.append(len(requests))
-        return real(self, requests, ids, bar)
+        return real(self, requests, ids, *rest)
 
     monkeypatch.setattr(hf_sampling, "SAMPLE_GROUP_BYTES", 1)
     monkeypatch.setattr(HFBackend, "_sample_group", spy)

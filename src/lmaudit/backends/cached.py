@@ -10,6 +10,7 @@ cache like a damaged entry: reported, counted, asked again and rewritten.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
@@ -67,6 +68,13 @@ def sample_value(v: Any) -> str:
 
 
 _NO_ETA = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}]"
+
+
+def stream_reports_tokens(backend: Any) -> bool:
+    """Whether ``backend.iter_samples`` takes an ``on_tokens`` hook (its ``reports_tokens``)."""
+    return bool(getattr(backend, "reports_tokens", False)) and callable(
+        getattr(backend, "iter_samples", None)
+    )
 
 
 def _with_cached(res: SampleResult, known: Sequence[str | None]) -> SampleResult:
@@ -218,6 +226,22 @@ class CachedBackend:
                 raise RuntimeError(f"the backend did not store an answer for request {i}")
             stored(i)
 
+    def _decoding_bar(self, asked: Sequence[SampleRequest], desc: str, show: bool) -> Any:
+        """A bar of the tokens decoded for ``asked``, for a backend that reports them step by
+        step (``reports_tokens``: hf) and draws of more than one token; the draws' bar moves only
+        when a request's draws are all done, this one within a long draw. Its total is the
+        decoding budget, ``n x max_tokens`` per request; a draw that stops early counts the
+        budget it did not need as done. None (a null context) for any other backend."""
+        if not stream_reports_tokens(self.backend) or not asked:
+            return contextlib.nullcontext(None)
+        return SettledBar(
+            total=sum(r.n * r.max_tokens for r in asked),
+            desc=f"{desc}: decoding",
+            unit="token",
+            leave=False,
+            disable=not show or max(r.max_tokens for r in asked) <= 1,
+        )
+
     # -- label log-probabilities ---------------------------------------------------------
     def label_logprobs(
         self, requests: Sequence[LabelRequest], top_k: int, desc: str = "measuring"
@@ -316,21 +340,12 @@ class CachedBackend:
         # a backend that yields each request's draws as they are done (hf) has each stored and
         # counted then, not when its whole batch is
         stream = getattr(self.backend, "iter_samples", None)
+        show = self.progress if progress is None else progress
 
-        def compute(idx: list[int], stored: Callable[[int], None]) -> None:
-            if fill is not None:
-                fill(self.cache.root, [(all_keys[i], requests[i]) for i in idx])
-                self._read_back(idx, load, stored)
-                return
-            asked = [requests[i] for i in idx]
-            pairs: Iterable[tuple[int, SampleResult]]
-            if stream is not None:
-                pairs = ((idx[j], res) for j, res in stream(asked))
-            else:
-                results = self.backend.sample(asked)
-                if len(results) != len(idx):
-                    raise RuntimeError("backend returned a different number of results than requests")
-                pairs = zip(idx, results, strict=True)
+        def store(
+            idx: list[int], pairs: Iterable[tuple[int, SampleResult]], stored: Callable[[int], None]
+        ) -> None:
+            """Each ``(index, result)`` into the cache as it comes, counted by ``stored``."""
             seen = 0
             for i, res in pairs:
                 seen += 1
@@ -356,11 +371,28 @@ class CachedBackend:
             if seen != len(idx):
                 raise RuntimeError("backend returned a different number of results than requests")
 
+        def compute(idx: list[int], stored: Callable[[int], None]) -> None:
+            if fill is not None:
+                fill(self.cache.root, [(all_keys[i], requests[i]) for i in idx])
+                self._read_back(idx, load, stored)
+                return
+            asked = [requests[i] for i in idx]
+            with self._decoding_bar(asked, desc, show) as tokens:
+                pairs: Iterable[tuple[int, SampleResult]]
+                if stream is not None:
+                    hook = {} if tokens is None else {"on_tokens": tokens.update}
+                    pairs = ((idx[j], res) for j, res in stream(asked, **hook))
+                else:
+                    results = self.backend.sample(asked)
+                    if len(results) != len(idx):
+                        raise RuntimeError("backend returned a different number of results than requests")
+                    pairs = zip(idx, results, strict=True)
+                store(idx, pairs, stored)
+
         missing = [i for i in range(len(requests)) if not load(i)]
         if missing:
             self._ready()
         total = sum(r.n for r in requests)
-        show = self.progress if progress is None else progress
         with SettledBar(
             total=total,
             initial=total - sum(requests[i].n for i in missing),

@@ -18,7 +18,8 @@ streamed as they are ready (:meth:`HFBackend.iter_label_logprobs`). Sampling pre
 prompt cut at its own message boundaries, memoising the KV cache of every cut
 (:mod:`lmaudit.backends.hf.prefill`: prompts sharing leading messages compute them once, and
 a draw never depends on which other prompts were sampled), and draws ``i`` with a generator
-seeded by ``derive_seed(seed, i)``.
+seeded by ``derive_seed(seed, i)``; the tokens decoded are told to a caller's ``on_tokens`` step
+by step (:mod:`lmaudit.backends.hf.sampling`), which is how a bar moves within one long draw.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from lmaudit.backends.hf.packed.attention import install_packed_attention
 from lmaudit.backends.hf.packed.forward import DEFAULT_PACK_TOKENS, ForwardStats, next_token_logits
 from lmaudit.backends.hf.packed.trie import DEFAULT_MIN_SHARED_TOKENS, DEFAULT_UNIT_TOKENS
 from lmaudit.backends.hf.prefill import PREFILL_KEY, PrefillMemo, message_cuts, segment_bounds
-from lmaudit.backends.hf.sampling import prompt_groups, sample_completions
+from lmaudit.backends.hf.sampling import TokenHook, prompt_groups, sample_completions
 
 #: Bump whenever a change alters what the backend returns for the same model and request
 #: (2: transformers computes every model, the embedded Gemma 3 included).
@@ -72,6 +73,8 @@ class HFBackend:
     """
 
     reads_meta = False
+    #: :meth:`iter_samples` tells an ``on_tokens`` hook the decoding budget done, step by step
+    reports_tokens = True
 
     def __init__(
         self,
@@ -370,19 +373,23 @@ class HFBackend:
         """``n`` completions per request; draw ``i`` uses the seed ``derive_seed(request.seed, i)``."""
         return [res for _, res in self.iter_samples(requests)]
 
-    def iter_samples(self, requests: list[SampleRequest]) -> Iterator[tuple[int, SampleResult]]:
+    def iter_samples(
+        self, requests: list[SampleRequest], on_tokens: TokenHook | None = None
+    ) -> Iterator[tuple[int, SampleResult]]:
         """:meth:`sample`'s results as ``(index, result)``, each as soon as its request's draws
-        are done (the cache layer stores and counts them one by one)."""
+        are done (the cache layer stores and counts them one by one). ``on_tokens`` is told the
+        tokens of each decoding step as they are drawn, and a draw's budget it did not need when
+        it stops: ``n x max_tokens`` per request in all."""
         for req in requests:
             if req.n < 0 or req.max_tokens < 1:
                 raise BackendError(f"hf backend: sample needs n >= 0 and max_tokens >= 1, got {req}")
         with self._progress(len(requests), "hf sample") as bar:
             ids = [self.encode(req.messages) for req in requests]
             for a, b in prompt_groups(self.model, [len(i) for i in ids]):
-                yield from enumerate(self._sample_group(requests[a:b], ids[a:b], bar), start=a)
+                yield from enumerate(self._sample_group(requests[a:b], ids[a:b], bar, on_tokens), start=a)
 
     def _sample_group(
-        self, requests: list[SampleRequest], ids: list[list[int]], bar: Any
+        self, requests: list[SampleRequest], ids: list[list[int]], bar: Any, on_tokens: TokenHook | None
     ) -> Iterator[SampleResult]:
         """The prompts' prefills first (hf.prefill: the same tensors as one prefill each, so a
         draw does not depend on the other requests), then each request's draws."""
@@ -409,6 +416,7 @@ class HFBackend:
                 max_tokens=req.max_tokens,
                 stop_ids=self.stop_token_ids,
                 block=self.sample_block,
+                on_tokens=on_tokens,
             )
             self.stats.requests += 1
             bar.update(1)

@@ -10,12 +10,16 @@ a draw's arithmetic does not depend on ``n`` either. The default block is one ro
 decoded alone, nothing is computed for nothing (a one-draw request, as the judge makes, costs
 one row, where a block of 8 costs ~4x on CPU). A larger block trades that for throughput
 when requests ask for many multi-token draws, and is then part of the backend identity.
+
+A caller may follow the decoding (``on_tokens``): it is told the tokens of each decoding step as
+they are drawn, and at the end of a draw the budget it did not need, so over a request the
+counts add up to ``n x max_tokens`` exactly.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -27,6 +31,9 @@ from lmaudit.backends.base import derive_seed
 #: do not depend on either.
 SAMPLE_GROUP = 16
 SAMPLE_GROUP_BYTES = 256 * 2**20
+
+#: Told a number of tokens of the decoding budget (``max_tokens`` per draw) now done.
+TokenHook = Callable[[int], None]
 
 
 def kv_bytes_per_token(model: Any) -> int:
@@ -126,12 +133,14 @@ def decode_block(
     top_p: float,
     max_tokens: int,
     stop_ids: set[int],
+    on_step: Callable[[list[bool]], None] | None = None,
 ) -> list[list[int]]:
     """Decode ``len(generators)`` draws in lock-step from a prefilled cache (expanded here).
 
     Row ``r`` samples only with ``generators[r]``; a row stops at a stop token (not included)
     or after ``max_tokens`` tokens. The block always has the same number of rows, so each
-    draw's arithmetic is the same whatever else is in the block.
+    draw's arithmetic is the same whatever else is in the block. ``on_step`` is called after
+    each step with which rows drew a token of their own at it (those not stopped before it).
     """
     device = first_logits.device
     rows = len(generators)
@@ -141,6 +150,7 @@ def decode_block(
     logits = first_logits.unsqueeze(0).expand(rows, -1)
     for step in range(max_tokens):
         nxt = []
+        drew = [not d for d in done]
         for r in range(rows):
             tok = draw_token(logits[r], temperature, top_p, generators[r])
             if not done[r]:
@@ -149,6 +159,8 @@ def decode_block(
                 else:
                     out_tokens[r].append(tok)
             nxt.append(tok)
+        if on_step is not None:
+            on_step(drew)
         if all(done) or step == max_tokens - 1:
             break
         out = model(
@@ -174,16 +186,21 @@ def sample_completions(
     max_tokens: int,
     stop_ids: frozenset[int],
     block: int,
+    on_tokens: TokenHook | None = None,
 ) -> list[list[int]]:
     """Token ids of ``n`` completions of a prompt of ``prompt_len`` tokens, given its next-token
     logits and KV cache (``prefilled``, not mutated; :mod:`lmaudit.backends.hf.prefill`); stop
-    tokens excluded."""
+    tokens excluded. ``on_tokens``: see the module docstring."""
     logits, cache = prefilled
     if max_tokens <= 1:
         toks = draw_tokens(logits, temperature, top_p, [_generator(seed, i) for i in range(n)])
+        if on_tokens is not None:
+            on_tokens(n * max_tokens)
         return [[] if t in stop_ids else [t] for t in toks]
     seqs: list[list[int]] = []
     for start in range(0, n, block):
+        kept = min(block, n - start)  # the block's rows that are draws of the request
+        step_hook = None if on_tokens is None else _counting_rows(on_tokens, kept)
         done = decode_block(
             model,
             logits,
@@ -194,6 +211,20 @@ def sample_completions(
             top_p=top_p,
             max_tokens=max_tokens,
             stop_ids=set(stop_ids),
+            on_step=step_hook,
         )
-        seqs.extend(done[: n - start])
+        if on_tokens is not None:  # the budget the block's draws stopped short of
+            on_tokens(sum(max_tokens - _steps(len(s), max_tokens) for s in done[:kept]))
+        seqs.extend(done[:kept])
     return seqs
+
+
+def _counting_rows(on_tokens: TokenHook, rows: int) -> Callable[[list[bool]], None]:
+    """A ``decode_block`` step hook telling ``on_tokens`` the tokens drawn by its first ``rows`` rows."""
+    return lambda drew: on_tokens(sum(drew[:rows]))
+
+
+def _steps(length: int, max_tokens: int) -> int:
+    """Decoding steps a draw of ``length`` tokens took: one more than its length for the stop
+    token that ended it, unless it ran to ``max_tokens``."""
+    return min(length + 1, max_tokens)
