@@ -142,6 +142,31 @@ def test_the_decorator_refuses_a_second_class_a_foreign_class_and_another_schema
     assert BACKENDS[scratch_name].cls is First
 
 
+def test_a_secondary_slurm_task_serves_through_the_runner_the_hf_backend_declares(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pipeline's one question, ``serve_if_secondary(model)``, reaches the Lightning runner's
+    hook: SLURM task 1 serves the pool's jobs (here: records the call) and reports True; task 0
+    does not serve."""
+    pytest.importorskip("torch")
+    from lmaudit.backends.hf.lightning import runner
+
+    served: list[tuple[Path, int]] = []
+    monkeypatch.setattr(runner, "serve", lambda pool, rank, parent: served.append((pool, rank)))
+    monkeypatch.setenv("LMAUDIT_RUNNER_DIR", str(tmp_path))
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NAME", "lmaudit")
+    pool = tmp_path / "slurm-7-0"
+    pool.mkdir()
+    (pool / "setup.json").write_text("{}")
+    model = {"backend": "hf", "name": "m", "model": "x", "runner": "lightning", "devices": 1}
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    assert serve_if_secondary(model) is False and served == []
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    assert serve_if_secondary(model) is True and served == [(pool, 1)]
+
+
 def test_secondary_ranks_are_asked_only_of_a_runner() -> None:
     """In-process, no process is secondary and nothing is imported; a runner the backend does
     not declare is refused; outside SLURM the Lightning runner's first process is not secondary."""
