@@ -107,7 +107,7 @@ def test_the_decorator_registers_a_class_and_the_registry_builds_it(scratch_name
         identity_name = "scratch"
         identity_version = 3
 
-        def __init__(self, *, backend: str, name: str, size: int = 1) -> None:
+        def __init__(self, *, size: int = 1) -> None:
             self.size = size
 
         def identity_fields(self) -> dict[str, Any]:

@@ -10,7 +10,8 @@ contracts (:mod:`lmaudit.backends.base`: label log-probabilities, sampling; embe
 * :meth:`describe`: what the audit record shows beyond the identity (default: nothing);
 * :meth:`load` (load the model before the first answer it needs) and :meth:`close` (stop worker
   processes, close connections): default, nothing to do;
-* :meth:`from_config`: the backend a plain config dict describes;
+* :meth:`from_config`: the backend a plain config dict describes (default: its fields, but
+  for the naming keys, as keywords);
 * :meth:`serve_if_secondary`: under a multi-process runner, a process other than the first
   serves the runner's jobs and does nothing else (default: never).
 """
@@ -20,7 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-__all__ = ["BackendAPI"]
+__all__ = ["NAMING_KEYS", "BackendAPI"]
+
+#: Config keys that name a backend rather than configure it: the registry's name (``backend``, an
+#: embedder's ``kind``) and the display name.
+NAMING_KEYS = frozenset({"backend", "kind", "name"})
 
 
 class BackendAPI:
@@ -34,8 +39,9 @@ class BackendAPI:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Any:
-        """The backend a plain config dict describes (default: its fields as keywords)."""
-        return cls(**config)
+        """The backend a plain config dict describes (default: its fields as keywords, but for
+        the :data:`NAMING_KEYS`)."""
+        return cls(**{k: v for k, v in config.items() if k not in NAMING_KEYS})
 
     @property
     def identity(self) -> dict[str, Any]:

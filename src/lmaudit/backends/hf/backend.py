@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.api import BackendAPI
+from lmaudit.backends.api import NAMING_KEYS, BackendAPI
 from lmaudit.backends.base import (
     BackendError,
     LabelRequest,
@@ -60,7 +60,7 @@ from lmaudit.backends.registry import register_backend
 BACKEND_VERSION = 2
 
 _DTYPES = ("float32", "bfloat16", "float16")
-_IGNORED_KEYS = frozenset({"_target_", "backend", "kind", "name"})
+_IGNORED_KEYS = NAMING_KEYS | {"_target_"}
 # End-of-turn markers of common chat formats; those present in a tokenizer's added tokens stop sampling.
 _END_OF_TURN = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<|return|>")
 
