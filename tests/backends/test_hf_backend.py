@@ -20,8 +20,10 @@ transformers = pytest.importorskip("transformers")
 from tiny_hf import CHAT_TEMPLATE, make_backend, max_prob_diff, one_thread, qq_requests, tiny_checkpoint  # noqa: E402
 
 from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, identity_digest  # noqa: E402
-from lmaudit.backends.hf import HFBackend, build_hf_backend, embedded  # noqa: E402
+from lmaudit.backends.hf import embedded  # noqa: E402
+from lmaudit.backends.hf.backend import HFBackend  # noqa: E402
 from lmaudit.backends.hf.prefill import PREFILL_KEY  # noqa: E402
+from lmaudit.backends.registry import build_backend  # noqa: E402
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 
@@ -151,10 +153,10 @@ def test_cached_scoring_streams_all_requests_into_one_trie(tiny_dir: Path, tmp_p
 def test_build_hf_backend_in_process(tiny_dir: Path) -> None:
     """A plain model config builds the in-process backend, without its own progress bar (the
     cache layer draws one); unknown keys are still an error."""
-    backend = build_hf_backend({"model": str(tiny_dir), "runner": "inprocess", "top_k": 3})
+    backend = build_backend({"backend": "hf", "model": str(tiny_dir), "runner": "inprocess", "top_k": 3})
     assert isinstance(backend, HFBackend) and backend.top_k == 3 and backend.progress is False
     with pytest.raises(BackendError, match="nope"):
-        build_hf_backend({"model": str(tiny_dir), "nope": 1})
+        build_backend({"backend": "hf", "model": str(tiny_dir), "nope": 1})
 
 
 # ----------------------------------------------------------------------------- the embedded model

@@ -78,7 +78,7 @@ def test_runner_settings_change_neither_identity_nor_cache_keys() -> None:
     assert runner.identity == plain.identity and run.digest == plain.digest
     assert [run.key(t) for t in TEXTS[:5]] == [plain.key(t) for t in TEXTS[:5]]
     assert runner._procs == [] and runner._pool is None  # no worker starts before a request
-    with pytest.raises(ValueError, match="field 'runner' = 'lightning' runs only kind=minilm"):
+    with pytest.raises(ValueError, match="field 'runner' = 'lightning' does not run 'sim'"):
         build_embedder({"kind": "sim", "runner": "lightning", "devices": 2})
 
 

@@ -18,7 +18,7 @@ from lmaudit.backends.base import BackendError, SampleRequest
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.openai import client
 from lmaudit.backends.openai.backend import OpenAIBackend
-from lmaudit.config.schema import OpenAIModelConfig
+from lmaudit.backends.openai.config import OpenAIModelConfig
 from lmaudit.provenance.cache import ResponseCache
 from stub_server import stub_model_args
 

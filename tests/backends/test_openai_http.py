@@ -23,7 +23,7 @@ from test_openai_backend import KEY_ENV, LREQ, MESSAGES, TEMPLATE, Fake, serve
 from lmaudit.backends.base import BackendError, LabelRequest
 from lmaudit.backends.openai.backend import OpenAIBackend
 from lmaudit.backends.openai.client import ServerUnreachable
-from lmaudit.config.schema import OpenAIModelConfig
+from lmaudit.backends.openai.config import OpenAIModelConfig
 
 
 class VirtualTime:

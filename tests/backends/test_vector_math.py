@@ -51,7 +51,7 @@ def test_every_cos_and_sin_of_a_forward_comes_after_settle(tiny: Path) -> None:
     code = (
         "import torch\n"
         "from lmaudit.backends import vector_math\n"
-        "from lmaudit.backends.hf import HFBackend\n"
+        "from lmaudit.backends.hf.backend import HFBackend\n"
         "from lmaudit.backends.base import LabelRequest\n"
         "seen = []\n"
         "for name in ('cos', 'sin'):\n"

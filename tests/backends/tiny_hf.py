@@ -165,7 +165,7 @@ def tiny_checkpoint(path: Path, family: str, **model: Any) -> Path:
 
 def make_backend(path: Path, **kw: Any) -> Any:
     """An :class:`HFBackend` of the checkpoint in ``path``, without a progress bar."""
-    from lmaudit.backends.hf import HFBackend
+    from lmaudit.backends.hf.backend import HFBackend
 
     kw.setdefault("progress", False)
     return HFBackend(str(path), **kw)

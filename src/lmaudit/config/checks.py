@@ -13,9 +13,10 @@ import dataclasses
 
 from omegaconf import DictConfig, OmegaConf
 
+from lmaudit.backends.registry import backend_names, backend_schema
 from lmaudit.config.keys import undeclared
 from lmaudit.config.ranges import validate_node
-from lmaudit.config.schema import MODEL_SCHEMAS, RootConfig
+from lmaudit.config.schema import RootConfig
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.registry import get_study
 
@@ -45,9 +46,9 @@ def validate(cfg: DictConfig) -> None:
     model = cfg.get("model")
     if isinstance(model, DictConfig) and not OmegaConf.is_missing(model, "backend"):
         backend = str(model.backend)
-        schema = MODEL_SCHEMAS.get(backend)
+        schema = backend_schema(backend)
         if schema is None:
-            problems.append(f"model.backend = {backend!r}: must be one of {', '.join(MODEL_SCHEMAS)}")
+            problems.append(f"model.backend = {backend!r}: must be one of {', '.join(backend_names())}")
         else:
             problems += validate_node(model, schema, "model")
     study = cfg.get("study")

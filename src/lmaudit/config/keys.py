@@ -27,8 +27,9 @@ import yaml
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig
 
+from lmaudit.backends.registry import backend_schema
 from lmaudit.config.ranges import _dataclasses_in
-from lmaudit.config.schema import MODEL_SCHEMAS, RootConfig
+from lmaudit.config.schema import RootConfig
 from lmaudit.config.suggest import did_you_mean, suggestions
 from lmaudit.provenance.io import InputError
 from lmaudit.provenance.redact import redact_text
@@ -128,7 +129,7 @@ def undeclared(cfg: DictConfig) -> list[str]:
         if key not in {f.name for f in dataclasses.fields(RootConfig)}:
             problems.append(f"{key} ({no_such_key('', key, RootConfig, {}, listed=False)})")
         elif key == "model" and isinstance(child, DictConfig) and "backend" in child:
-            schema = MODEL_SCHEMAS.get(str(child.get("backend")))
+            schema = backend_schema(str(child.get("backend")))
             if schema is not None:
                 problems += _walk(child, schema, "model", {})
         elif key == "study" and isinstance(child, DictConfig) and "name" in child:
@@ -180,7 +181,7 @@ def _model_schema(conf: Path, option: str) -> type | None:
         return None
     for entry in doc.get("defaults") or []:
         if isinstance(entry, str) and entry.startswith("_"):
-            return MODEL_SCHEMAS.get(entry[1:])
+            return backend_schema(entry[1:])
     return None
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from lmaudit.backends.registry import serve_if_secondary
 from lmaudit.config.checks import validate
 from lmaudit.config.execution import without_execution
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now, utc_now_ms
@@ -314,15 +315,10 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     if stage not in STAGES:
         raise InputError(f"stage={stage!r} is not one of {', '.join(STAGES)}")
     model = cfg.get("model")
-    if stage in {"measure", "all"} and isinstance(model, DictConfig) and model.get("runner") == "lightning":
-        from lmaudit.backends.hf.lightning.runner import serve_if_secondary
-
-        plain = OmegaConf.to_container(model, resolve=True)
-        assert isinstance(plain, dict)
-        if serve_if_secondary(
-            {str(k): v for k, v in plain.items()}
-        ):  # a SLURM task other than 0: it only answers the runner's jobs
-            return None
+    # a process other than the first of a multi-process runner (a SLURM task other than 0) only
+    # answers the runner's jobs
+    if stage in {"measure", "all"} and isinstance(model, DictConfig) and serve_if_secondary(model):
+        return None
     study = study_of(cfg)
     cfg = by_source(cfg)  # measurements with no plan: the folder and names follow their source
     cfg = by_measured_model(cfg)  # measurements with a plan: they follow the plan's model

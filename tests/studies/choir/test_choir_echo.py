@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 
-from lmaudit.backends.sim.freelist import question_words
 from lmaudit.pipeline import run
 from lmaudit.studies.choir.echo import (
     CalibrationRow,
@@ -19,6 +18,7 @@ from lmaudit.studies.choir.echo import (
     lexical_echo,
     load_calibration,
 )
+from lmaudit.text import question_words
 
 
 def test_the_shipped_set_is_labelled_as_the_lexical_rule_reads_it():

@@ -30,9 +30,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from lmaudit.backends.api import BackendAPI
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.embed.base import as_unit_rows
 from lmaudit.backends.openai.client import HttpClient
+from lmaudit.backends.registry import register_embedder
 from lmaudit.provenance.redact import redact_url
 
 BACKEND_VERSION = 1
@@ -55,8 +57,10 @@ _KNOWN = {
 MAX_EMBEDDINGS_ANSWER_BYTES = 64 << 20
 
 
-class OpenAIEmbedder:
-    reads_meta = False
+@register_embedder("openai")
+class OpenAIEmbedder(BackendAPI):
+    identity_name = "openai-embeddings"
+    identity_version = BACKEND_VERSION
 
     def __init__(
         self,
@@ -110,11 +114,8 @@ class OpenAIEmbedder:
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(base_url={redact_url(self.base_url)!r}, model={self.model!r})"
 
-    @property
-    def identity(self) -> dict[str, Any]:
+    def identity_fields(self) -> dict[str, Any]:
         return {
-            "backend": "openai-embeddings",
-            "backend_version": BACKEND_VERSION,
             "model": self.model,
             "revision": self.revision,
             "dimensions": self.dimensions,

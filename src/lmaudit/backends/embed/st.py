@@ -22,8 +22,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from lmaudit.backends.api import BackendAPI
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.embed.base import as_unit_rows
+from lmaudit.backends.registry import register_embedder
 
 BACKEND_VERSION = 1
 DEFAULT_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -59,8 +61,10 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-class SentenceTransformerEmbedder:
-    reads_meta = False
+@register_embedder("minilm", runners={"lightning": "lmaudit.backends.hf.lightning.embed:LightningEmbedder"})
+class SentenceTransformerEmbedder(BackendAPI):
+    identity_name = "sentence-transformers"
+    identity_version = BACKEND_VERSION
 
     def __init__(
         self,
@@ -120,11 +124,8 @@ class SentenceTransformerEmbedder:
         cfg = self.model_path / "sentence_bert_config.json"
         return json.loads(cfg.read_text()).get("max_seq_length") if cfg.is_file() else None
 
-    @property
-    def identity(self) -> dict[str, Any]:
+    def identity_fields(self) -> dict[str, Any]:
         return {
-            "backend": "sentence-transformers",
-            "backend_version": BACKEND_VERSION,
             "model": self.name,
             "files_sha256": dict(sorted(self._digests.items())),
             "max_seq_length": self.max_seq_length,

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lmaudit.backends.api import NAMING_KEYS, BackendAPI
 from lmaudit.backends.base import (
     BackendError,
     LabelRequest,
@@ -40,6 +41,7 @@ from lmaudit.backends.base import (
 )
 from lmaudit.backends.hf import load as hf_load
 from lmaudit.backends.hf.checkpoint import Checkpoint, resolve, verify
+from lmaudit.backends.hf.config import HF_DEFAULTS, HFModelConfig
 from lmaudit.backends.hf.embedded import (
     EMBEDDED_MODEL_NAME,
     embedded_model,
@@ -48,31 +50,39 @@ from lmaudit.backends.hf.embedded import (
 )
 from lmaudit.backends.hf.labels import label_results, label_tails, label_token_ids, pieces
 from lmaudit.backends.hf.packed.attention import install_packed_attention
-from lmaudit.backends.hf.packed.forward import DEFAULT_PACK_TOKENS, ForwardStats, next_token_logits
+from lmaudit.backends.hf.packed.forward import ForwardStats, next_token_logits
 from lmaudit.backends.hf.packed.trie import DEFAULT_MIN_SHARED_TOKENS, DEFAULT_UNIT_TOKENS
 from lmaudit.backends.hf.prefill import PREFILL_KEY, PrefillMemo, message_cuts, segment_bounds
 from lmaudit.backends.hf.sampling import TokenHook, prompt_groups, sample_completions
+from lmaudit.backends.registry import register_backend
 
 #: Bump whenever a change alters what the backend returns for the same model and request
 #: (2: transformers computes every model, the embedded Gemma 3 included).
 BACKEND_VERSION = 2
 
 _DTYPES = ("float32", "bfloat16", "float16")
-_IGNORED_KEYS = frozenset({"_target_", "backend", "kind", "name"})
+_IGNORED_KEYS = NAMING_KEYS | {"_target_"}
 # End-of-turn markers of common chat formats; those present in a tokenizer's added tokens stop sampling.
 _END_OF_TURN = ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<|endoftext|>", "<|return|>")
 
 
-class HFBackend:
+@register_backend(
+    "hf",
+    schema=HFModelConfig,
+    runners={"lightning": "lmaudit.backends.hf.lightning.runner:LightningRunner"},
+)
+class HFBackend(BackendAPI):
     """transformers-checkpoint backend. See the module docstring; construct with keywords or
-    :meth:`from_config`.
+    :meth:`from_config`. The defaults of the keywords a model config sets are its schema's
+    (:class:`~lmaudit.backends.hf.config.HFModelConfig`); the others are this class's own.
 
     ``model``: ``"embedded:gemma3-270m"`` or ``"embedded:smollm2-135m"`` (the models that ship on
     PyPI, converted once, see :mod:`lmaudit.backends.hf.embedded`), a hub id, a local directory or
     a local GGUF file (dequantised on every load: convert it once with ``save_pretrained`` for speed).
     """
 
-    reads_meta = False
+    identity_name = "hf"
+    identity_version = BACKEND_VERSION
     #: :meth:`iter_samples` tells an ``on_tokens`` hook the decoding budget done, step by step
     reports_tokens = True
 
@@ -80,23 +90,21 @@ class HFBackend:
         self,
         model: str = EMBEDDED_MODEL_NAME,
         *,
-        revision: str | None = None,
-        dtype: str | None = None,
-        chat_template: str | None = None,
+        revision: str | None = HF_DEFAULTS["revision"],
+        dtype: str = HF_DEFAULTS["dtype"],
+        chat_template: str | None = HF_DEFAULTS["chat_template"],
         chat_template_kwargs: Mapping[str, Any] | None = None,
-        batch_size: int = 32,
-        device: str = "cpu",
+        batch_size: int = HF_DEFAULTS["batch_size"],
+        device: str = HF_DEFAULTS["device"],
         top_k: int = 10,
         progress: bool = True,
         model_dir: str | Path | None = None,
         min_shared_tokens: int = DEFAULT_MIN_SHARED_TOKENS,
         sample_block: int = 1,
         attn_implementation: str | None = None,
-        pack_tokens: int = DEFAULT_PACK_TOKENS,
+        pack_tokens: int = HF_DEFAULTS["pack_tokens"],
         unit_tokens: int = DEFAULT_UNIT_TOKENS,
     ) -> None:
-        if dtype is None:
-            dtype = "float32" if device == "cpu" else "bfloat16"
         if dtype not in _DTYPES:
             raise BackendError(f"hf backend: dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
         if batch_size < 1 or sample_block < 1 or pack_tokens < 1 or unit_tokens < 1 or top_k < 0:
@@ -158,8 +166,10 @@ class HFBackend:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> HFBackend:
-        """Build from a model config mapping (Hydra node or dict); unknown keys are an error."""
-        cfg = dict(config)
+        """Build from a model config mapping (Hydra node or dict); unknown keys are an error.
+        Without a ``progress`` key no progress bar is drawn: the cache layer in front of a
+        backend draws it (the backend's own would double it)."""
+        cfg = {"progress": False, **config}
         unknown = sorted(set(cfg) - _CONFIG_KEYS - _IGNORED_KEYS)
         if unknown:
             raise BackendError(
@@ -217,11 +227,8 @@ class HFBackend:
 
     # ------------------------------------------------------------------ identity
 
-    @property
-    def identity(self) -> dict[str, Any]:
+    def identity_fields(self) -> dict[str, Any]:
         return {
-            "backend": "hf",
-            "backend_version": BACKEND_VERSION,
             "model": self.model_id,
             "revision": self.checkpoint.revision if self.checkpoint is not None else self.revision,
             "dtype": self.dtype,

@@ -65,6 +65,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lmaudit.backends.api import BackendAPI
 from lmaudit.backends.base import (
     BackendError,
     LabelRequest,
@@ -77,7 +78,8 @@ from lmaudit.backends.base import (
     sha256_text,
 )
 from lmaudit.backends.openai import g1
-from lmaudit.backends.openai.client import MAX_ANSWER_BYTES, HttpClient, ServerUnreachable
+from lmaudit.backends.openai.client import HttpClient, ServerUnreachable
+from lmaudit.backends.openai.config import OPENAI_DEFAULTS, OPENAI_FIELDS, OpenAIModelConfig
 from lmaudit.backends.openai.served import ServedCheck
 from lmaudit.backends.openai.start import start_hint
 from lmaudit.backends.openai.wire import (
@@ -87,6 +89,7 @@ from lmaudit.backends.openai.wire import (
     render_chat_template,
     tokenize_via,
 )
+from lmaudit.backends.registry import register_backend
 from lmaudit.provenance.redact import redact_url
 
 log = logging.getLogger(__name__)
@@ -96,39 +99,17 @@ ENDPOINTS = ("chat", "completions")
 TOKENIZERS = ("auto", "llama-cpp-python", "llama.cpp", "vllm", "none")
 UNVERIFIED = "<unverified>"
 UNVERIFIED_PIECES = [UNVERIFIED, "<no tokenize endpoint answered>"]
-_KNOWN = {
-    "base_url",
-    "model",
-    "endpoint",
-    "chat_template",
-    "bos_token",
-    "api_key_env",
-    "timeout_s",
-    "max_retries",
-    "backoff_base_s",
-    "backoff_cap_s",
-    "request_deadline_s",
-    "max_answer_bytes",
-    "revision",
-    "top_logprobs",
-    "label_space_variants",
-    "max_concurrency",
-    "tokenizer",
-    "server_root",
-    # model-group keys read elsewhere
-    "backend",
-    "name",
-    "batch_size",
-    "base_model",
-}
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-class OpenAIBackend:
-    """Label log-probabilities and sampling from an OpenAI-compatible server."""
+@register_backend("openai", schema=OpenAIModelConfig)
+class OpenAIBackend(BackendAPI):
+    """Label log-probabilities and sampling from an OpenAI-compatible server. A field the
+    config leaves out takes its schema's default (:class:`~lmaudit.backends.openai.config.OpenAIModelConfig`)."""
 
-    reads_meta = False
+    identity_name = "openai"
+    identity_version = BACKEND_VERSION
 
     def __init__(
         self,
@@ -138,8 +119,8 @@ class OpenAIBackend:
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
     ) -> None:
-        cfg = dict(config)
-        unknown = sorted(k for k in cfg if k not in _KNOWN and not str(k).startswith("_"))
+        cfg = {**OPENAI_DEFAULTS, **config}
+        unknown = sorted(k for k in cfg if k not in OPENAI_FIELDS and not str(k).startswith("_"))
         if unknown:
             log.warning("openai backend config: ignoring unknown keys %s", unknown)
         for key in ("base_url", "model"):
@@ -147,7 +128,7 @@ class OpenAIBackend:
                 raise BackendError(f"openai backend config: field '{key}' is required")
         self.base_url = str(cfg["base_url"]).rstrip("/")
         self.model = str(cfg["model"])
-        self.endpoint = str(cfg.get("endpoint") or "chat")
+        self.endpoint = str(cfg["endpoint"] or OPENAI_DEFAULTS["endpoint"])
         if self.endpoint not in ENDPOINTS:
             raise BackendError(
                 f"openai backend config: field 'endpoint' = {self.endpoint!r} is not one of {ENDPOINTS}"
@@ -157,18 +138,18 @@ class OpenAIBackend:
             raise BackendError(
                 "openai backend config: field 'chat_template' is required when endpoint='completions'"
             )
-        self.bos_token = str(cfg.get("bos_token") or "")
-        self.api_key_env = str(cfg.get("api_key_env") or "OPENAI_API_KEY")
-        self.timeout_s = float(cfg.get("timeout_s", 60.0))
-        self.max_retries = int(cfg.get("max_retries", 5))
-        self.backoff_base_s = float(cfg.get("backoff_base_s", 0.5))
-        self.backoff_cap_s = float(cfg.get("backoff_cap_s", 30.0))
-        rev = cfg.get("revision")
+        self.bos_token = str(cfg["bos_token"] or "")
+        self.api_key_env = str(cfg["api_key_env"] or OPENAI_DEFAULTS["api_key_env"])
+        self.timeout_s = float(cfg["timeout_s"])
+        self.max_retries = int(cfg["max_retries"])
+        self.backoff_base_s = float(cfg["backoff_base_s"])
+        self.backoff_cap_s = float(cfg["backoff_cap_s"])
+        rev = cfg["revision"]
         self.revision: str | None = None if rev is None else str(rev)
-        self.top_logprobs = int(cfg.get("top_logprobs", 20))
-        self.label_space_variants = bool(cfg.get("label_space_variants", False))
-        self.max_concurrency = max(1, int(cfg.get("max_concurrency", 1)))
-        self.tokenizer = str(cfg.get("tokenizer") or "auto")
+        self.top_logprobs = int(cfg["top_logprobs"])
+        self.label_space_variants = bool(cfg["label_space_variants"])
+        self.max_concurrency = max(1, int(cfg["max_concurrency"]))
+        self.tokenizer = str(cfg["tokenizer"] or OPENAI_DEFAULTS["tokenizer"])
         if self.tokenizer not in TOKENIZERS:
             raise BackendError(
                 f"openai backend config: field 'tokenizer' = {self.tokenizer!r} is not one of {TOKENIZERS}"
@@ -181,7 +162,7 @@ class OpenAIBackend:
             raise BackendError(
                 "openai backend config: need max_retries >= 0, top_logprobs >= 1, timeout_s > 0"
             )
-        self.request_deadline_s = float(cfg.get("request_deadline_s", 600.0))
+        self.request_deadline_s = float(cfg["request_deadline_s"])
         self._context: int | None = None  # the server's context, asked once; 0: unknown
         self._http = HttpClient(
             self.base_url,
@@ -194,7 +175,7 @@ class OpenAIBackend:
             sleep=sleep,
             clock=clock,
             rng=rng,
-            max_answer_bytes=int(cfg.get("max_answer_bytes", MAX_ANSWER_BYTES)),
+            max_answer_bytes=int(cfg["max_answer_bytes"]),
             unreachable_hint=start_hint(self.base_url, self.model),
         )
         self._tok_dialect: str | None = None
@@ -226,15 +207,12 @@ class OpenAIBackend:
             "served": self._served.describe(),
         }
 
-    @property
-    def identity(self) -> dict[str, Any]:
+    def identity_fields(self) -> dict[str, Any]:
         """Everything that changes outputs. Not the base_url nor the key: the same served model
         answers alike wherever it is hosted (localhost, a cluster, a tunnel), so caches stay
         shareable; ``revision`` is the user's declaration that tells served weights apart (what
         the server reports is checked against the cache, not part of it: :mod:`.served`)."""
         ident: dict[str, Any] = {
-            "backend": "openai",
-            "backend_version": BACKEND_VERSION,
             "model": self.model,
             "endpoint": self.endpoint,
             "revision": self.revision,

@@ -1,26 +1,100 @@
 """What every ``sim`` agent shares: it reads request ``meta``, names itself and its version in
 :attr:`~SimAgent.identity` beside its own fields, checks its fields with errors that name the
-agent, and answers the sampling contract one request at a time (``n`` checked here)."""
+agent, and answers the sampling contract one request at a time (``n`` checked here).
+
+:class:`SimAgent` is the ``sim`` backend: a ``model=`` config with ``backend: sim`` builds the
+agent its ``agent`` field names (:meth:`SimAgent.from_config`) among the agent classes, each of
+which names itself (``name``) and is known by that name once its module is imported (the
+package imports them all)."""
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from lmaudit.backends.api import BackendAPI
 from lmaudit.backends.base import BackendError, SampleRequest, SampleResult
+from lmaudit.backends.registry import register_backend
+from lmaudit.backends.sim.config import SimModelConfig
 from lmaudit.backends.sim.fields import count, number
 
-__all__ = ["SimAgent"]
+__all__ = ["SimAgent", "accepted_fields"]
 
 
-class SimAgent:
+def accepted_fields(cls: type) -> list[str]:
+    """Keyword fields an agent class accepts (its own and its bases')."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for p in inspect.signature(init).parameters.values():
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in names:
+                names.append(p.name)
+    return names
+
+
+def _plain(value: Any) -> Any:
+    """Plain dicts/lists from any Mapping/Sequence (e.g. OmegaConf containers)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [_plain(v) for v in value]
+    return value
+
+
+@register_backend("sim", schema=SimModelConfig)
+class SimAgent(BackendAPI):
     """Base of the sim agents. Subclasses set ``name`` and ``version`` and implement
     :meth:`params` (their fields, as they enter :attr:`identity`) and :meth:`draws`."""
 
     reads_meta: bool = True
     name: ClassVar[str] = "base"
     version: ClassVar[str] = ""
+    #: every agent class that names itself, by name (filled as the classes are defined)
+    agents: ClassVar[dict[str, type[SimAgent]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in vars(cls):
+            known = SimAgent.agents.setdefault(cls.name, cls)
+            if known is not cls:
+                raise ValueError(f"sim agent {cls.name!r} is defined twice: {known!r} and {cls!r}")
+
+    @classmethod
+    def from_fields(cls, cfg: Mapping[str, Any]) -> SimAgent:
+        """The agent described by ``cfg``: its ``agent`` name and that agent's fields.
+
+        Raises ValueError naming the field on a missing or unknown agent name, an unknown field
+        or a bad value. A ``backend`` key, if present, must be ``"sim"`` and is ignored.
+        """
+        if not isinstance(cfg, Mapping):
+            raise ValueError(f"sim agent config must be a mapping, got {type(cfg).__name__}")
+        fields = _plain(cfg)
+        if fields.pop("backend", "sim") != "sim":
+            raise ValueError(f"sim agent config: field 'backend' must be 'sim', got {cfg['backend']!r}")
+        known = sorted(SimAgent.agents)
+        if "agent" not in fields:
+            raise ValueError(f"sim agent config: missing field 'agent' (one of {known})")
+        name = fields.pop("agent")
+        agent = SimAgent.agents.get(name) if isinstance(name, str) else None
+        if agent is None:
+            raise ValueError(f"sim agent config: field 'agent' = {name!r} is unknown (one of {known})")
+        fields = agent.normalise_fields(fields)
+        allowed = accepted_fields(agent)
+        unknown = sorted(set(fields) - set(allowed))
+        if unknown:
+            raise ValueError(f"sim agent {name!r}: unknown field(s) {unknown} (allowed: {sorted(allowed)})")
+        return agent(**fields)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> SimAgent:
+        """The agent a ``model=`` config names (``backend: sim``): its ``agent`` and ``seed``,
+        with ``params`` as the agent's fields; the model group's other keys are not the agent's."""
+        named = {k: config[k] for k in ("agent", "seed") if k in config}
+        return cls.from_fields({**named, **(config.get("params") or {})})
 
     @classmethod
     def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,12 +17,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from lmaudit.backends.api import BackendAPI
+from lmaudit.backends.registry import register_embedder
+
 BACKEND_VERSION = 1
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-class SimEmbedder:
-    reads_meta = False
+@register_embedder("sim")
+class SimEmbedder(BackendAPI):
+    identity_name = "sim-embed"
+    identity_version = BACKEND_VERSION
 
     def __init__(self, dim: int = 256, seed: int = 0):
         if dim < 2:
@@ -36,11 +41,8 @@ class SimEmbedder:
         """From an embedder config (``kind: sim``): ``dim`` [256] and ``seed`` [0]."""
         return cls(dim=int(cfg.get("dim", 256)), seed=int(cfg.get("seed", 0)))
 
-    @property
-    def identity(self) -> dict[str, Any]:
+    def identity_fields(self) -> dict[str, Any]:
         return {
-            "backend": "sim-embed",
-            "backend_version": BACKEND_VERSION,
             "dim": self.dim,
             "seed": self.seed,
         }

@@ -23,7 +23,6 @@ Fields (all enter :attr:`identity`): ``signature`` (int, default 0), ``signature
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,76 +31,13 @@ import numpy as np
 from lmaudit.backends.base import BackendError, SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
 from lmaudit.backends.sim.fields import hashed_rng
+from lmaudit.text import question_words
 
-__all__ = ["SIM_FREELIST_VERSION", "FreeListSampler", "question_words"]
+__all__ = ["SIM_FREELIST_VERSION", "FreeListSampler"]
 
 SIM_FREELIST_VERSION = "freelist-sim/1"
 _SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "bu", "da", "fe", "gi", "ho", "ju", "pe")
 _FILLERS = ("the", "a", "key", "core", "main")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "do",
-        "for",
-        "from",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "so",
-        "that",
-        "the",
-        "their",
-        "them",
-        "they",
-        "this",
-        "to",
-        "was",
-        "what",
-        "when",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "please",
-        "list",
-        "most",
-        "write",
-        "give",
-        "name",
-        "make",
-        "one",
-        "25",
-        "up",
-    ]
-)
-
-
-def question_words(text: str) -> list[str]:
-    """The content words of a question (lower case, stop words and numbers left out)."""
-    words = re.findall(r"[a-z][a-z'\-]+", text.lower())
-    return list(dict.fromkeys(w for w in words if w not in _STOP and len(w) > 2))
 
 
 class FreeListSampler(SimAgent):

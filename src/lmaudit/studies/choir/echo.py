@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lmaudit.backends.sim.freelist import question_words
 from lmaudit.provenance.io import InputError, read_utf8
 from lmaudit.provenance.jsoncheck import StrictJsonError, strict_loads
 from lmaudit.stats.salience import ECHO_TOL, echo_rate
+from lmaudit.text import question_words
 
 __all__ = [
     "CALIBRATION_PATH",

@@ -21,7 +21,6 @@ from numpy.typing import NDArray
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.backends.sim.freelist import question_words
 from lmaudit.config.execution import EMBEDDER_EXECUTION_FIELDS, without_execution
 from lmaudit.interop.audit import plan_inputs
 from lmaudit.provenance.digest import file_sha256
@@ -49,6 +48,7 @@ from lmaudit.studies.choir.ranking import evaluators, measure_ranking, ranking_m
 from lmaudit.studies.choir.rows import analyze_rows
 from lmaudit.studies.choir.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
+from lmaudit.text import question_words
 
 __all__ = ["ChoirStudy", "settings"]
 

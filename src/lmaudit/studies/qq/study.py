@@ -10,6 +10,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from lmaudit.backends.cached import CachedBackend
+from lmaudit.backends.registry import build_backend
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
 from lmaudit.reporting.page import read_rows
@@ -298,10 +299,8 @@ def agent_rows(cells: list[Cell], agent: Any, estimand: str, tag: dict[str, Any]
 def results_template(cfg: DictConfig) -> dict[str, Any]:
     """A results dict of this plan's exact shape (from a projective sim agent; no model, no I/O
     beyond the banks), used to check at freeze time that predictions name real metrics."""
-    from lmaudit.backends.sim import build_sim_agent
-
     cells = cells_for(cfg)
-    agent = build_sim_agent({"agent": "projective", "seed": 0})
+    agent = build_backend({"backend": "sim", "name": "template", "agent": "projective", "seed": 0})
     est: EstimandConfig = _typed(cfg.study.estimand, EstimandConfig)
     if est.mixture is None:
         return analyze_rows(cfg, agent_rows(cells, agent, str(est.kind), {}), "<template>")

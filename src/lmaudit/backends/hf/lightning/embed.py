@@ -29,6 +29,7 @@ import numpy as np
 import pytorch_lightning as pl
 from numpy.typing import NDArray
 
+from lmaudit.backends.api import BackendAPI
 from lmaudit.backends.base import BackendError
 from lmaudit.backends.embed.base import decode_vector, vector_entries
 from lmaudit.backends.hf.lightning.pool import RankPool, contiguous_runs, interleave, set_threads
@@ -88,10 +89,10 @@ class EmbedWorker:
         return {"written": writer.written, "stats": {}}
 
 
-class LightningEmbedder(RankPool):
-    """The MiniLM embedder run by Lightning across ``devices`` ranks (module docstring)."""
+class LightningEmbedder(RankPool, BackendAPI):
+    """The MiniLM embedder run by Lightning across ``devices`` ranks (module docstring); the
+    MiniLM embedder declares it as its ``lightning`` runner."""
 
-    reads_meta = False
     where = "study.embedder"
 
     def __init__(self, embedder_cfg: Mapping[str, Any], execution: Mapping[str, Any]) -> None:

@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lmaudit.backends.api import BackendAPI
 from lmaudit.backends.base import (
     BackendError,
     LabelRequest,
@@ -51,7 +52,7 @@ from lmaudit.backends.base import (
     SampleRequest,
     SampleResult,
 )
-from lmaudit.backends.hf import HFBackend
+from lmaudit.backends.hf.backend import HFBackend
 from lmaudit.backends.hf.lightning.pool import (
     RankPool,
     contiguous_runs,
@@ -108,10 +109,10 @@ def serve_if_secondary(model_cfg: Mapping[str, Any]) -> bool:
     return True
 
 
-class LightningRunner(RankPool):
-    """The ``hf`` backend run by Lightning across ``devices`` x ``num_nodes`` ranks (module docstring)."""
-
-    reads_meta = False
+class LightningRunner(RankPool, BackendAPI):
+    """The ``hf`` backend run by Lightning across ``devices`` x ``num_nodes`` ranks (module
+    docstring); :class:`~lmaudit.backends.hf.backend.HFBackend` declares it as its ``lightning``
+    runner. :meth:`close` (the pool's) stops the worker processes."""
 
     def __init__(self, model_cfg: Mapping[str, Any], execution: Mapping[str, Any]) -> None:
         self.model_cfg = {k: v for k, v in model_cfg.items() if k != "progress"}
@@ -120,6 +121,11 @@ class LightningRunner(RankPool):
             # every rank loads the commit resolved here, wherever the hub branch is by then
             self.model_cfg["revision"] = self.hf.checkpoint.load_revision
         super().__init__(execution)
+
+    @classmethod
+    def serve_if_secondary(cls, config: Mapping[str, Any]) -> bool:
+        """:func:`serve_if_secondary`: a SLURM task other than 0 serves the ranks' jobs."""
+        return serve_if_secondary(config)
 
     # -- what the backend is ----------------------------------------------------------------
     @property

@@ -44,6 +44,7 @@ from typing import Any
 
 import torch
 
+from lmaudit.backends.hf.config import DEFAULT_PACK_TOKENS
 from lmaudit.backends.hf.heads import vocabulary_logits
 from lmaudit.backends.hf.packed.attention import install_packed_attention, packed_masks, plan_blocks
 from lmaudit.backends.hf.packed.trie import (
@@ -53,8 +54,6 @@ from lmaudit.backends.hf.packed.trie import (
     scoring_units,
 )
 
-#: Tokens per packed forward (queries); keys add the ancestors' cached tokens.
-DEFAULT_PACK_TOKENS = 512
 #: Prompts whose logits one vocabulary-head product computes (bounds the logits held at once).
 HEAD_ROWS = 256
 

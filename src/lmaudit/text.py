@@ -1,0 +1,77 @@
+"""Plain-text helpers shared by the studies and the ``sim`` backend (which never import each other).
+
+:func:`question_words` reads the content words of a question: the choir study's echo check and
+its sim free-list generators both use it, so a generator's planted echo and the study's
+detection of echo read the same words.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["question_words"]
+
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "for",
+        "from",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "was",
+        "what",
+        "when",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "please",
+        "list",
+        "most",
+        "write",
+        "give",
+        "name",
+        "make",
+        "one",
+        "25",
+        "up",
+    ]
+)
+
+
+def question_words(text: str) -> list[str]:
+    """The content words of a question (lower case, stop words and numbers left out)."""
+    words = re.findall(r"[a-z][a-z'\-]+", text.lower())
+    return list(dict.fromkeys(w for w in words if w not in _STOP and len(w) > 2))
