@@ -149,22 +149,23 @@ def _verdict(results: Mapping[str, Any]) -> Verdict:
         return Verdict(prefix + head, facts)
     flagged = sorted(f"{s} in {name}" for name, f in fams.items() for s in f.get("flagged_sources") or [])
     why = (
-        f"{len(flagged)} source{' looks' if len(flagged) == 1 else 's look'} rebuilt ({', '.join(flagged)}; "
-        "more fully grouped sequences than chance gives)"
+        f"{', '.join(flagged)} {'has' if len(flagged) == 1 else 'have'} more fully grouped sequences (AAABBB) "
+        "than chance gives, which strong persistence and sequences rebuilt from a distribution both produce"
     )
     k_wo, n_wo, emptied = _without_flagged(fams)
     if k_wo == k and n_wo == n:
-        return Verdict(f"{prefix}{head[:-1]}, with or without the flagged sources: {why}.", facts)
+        return Verdict(f"{prefix}{head[:-1]}, with or without the flagged sources ({why}).", facts)
     rest = (
-        f"without them, {k_wo} of {n_wo} {_families_word(n_wo)} with a source left {'rejects' if k_wo == 1 else 'reject'}"
+        f"without them, {k_wo} of {n_wo} {_families_word(n_wo)} with a source left "
+        f"{'rejects' if k_wo == 1 else 'reject'}"
         if n_wo
         else "without them, no family has a source left"
     )
     if emptied and n_wo:
-        rest += f"; no source is left in {', '.join(emptied)} after dropping flagged ones"
+        rest += f" (no source is left in {', '.join(emptied)} after dropping flagged ones)"
     return Verdict(
-        f"{prefix}Whether answers persist depends on sources that look rebuilt: {why}. The registered test "
-        f"rejects chance ordering in {k} of {n} {_families_word(n)} ({level}); {rest}.",
+        f"{prefix}The registered test rejects chance ordering in {k} of {n} {_families_word(n)} ({level}), "
+        f"but {why}; {rest}, so the run cannot tell persistence from rebuilt sequences there.",
         facts,
         answered=False,
     )
