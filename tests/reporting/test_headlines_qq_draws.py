@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from lmaudit.pipeline import run
-from lmaudit.studies.qq.summary import across_items
 from lmaudit.studies.qq.verdict import verdict
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -108,6 +107,8 @@ def test_qq_names_a_label_effect_in_the_headline_only_when_it_is_large(make_cfg,
     )
     assert not res["summary"]["label_effect"]["large"] and "label mapping changes" not in head
     # the same run with items whose |ΔOSS| clears the threshold: the headline says so, with the numbers
+    from lmaudit.studies.qq.summary import across_items
+
     planted_effect = across_items(
         [0.0] * 4,
         [False] * 4,
