@@ -39,7 +39,8 @@ def rho_hat_interval(
     """The percentile bootstrap interval of ``sum excess / sum room`` over prompts, per
     sequence ``excess = R - E0``, ``room = n - 1 - E0`` and its prompt; the interval is None
     (with the reason) below two prompts with an informative sequence."""
-    keys = sorted({prompts[i] for i in np.flatnonzero(informative)}, key=repr)
+    picked = [prompts[int(i)] for i in np.flatnonzero(informative)]
+    keys = sorted(set(picked), key=repr)
     index = {k: j for j, k in enumerate(keys)}
     out: dict[str, Any] = {
         "low": None,
@@ -52,7 +53,7 @@ def rho_hat_interval(
     }
     if len(keys) < 2:
         return {**out, "reason": "fewer than two prompts with an informative sequence"}
-    which = np.asarray([index[prompts[i]] for i in np.flatnonzero(informative)], dtype=np.int64)
+    which = np.asarray([index[p] for p in picked], dtype=np.int64)
     ex, rm = excess[informative], room[informative]
     order = np.lexsort((rm, ex, which))  # summed in one order whatever the file's: the same bits
     t = np.bincount(which[order], weights=ex[order], minlength=len(keys))
