@@ -22,7 +22,7 @@ __all__ = ["CONFIDENCE", "METHOD", "N_RESAMPLES", "rho_hat_interval"]
 N_RESAMPLES = 9999  # bootstrap resamples (B)
 CONFIDENCE = 0.95
 METHOD = "percentile"
-_CELLS_PER_BATCH = 10_000_000  # resamples x prompts held at once
+_CELLS_PER_BATCH = 65_536  # resamples x prompts held at once (memory stays flat in the prompts)
 
 
 def _ratio(t: NDArray[np.float64], room: NDArray[np.float64], axis: int = -1) -> NDArray[np.float64]:
