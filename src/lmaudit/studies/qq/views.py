@@ -157,6 +157,16 @@ def summary(results: dict[str, Any]) -> str:
     gates = ", ".join(f"{k} {x['status']}" for k, x in results["gates"].items())
     mix = results.get("mixture")
     extra = ""
+    summ = results.get("summary") or {}
+    sv, aq = summ.get("share_violated") or {}, summ.get("mean_abs_q") or {}
+    if sv.get("ci") is not None:
+        extra += (
+            f" | share VIOLATED {sv['share']:.3f} [{sv['ci'][0]:.3f}, {sv['ci'][1]:.3f}] (Clopper-Pearson)"
+        )
+    if aq.get("ci") is not None:
+        extra += f", mean |q| {aq['mean']:.3f} [{aq['ci'][0]:.3f}, {aq['ci'][1]:.3f}] (t)"
+    if (summ.get("label_effect") or {}).get("large"):
+        extra += f", label-mapping effect large (mean |dOSS| {summ['label_effect']['mean']:.3f})"
     if c.get("excluded"):
         extra += f" | excluded {c['excluded']} (no probability on either label at a position)"
     if mix is not None:
