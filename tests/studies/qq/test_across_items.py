@@ -36,12 +36,22 @@ def test_the_mean_interval_is_cut_at_zero_and_needs_two_items() -> None:
     assert mean_summary([0.2, 0.2, 0.2]).ci == pytest.approx((0.2, 0.2), abs=1e-15)  # no spread: the point
 
 
+def test_the_mean_interval_is_scipys_t_interval() -> None:
+    for seed, n in ((1, 2), (2, 5), (3, 18)):
+        x = np.random.default_rng(seed).exponential(0.1, size=n)
+        ci = stats.ttest_1samp(x, 0.0).confidence_interval(confidence_level=0.95)
+        got = mean_summary(list(x)).ci
+        assert got is not None and got[1] == pytest.approx(ci.high, rel=1e-12)
+        assert got[0] == pytest.approx(max(ci.low, 0.0), abs=1e-12)
+
+
 def test_the_share_interval_is_clopper_pearson() -> None:
     # R: binom.test(3, 10)$conf.int = 0.06673951 0.65245285
     got = share_summary(3, 10)
     assert got.share == 0.3 and got.ci == pytest.approx((0.06673951, 0.65245285), abs=1e-8)
-    for k, n in ((0, 7), (7, 7), (5, 18), (1, 1)):
-        assert share_summary(k, n).ci == pytest.approx(clopper_pearson(k, n, 0.05), abs=1e-10), (k, n)
+    for k, n in ((0, 7), (7, 7), (5, 18), (1, 1), (4, 9)):
+        ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+        assert share_summary(k, n).ci == pytest.approx((ci.low, ci.high), abs=1e-12), (k, n)
     assert share_summary(0, 0).ci is None and share_summary(0, 0).share is None
 
 

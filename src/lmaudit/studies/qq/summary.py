@@ -1,26 +1,34 @@
 """Across-item summaries of a QQ run, with intervals over items (pure).
 
 * Mean ``|q|`` over the items decided (items with an undefined position are excluded upstream),
-  with a Student t interval over items: ``mean ± t_{n-1, 1-alpha/2} s / sqrt(n)``
-  (``scipy.stats.ttest_1samp(...).confidence_interval``), its lower end cut at 0. Chosen over a bootstrap over items:
-  at the few items a run holds, the percentile bootstrap undercovers (its spread is the
-  plug-in ``s sqrt((n-1)/n)`` and it has no t quantile), so the t interval is the wider one.
+  with a Student t interval over items: ``mean ± t_{n-1, 1-alpha/2} s / sqrt(n)``, its lower end
+  cut at 0 (the t quantile is ``scipy.special.stdtrit``; the tests check the interval against
+  ``scipy.stats.ttest_1samp(...).confidence_interval``). Chosen over a bootstrap over items:
+  at the few items a run holds, the percentile bootstrap undercovers (its spread is the plug-in
+  ``s sqrt((n-1)/n)`` and it has no t quantile), so the t interval is the wider one.
 * The share of items VIOLATED, with the exact Clopper-Pearson interval
-  (``scipy.stats.binomtest(k, n).proportion_ci(method="exact")``).
+  (:func:`lmaudit.stats.intervals.clopper_pearson`, ``scipy.special``'s beta quantiles; the tests
+  check it against ``scipy.stats.binomtest(k, n).proportion_ci(method="exact")`` and R).
 * The label-mapping effect: ``|ΔOSS|`` per item between its label mappings (items measured
   under more than one), summarised like ``|q|``. It is *large* when the lower end of its
   interval exceeds ``threshold`` (the study's ``memorization_threshold``, the |ΔOSS| it already
   treats as a real difference): a one-sided t test at ``alpha / 2`` that the mean |ΔOSS|
   exceeds it, so "large" is claimed only when the items show it.
+
+Only ``scipy.special`` is imported (as gate G3 does): a sim run does not load ``scipy.stats``
+(tests/test_lazy_imports.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from lmaudit.stats.intervals import clopper_pearson
 
 __all__ = [
     "CONFIDENCE",
@@ -88,20 +96,18 @@ def mean_summary(values: Sequence[float], confidence: float = CONFIDENCE) -> Mea
         return MeanSummary(n, mean, None)
     if float(np.ptp(x)) == 0.0:  # no spread: scipy warns and the interval is the point
         return MeanSummary(n, mean, (mean, mean))
-    from scipy.stats import ttest_1samp  # imported here: plans and reports do not need scipy.stats
+    from scipy.special import stdtrit  # imported here: plans and reports do not need it
 
-    ci = ttest_1samp(x, 0.0).confidence_interval(confidence_level=confidence)
-    return MeanSummary(n, mean, (max(float(ci.low), 0.0), float(ci.high)))
+    half = float(stdtrit(n - 1, 0.5 + confidence / 2)) * float(x.std(ddof=1)) / math.sqrt(n)
+    return MeanSummary(n, mean, (max(mean - half, 0.0), mean + half))
 
 
 def share_summary(k: int, n: int, confidence: float = CONFIDENCE) -> ShareSummary:
     """``k`` of ``n`` with its exact Clopper-Pearson interval (None when ``n = 0``)."""
     if n == 0:
         return ShareSummary(k, n, None)
-    from scipy.stats import binomtest
-
-    ci = binomtest(k, n).proportion_ci(confidence_level=confidence, method="exact")
-    return ShareSummary(k, n, (float(ci.low), float(ci.high)))
+    lo, hi = clopper_pearson(k, n, 1.0 - confidence)
+    return ShareSummary(k, n, (lo, hi))
 
 
 @dataclass(frozen=True)
