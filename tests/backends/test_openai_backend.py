@@ -28,7 +28,6 @@ from lmaudit.backends.base import (
     LabelRequest,
     SampleRequest,
     SamplingBackend,
-    canonical_json,
     derive_seed,
 )
 from lmaudit.backends.cached import CachedBackend
@@ -40,6 +39,7 @@ from lmaudit.backends.openai.wire import (
     render_chat_template,
 )
 from lmaudit.provenance.cache import ResponseCache
+from lmaudit.provenance.digest import canonical_json
 
 SECRET = "sk-test-0123456789abcdef-SECRET"
 KEY_ENV = "LMAUDIT_TEST_OPENAI_KEY"

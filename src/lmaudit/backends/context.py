@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lmaudit.backends.base import LabelRequest, SampleRequest, canonical_json
+from lmaudit.backends.base import LabelRequest, SampleRequest
+from lmaudit.provenance.digest import canonical_json
 from lmaudit.provenance.io import InputError
 
 #: The request meta that names what a prompt asks (the first found), then what places it.

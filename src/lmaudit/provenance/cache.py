@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import canonical_json, sha256_text
+from lmaudit.provenance.digest import canonical_json, sha256_text
 from lmaudit.provenance.io import atomic_write_text
 from lmaudit.provenance.jsoncheck import StrictJsonError, bounded_loads, json_type
 from lmaudit.provenance.packs import Packs

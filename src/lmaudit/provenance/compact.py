@@ -40,8 +40,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lmaudit.backends.base import canonical_json
 from lmaudit.provenance.cache import CLAIMS, InvalidEntry, entry_digest, parse_entry
+from lmaudit.provenance.digest import canonical_json
 from lmaudit.provenance.io import InputError, atomic_write_bytes, atomic_write_text, read_utf8
 from lmaudit.provenance.packs import Packs, fsync_dir, pack_body
 

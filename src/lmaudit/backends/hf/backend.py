@@ -35,7 +35,6 @@ from lmaudit.backends.base import (
     Message,
     SampleRequest,
     SampleResult,
-    sha256_text,
 )
 from lmaudit.backends.hf import load as hf_load
 from lmaudit.backends.hf.checkpoint import Checkpoint, resolve, verify
@@ -51,6 +50,7 @@ from lmaudit.backends.hf.packed.forward import DEFAULT_PACK_TOKENS, ForwardStats
 from lmaudit.backends.hf.packed.trie import DEFAULT_MIN_SHARED_TOKENS, DEFAULT_UNIT_TOKENS
 from lmaudit.backends.hf.prefill import PREFILL_KEY, PrefillMemo, message_cuts, segment_bounds
 from lmaudit.backends.hf.sampling import prompt_groups, sample_completions
+from lmaudit.provenance.digest import sha256_text
 
 #: Bump whenever a change alters what the backend returns for the same model and request
 #: (2: transformers computes every model, the embedded Gemma 3 included).

@@ -74,7 +74,6 @@ from lmaudit.backends.base import (
     SampleRequest,
     SampleResult,
     derive_seed,
-    sha256_text,
 )
 from lmaudit.backends.openai import g1
 from lmaudit.backends.openai.client import MAX_ANSWER_BYTES, HttpClient, ServerUnreachable
@@ -87,6 +86,7 @@ from lmaudit.backends.openai.wire import (
     render_chat_template,
     tokenize_via,
 )
+from lmaudit.provenance.digest import sha256_text
 from lmaudit.provenance.redact import redact_url
 
 log = logging.getLogger(__name__)
