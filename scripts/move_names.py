@@ -131,12 +131,21 @@ def rewrite(path: Path, target: str, names: set[str], homes: set[str]) -> str | 
             kept = [a for a in node.names if a not in moved]
             indent = " " * node.col_offset
             new = f"from {target} import {', '.join(map(_alias_text, moved))}"
+            assert node.end_lineno is not None and node.end_col_offset is not None
+            start, end = pos(node.lineno, node.col_offset), pos(node.end_lineno, node.end_col_offset)
             if kept:
                 dots = "." * node.level
                 old = f"from {dots}{node.module or ''} import {', '.join(map(_alias_text, kept))}"
+                # a trailing comment (an E402 waiver) stays on the old line and is copied to the new one
+                rest = text[end : starts[node.end_lineno]].rstrip("\n")
+                comment = rest[rest.index("#") :] if "#" in rest else ""
+                if comment:
+                    edits.append((start, end, old))
+                    at = end + len(rest)
+                    edits.append((at, at, f"\n{indent}{new}  {comment}"))
+                    continue
                 new = f"{old}\n{indent}{new}"
-            assert node.end_lineno is not None and node.end_col_offset is not None
-            edits.append((pos(node.lineno, node.col_offset), pos(node.end_lineno, node.end_col_offset), new))
+            edits.append((start, end, new))
 
     def dotted(node: ast.expr) -> str | None:
         if isinstance(node, ast.Name):

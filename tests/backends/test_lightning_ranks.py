@@ -26,10 +26,10 @@ psutil = pytest.importorskip("psutil")
 
 from tiny_hf import qq_requests, write_model, write_tokenizer  # noqa: E402
 
-from lmaudit.backends.base import BackendError  # noqa: E402
 from lmaudit.backends.cached import CachedBackend  # noqa: E402
 from lmaudit.backends.hf.lightning import pool as rank_pool  # noqa: E402
 from lmaudit.backends.registry import build_backend  # noqa: E402
+from lmaudit.errors import BackendError  # noqa: E402
 from lmaudit.provenance.cache import ResponseCache  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from lmaudit.backends import registry
-from lmaudit.backends.base import BackendError, identity_digest
+from lmaudit.backends.base import identity_digest
 from lmaudit.backends.registry import build_backend, build_embedder
 from lmaudit.backends.sim import build_sim_agent
+from lmaudit.errors import BackendError
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = {

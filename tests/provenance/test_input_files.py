@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from cli_runs import run_cli
+from lmaudit.errors import InputError
 from lmaudit.provenance import io
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError, iter_jsonl, read_json, read_utf8
+from lmaudit.provenance.io import iter_jsonl, read_json, read_utf8
 from lmaudit.studies.qq.items import load_bank
 
 READERS = {

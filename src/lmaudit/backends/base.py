@@ -164,7 +164,3 @@ class LabelBackend(Backend, Protocol):
 @runtime_checkable
 class SamplingBackend(Backend, Protocol):
     def sample(self, requests: list[SampleRequest]) -> list[SampleResult]: ...
-
-
-class BackendError(RuntimeError):
-    """A backend could not answer (bad config, unreachable server, exhausted retries)."""

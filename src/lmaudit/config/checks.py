@@ -16,18 +16,10 @@ from omegaconf import DictConfig, OmegaConf
 from lmaudit.config.keys import undeclared
 from lmaudit.config.ranges import validate_node
 from lmaudit.config.schema import MODEL_SCHEMAS, RootConfig
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import ConfigRangeError, UndeclaredKeyError
 from lmaudit.studies.registry import get_study
 
-__all__ = ["ConfigRangeError", "UndeclaredKeyError", "validate"]
-
-
-class ConfigRangeError(InputError):
-    """A config field lies outside its declared range."""
-
-
-class UndeclaredKeyError(InputError):
-    """A config holds a key its schema does not declare (added with ``+key=...``)."""
+__all__ = ["validate"]
 
 
 def validate(cfg: DictConfig) -> None:

@@ -30,7 +30,7 @@ from omegaconf import DictConfig
 from lmaudit.config.ranges import _dataclasses_in
 from lmaudit.config.schema import MODEL_SCHEMAS, RootConfig
 from lmaudit.config.suggest import did_you_mean, suggestions
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.provenance.redact import redact_text
 
 __all__ = ["check_overrides", "group_options", "undeclared"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 
 DEFAULT_STUDY = "qq"  # conf/config.yaml's default (a test checks they agree)
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError, open_input
+from lmaudit.errors import InputError
+from lmaudit.provenance.io import open_input
 from lmaudit.provenance.jsoncheck import bounded_loads
 
 __all__ = ["FORMATS", "Draw", "Found", "LogSequence", "LogSource", "detect", "interop_missing", "sniff"]

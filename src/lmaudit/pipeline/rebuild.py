@@ -13,8 +13,9 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline.rundir import run_lock
-from lmaudit.provenance.io import InputError, atomic_write_text, read_json
+from lmaudit.provenance.io import atomic_write_text, read_json
 from lmaudit.studies.base import Plan, RunContext
 from lmaudit.studies.registry import get_study
 

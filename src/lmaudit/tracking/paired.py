@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 
 #: the plan config keys that name what was measured (the model, choir's ensemble): the one
 #: thing two paired runs may differ in

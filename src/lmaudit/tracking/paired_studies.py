@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.stats.paired import mcnemar_exact, paired_ratio_bootstrap, sign_flip_real
 from lmaudit.tracking.paired import Paired, PairedTable, RunFolder
 

@@ -28,14 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import (
-    BackendError,
-    LabelRequest,
-    LabelResult,
-    Message,
-    SampleRequest,
-    SampleResult,
-)
+from lmaudit.backends.base import LabelRequest, LabelResult, Message, SampleRequest, SampleResult
 from lmaudit.backends.hf import load as hf_load
 from lmaudit.backends.hf.checkpoint import Checkpoint, resolve, verify
 from lmaudit.backends.hf.embedded import (
@@ -50,6 +43,7 @@ from lmaudit.backends.hf.packed.forward import DEFAULT_PACK_TOKENS, ForwardStats
 from lmaudit.backends.hf.packed.trie import DEFAULT_MIN_SHARED_TOKENS, DEFAULT_UNIT_TOKENS
 from lmaudit.backends.hf.prefill import PREFILL_KEY, PrefillMemo, message_cuts, segment_bounds
 from lmaudit.backends.hf.sampling import prompt_groups, sample_completions
+from lmaudit.errors import BackendError
 from lmaudit.provenance.digest import sha256_text
 
 #: Bump whenever a change alters what the backend returns for the same model and request

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.hf.load import load_error
+from lmaudit.errors import BackendError
 from lmaudit.provenance.digest import canonical_json, sha256_text
 from lmaudit.provenance.file_state import file_digests
 

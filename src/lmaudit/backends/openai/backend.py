@@ -66,7 +66,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lmaudit.backends.base import (
-    BackendError,
     LabelRequest,
     LabelResult,
     Message,
@@ -76,7 +75,7 @@ from lmaudit.backends.base import (
     derive_seed,
 )
 from lmaudit.backends.openai import g1
-from lmaudit.backends.openai.client import MAX_ANSWER_BYTES, HttpClient, ServerUnreachable
+from lmaudit.backends.openai.client import MAX_ANSWER_BYTES, HttpClient
 from lmaudit.backends.openai.served import ServedCheck
 from lmaudit.backends.openai.start import start_hint
 from lmaudit.backends.openai.wire import (
@@ -86,6 +85,7 @@ from lmaudit.backends.openai.wire import (
     render_chat_template,
     tokenize_via,
 )
+from lmaudit.errors import BackendError, ServerUnreachable
 from lmaudit.provenance.digest import sha256_text
 from lmaudit.provenance.redact import redact_url
 

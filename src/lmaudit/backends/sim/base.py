@@ -8,8 +8,9 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from lmaudit.backends.base import BackendError, SampleRequest, SampleResult
+from lmaudit.backends.base import SampleRequest, SampleResult
 from lmaudit.backends.sim.fields import count, number
+from lmaudit.errors import BackendError
 
 __all__ = ["SimAgent"]
 

@@ -29,8 +29,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.backends.sim.freelist import question_words
-from lmaudit.provenance.io import InputError, read_utf8
-from lmaudit.provenance.jsoncheck import StrictJsonError, strict_loads
+from lmaudit.errors import InputError, StrictJsonError
+from lmaudit.provenance.io import read_utf8
+from lmaudit.provenance.jsoncheck import strict_loads
 from lmaudit.stats.salience import ECHO_TOL, echo_rate
 
 __all__ = [

@@ -10,8 +10,8 @@ import numpy as np
 from omegaconf import DictConfig
 
 from lmaudit.backends.cached import CachedBackend
+from lmaudit.errors import InputError
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError
 from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
 from lmaudit.studies.qq import envelope as env

@@ -29,9 +29,9 @@ import numpy as np
 import pytorch_lightning as pl
 from numpy.typing import NDArray
 
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.embed.base import decode_vector, vector_entries
 from lmaudit.backends.hf.lightning.pool import RankPool, contiguous_runs, interleave, set_threads
+from lmaudit.errors import BackendError
 from lmaudit.provenance.cache import ResponseCache
 
 Answer = tuple[str, Any]  # (cache key, stored entry)

@@ -43,8 +43,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.hf.packed.forward import ForwardStats
+from lmaudit.errors import BackendError
 from lmaudit.provenance.io import atomic_write_text
 
 POLL_S = 0.02

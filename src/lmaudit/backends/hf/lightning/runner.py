@@ -43,14 +43,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import (
-    BackendError,
-    LabelRequest,
-    LabelResult,
-    Message,
-    SampleRequest,
-    SampleResult,
-)
+from lmaudit.backends.base import LabelRequest, LabelResult, Message, SampleRequest, SampleResult
 from lmaudit.backends.hf import HFBackend
 from lmaudit.backends.hf.lightning.pool import (
     RankPool,
@@ -63,6 +56,7 @@ from lmaudit.backends.hf.lightning.pool import (
 )
 from lmaudit.backends.hf.packed.trie import scoring_units
 from lmaudit.backends.hf.sampling import SAMPLE_GROUP
+from lmaudit.errors import BackendError
 from lmaudit.provenance.cache import ResponseCache
 
 
