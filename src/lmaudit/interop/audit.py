@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import InputError
-from lmaudit.interop.detect import Found, LogSequence, LogSource
+from lmaudit.interop.records import Found, LogSequence, LogSource
 from lmaudit.provenance.digest import file_sha256, json_digest
 
 __all__ = [

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import InputError
-from lmaudit.interop.detect import Draw, LogSequence, LogSource, interop_missing
+from lmaudit.interop.records import Draw, LogSequence, LogSource, interop_missing
 from lmaudit.interrupts import sigterm_deferred
 from lmaudit.provenance import io
 from lmaudit.provenance.io import open_input

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import InputError, StrictJsonError
-from lmaudit.interop.detect import Draw, LogSequence, LogSource, interop_missing
+from lmaudit.interop.records import Draw, LogSequence, LogSource, interop_missing
 from lmaudit.provenance.io import MAX_INPUT_BYTES, open_input, read_utf8
 from lmaudit.provenance.jsoncheck import bounded_loads, json_type
 
