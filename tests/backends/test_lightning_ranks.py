@@ -62,8 +62,8 @@ def _ranks(parent: int) -> dict[int, Any]:
             cmd = p.cmdline()
         except psutil.Error:
             continue
-        if "lmaudit.backends.hf.lightning.pool" in cmd:
-            out[int(cmd[cmd.index("lmaudit.backends.hf.lightning.pool") + 2])] = p
+        if "lmaudit.backends.hf.lightning.runner" in cmd:
+            out[int(cmd[cmd.index("lmaudit.backends.hf.lightning.runner") + 2])] = p
     return out
 
 
@@ -121,7 +121,7 @@ def test_a_run_killed_outright_takes_its_ranks_with_it(tiny: Path, tmp_path: Pat
     try:
         ranks = _wait_for("two ranks", lambda: (r := _ranks(run.pid)) and len(r) == 2 and r)
         cmd = ranks[0].cmdline()
-        folder = Path(cmd[cmd.index("lmaudit.backends.hf.lightning.pool") + 1])
+        folder = Path(cmd[cmd.index("lmaudit.backends.hf.lightning.runner") + 1])
         ranks[1].kill()  # rank 0 is left waiting for it in the rendezvous ...
         run.send_signal(signal.SIGKILL)  # ... and the run is killed outright
         run.wait(WAIT_S)

@@ -27,7 +27,7 @@ from pytorch_lightning.callbacks import BasePredictionWriter
 from torch.utils.data import DataLoader, Dataset
 
 from lmaudit.backends.base import LabelRequest, SampleRequest
-from lmaudit.backends.hf import HFBackend
+from lmaudit.backends.hf.backend import HFBackend
 from lmaudit.provenance.cache import ResponseCache
 
 Answer = tuple[str, Any]  # (cache key, stored value)

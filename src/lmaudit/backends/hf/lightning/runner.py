@@ -20,7 +20,7 @@ sampler. Each draw's seed is fixed by its key, so draws do not depend on the ran
 
 Processes (docs/scale.md; :mod:`lmaudit.backends.hf.lightning.pool` starts and feeds them):
 
-* on one machine, ``devices`` worker processes (``python -m lmaudit.backends.hf.lightning.pool``)
+* on one machine, ``devices`` worker processes (``python -m lmaudit.backends.hf.lightning.runner``)
   are started on first use and kept for the run; each loads the model itself (the embedded
   model's conversion is cached on disk and locked, so it happens once) and joins a process group
   through Lightning's own environment (``LOCAL_RANK``, ``MASTER_ADDR`` ..., as torchrun would set
@@ -37,6 +37,7 @@ A killed run leaves every answer written so far in the cache; the rerun asks onl
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -44,11 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.base import LabelRequest, LabelResult, Message, SampleRequest, SampleResult
-from lmaudit.backends.hf import HFBackend
+from lmaudit.backends.hf.backend import HFBackend
 from lmaudit.backends.hf.lightning.pool import (
     RankPool,
     contiguous_runs,
     interleave,
+    run_rank,
     serve,
     set_threads,
     slurm_pool,
@@ -98,7 +100,7 @@ def serve_if_secondary(model_cfg: Mapping[str, Any]) -> bool:
     pool = slurm_pool()
     while not (pool / "setup.json").exists():
         time.sleep(0.2)
-    serve(pool, found[0], None)
+    serve(pool, found[0], None, Worker)
     return True
 
 
@@ -113,7 +115,7 @@ class LightningRunner(RankPool):
         if self.hf.checkpoint is not None and self.hf.checkpoint.load_revision is not None:
             # every rank loads the commit resolved here, wherever the hub branch is by then
             self.model_cfg["revision"] = self.hf.checkpoint.load_revision
-        super().__init__(execution)
+        super().__init__(execution, Worker)
 
     # -- what the backend is ----------------------------------------------------------------
     @property
@@ -214,3 +216,7 @@ class LightningRunner(RankPool):
     def _setup(self) -> dict[str, Any]:
         # each rank checks that it loads the model this process identified
         return {"model": self.model_cfg, "identity": self.hf.identity, **self.execution}
+
+
+if __name__ == "__main__":  # a rank on this machine (RankPool starts it)
+    run_rank(Worker, sys.argv[1:])
