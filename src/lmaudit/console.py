@@ -142,9 +142,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _compare_paired(runs: list[str], json_path: str | None) -> int:
-    """``lmaudit compare RUN_A RUN_B``: see :mod:`lmaudit.tracking.paired`."""
+    """``lmaudit compare RUN_A RUN_B``: see :mod:`lmaudit.tracking.paired_studies`."""
     from lmaudit.errors import InputError
-    from lmaudit.tracking.paired import compare_runs
+    from lmaudit.tracking.paired_studies import compare_runs
 
     if len(runs) != 2:
         print(f"error: lmaudit compare pairs two run folders, got {len(runs)}", file=sys.stderr)
