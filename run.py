@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 from lmaudit.config.keys import check_overrides
 from lmaudit.config.overrides import canonical
 from lmaudit.config.registrations import check_registrations
-from lmaudit.config.schema import register_configs
+from lmaudit.config.store import register_configs
 from lmaudit.errors import BackendError, InputError, Terminated
 from lmaudit.pipeline.sweep import JobFailed
 from lmaudit.provenance.redact import redact_text

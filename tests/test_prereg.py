@@ -254,7 +254,7 @@ def test_shipped_registrations_match_their_configs():
 import sys
 sys.argv = ["run.py", "prereg={doc["name"]}", "--cfg", "job"]
 from hydra import compose, initialize_config_dir
-from lmaudit.config.schema import register_configs
+from lmaudit.config.store import register_configs
 from lmaudit.studies.qq import study
 from lmaudit.provenance import prereg
 register_configs()

@@ -16,8 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 from lmaudit.config.keys import undeclared
 from lmaudit.config.ranges import validate_node
 from lmaudit.config.schema import MODEL_SCHEMAS, RootConfig
+from lmaudit.config.studies import study_schemas
 from lmaudit.errors import ConfigRangeError, UndeclaredKeyError
-from lmaudit.studies.registry import get_study
 
 __all__ = ["validate"]
 
@@ -44,10 +44,10 @@ def validate(cfg: DictConfig) -> None:
             problems += validate_node(model, schema, "model")
     study = cfg.get("study")
     if isinstance(study, DictConfig) and "name" in study:
-        s = get_study(str(study.name))
-        problems += validate_node(study, s.config, "study")
-        fields_ = {f.name for f in dataclasses.fields(s.config)}
-        for group, schema in s.groups.items():
+        config, groups = study_schemas(str(study.name))
+        problems += validate_node(study, config, "study")
+        fields_ = {f.name for f in dataclasses.fields(config)}
+        for group, schema in groups.items():
             if group not in fields_:  # a group the study's schema does not declare as a field
                 problems += validate_node(study.get(group), schema, f"study.{group}")
     if problems:

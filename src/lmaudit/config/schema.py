@@ -1,5 +1,5 @@
-"""The shared config schemas (root, model, prereg, paths, mlflow), and their registration
-with every study's own schema in Hydra's ConfigStore.
+"""The shared config schemas (root, model, prereg, paths, mlflow); :mod:`lmaudit.config.store`
+registers them with every study's own schema in Hydra's ConfigStore.
 
 YAML files under ``conf/`` only override these dataclasses (each starts with
 ``defaults: [<schema>, _self_]``), so every default lives here and only here, and a
@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from lmaudit.config.execution import PRECISIONS, execution_problems
@@ -150,25 +149,3 @@ MODEL_SCHEMAS: dict[str, type[ModelConfig]] = {
     "openai": OpenAIModelConfig,
     "sim": SimModelConfig,
 }
-
-
-def register_configs() -> None:
-    """Store every schema in Hydra's ConfigStore: the shared ones, and each known study's
-    (``study/_<name>``) with its groups' (``study/<name>/<group>/_<group>``)."""
-    from lmaudit.config.execution import register_resolvers
-    from lmaudit.config.help import register_help
-    from lmaudit.studies.registry import all_studies
-
-    register_resolvers()
-    register_help()
-    cs = ConfigStore.instance()
-    cs.store(name="base_config", node=RootConfig)
-    cs.store(group="model", name="_hf", node=HFModelConfig)
-    cs.store(group="model", name="_openai", node=OpenAIModelConfig)
-    cs.store(group="model", name="_sim", node=SimModelConfig)
-    for study in all_studies():
-        cs.store(group="study", name=f"_{study.name}", node=study.config)
-        if not study.has_yaml:  # a study from another package: selectable by its schema alone
-            cs.store(group="study", name=study.name, node=study.config)
-        for group, schema in study.groups.items():
-            cs.store(group=f"study/{study.name}/{group}", name=f"_{group}", node=schema)
