@@ -1,4 +1,5 @@
-"""Every exception lmaudit raises on purpose, in one module that imports nothing of lmaudit.
+"""Every exception class of lmaudit, in one module that imports nothing of lmaudit (a module's
+private control-flow exceptions, never seen outside it, stay in that module).
 
 Two families reach the person running lmaudit as one line (``run.py``, ``lmaudit`` commands):
 
