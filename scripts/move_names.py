@@ -187,7 +187,7 @@ def rewrite(path: Path, target: str, names: set[str], homes: set[str]) -> str | 
                 elts = node.value.elts
                 kept_elts = [e for e in elts if not (isinstance(e, ast.Constant) and e.value in names)]
                 if len(kept_elts) != len(elts):
-                    body = ", ".join(ast.unparse(e) for e in kept_elts)
+                    body = ", ".join(ast.get_source_segment(text, e) or ast.unparse(e) for e in kept_elts)
                     new = f"[{body}]" if isinstance(node.value, ast.List) else f"({body},)"
                     v = node.value
                     assert v.end_lineno is not None and v.end_col_offset is not None
@@ -196,7 +196,8 @@ def rewrite(path: Path, target: str, names: set[str], homes: set[str]) -> str | 
     missing = sorted(needed - bound)
     if missing:
         imports = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
-        after = imports[-1] if imports else (tree.body[0] if tree.body else None)
+        docstring = tree.body[:1] if ast.get_docstring(tree, clean=False) is not None else []
+        after = (imports or docstring or [None])[-1]
         line = f"from {target} import {', '.join(missing)}\n"
         at = starts[after.end_lineno] if after is not None and after.end_lineno is not None else 0
         edits.append((at, at, line))
