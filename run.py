@@ -12,14 +12,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from lmaudit.backends.base import BackendError
 from lmaudit.config.keys import check_overrides
 from lmaudit.config.overrides import canonical
 from lmaudit.config.registrations import check_registrations
-from lmaudit.config.schema import register_configs
-from lmaudit.pipeline.record import Terminated
+from lmaudit.config.store import register_configs
+from lmaudit.errors import BackendError, InputError, Terminated
 from lmaudit.pipeline.sweep import JobFailed
-from lmaudit.provenance.io import InputError
 from lmaudit.provenance.redact import redact_text
 from lmaudit.terminal import printable
 

@@ -36,7 +36,7 @@ from hydra import compose, initialize_config_dir
 
 from host import host  # benchmarks/host.py (the script's own directory)
 from lmaudit.config.overrides import canonical
-from lmaudit.config.schema import register_configs
+from lmaudit.config.store import register_configs
 from lmaudit.provenance.io import atomic_write_jsonl, iter_jsonl
 from lmaudit.studies.base import Measurements
 from lmaudit.studies.draws.importer import read_import

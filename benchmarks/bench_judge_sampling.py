@@ -35,7 +35,7 @@ from hydra import compose, initialize_config_dir
 
 from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.registry import build_backend
-from lmaudit.config.schema import register_configs
+from lmaudit.config.store import register_configs
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "judge_sampling.json"

@@ -57,7 +57,7 @@ def default_requests(overrides: list[str]) -> tuple[Any, list[Any], int]:
     from hydra import compose, initialize_config_dir
 
     from lmaudit.config.overrides import canonical
-    from lmaudit.config.schema import register_configs
+    from lmaudit.config.store import register_configs
     from lmaudit.studies.qq.study import cells_for
 
     register_configs()

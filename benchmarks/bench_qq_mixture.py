@@ -55,7 +55,7 @@ def compose(overrides: list[str]) -> Any:
     from hydra import initialize_config_dir
 
     from lmaudit.config.overrides import canonical
-    from lmaudit.config.schema import register_configs
+    from lmaudit.config.store import register_configs
 
     register_configs()
     args, _ = canonical(overrides)

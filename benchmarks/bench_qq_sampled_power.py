@@ -47,7 +47,7 @@ def truth(model: str) -> list[Any]:
 
     from lmaudit.backends.sim import build_sim_backend
     from lmaudit.config.overrides import canonical
-    from lmaudit.config.schema import register_configs
+    from lmaudit.config.store import register_configs
     from lmaudit.studies.qq.records import Measurement
     from lmaudit.studies.qq.study import agent_rows, cells_for
 

@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from lmaudit.config.overrides import canonical
-from lmaudit.config.schema import register_configs
+from lmaudit.config.store import register_configs
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"

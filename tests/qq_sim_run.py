@@ -14,7 +14,7 @@ def run_two_sim_items(root: Path, *overrides: str) -> Path:
     MLflow off, everything under ``root`` (``overrides`` after the defaults); the run folder."""
     from hydra import compose, initialize_config_dir
 
-    from lmaudit.config.schema import register_configs
+    from lmaudit.config.store import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 
 
 def test_analyze_records_the_measured_model_not_the_configs(make_cfg, tmp_path):

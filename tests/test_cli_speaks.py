@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from cli_runs import run_cli, scratch_paths
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 
 REPO = Path(__file__).resolve().parents[1]
 

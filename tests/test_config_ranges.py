@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lmaudit.config.checks import ConfigRangeError
+from lmaudit.errors import ConfigRangeError, InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -29,7 +29,7 @@ def _loaded_after(code: str) -> set[str]:
 
 def test_registering_every_study_imports_nothing_heavy() -> None:
     code = (
-        "from lmaudit.config.schema import register_configs\n"
+        "from lmaudit.config.store import register_configs\n"
         "register_configs()\n"
         "import lmaudit.pipeline, lmaudit.backends.cached, lmaudit.backends.registry, lmaudit.stats.intervals\n"
     )

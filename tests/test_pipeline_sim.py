@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 
 RUN_FILES = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")
 

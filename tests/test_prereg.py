@@ -14,10 +14,10 @@ import pytest
 from omegaconf import open_dict
 
 from lmaudit.console import main as lmaudit_main
+from lmaudit.errors import InputError, PreregError
 from lmaudit.pipeline import run
 from lmaudit.provenance import prereg
 from lmaudit.provenance.digest import json_digest
-from lmaudit.provenance.io import InputError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,7 +75,7 @@ def test_resolve_follows_paths_through_lists_and_dotted_keys():
     ],
 )
 def test_malformed_predictions_name_the_field(bad, field):
-    with pytest.raises(prereg.PreregError, match=field):
+    with pytest.raises(PreregError, match=field):
         prereg.parse_predictions([bad], "conf/prereg/x")
 
 
@@ -131,7 +131,7 @@ def test_refreeze_identical_is_a_no_op_and_different_is_refused(make_cfg, tmp_pa
     before = frozen.read_bytes()
     run(_cfg(make_cfg, tmp_path, "stage=freeze"))
     assert frozen.read_bytes() == before
-    with pytest.raises(prereg.PreregError, match=r"never overwritten.*|study\.epsilon"):
+    with pytest.raises(PreregError, match=r"never overwritten.*|study\.epsilon"):
         run(_cfg(make_cfg, tmp_path, "stage=freeze", "study.epsilon=0.05"))
     assert frozen.read_bytes() == before
 
@@ -141,7 +141,7 @@ def test_editing_the_bank_after_freezing_is_refused_before_measuring(make_cfg, t
     bank.write_text((REPO / "data/qq/items/pilot.json").read_text())
     run(_cfg(make_cfg, tmp_path, "stage=freeze", f"items.path={bank}"))
     bank.write_text(bank.read_text().replace("honest and trustworthy", "honest", 1))
-    with pytest.raises(prereg.PreregError, match=r"inputs\.items\.sha256"):
+    with pytest.raises(PreregError, match=r"inputs\.items\.sha256"):
         run(_cfg(make_cfg, tmp_path, f"items.path={bank}", name="edited"))
     assert not (tmp_path / "edited").exists()  # refused before anything was written
 
@@ -152,7 +152,7 @@ def test_an_edited_frozen_file_is_detected(make_cfg, tmp_path):
     doc = json.loads(frozen.read_text())
     doc["predictions"][0]["value"] = 99
     frozen.write_text(json.dumps(doc))
-    with pytest.raises(prereg.PreregError, match="edited after freezing"):
+    with pytest.raises(PreregError, match="edited after freezing"):
         run(_cfg(make_cfg, tmp_path))
 
 
@@ -171,11 +171,11 @@ def test_the_registration_file_is_sealed_at_freeze(make_cfg, tmp_path):
     res = json.loads((tmp_path / "reg" / "results.json").read_text())
     assert res["prereg"]["registration_file"]["sealed"] is True
     source.write_text(source.read_text() + "# added after freezing\n")
-    with pytest.raises(prereg.PreregError, match=r"qq_sim_mixture\.yaml was edited after it was frozen"):
+    with pytest.raises(PreregError, match=r"qq_sim_mixture\.yaml was edited after it was frozen"):
         run(_cfg(make_cfg, tmp_path, where, name="edited"))
     assert not (tmp_path / "edited").exists()
     # re-freezing the edited file under the same name is refused too
-    with pytest.raises(prereg.PreregError, match="differs in: the registration file"):
+    with pytest.raises(PreregError, match="differs in: the registration file"):
         run(_cfg(make_cfg, tmp_path, "stage=freeze", where))
 
 
@@ -232,7 +232,7 @@ def test_a_prediction_on_an_unknown_metric_is_refused_at_freeze(make_cfg, tmp_pa
     cfg = _cfg(make_cfg, tmp_path, "stage=freeze")
     with open_dict(cfg):
         cfg.prereg.predictions.append({"id": "P9", "metric": "counts.no_such_count", "op": ">", "value": 1})
-    with pytest.raises(prereg.PreregError, match=r"P9: counts\.no_such_count"):
+    with pytest.raises(PreregError, match=r"P9: counts\.no_such_count"):
         run(cfg)
     assert not (tmp_path / "prereg" / "qq" / "qq_sim_mixture.json").exists()
 
@@ -254,7 +254,7 @@ def test_shipped_registrations_match_their_configs():
 import sys
 sys.argv = ["run.py", "prereg={doc["name"]}", "--cfg", "job"]
 from hydra import compose, initialize_config_dir
-from lmaudit.config.schema import register_configs
+from lmaudit.config.store import register_configs
 from lmaudit.studies.qq import study
 from lmaudit.provenance import prereg
 register_configs()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lmaudit.config.registrations import check_registration, check_registrations
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = "# @package _global_\ndefaults:\n  - override /model: sim_projective\n  - _self_\n"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 from stub_server import stub_model_args
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from lmaudit.backends.base import sha256_text
 from lmaudit.pipeline import run
+from lmaudit.provenance.digest import sha256_text
 
 pytestmark = pytest.mark.slow
 

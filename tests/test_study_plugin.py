@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cli_runs import run_cli, scratch_paths
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.registry import get_study
 
 REPO = Path(__file__).resolve().parents[1]

@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "prepare-model":
         return _prepare_models(args.model, args.record)
     if args.cmd == "gguf-path":
-        from lmaudit.backends.base import BackendError
         from lmaudit.backends.hf.embedded import embedded_gguf_path
+        from lmaudit.errors import BackendError
 
         name = args.model if args.model.startswith("embedded:") else f"embedded:{args.model}"
         try:
@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     elif args.cmd == "log":
+        from lmaudit.errors import InputError
         from lmaudit.pipeline.mlflow_run import log_run_dir
-        from lmaudit.provenance.io import InputError
 
         try:
             logged = log_run_dir(Path(args.run_dir), uri=args.tracking_uri, again=args.again)
@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0 if logged else 1
     elif args.cmd == "report":
+        from lmaudit.errors import InputError
         from lmaudit.pipeline.rebuild import rebuild_report
-        from lmaudit.provenance.io import InputError
 
         try:
             for run_dir in args.run_dirs:
@@ -156,8 +156,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _compare_paired(runs: list[str], json_path: str | None, *, design_only: bool = False) -> int:
     """``lmaudit compare [--design] RUN_A RUN_B``: see :mod:`lmaudit.tracking.paired`."""
-    from lmaudit.provenance.io import InputError
-    from lmaudit.tracking.paired import DesignReport, PairedReport, compare_designs, compare_runs
+    from lmaudit.errors import InputError
+    from lmaudit.tracking.paired import DesignReport, PairedReport, compare_designs
+    from lmaudit.tracking.paired_studies import compare_runs
 
     if len(runs) != 2:
         what = "compares the designs of" if design_only else "pairs"
@@ -180,8 +181,8 @@ def _prepare_models(models: list[str] | None, record: str | None) -> int:
     ``record``: a JSON record of one model's conversion (what identifies its weights, no path)."""
     from importlib.metadata import version
 
-    from lmaudit.backends.base import BackendError
     from lmaudit.backends.hf.embedded import EMBEDDED, embedded_model, ensure_embedded_model, gguf_sha256
+    from lmaudit.errors import BackendError
 
     names = models or list(EMBEDDED)
     if record and len(names) != 1:
@@ -227,9 +228,9 @@ def _add_cache_parser(parser: argparse.ArgumentParser) -> None:
 
 def _cache(args: argparse.Namespace) -> int:
     """``lmaudit cache compact``: see :mod:`lmaudit.provenance.compact`."""
+    from lmaudit.errors import CacheBusy, InputError
     from lmaudit.provenance.cache import ResponseCache
-    from lmaudit.provenance.compact import CacheBusy, compact, read_keys
-    from lmaudit.provenance.io import InputError
+    from lmaudit.provenance.compact import compact, read_keys
 
     try:
         keep = None if not args.keep_from else set().union(*(read_keys(p) for p in args.keep_from))

@@ -26,24 +26,15 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = [
-    "GRACE_S",
-    "Terminated",
-    "hold_sigterm",
-    "release_sigterm",
-    "signals_raise",
-    "sigterm_deferred",
-]
+from lmaudit.errors import Terminated
+
+__all__ = ["GRACE_S", "hold_sigterm", "release_sigterm", "signals_raise", "sigterm_deferred"]
 
 #: seconds a process has to end once SIGTERM arrived (then it is ended, exit status 143): long
 #: enough for a loaded machine to mark the MLflow run KILLED and free the run folder's lock (10 s
 #: was not, on a busy 2-core host), within the 30 s SLURM leaves between SIGTERM and SIGKILL
 GRACE_S = 25.0
 _EXIT_STATUS = 128 + signal.SIGTERM
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised where the run is (so its MLflow run is marked KILLED and its lock freed)."""
 
 
 class _Deferred:

@@ -21,7 +21,7 @@ from tiny_hf import WORDS, make_backend, one_thread, write_model, write_tokenize
 
 from lmaudit.backends.base import LabelRequest, SampleRequest
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.backends.context import PromptTooLong
+from lmaudit.errors import PromptTooLong
 from lmaudit.pipeline import run
 from lmaudit.provenance.cache import ResponseCache
 

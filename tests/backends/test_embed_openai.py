@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.embed.base import EmbeddingBackend
 from lmaudit.backends.embed.cached import CachedEmbedder
 from lmaudit.backends.embed.openai import OpenAIEmbedder
+from lmaudit.errors import BackendError
 from lmaudit.provenance.cache import ResponseCache
 
 SECRET = "sk-embed-test-SECRET-0123456789"

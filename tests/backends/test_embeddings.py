@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lmaudit.backends.base import BackendError, LabelRequest, identity_digest
+from lmaudit.backends.base import LabelRequest, identity_digest
 from lmaudit.backends.embed.base import EmbeddingBackend, as_unit_rows
 from lmaudit.backends.embed.cached import CachedEmbedder
 from lmaudit.backends.sim.embed import SimEmbedder
+from lmaudit.errors import BackendError
 from lmaudit.provenance.cache import ResponseCache, cache_key
 
 

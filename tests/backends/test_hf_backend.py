@@ -19,11 +19,12 @@ transformers = pytest.importorskip("transformers")
 
 from tiny_hf import CHAT_TEMPLATE, make_backend, max_prob_diff, one_thread, qq_requests, tiny_checkpoint  # noqa: E402
 
-from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, identity_digest  # noqa: E402
+from lmaudit.backends.base import LabelRequest, SampleRequest, identity_digest  # noqa: E402
 from lmaudit.backends.hf import embedded  # noqa: E402
 from lmaudit.backends.hf.backend import HFBackend  # noqa: E402
 from lmaudit.backends.hf.prefill import PREFILL_KEY  # noqa: E402
 from lmaudit.backends.registry import build_backend  # noqa: E402
+from lmaudit.errors import BackendError  # noqa: E402
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 

@@ -21,9 +21,10 @@ pytest.importorskip("transformers")
 
 from tiny_hf import make_backend, max_prob_diff, one_thread, qq_requests, tiny_checkpoint  # noqa: E402
 
-from lmaudit.backends.base import BackendError, identity_digest  # noqa: E402
+from lmaudit.backends.base import identity_digest  # noqa: E402
 from lmaudit.backends.cached import CachedBackend  # noqa: E402
 from lmaudit.backends.hf.checkpoint import folder_digest, resolve  # noqa: E402
+from lmaudit.errors import BackendError  # noqa: E402
 from lmaudit.pipeline import run  # noqa: E402
 from lmaudit.provenance.cache import ResponseCache  # noqa: E402
 

@@ -27,7 +27,8 @@ from lmaudit.backends.embed.base import decode_vector
 from lmaudit.backends.embed.cached import CachedEmbedder
 from lmaudit.backends.hf.lightning.embed import deal, order_texts
 from lmaudit.backends.registry import build_embedder
-from lmaudit.config.checks import ConfigRangeError, validate
+from lmaudit.config.checks import validate
+from lmaudit.errors import ConfigRangeError
 from lmaudit.provenance.cache import ResponseCache
 
 TOL = 1e-5  # fresh vectors, any runner or process layout (docs/architecture.md)

@@ -26,10 +26,10 @@ psutil = pytest.importorskip("psutil")
 
 from tiny_hf import qq_requests, write_model, write_tokenizer  # noqa: E402
 
-from lmaudit.backends.base import BackendError  # noqa: E402
 from lmaudit.backends.cached import CachedBackend  # noqa: E402
 from lmaudit.backends.hf.lightning import pool as rank_pool  # noqa: E402
 from lmaudit.backends.registry import build_backend  # noqa: E402
+from lmaudit.errors import BackendError  # noqa: E402
 from lmaudit.provenance.cache import ResponseCache  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -62,8 +62,8 @@ def _ranks(parent: int) -> dict[int, Any]:
             cmd = p.cmdline()
         except psutil.Error:
             continue
-        if "lmaudit.backends.hf.lightning.pool" in cmd:
-            out[int(cmd[cmd.index("lmaudit.backends.hf.lightning.pool") + 2])] = p
+        if "lmaudit.backends.hf.lightning.runner" in cmd:
+            out[int(cmd[cmd.index("lmaudit.backends.hf.lightning.runner") + 2])] = p
     return out
 
 
@@ -121,7 +121,7 @@ def test_a_run_killed_outright_takes_its_ranks_with_it(tiny: Path, tmp_path: Pat
     try:
         ranks = _wait_for("two ranks", lambda: (r := _ranks(run.pid)) and len(r) == 2 and r)
         cmd = ranks[0].cmdline()
-        folder = Path(cmd[cmd.index("lmaudit.backends.hf.lightning.pool") + 1])
+        folder = Path(cmd[cmd.index("lmaudit.backends.hf.lightning.runner") + 1])
         ranks[1].kill()  # rank 0 is left waiting for it in the rendezvous ...
         run.send_signal(signal.SIGKILL)  # ... and the run is killed outright
         run.wait(WAIT_S)

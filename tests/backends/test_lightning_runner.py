@@ -27,7 +27,8 @@ from tiny_hf import WORDS, qq_requests, write_model, write_tokenizer  # noqa: E4
 from lmaudit.backends.base import SampleRequest, identity_digest  # noqa: E402
 from lmaudit.backends.cached import CachedBackend  # noqa: E402
 from lmaudit.backends.registry import build_backend  # noqa: E402
-from lmaudit.config.checks import ConfigRangeError, validate  # noqa: E402
+from lmaudit.config.checks import validate  # noqa: E402
+from lmaudit.errors import ConfigRangeError  # noqa: E402
 from lmaudit.provenance.cache import ResponseCache, cache_key  # noqa: E402
 
 TOL = 1e-5  # fresh label probabilities, any runner or process layout

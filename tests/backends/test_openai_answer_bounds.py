@@ -14,11 +14,12 @@ import pytest
 from test_openai_backend import MESSAGES, Fake, make, serve
 
 from cli_runs import assert_nothing_half_written, error_line, run_cli
-from lmaudit.backends.base import BackendError, SampleRequest
+from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.openai import client
 from lmaudit.backends.openai.backend import OpenAIBackend
 from lmaudit.backends.openai.config import OpenAIModelConfig
+from lmaudit.errors import BackendError
 from lmaudit.provenance.cache import ResponseCache
 from stub_server import stub_model_args
 

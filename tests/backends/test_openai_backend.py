@@ -22,15 +22,7 @@ from typing import Any
 import pytest
 
 from http_stub import serving
-from lmaudit.backends.base import (
-    BackendError,
-    LabelBackend,
-    LabelRequest,
-    SampleRequest,
-    SamplingBackend,
-    canonical_json,
-    derive_seed,
-)
+from lmaudit.backends.base import LabelBackend, LabelRequest, SampleRequest, SamplingBackend, derive_seed
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.openai.backend import UNVERIFIED, OpenAIBackend
 from lmaudit.backends.openai.wire import (
@@ -39,7 +31,9 @@ from lmaudit.backends.openai.wire import (
     read_labels,
     render_chat_template,
 )
+from lmaudit.errors import BackendError
 from lmaudit.provenance.cache import ResponseCache
+from lmaudit.provenance.digest import canonical_json
 
 SECRET = "sk-test-0123456789abcdef-SECRET"
 KEY_ENV = "LMAUDIT_TEST_OPENAI_KEY"

@@ -16,8 +16,8 @@ import pytest
 from http_stub import JsonHandler, serving
 from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.backends.context import PromptTooLong
 from lmaudit.backends.openai.backend import OpenAIBackend
+from lmaudit.errors import PromptTooLong
 from lmaudit.provenance.cache import ResponseCache
 
 CONTEXT = 16

@@ -16,8 +16,8 @@ import pytest
 from test_openai_backend import KEY_ENV, LREQ, Fake, serve
 
 from http_stub import JsonHandler, serving
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.openai.backend import OpenAIBackend
+from lmaudit.errors import BackendError
 from lmaudit.provenance.redact import redact_text
 
 REPO = Path(__file__).resolve().parents[2]

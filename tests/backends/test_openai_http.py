@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from test_openai_backend import KEY_ENV, LREQ, MESSAGES, TEMPLATE, Fake, serve
 
-from lmaudit.backends.base import BackendError, LabelRequest
+from lmaudit.backends.base import LabelRequest
 from lmaudit.backends.openai.backend import OpenAIBackend
-from lmaudit.backends.openai.client import ServerUnreachable
 from lmaudit.backends.openai.config import OpenAIModelConfig
+from lmaudit.errors import BackendError, ServerUnreachable
 
 
 class VirtualTime:

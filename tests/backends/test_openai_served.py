@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 
 from http_stub import JsonHandler, serving
-from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, derive_seed
+from lmaudit.backends.base import LabelRequest, SampleRequest, derive_seed
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.openai.backend import OpenAIBackend
+from lmaudit.errors import BackendError
 from lmaudit.provenance.cache import ResponseCache
 from lmaudit.provenance.compact import compact
 

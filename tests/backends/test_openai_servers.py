@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from test_openai_backend import Fake, serve
 
-from lmaudit.backends.base import BackendError, LabelRequest
+from lmaudit.backends.base import LabelRequest
 from lmaudit.backends.openai.backend import OpenAIBackend
+from lmaudit.errors import BackendError
 from lmaudit.pipeline import run
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ import pytest
 
 from lmaudit.backends import registry
 from lmaudit.backends.api import BackendAPI
-from lmaudit.backends.base import BackendError, identity_digest
+from lmaudit.backends.base import identity_digest
 from lmaudit.backends.registry import (
     BACKEND_MODULES,
     BACKENDS,
@@ -33,6 +33,7 @@ from lmaudit.backends.registry import (
 )
 from lmaudit.backends.sim import SIM_AGENTS, SIM_JUDGES, SIM_SAMPLERS, SimAgent, build_sim_agent
 from lmaudit.config.model import ModelConfig
+from lmaudit.errors import BackendError
 
 REPO = Path(__file__).resolve().parents[2]
 DECLARED = [("backend", n, d) for n, d in BACKEND_MODULES.items()] + [
@@ -79,7 +80,7 @@ def test_the_backends_package_and_every_schema_import_no_backend() -> None:
         "import lmaudit.backends\n"
         "from lmaudit.backends.registry import backend_names, backend_schema\n"
         "schemas = {n: backend_schema(n).__name__ for n in backend_names()}\n"
-        "from lmaudit.config.schema import register_configs\n"
+        "from lmaudit.config.store import register_configs\n"
         "register_configs()\n"
         "heavy = ('torch', 'transformers', 'sentence_transformers', 'requests', 'lightning',\n"
         "         'lmaudit.backends.hf.backend', 'lmaudit.backends.openai.backend',\n"
@@ -151,8 +152,10 @@ def test_a_secondary_slurm_task_serves_through_the_runner_the_hf_backend_declare
     pytest.importorskip("torch")
     from lmaudit.backends.hf.lightning import runner
 
-    served: list[tuple[Path, int]] = []
-    monkeypatch.setattr(runner, "serve", lambda pool, rank, parent: served.append((pool, rank)))
+    served: list[tuple[Path, int, type]] = []
+    monkeypatch.setattr(
+        runner, "serve", lambda pool, rank, parent, worker: served.append((pool, rank, worker))
+    )
     monkeypatch.setenv("LMAUDIT_RUNNER_DIR", str(tmp_path))
     monkeypatch.setenv("SLURM_NTASKS", "2")
     monkeypatch.setenv("SLURM_JOB_ID", "7")
@@ -164,7 +167,7 @@ def test_a_secondary_slurm_task_serves_through_the_runner_the_hf_backend_declare
     monkeypatch.setenv("SLURM_PROCID", "0")
     assert serve_if_secondary(model) is False and served == []
     monkeypatch.setenv("SLURM_PROCID", "1")
-    assert serve_if_secondary(model) is True and served == [(pool, 1)]
+    assert serve_if_secondary(model) is True and served == [(pool, 1, runner.Worker)]
 
 
 def test_secondary_ranks_are_asked_only_of_a_runner() -> None:

@@ -14,15 +14,9 @@ from hypothesis import strategies as st
 from scipy.linalg import sqrtm
 from scipy.stats import binom
 
-from lmaudit.backends.base import (
-    BackendError,
-    LabelBackend,
-    LabelRequest,
-    SampleRequest,
-    SamplingBackend,
-    identity_digest,
-)
+from lmaudit.backends.base import LabelBackend, LabelRequest, SampleRequest, SamplingBackend, identity_digest
 from lmaudit.backends.sim import OTHER_TOKEN, SIM_AGENTS, build_sim_agent
+from lmaudit.errors import BackendError
 from lmaudit.studies.qq.records import request_meta
 
 LABEL_OF = {

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from lmaudit.backends.base import BackendError, SampleRequest, identity_digest
+from lmaudit.backends.base import SampleRequest, identity_digest
 from lmaudit.backends.sim import SIM_AGENTS, SIM_SAMPLERS, SimAgent, build_sim_agent
 from lmaudit.backends.sim.fields import hashed_rng
+from lmaudit.errors import BackendError
 
 NAMES = sorted({*SIM_AGENTS, *SIM_SAMPLERS, "judge"})
 MSG = ({"role": "system", "content": "You are a nurse"}, {"role": "user", "content": "q"})

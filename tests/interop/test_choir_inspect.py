@@ -13,8 +13,8 @@ import pytest
 from draws_interop_helpers import eval_inspect
 
 from choir_quick import QUICK_CHOIR
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 
 pytestmark = pytest.mark.usefixtures("inspect_env")
 

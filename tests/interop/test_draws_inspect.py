@@ -18,9 +18,9 @@ from draws_interop_helpers import (
     run_inspect,
 )
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError
 
 pytest.importorskip("inspect_ai")
 pytestmark = pytest.mark.usefixtures("inspect_env")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from draws_interop_helpers import mlflow_metrics, planted, rows, run_draws
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 
 pytest.importorskip("lm_eval")
 

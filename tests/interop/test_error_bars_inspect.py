@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from draws_interop_helpers import mlflow_metrics, planted, rows, run_draws, run_inspect
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 
 pytest.importorskip("inspect_ai")
 sm = pytest.importorskip("statsmodels.api")

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from lmaudit.errors import InputError
 from lmaudit.interop.scores import check_scores, error_bars_metrics, error_bars_section, sentence
-from lmaudit.provenance.io import InputError
 
 
 def _row(file: str, clusters: dict[str, list[float]], stderr: float | None, family: str = "m") -> dict:

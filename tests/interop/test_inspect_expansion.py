@@ -14,9 +14,9 @@ import pytest
 from draws_interop_helpers import run_inspect
 
 from cli_runs import assert_nothing_half_written, error_line, run_cli
+from lmaudit.errors import InputError
 from lmaudit.interop import inspect_logs
 from lmaudit.provenance import io
-from lmaudit.provenance.io import InputError
 
 pytest.importorskip("inspect_ai")
 

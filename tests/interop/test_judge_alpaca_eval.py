@@ -22,9 +22,9 @@ import pytest
 from alpaca_eval_annotate import QUALITY, planted
 from scipy import stats
 
+from lmaudit.errors import InputError
 from lmaudit.interop.alpaca_eval import read_annotations, read_rows
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 from lmaudit.studies.judge.order_swap import classify
 from lmaudit.studies.registry import get_study
 

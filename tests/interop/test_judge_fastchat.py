@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
+from lmaudit.errors import InputError
 from lmaudit.interop.fastchat import read_pairs, read_rows
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 from lmaudit.studies.judge.order_swap import classify
 from lmaudit.studies.registry import get_study
 

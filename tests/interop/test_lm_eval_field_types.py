@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from cli_runs import assert_nothing_half_written, error_line, run_cli
+from lmaudit.errors import InputError
 from lmaudit.interop.lm_eval_samples import read_samples
-from lmaudit.provenance.io import InputError
 
 pytest.importorskip("lm_eval")
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from draws_interop_helpers import SMALL, planted, run_inspect
 
+from lmaudit.errors import Terminated
 from lmaudit.interop.inspect_logs import read_log
-from lmaudit.pipeline.record import Terminated, signals_raise
+from lmaudit.pipeline.record import signals_raise
 from lmaudit.pipeline.rundir import LOCK
 
 pytest.importorskip("inspect_ai")

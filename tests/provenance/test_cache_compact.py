@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from lmaudit.console import main as console
+from lmaudit.errors import CacheBusy, InputError
 from lmaudit.provenance import compact as compact_mod
 from lmaudit.provenance.cache import CLAIMS, ResponseCache, cache_key
-from lmaudit.provenance.compact import KEYS_FILE, CacheBusy, compact, read_keys
-from lmaudit.provenance.io import InputError
+from lmaudit.provenance.compact import KEYS_FILE, compact, read_keys
 from lmaudit.provenance.packs import PACKS
 
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, SampleResult, canonical_json
+from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, SampleResult
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.provenance.cache import ResponseCache, cache_key, entry_digest
+from lmaudit.provenance.digest import canonical_json
 
 REPO = Path(__file__).resolve().parents[2]
 MSG = ({"role": "user", "content": "Is it A?"},)

@@ -16,14 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cli_runs import assert_nothing_half_written, error_line, run_cli
+from lmaudit.errors import InputError, InvalidEntry, StrictJsonError
 from lmaudit.interop.alpaca_eval import read_annotations
 from lmaudit.interop.detect import sniff
 from lmaudit.interop.lm_eval_samples import read_samples
 from lmaudit.pipeline.context import source_of
 from lmaudit.provenance import jsoncheck
-from lmaudit.provenance.cache import InvalidEntry, parse_entry
-from lmaudit.provenance.io import InputError, iter_jsonl, read_json
-from lmaudit.provenance.jsoncheck import StrictJsonError, strict_loads
+from lmaudit.provenance.cache import parse_entry
+from lmaudit.provenance.io import iter_jsonl, read_json
+from lmaudit.provenance.jsoncheck import strict_loads
 from lmaudit.studies.qq.items import load_bank
 
 REPO = Path(__file__).resolve().parents[2]

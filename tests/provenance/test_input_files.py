@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from cli_runs import run_cli
+from lmaudit.errors import InputError
 from lmaudit.provenance import io
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError, iter_jsonl, read_json, read_utf8
+from lmaudit.provenance.io import iter_jsonl, read_json, read_utf8
 from lmaudit.studies.qq.items import load_bank
 
 READERS = {
@@ -38,7 +39,7 @@ def fifo(tmp_path: Path) -> Path:
 def test_a_named_pipe_is_refused_without_blocking(fifo: Path, reader: str) -> None:
     # in a process of its own: a reader that opens the pipe blocks there for good (no writer)
     code = (
-        f"{READERS[reader]}\nimport sys\nfrom lmaudit.provenance.io import InputError\n"
+        f"{READERS[reader]}\nimport sys\nfrom lmaudit.errors import InputError\n"
         "try:\n    f(sys.argv[1])\nexcept InputError as e:\n    print(e)\n"
     )
     try:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lmaudit.provenance.io import InputError, iter_jsonl, read_json
-from lmaudit.provenance.jsoncheck import StrictJsonError, strict_loads
+from lmaudit.errors import InputError, StrictJsonError
+from lmaudit.provenance.io import iter_jsonl, read_json
+from lmaudit.provenance.jsoncheck import strict_loads
 from lmaudit.studies.draws import importer as draws_import
 from lmaudit.studies.draws.analysis import AnalysisParams
 from lmaudit.studies.draws.importer import SequenceRecord

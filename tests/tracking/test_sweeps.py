@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from lmaudit.config.overrides import canonical, with_canonical_overrides
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -18,20 +18,12 @@ it. It is part of the cache key only for backends that declare ``reads_meta = Tr
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from lmaudit.provenance.digest import canonical_json, sha256_text
+
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
-
-
-def canonical_json(obj: Any) -> str:
-    """Deterministic JSON used for every digest (sorted keys, no whitespace, UTF-8)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def identity_digest(identity: dict[str, Any]) -> str:
@@ -172,7 +164,3 @@ class LabelBackend(Backend, Protocol):
 @runtime_checkable
 class SamplingBackend(Backend, Protocol):
     def sample(self, requests: list[SampleRequest]) -> list[SampleResult]: ...
-
-
-class BackendError(RuntimeError):
-    """A backend could not answer (bad config, unreachable server, exhausted retries)."""

@@ -20,16 +20,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lmaudit.backends.base import LabelRequest, SampleRequest, canonical_json
-from lmaudit.provenance.io import InputError
+from lmaudit.backends.base import LabelRequest, SampleRequest
+from lmaudit.errors import PromptTooLong
+from lmaudit.provenance.digest import canonical_json
 
 #: The request meta that names what a prompt asks (the first found), then what places it.
 _NAMES = ("probe", "item", "packet")
 _PLACES = ("condition", "mapping", "order", "position", "replicate")
-
-
-class PromptTooLong(InputError):
-    """A prompt and the tokens it asks for do not fit in the model's context."""
 
 
 def request_name(meta: dict[str, Any]) -> str:

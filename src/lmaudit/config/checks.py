@@ -17,18 +17,10 @@ from lmaudit.backends.registry import backend_names, backend_schema
 from lmaudit.config.keys import undeclared
 from lmaudit.config.ranges import validate_node
 from lmaudit.config.schema import RootConfig
-from lmaudit.provenance.io import InputError
-from lmaudit.studies.registry import get_study
+from lmaudit.config.studies import study_schemas
+from lmaudit.errors import ConfigRangeError, UndeclaredKeyError
 
-__all__ = ["ConfigRangeError", "UndeclaredKeyError", "validate"]
-
-
-class ConfigRangeError(InputError):
-    """A config field lies outside its declared range."""
-
-
-class UndeclaredKeyError(InputError):
-    """A config holds a key its schema does not declare (added with ``+key=...``)."""
+__all__ = ["validate"]
 
 
 def validate(cfg: DictConfig) -> None:
@@ -53,10 +45,10 @@ def validate(cfg: DictConfig) -> None:
             problems += validate_node(model, schema, "model")
     study = cfg.get("study")
     if isinstance(study, DictConfig) and "name" in study:
-        s = get_study(str(study.name))
-        problems += validate_node(study, s.config, "study")
-        fields_ = {f.name for f in dataclasses.fields(s.config)}
-        for group, schema in s.groups.items():
+        config, groups = study_schemas(str(study.name))
+        problems += validate_node(study, config, "study")
+        fields_ = {f.name for f in dataclasses.fields(config)}
+        for group, schema in groups.items():
             if group not in fields_:  # a group the study's schema does not declare as a field
                 problems += validate_node(study.get(group), schema, f"study.{group}")
     if problems:

@@ -11,6 +11,7 @@ import yaml
 
 from lmaudit.config.keys import group_options
 from lmaudit.config.schema import RootConfig
+from lmaudit.config.studies import known_studies
 
 #: what each stage does (the stages themselves come from the schema's ``stage`` choices)
 STAGE_HELP = {
@@ -62,11 +63,9 @@ def _options(conf: Path, group: str, default: str | None) -> str:
 
 def help_text(conf: Path | None = None) -> str:
     """The help page (plain text)."""
-    from lmaudit.studies.registry import all_studies
-
     conf = conf or _conf()
     root = _defaults(conf / "config.yaml")
-    studies = sorted(all_studies(), key=lambda s: (s.name != root.get("study"), s.name))
+    studies = sorted(known_studies(), key=lambda s: (s.name != root.get("study"), s.name))
     width = max(len(s.name) for s in studies) + 12
     lines = [
         "lmaudit: declared, pre-registered audits of language models.",

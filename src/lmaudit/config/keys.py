@@ -30,8 +30,9 @@ from omegaconf import DictConfig
 from lmaudit.backends.registry import backend_schema
 from lmaudit.config.ranges import _dataclasses_in
 from lmaudit.config.schema import RootConfig
+from lmaudit.config.studies import study_schemas
 from lmaudit.config.suggest import did_you_mean, suggestions
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.provenance.redact import redact_text
 
 __all__ = ["check_overrides", "group_options", "undeclared"]
@@ -80,13 +81,10 @@ def group_options(conf: Path, group: str) -> list[str]:
 
 
 def _study_schemas(study: str) -> tuple[type, dict[str, type]] | None:
-    from lmaudit.studies.registry import get_study
-
     try:
-        s = get_study(study)
+        return study_schemas(study)
     except InputError:
         return None
-    return s.config, dict(s.groups)
 
 
 def _child(schema: type, name: str, groups: dict[str, type]) -> tuple[bool, type | None]:

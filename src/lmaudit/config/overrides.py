@@ -20,16 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from lmaudit.provenance.io import InputError
+from lmaudit.config.studies import study_groups
+from lmaudit.errors import InputError
 
 DEFAULT_STUDY = "qq"  # conf/config.yaml's default (a test checks they agree)
-
-
-def study_groups() -> dict[str, tuple[str, ...]]:
-    """``{study: its own group names}`` for every known study."""
-    from lmaudit.studies.registry import all_studies
-
-    return {s.name: tuple(s.groups) for s in all_studies()}
 
 
 def _split(arg: str) -> tuple[str, str, str]:

@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from lmaudit.provenance.io import InputError, read_utf8
+from lmaudit.errors import InputError
+from lmaudit.provenance.io import read_utf8
 
 #: the top-level keys a registration may set
 DESIGN_KEYS = ("defaults", "model", "prereg", "study")

@@ -1,6 +1,6 @@
-"""The shared config schemas (root, prereg, paths, mlflow), and their registration with each
-backend's model schema (declared beside the backend, :mod:`lmaudit.backends.registry`) and every
-study's own schema in Hydra's ConfigStore.
+"""The shared config schemas (root, prereg, paths, mlflow); :mod:`lmaudit.config.store` registers
+them with each backend's model schema (declared beside the backend,
+:mod:`lmaudit.backends.registry`) and every study's own schema in Hydra's ConfigStore.
 
 YAML files under ``conf/`` only override these dataclasses (each starts with
 ``defaults: [<schema>, _self_]``), so every default lives here and only here, and a
@@ -12,10 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from lmaudit.backends.registry import backend_names, backend_schema
 from lmaudit.config.ranges import ranged
 
 
@@ -70,27 +68,3 @@ class RootConfig:
     progress: bool = True
     paths: PathsConfig = field(default_factory=PathsConfig)
     mlflow: MLflowConfig = field(default_factory=MLflowConfig)
-
-
-def register_configs() -> None:
-    """Store every schema in Hydra's ConfigStore: the shared ones, each backend's model schema
-    (``model/_<backend>``), and each known study's (``study/_<name>``) with its groups'
-    (``study/<name>/<group>/_<group>``)."""
-    from lmaudit.config.execution import register_resolvers
-    from lmaudit.config.help import register_help
-    from lmaudit.studies.registry import all_studies
-
-    register_resolvers()
-    register_help()
-    cs = ConfigStore.instance()
-    cs.store(name="base_config", node=RootConfig)
-    for backend in backend_names():
-        schema = backend_schema(backend)
-        if schema is not None:
-            cs.store(group="model", name=f"_{backend}", node=schema)
-    for study in all_studies():
-        cs.store(group="study", name=f"_{study.name}", node=study.config)
-        if not study.has_yaml:  # a study from another package: selectable by its schema alone
-            cs.store(group="study", name=study.name, node=study.config)
-        for group, schema in study.groups.items():
-            cs.store(group=f"study/{study.name}/{group}", name=f"_{group}", node=schema)

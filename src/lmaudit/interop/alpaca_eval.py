@@ -30,8 +30,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from lmaudit.errors import InputError
 from lmaudit.provenance.digest import file_sha256, sha256_text
-from lmaudit.provenance.io import InputError, iter_jsonl, read_json, read_utf8
+from lmaudit.provenance.io import iter_jsonl, read_json, read_utf8
 
 __all__ = ["ORDER_FIELD", "looks_like", "read_annotations", "read_rows", "rows_of"]
 

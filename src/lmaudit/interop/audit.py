@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lmaudit.interop.detect import Found, LogSequence, LogSource
+from lmaudit.errors import InputError
+from lmaudit.interop.records import Found, LogSequence, LogSource
 from lmaudit.provenance.digest import file_sha256, json_digest
-from lmaudit.provenance.io import InputError
 
 __all__ = [
     "AUDIT_KIND",

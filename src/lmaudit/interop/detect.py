@@ -1,7 +1,6 @@
 """What an import path holds: an inspect_ai log (or a folder of them), an lm-eval samples file
 (or an output folder of them), or lmaudit's own JSONL; recognised from the content, never
-from the name alone. Also the records the readers hand to a study (:class:`LogSequence`,
-:class:`LogSource`).
+from the name alone, as a :class:`~lmaudit.interop.records.Found`.
 
 Recognition reads at most the first line of a file (or its zip directory) and imports no
 evaluation tool: the readers import theirs when a log is read.
@@ -11,14 +10,15 @@ from __future__ import annotations
 
 import re
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError, open_input
+from lmaudit.errors import InputError
+from lmaudit.interop.records import Found
+from lmaudit.provenance.io import open_input
 from lmaudit.provenance.jsoncheck import bounded_loads
 
-__all__ = ["FORMATS", "Draw", "Found", "LogSequence", "LogSource", "detect", "interop_missing", "sniff"]
+__all__ = ["FORMATS", "detect", "sniff"]
 
 FORMATS = ("auto", "inspect", "lm_eval", "lmaudit")
 NAMES = {
@@ -34,63 +34,6 @@ HELP = (
     "samples file (samples_<task>_<date>.jsonl) or an output folder of them, or lmaudit draws JSONL "
     "(docs/draws.md)"
 )
-
-
-def interop_missing(tool: str, path: str | Path) -> InputError:
-    """The one-line error for a log whose tool is not installed."""
-    return InputError(f"{path}: reading {tool} logs needs {tool}: pip install 'lmaudit[interop]'")
-
-
-@dataclass(frozen=True)
-class Draw:
-    """One answer of a sequence at its place (``position``: inspect's epoch, lm-eval's index in
-    ``resps``); ``excluded`` says why it is not an independent draw (None: it is one)."""
-
-    position: int
-    text: str
-    excluded: str | None = None
-
-
-@dataclass
-class LogSequence:
-    """One prompt's answers in draw order, as a log records them."""
-
-    family: str
-    source: str
-    condition: str
-    probe: str
-    draws: list[Draw]
-    meta: dict[str, Any] = field(default_factory=dict)
-    prompt: str | None = None  # the prompt's text as the log records it (None: not recorded)
-
-
-@dataclass
-class LogSource:
-    """One eval run as a log records it, and what the log gets wrong for draw-to-draw analysis:
-    ``facts`` (settings read from the log), ``issues`` (code -> {count, action, detail}) and
-    ``scores`` (the primary score per sample, for the error bars: :mod:`lmaudit.interop.scores`;
-    None when the log holds none)."""
-
-    source: str
-    family: str
-    format: str
-    files: list[str]
-    facts: dict[str, Any] = field(default_factory=dict)
-    issues: dict[str, dict[str, Any]] = field(default_factory=dict)
-    scores: dict[str, Any] | None = None
-
-    def issue(self, code: str, count: int, action: str, detail: str) -> None:
-        if count:
-            self.issues[code] = {"count": int(count), "action": action, "detail": detail}
-
-
-@dataclass(frozen=True)
-class Found:
-    """What ``path`` holds: its format and the files a reader will read, in a fixed order."""
-
-    path: Path
-    format: str
-    files: tuple[Path, ...]
 
 
 def _first_record(path: Path) -> tuple[bytes, Any]:

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lmaudit.errors import InputError
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError, iter_jsonl
+from lmaudit.provenance.io import iter_jsonl
 
 __all__ = [
     "Answers",

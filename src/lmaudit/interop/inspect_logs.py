@@ -36,10 +36,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lmaudit.interop.detect import Draw, LogSequence, LogSource, interop_missing
+from lmaudit.errors import InputError
+from lmaudit.interop.records import Draw, LogSequence, LogSource, interop_missing
 from lmaudit.interrupts import sigterm_deferred
 from lmaudit.provenance import io
-from lmaudit.provenance.io import InputError, open_input
+from lmaudit.provenance.io import open_input
 
 __all__ = ["list_logs", "read_log", "require"]
 

@@ -33,9 +33,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lmaudit.interop.detect import Draw, LogSequence, LogSource, interop_missing
-from lmaudit.provenance.io import MAX_INPUT_BYTES, InputError, open_input, read_utf8
-from lmaudit.provenance.jsoncheck import StrictJsonError, bounded_loads, json_type
+from lmaudit.errors import InputError, StrictJsonError
+from lmaudit.interop.records import Draw, LogSequence, LogSource, interop_missing
+from lmaudit.provenance.io import MAX_INPUT_BYTES, open_input, read_utf8
+from lmaudit.provenance.jsoncheck import bounded_loads, json_type
 
 __all__ = ["files_read", "list_samples", "read_samples", "results_path", "task_of"]
 

@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.stats.clustered import clustered_mean
 
 __all__ = ["AGREES", "check_scores", "error_bars_metrics", "error_bars_section", "sentence"]

@@ -9,11 +9,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from lmaudit.backends.base import canonical_json
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.embed.cached import CachedEmbedder
 from lmaudit.backends.registry import plain_config as _plain
 from lmaudit.provenance.cache import ResponseCache
+from lmaudit.provenance.digest import canonical_json
 
 
 class Backends:

@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.provenance.jsoncheck import bounded_loads
 from lmaudit.studies.base import Study
 from lmaudit.studies.registry import get_study

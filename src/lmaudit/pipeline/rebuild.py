@@ -13,8 +13,9 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline.rundir import run_lock
-from lmaudit.provenance.io import InputError, atomic_write_text, read_json
+from lmaudit.provenance.io import atomic_write_text, read_json
 from lmaudit.studies.base import Plan, RunContext
 from lmaudit.studies.registry import get_study
 
@@ -35,7 +36,7 @@ def rebuild_report(run_dir: Path, conf_dir: Path) -> Path:
         raise InputError(
             f"{conf_dir}: no config.yaml; run lmaudit report from the project folder or pass --conf"
         )
-    from lmaudit.config.schema import register_configs
+    from lmaudit.config.store import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base="1.3"):

@@ -8,11 +8,11 @@ import csv
 import io
 from pathlib import Path
 
-from lmaudit.interrupts import Terminated, hold_sigterm, release_sigterm, signals_raise
+from lmaudit.interrupts import hold_sigterm, release_sigterm, signals_raise
 from lmaudit.provenance.io import atomic_write_json, atomic_write_text
 from lmaudit.studies.base import Study, StudyResult
 
-__all__ = ["Terminated", "dvc_metrics", "hold_sigterm", "release_sigterm", "signals_raise", "write_dvc_views"]
+__all__ = ["dvc_metrics", "hold_sigterm", "release_sigterm", "signals_raise", "write_dvc_views"]
 
 
 def write_dvc_views(out: Path, study: Study, result: StudyResult) -> None:

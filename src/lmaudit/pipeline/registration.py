@@ -10,6 +10,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit import __version__
+from lmaudit.errors import PreregError
 from lmaudit.pipeline.context import path_component
 from lmaudit.provenance import prereg
 from lmaudit.provenance.digest import file_sha256
@@ -41,7 +42,7 @@ def registration_file(cfg: DictConfig, name: str) -> dict[str, str]:
     working directory when below it, so records agree across clones) and the sha256 of its bytes."""
     path = _registrations_folder(cfg) / f"{name}.yaml"
     if not path.is_file():
-        raise prereg.PreregError(
+        raise PreregError(
             f"{path}: registration {name!r} has no file here; a frozen registration seals its file"
         )
     shown = path.resolve()
@@ -60,7 +61,7 @@ def _check_file(doc: dict[str, Any], current: dict[str, str], path: Path) -> Non
             f"{current['path']} as it is now (sha256 {current['sha256'][:12]}, recorded in the results)"
         )
     elif sealed.get("sha256") != current["sha256"]:
-        raise prereg.PreregError(
+        raise PreregError(
             f"{path}: refusing to run: {current['path']} was edited after it was frozen (sha256 "
             f"{current['sha256'][:12]}, frozen {str(sealed.get('sha256'))[:12]}); restore the file, "
             "or freeze the new design under a new prereg name"
@@ -72,20 +73,16 @@ def data_keys(cfg: DictConfig, study: Study) -> tuple[str, ...]:
     name = str(cfg.prereg.name)
     data = str(cfg.prereg.get("data") or "bound")
     if data not in ("bound", "open"):
-        raise prereg.PreregError(f"conf/prereg/{name}: field 'data' = {data!r} is not bound or open")
+        raise PreregError(f"conf/prereg/{name}: field 'data' = {data!r} is not bound or open")
     if data == "open" and not study.data_keys:
-        raise prereg.PreregError(
-            f"conf/prereg/{name}: data: open, but the {study.name} study declares no data keys"
-        )
+        raise PreregError(f"conf/prereg/{name}: data: open, but the {study.name} study declares no data keys")
     return study.data_keys if data == "open" else ()
 
 
 def freeze(cfg: DictConfig, study: Study, plan: Plan) -> Path:
     """``stage=freeze``: write ``prereg/<study>/<name>.json`` (never over a different one)."""
     if cfg.prereg is None:
-        raise prereg.PreregError(
-            "stage=freeze needs a registration: add prereg=<name> (a file in conf/prereg/)"
-        )
+        raise PreregError("stage=freeze needs a registration: add prereg=<name> (a file in conf/prereg/)")
     name = path_component(str(cfg.prereg.name), "prereg.name")
     source = f"conf/prereg/{name}"
     preds = prereg.parse_predictions(OmegaConf.to_container(cfg.prereg.predictions, resolve=True), source)
@@ -95,7 +92,7 @@ def freeze(cfg: DictConfig, study: Study, plan: Plan) -> Path:
     if template is not None:
         bad = prereg.unknown_metrics(preds, template)
         if bad:
-            raise prereg.PreregError(
+            raise PreregError(
                 f"{source}: predictions name metrics that {study.name} results do not have: "
                 + "; ".join(bad)
                 + ". Use dotted paths into results.json (e.g. counts.saturated)."
@@ -132,7 +129,7 @@ def check(cfg: DictConfig, study: Study, plan: Plan) -> Registration | None:
     path = prereg.prereg_path(cfg.paths.prereg, study.name, name)
     doc = prereg.load_registration(path)
     if list(doc.get("data_keys", [])) != list(keys):
-        raise prereg.PreregError(
+        raise PreregError(
             f"{path}: frozen with data keys {doc.get('data_keys', [])}, but conf/prereg/{name} says "
             f"{list(keys)}; restore the registration's config"
         )

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError, read_json
+from lmaudit.errors import InputError, RunDirLocked
+from lmaudit.provenance.io import read_json
 from lmaudit.provenance.jsoncheck import bounded_loads
 
 LOCK = ".lmaudit.lock"
@@ -30,10 +31,6 @@ OUTPUTS = {
     "report": ("report.html",),
 }
 _ORDER = ("plan", "measure", "analyze", "report")
-
-
-class RunDirLocked(InputError):
-    """Another lmaudit process holds the run directory."""
 
 
 def _holder(fd: int) -> dict[str, Any]:

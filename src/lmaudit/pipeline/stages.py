@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from lmaudit.backends.registry import serve_if_secondary
 from lmaudit.config.checks import validate
 from lmaudit.config.execution import without_execution
+from lmaudit.errors import InputError
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now, utc_now_ms
 from lmaudit.pipeline.context import by_source, must_be_folder, run_dir, study_of
 from lmaudit.pipeline.mlflow_run import log_job, run_span
@@ -36,7 +37,6 @@ from lmaudit.pipeline.rundir import (
 )
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import (
-    InputError,
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_jsonl,

@@ -22,12 +22,12 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lmaudit.config.overrides import display
+from lmaudit.errors import NotCombinable
 from lmaudit.pipeline.audit import AuditRecord, utc_now
 from lmaudit.pipeline.context import experiment_name, run_dir
 from lmaudit.pipeline.rundir import claim_folder
 from lmaudit.provenance.io import atomic_write_json, atomic_write_text
 from lmaudit.provenance.redact import redact_config, redact_text
-from lmaudit.studies.base import NotCombinable
 from lmaudit.studies.registry import get_study
 from lmaudit.terminal import printable
 from lmaudit.tracking.mlflow_log import tracking_uri

@@ -58,9 +58,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import canonical_json, sha256_text
+from lmaudit.errors import InvalidEntry, StrictJsonError
+from lmaudit.provenance.digest import canonical_json, sha256_text
 from lmaudit.provenance.io import atomic_write_text
-from lmaudit.provenance.jsoncheck import StrictJsonError, bounded_loads, json_type
+from lmaudit.provenance.jsoncheck import bounded_loads, json_type
 from lmaudit.provenance.packs import Packs
 
 log = logging.getLogger(__name__)
@@ -76,10 +77,6 @@ def cache_key(backend_digest: str, payload: dict[str, Any]) -> str:
 def entry_digest(entry: dict[str, Any]) -> str:
     """The digest an entry carries: of its canonical JSON without the ``sha256`` field."""
     return sha256_text(canonical_json({k: v for k, v in entry.items() if k != "sha256"}))
-
-
-class InvalidEntry(ValueError):
-    """A cache entry that cannot be served; the message says why."""
 
 
 def _no_constant(name: str) -> Any:

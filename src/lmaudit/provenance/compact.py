@@ -40,9 +40,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lmaudit.backends.base import canonical_json
-from lmaudit.provenance.cache import CLAIMS, InvalidEntry, entry_digest, parse_entry
-from lmaudit.provenance.io import InputError, atomic_write_bytes, atomic_write_text, read_utf8
+from lmaudit.errors import CacheBusy, InputError, InvalidEntry
+from lmaudit.provenance.cache import CLAIMS, entry_digest, parse_entry
+from lmaudit.provenance.digest import canonical_json
+from lmaudit.provenance.io import atomic_write_bytes, atomic_write_text, read_utf8
 from lmaudit.provenance.packs import Packs, fsync_dir, pack_body
 
 if TYPE_CHECKING:
@@ -56,10 +57,6 @@ KEYS_FILE = "cache_keys.txt"
 _FAN = re.compile(r"[0-9a-f]{2}")
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json")
 _KEY = re.compile(r"[0-9a-f]{64}")
-
-
-class CacheBusy(RuntimeError):
-    """A process holds claims on the cache folder: it is being filled."""
 
 
 @dataclass

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import canonical_json, sha256_text
 from lmaudit.provenance.io import open_input
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON used for every digest (sorted keys, no whitespace, UTF-8)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def sha256_text(text: str) -> str:
+    """SHA-256 of a text's UTF-8 bytes, in hex."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def file_sha256(path: str | Path) -> str:

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from lmaudit.provenance.jsoncheck import StrictJsonError, strict_loads
+from lmaudit.errors import InputError, StrictJsonError
+from lmaudit.provenance.jsoncheck import strict_loads
 
 
 def _current_umask() -> int:
@@ -75,10 +76,6 @@ def atomic_write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> Path
         for r in rows
     )
     return atomic_write_bytes(path, lines)
-
-
-class InputError(ValueError):
-    """Bad user input; the message names the file, line/item and field."""
 
 
 #: The most bytes lmaudit reads whole from one input file (an item bank, an import, a

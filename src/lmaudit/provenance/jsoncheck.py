@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from lmaudit.errors import StrictJsonError
+
 
 class JsonObject(dict[str, Any]):
     """A decoded JSON object that remembers keys given more than once (the last value wins)."""
@@ -60,17 +62,6 @@ def suggest(name: str, candidates: Sequence[str], n: int = 1) -> str:
 
 
 # --- strict decoding -------------------------------------------------------------------------
-
-
-class StrictJsonError(ValueError):
-    """JSON that is refused: nested too deeply, a string holding a lone UTF-16 surrogate, or
-    (strict decoding) a key given twice in one object or a number that is not finite (``NaN``,
-    ``Infinity``, or one too large for a float). ``where`` is the JSON path of the object or
-    field (``results[1].confidence``; ``""`` for the top level or a position in the text)."""
-
-    def __init__(self, message: str, where: str):
-        super().__init__(message)
-        self.where = where
 
 
 class _Refused(Exception):

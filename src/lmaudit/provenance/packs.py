@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from lmaudit.backends.base import sha256_text
+from lmaudit.provenance.digest import sha256_text
 from lmaudit.provenance.io import atomic_write_bytes
 from lmaudit.provenance.jsoncheck import bounded_loads
 

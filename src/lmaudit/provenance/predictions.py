@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import PreregError
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">": operator.gt,
@@ -41,10 +41,6 @@ OPS: dict[str, Callable[[Any, Any], bool]] = {
 }
 HELD, NOT_HELD, NOT_EVALUABLE = "held", "not held", "not evaluable"
 _INDEX_FIELDS = ("item", "id", "name", "family", "source")
-
-
-class PreregError(InputError):
-    """A registration is missing, edited, or does not match the plan being run."""
 
 
 _CHECK_FIELDS = ("metric", "op", "value")

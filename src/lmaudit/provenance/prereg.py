@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lmaudit.errors import PreregError
 from lmaudit.provenance.digest import json_digest
 from lmaudit.provenance.io import atomic_write_json, read_json
 from lmaudit.provenance.predictions import (
@@ -31,7 +32,6 @@ from lmaudit.provenance.predictions import (
     OPS,
     Check,
     Prediction,
-    PreregError,
     parse_predictions,
     resolve,
     score,
@@ -46,7 +46,6 @@ __all__ = [
     "OPS",
     "Check",
     "Prediction",
-    "PreregError",
     "build_registration",
     "diff_keys",
     "load_registration",

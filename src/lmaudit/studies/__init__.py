@@ -1,14 +1,7 @@
 """Studies: one package per study, each meeting the pipeline through :class:`Study`."""
 
-from lmaudit.studies.base import (
-    Measured,
-    Measurements,
-    NotCombinable,
-    Plan,
-    RunContext,
-    Study,
-    StudyResult,
-)
+from lmaudit.errors import NotCombinable
+from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
 from lmaudit.studies.registry import get_study, register_study, study_names
 
 __all__ = [

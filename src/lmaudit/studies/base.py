@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.config.execution import without_execution
+from lmaudit.errors import NotCombinable
 from lmaudit.provenance.digest import json_digest
 from lmaudit.provenance.io import iter_jsonl
 from lmaudit.provenance.redact import redact_config
@@ -196,11 +197,6 @@ class RunContext:
 
     def with_backends(self, backends: BackendProvider) -> RunContext:
         return dataclasses.replace(self, backends=backends)
-
-
-class NotCombinable(Exception):
-    """Raised by :meth:`Study.combine_sweep`: the jobs cannot be analysed as one design (the
-    message says why)."""
 
 
 def typed(node: Any, cls: type) -> Any:

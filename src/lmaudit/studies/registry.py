@@ -20,7 +20,7 @@ import importlib
 from importlib.metadata import entry_points
 from typing import TypeVar
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.base import Study
 
 ENTRY_POINT_GROUP = "lmaudit.studies"

@@ -4,20 +4,22 @@
 refuses runs of different studies, runs whose designs differ beyond the model (the plan's
 config without its model, its inputs and its mode; in imported runs the import stands for the
 model) and runs that share no item, then pairs
-them item by item (:mod:`lmaudit.tracking.paired_studies`): differences are B - A. The two
-designs come first, side by side (:mod:`lmaudit.tracking.design`); :func:`compare_designs`
-gives that table alone, for any two run folders.
+them item by item: differences are B - A. This module reads the run folders and holds the
+report's types; :mod:`lmaudit.tracking.paired_studies` holds each study's pairing and
+:func:`~lmaudit.tracking.paired_studies.compare_runs`, which applies it. The two designs come
+first, side by side (:mod:`lmaudit.tracking.design`); :func:`compare_designs` gives that table
+alone, for any two run folders.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.tracking.design import DesignTable, design_table
 
 #: the plan config keys that name what was measured (the model, choir's ensemble): the one
@@ -192,26 +194,6 @@ class PairedReport:
             out += [f"  {c}: {m}" for c, m in t.legend.items()] + [""]
         out += [f"summary: {line}" for line in self.paired.summary]
         return "\n".join(out) + "\n"
-
-
-def compare_runs(path_a: str | Path, path_b: str | Path) -> PairedReport:
-    """The paired comparison of two run folders (B - A), or InputError with the reason the
-    pair is refused."""
-    from lmaudit.tracking.paired_studies import PAIRINGS
-
-    a, b = load_run(path_a), load_run(path_b)
-    if a.study != b.study:
-        raise InputError(f"cannot pair {a.path} ({a.study}) with {b.path} ({b.study}): different studies")
-    why = design_difference(a, b)
-    if why:
-        raise InputError(
-            f"cannot pair {a.path} with {b.path}: their designs differ beyond the model ({why}); "
-            f"every difference: lmaudit compare --design {a.path} {b.path}"
-        )
-    pair: Callable[[RunFolder, RunFolder], Paired] | None = PAIRINGS.get(a.study)
-    if pair is None:
-        raise InputError(f"{a.path}: study {a.study!r} has no paired comparison")
-    return PairedReport(a.study, a, b, pair(a, b), design_table(a.plan, b.plan))
 
 
 def compare_designs(path_a: str | Path, path_b: str | Path) -> DesignReport:

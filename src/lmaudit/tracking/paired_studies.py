@@ -7,6 +7,9 @@ folders through the small readers below.
 * draws: per family, ``rho_hat`` of the shared sequences in each run and its difference with a
   seeded paired bootstrap interval.
 * choir: per question ``R_q``; the exact sign-flip test of ``sum(R_q,B - R_q,A)``.
+
+:func:`compare_runs` (``lmaudit compare``) checks that two run folders can be paired
+(:mod:`lmaudit.tracking.paired`) and applies their study's pairing.
 """
 
 from __future__ import annotations
@@ -14,13 +17,22 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.stats.paired import mcnemar_exact, paired_ratio_bootstrap, sign_flip_real
-from lmaudit.tracking.paired import Paired, PairedTable, RunFolder
+from lmaudit.tracking.design import design_table
+from lmaudit.tracking.paired import (
+    Paired,
+    PairedReport,
+    PairedTable,
+    RunFolder,
+    design_difference,
+    load_run,
+)
 
 #: the paired bootstrap of the draws study: resamples, level and seed (stated in the output)
 BOOT_RESAMPLES = 2000
@@ -358,3 +370,21 @@ PAIRINGS: dict[str, Callable[[RunFolder, RunFolder], Paired]] = {
     "draws": pair_draws,
     "choir": pair_choir,
 }
+
+
+def compare_runs(path_a: str | Path, path_b: str | Path) -> PairedReport:
+    """The paired comparison of two run folders (B - A), or InputError with the reason the
+    pair is refused."""
+    a, b = load_run(path_a), load_run(path_b)
+    if a.study != b.study:
+        raise InputError(f"cannot pair {a.path} ({a.study}) with {b.path} ({b.study}): different studies")
+    why = design_difference(a, b)
+    if why:
+        raise InputError(
+            f"cannot pair {a.path} with {b.path}: their designs differ beyond the model ({why}); "
+            f"every difference: lmaudit compare --design {a.path} {b.path}"
+        )
+    pair: Callable[[RunFolder, RunFolder], Paired] | None = PAIRINGS.get(a.study)
+    if pair is None:
+        raise InputError(f"{a.path}: study {a.study!r} has no paired comparison")
+    return PairedReport(a.study, a, b, pair(a, b), design_table(a.plan, b.plan))

@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError, atomic_write_json, atomic_write_text
+from lmaudit.errors import InputError
+from lmaudit.provenance.io import atomic_write_json, atomic_write_text
 from lmaudit.provenance.redact import redact_text
 
 SWEEP_FILE = "sweep.json"

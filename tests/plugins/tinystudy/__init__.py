@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from lmaudit.backends.base import SampleRequest
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies import Measured, Measurements, Plan, RunContext, Study, StudyResult
 
 

@@ -167,8 +167,8 @@ CODES = {
 def test_a_coded_import_uses_the_codes_and_embeds_nothing(make_cfg, tmp_path):
     import json
 
+    from lmaudit.errors import InputError
     from lmaudit.pipeline import run
-    from lmaudit.provenance.io import InputError
 
     inline = tmp_path / "inline.jsonl"
     rows = _import_rows()

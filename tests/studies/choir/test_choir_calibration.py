@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.calibration import agreement, analyze_calibration, read_calibration
 
 

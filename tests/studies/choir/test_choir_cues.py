@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from choir_quick import QUICK_CHOIR
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.data import load_cue_pairs, load_external_prompts
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "choir"

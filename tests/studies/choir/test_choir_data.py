@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.choir.data import (
     HEXACO,
     NO_PERSONA,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.choir.ballots import parse_ranking, read_ballots, render_sets_prompt
 from lmaudit.studies.choir.borda import analyze_ranking
 from lmaudit.studies.choir.finalists import select_finalists

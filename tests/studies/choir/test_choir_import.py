@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 
 COMMON = (
     "study.question_ids=[H001,H002]",

@@ -14,8 +14,8 @@ import pytest
 from choir_quick import QUICK_CHOIR
 from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.sim.ranker import RankingSampler
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 from lmaudit.studies.choir.ballots import parse_ranking, read_ballots, render_prompt
 from lmaudit.studies.choir.calibration import analyze_calibration
 from lmaudit.studies.choir.tally import borda

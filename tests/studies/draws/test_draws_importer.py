@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.draws.importer import SequenceRecord, dedup_prefixes, exclude, read_import
 
 GOOD = {"family": "m", "source": "e1", "condition": "c", "probe": "p", "draws": ["A", "B", "A"]}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 
 REPO = Path(__file__).resolve().parents[3]
 RUN_FILES = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")

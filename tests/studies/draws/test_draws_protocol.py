@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.draws.protocol import (
     EMPTY,
     NOMATCH,

@@ -14,13 +14,13 @@ import pytest
 from draws_helpers import family
 from omegaconf import OmegaConf
 
+from lmaudit.errors import PreregError
 from lmaudit.pipeline import run
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.prereg import (
     HELD,
     NOT_EVALUABLE,
     NOT_HELD,
-    PreregError,
     load_registration,
     parse_predictions,
     score,

@@ -11,9 +11,9 @@ import pytest
 from judge_helpers import MODELS, TRICKY, write_candidates
 
 from lmaudit.backends.sim.judge import SimJudge
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError
 from lmaudit.studies.judge.packets import (
     Condition,
     JudgeText,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 
 SEED = Path(__file__).resolve().parents[2] / "data/judge/seed_001"
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from lmaudit.provenance.io import InputError
-from lmaudit.studies.qq.items import ITEM_FIELDS, ItemBankError, load_bank
-from lmaudit.studies.qq.selection import ItemSelectionError, select_items
+from lmaudit.errors import InputError, ItemBankError, ItemSelectionError
+from lmaudit.studies.qq.items import ITEM_FIELDS, load_bank
+from lmaudit.studies.qq.selection import select_items
 
 REPO = Path(__file__).resolve().parents[3]
 PILOT = REPO / "data" / "qq" / "items" / "pilot.json"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 
 REPO = Path(__file__).resolve().parents[3]
 KEEP = ("id", "stratum", "options", "matched_to")

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from lmaudit.config.checks import ConfigRangeError
+from lmaudit.errors import ConfigRangeError, InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 from lmaudit.provenance.predictions import parse_predictions, unknown_metrics
 from lmaudit.studies.qq.mixture_plan import load_personas
 from lmaudit.studies.qq.study import QQStudy, cells_for, mixture_cells, results_template

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.io import InputError
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.analysis import analyze
 from lmaudit.studies.qq.records import Measurement

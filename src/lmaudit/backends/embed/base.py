@@ -16,7 +16,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from lmaudit.backends.base import Backend, BackendError
+from lmaudit.backends.base import Backend
+from lmaudit.errors import BackendError
 
 __all__ = [
     "EmbeddingBackend",

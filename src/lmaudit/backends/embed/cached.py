@@ -26,9 +26,9 @@ import numpy as np
 from numpy.typing import NDArray
 from tqdm.auto import tqdm
 
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.embed.base import EmbeddingBackend, Matrix, decode_vector, vector_entries
+from lmaudit.errors import BackendError
 from lmaudit.provenance.cache import ResponseCache, cache_key
 
 __all__ = ["CachedEmbedder"]

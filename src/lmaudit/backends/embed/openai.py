@@ -31,10 +31,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.backends.api import BackendAPI
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.embed.base import as_unit_rows
 from lmaudit.backends.openai.client import HttpClient
 from lmaudit.backends.registry import register_embedder
+from lmaudit.errors import BackendError
 from lmaudit.provenance.redact import redact_url
 
 BACKEND_VERSION = 1

@@ -23,9 +23,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.backends.api import BackendAPI
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.embed.base import as_unit_rows
 from lmaudit.backends.registry import register_embedder
+from lmaudit.errors import BackendError
 
 BACKEND_VERSION = 1
 DEFAULT_NAME = "sentence-transformers/all-MiniLM-L6-v2"

@@ -30,15 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.api import NAMING_KEYS, BackendAPI
-from lmaudit.backends.base import (
-    BackendError,
-    LabelRequest,
-    LabelResult,
-    Message,
-    SampleRequest,
-    SampleResult,
-    sha256_text,
-)
+from lmaudit.backends.base import LabelRequest, LabelResult, Message, SampleRequest, SampleResult
 from lmaudit.backends.hf import load as hf_load
 from lmaudit.backends.hf.checkpoint import Checkpoint, resolve, verify
 from lmaudit.backends.hf.config import HF_DEFAULTS, HFModelConfig
@@ -55,6 +47,8 @@ from lmaudit.backends.hf.packed.trie import DEFAULT_MIN_SHARED_TOKENS, DEFAULT_U
 from lmaudit.backends.hf.prefill import PREFILL_KEY, PrefillMemo, message_cuts, segment_bounds
 from lmaudit.backends.hf.sampling import TokenHook, prompt_groups, sample_completions
 from lmaudit.backends.registry import register_backend
+from lmaudit.errors import BackendError
+from lmaudit.provenance.digest import sha256_text
 
 #: Bump whenever a change alters what the backend returns for the same model and request
 #: (2: transformers computes every model, the embedded Gemma 3 included).

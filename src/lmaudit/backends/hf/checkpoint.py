@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import BackendError, canonical_json, sha256_text
 from lmaudit.backends.hf.load import load_error
+from lmaudit.errors import BackendError
+from lmaudit.provenance.digest import canonical_json, sha256_text
 from lmaudit.provenance.file_state import file_digests
 
 #: Files of a checkpoint folder that loading never reads: documentation and a trainer's state.

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import BackendError
+from lmaudit.errors import BackendError
 
 EMBEDDED_MODEL_NAME = "embedded:gemma3-270m"  # the default model
 GGUF_FILENAME = "gemma-3-270m-q4_k_m.gguf"

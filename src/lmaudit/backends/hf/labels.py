@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from lmaudit.backends.base import BackendError, LabelResult
+from lmaudit.backends.base import LabelResult
+from lmaudit.errors import BackendError
 
 Encode = Callable[[Sequence[str]], list[list[int]]]
 

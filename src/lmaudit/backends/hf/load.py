@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import BackendError
+from lmaudit.errors import BackendError
 
 
 def _offline() -> bool:

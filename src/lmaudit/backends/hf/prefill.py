@@ -36,9 +36,9 @@ from typing import Any
 
 import torch
 
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.hf.heads import vocabulary_logits
 from lmaudit.backends.hf.packed.forward import decoder
+from lmaudit.errors import BackendError
 
 #: Shortest segment worth its own forward; a cut closer than this to the previous is dropped.
 MIN_SEGMENT = 16

@@ -67,7 +67,6 @@ from typing import Any, TypeVar
 
 from lmaudit.backends.api import BackendAPI
 from lmaudit.backends.base import (
-    BackendError,
     LabelRequest,
     LabelResult,
     Message,
@@ -75,10 +74,9 @@ from lmaudit.backends.base import (
     SampleRequest,
     SampleResult,
     derive_seed,
-    sha256_text,
 )
 from lmaudit.backends.openai import g1
-from lmaudit.backends.openai.client import HttpClient, ServerUnreachable
+from lmaudit.backends.openai.client import HttpClient
 from lmaudit.backends.openai.config import OPENAI_DEFAULTS, OPENAI_FIELDS, OpenAIModelConfig
 from lmaudit.backends.openai.served import ServedCheck
 from lmaudit.backends.openai.start import start_hint
@@ -90,6 +88,8 @@ from lmaudit.backends.openai.wire import (
     tokenize_via,
 )
 from lmaudit.backends.registry import register_backend
+from lmaudit.errors import BackendError, ServerUnreachable
+from lmaudit.provenance.digest import sha256_text
 from lmaudit.provenance.redact import redact_url
 
 log = logging.getLogger(__name__)

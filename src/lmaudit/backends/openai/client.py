@@ -48,9 +48,9 @@ from requests.utils import get_auth_from_url
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.openai.wire import parse_retry_after, server_message
-from lmaudit.provenance.jsoncheck import StrictJsonError, bounded_loads
+from lmaudit.errors import BackendError, ServerUnreachable, StrictJsonError
+from lmaudit.provenance.jsoncheck import bounded_loads
 from lmaudit.provenance.redact import MASK, redact_text, redact_url
 
 log = logging.getLogger(__name__)
@@ -58,10 +58,6 @@ log = logging.getLogger(__name__)
 #: The most bytes of one answer read by default: a chat or completions answer (a few draws, the
 #: top log-probabilities of a few positions) is kilobytes.
 MAX_ANSWER_BYTES = 8 << 20
-
-
-class ServerUnreachable(BackendError):
-    """No connection could be made to the server: retrying, or asking other endpoints, is futile."""
 
 
 class _BodyPastDeadline(Exception):

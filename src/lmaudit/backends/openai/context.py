@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from lmaudit.backends.base import BackendError, Message
+from lmaudit.backends.base import Message
 from lmaudit.backends.openai import g1
-from lmaudit.backends.openai.client import ServerUnreachable
+from lmaudit.errors import BackendError, ServerUnreachable
 
 
 class Server(g1.OpenAIBackend, Protocol):

@@ -25,8 +25,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from lmaudit.backends.base import BackendError, Message
-from lmaudit.backends.openai.client import HttpClient, ServerUnreachable
+from lmaudit.backends.base import Message
+from lmaudit.backends.openai.client import HttpClient
+from lmaudit.errors import BackendError, ServerUnreachable
 from lmaudit.provenance.redact import redact_url
 
 

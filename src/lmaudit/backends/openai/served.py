@@ -34,9 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import BackendError, canonical_json
-from lmaudit.backends.openai.client import ServerUnreachable
+from lmaudit.errors import BackendError, ServerUnreachable
 from lmaudit.provenance.cache import entry_digest
+from lmaudit.provenance.digest import canonical_json
 from lmaudit.provenance.jsoncheck import bounded_loads
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmaudit.backends.base import BackendError, LabelResult, Message
+from lmaudit.backends.base import LabelResult, Message
 from lmaudit.backends.chat_template import render_chat_template as _render
+from lmaudit.errors import BackendError
 from lmaudit.provenance.jsoncheck import bounded_loads
 
 

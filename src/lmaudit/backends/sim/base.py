@@ -15,10 +15,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from lmaudit.backends.api import BackendAPI
-from lmaudit.backends.base import BackendError, SampleRequest, SampleResult
+from lmaudit.backends.base import SampleRequest, SampleResult
 from lmaudit.backends.registry import register_backend
 from lmaudit.backends.sim.config import SimModelConfig
 from lmaudit.backends.sim.fields import count, number
+from lmaudit.errors import BackendError
 
 __all__ = ["SimAgent", "accepted_fields"]
 

@@ -17,9 +17,10 @@ import json
 import re
 from typing import Any
 
-from lmaudit.backends.base import BackendError, SampleRequest
+from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.sim.base import SimAgent
 from lmaudit.backends.sim.fields import hashed_rng
+from lmaudit.errors import BackendError
 
 __all__ = ["SIM_EXTRACTOR_VERSION", "SimExtractor"]
 

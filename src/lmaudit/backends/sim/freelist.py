@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from lmaudit.backends.base import BackendError, SampleRequest, derive_seed
+from lmaudit.backends.base import SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
 from lmaudit.backends.sim.fields import hashed_rng
+from lmaudit.errors import BackendError
 from lmaudit.text import question_words
 
 __all__ = ["SIM_FREELIST_VERSION", "FreeListSampler"]

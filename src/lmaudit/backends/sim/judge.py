@@ -39,15 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from lmaudit.backends.base import (
-    BackendError,
-    LabelRequest,
-    LabelResult,
-    SampleRequest,
-    derive_seed,
-)
+from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
 from lmaudit.backends.sim.fields import hashed_rng
+from lmaudit.errors import BackendError
 
 __all__ = ["SIM_JUDGE_VERSION", "SimJudge"]
 

@@ -22,13 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lmaudit.backends.base import (
-    BackendError,
-    LabelRequest,
-    LabelResult,
-    SampleRequest,
-    derive_seed,
-)
+from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
 from lmaudit.backends.sim.fields import hashed_rng
 from lmaudit.backends.sim.qq_readout import (
@@ -42,6 +36,7 @@ from lmaudit.backends.sim.qq_readout import (
     parse_meta,
     temper,
 )
+from lmaudit.errors import BackendError
 
 
 class SimQQAgent(SimAgent):

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lmaudit.backends.base import BackendError
+from lmaudit.errors import BackendError
 
 SIM_QQ_VERSION = "qq-sim/1"
 OTHER_TOKEN = "<other>"

@@ -36,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from lmaudit.backends.base import BackendError, SampleRequest, derive_seed
+from lmaudit.backends.base import SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
 from lmaudit.backends.sim.fields import hashed_rng
+from lmaudit.errors import BackendError
 
 __all__ = ["SIM_RANKER_VERSION", "RankingSampler"]
 

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.choir.ballots import COHORTS, Parsed, check_ranking, parse_ranking
 from lmaudit.studies.choir.finalists import read_set_ballot, set_outcome, top_finalist
 from lmaudit.studies.choir.tally import Borda, borda

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError, iter_jsonl
+from lmaudit.errors import InputError
+from lmaudit.provenance.io import iter_jsonl
 from lmaudit.stats.permutation import sign_flip_test
 
 __all__ = ["agreement", "analyze_calibration", "read_calibration"]

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lmaudit.provenance.io import InputError, iter_jsonl, read_json
+from lmaudit.errors import InputError
+from lmaudit.provenance.io import iter_jsonl, read_json
 from lmaudit.provenance.jsoncheck import json_type
 
 __all__ = [

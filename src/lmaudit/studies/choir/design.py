@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.backends.base import SampleRequest
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA, ChoirMaterials, CuePair, load_materials
 

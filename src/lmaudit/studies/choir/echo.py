@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lmaudit.provenance.io import InputError, read_utf8
-from lmaudit.provenance.jsoncheck import StrictJsonError, strict_loads
+from lmaudit.errors import InputError, StrictJsonError
+from lmaudit.provenance.io import read_utf8
+from lmaudit.provenance.jsoncheck import strict_loads
 from lmaudit.stats.salience import ECHO_TOL, echo_rate
 from lmaudit.text import question_words
 

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.choir.ballots import Parsed, check_ranking, parse_ranking
 from lmaudit.studies.choir.pools import POOLS
 from lmaudit.studies.choir.tally import Borda

@@ -16,9 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lmaudit.errors import InputError
 from lmaudit.interop.audit import AUDIT_KIND, audit_row, read_logs
-from lmaudit.interop.detect import Found, LogSequence, LogSource, detect, sniff
-from lmaudit.provenance.io import InputError
+from lmaudit.interop.detect import detect, sniff
+from lmaudit.interop.records import Found, LogSequence, LogSource
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA
 from lmaudit.studies.choir.extract import extract_items

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError, iter_jsonl
+from lmaudit.errors import InputError
+from lmaudit.provenance.io import iter_jsonl
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA, ChoirMaterials
 from lmaudit.studies.choir.extract import extract_items

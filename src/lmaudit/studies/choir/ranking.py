@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.backends.base import SampleRequest
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.base import BackendProvider
 from lmaudit.studies.choir.ballots import (
     COHORTS,

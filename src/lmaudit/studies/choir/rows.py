@@ -13,8 +13,8 @@ import numpy as np
 from numpy.typing import NDArray
 from omegaconf import DictConfig
 
+from lmaudit.errors import InputError
 from lmaudit.interop.audit import AUDIT_KIND, check_audit_row, log_audit_section
-from lmaudit.provenance.io import InputError
 from lmaudit.studies.base import typed
 from lmaudit.studies.choir.borda import analyze_ranking, cohort_tops
 from lmaudit.studies.choir.calibration import analyze_calibration

@@ -22,19 +22,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.config.execution import EMBEDDER_EXECUTION_FIELDS, without_execution
+from lmaudit.errors import InputError, NotCombinable
 from lmaudit.interop.audit import plan_inputs
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError
-from lmaudit.studies.base import (
-    Measured,
-    Measurements,
-    NotCombinable,
-    Plan,
-    RunContext,
-    Study,
-    StudyResult,
-    typed,
-)
+from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
 from lmaudit.studies.choir import design, sweep
 from lmaudit.studies.choir.ballots import read_ballots
 from lmaudit.studies.choir.calibration import read_calibration

@@ -13,7 +13,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lmaudit.config.execution import EMBEDDER_EXECUTION_FIELDS, without_execution
-from lmaudit.provenance.io import InputError, atomic_write_jsonl, iter_jsonl
+from lmaudit.errors import InputError
+from lmaudit.provenance.io import atomic_write_jsonl, iter_jsonl
 
 _JOB_KEYS = ("stage", "out_dir", "run_name", "measurements", "prereg", "model")
 

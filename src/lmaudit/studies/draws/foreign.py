@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lmaudit.interop.audit import audit_row, read_logs
-from lmaudit.interop.detect import Found, LogSequence
+from lmaudit.interop.records import Found, LogSequence
 
 __all__ = ["foreign_rows"]
 

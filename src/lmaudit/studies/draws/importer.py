@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError, iter_jsonl
+from lmaudit.errors import InputError
+from lmaudit.provenance.io import iter_jsonl
 
 __all__ = ["ImportRows", "SequenceRecord", "dedup_prefixes", "exclude", "read_import", "validate_record"]
 

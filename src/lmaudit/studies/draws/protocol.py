@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.base import Message, SampleRequest
-from lmaudit.provenance.io import InputError, iter_jsonl
+from lmaudit.errors import InputError
+from lmaudit.provenance.io import iter_jsonl
 from lmaudit.provenance.jsoncheck import suggest
 
 __all__ = ["EMPTY", "NOMATCH", "Probe", "build_requests", "load_probes", "make_normaliser", "request_seed"]

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.stats.multiplicity import holm
 from lmaudit.studies.draws.analysis import AnalysisParams, ColumnResult, analyze_family
 from lmaudit.studies.draws.importer import SequenceRecord, dedup_prefixes, exclude

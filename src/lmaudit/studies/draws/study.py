@@ -13,11 +13,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.backends.cached import CachedBackend
+from lmaudit.errors import InputError
 from lmaudit.interop import audit as log_audit
 from lmaudit.interop import scores as log_scores
 from lmaudit.interop.detect import detect
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError
 from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
 from lmaudit.studies.draws.analysis import AnalysisParams

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lmaudit.errors import InputError
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError, iter_jsonl, open_input, read_json
+from lmaudit.provenance.io import iter_jsonl, open_input, read_json
 from lmaudit.studies.judge.config import JudgeStudyConfig
 from lmaudit.studies.judge.packets import Condition
 from lmaudit.terminal import printable

@@ -17,8 +17,8 @@ from typing import Any
 
 from lmaudit.backends.base import LabelRequest, Message, SampleRequest
 from lmaudit.backends.cached import CachedBackend
+from lmaudit.errors import InputError
 from lmaudit.provenance.digest import json_digest
-from lmaudit.provenance.io import InputError
 from lmaudit.studies.judge.packets import Candidate, Condition, JudgeText, judge_messages
 from lmaudit.studies.judge.parse import parse_verdict
 

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.base import Message
+from lmaudit.errors import InputError
 from lmaudit.provenance.digest import sha256_text
-from lmaudit.provenance.io import InputError, dumps_json, iter_jsonl, read_json
+from lmaudit.provenance.io import dumps_json, iter_jsonl, read_json
 from lmaudit.provenance.jsoncheck import suggest
 
 __all__ = [

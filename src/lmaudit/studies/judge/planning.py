@@ -9,8 +9,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.config.execution import without_execution
+from lmaudit.errors import InputError
 from lmaudit.provenance.digest import file_sha256, sha256_text
-from lmaudit.provenance.io import InputError, dumps_json
+from lmaudit.provenance.io import dumps_json
 from lmaudit.provenance.redact import redact_config
 from lmaudit.studies.base import (
     Plan,

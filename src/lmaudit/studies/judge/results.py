@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.judge import order_swap_report
 from lmaudit.studies.judge.analysis import CLASSES, NOT_CLASSIFIABLE, Judgment, analyze
 from lmaudit.studies.judge.length import length_section

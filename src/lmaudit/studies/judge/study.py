@@ -11,20 +11,11 @@ from typing import Any, ClassVar
 
 from omegaconf import DictConfig
 
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.cached import CachedBackend
+from lmaudit.errors import BackendError, InputError, NotCombinable
 from lmaudit.provenance.digest import file_sha256, json_digest
-from lmaudit.provenance.io import InputError
 from lmaudit.reporting.page import read_rows
-from lmaudit.studies.base import (
-    Measured,
-    Measurements,
-    NotCombinable,
-    Plan,
-    RunContext,
-    Study,
-    StudyResult,
-)
+from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
 from lmaudit.studies.judge import planning
 from lmaudit.studies.judge.config import (
     JudgeConditionSetConfig,

@@ -12,7 +12,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from lmaudit.provenance.io import InputError, atomic_write_jsonl, iter_jsonl
+from lmaudit.errors import InputError
+from lmaudit.provenance.io import atomic_write_jsonl, iter_jsonl
 
 # keys that name a job rather than define its design
 _JOB_KEYS = ("stage", "out_dir", "run_name", "measurements", "prereg")

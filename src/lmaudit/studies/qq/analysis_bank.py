@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lmaudit.errors import InputError, ItemBankError
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError, read_json
-from lmaudit.studies.qq.items import STRATA, YES_NO, ItemBankError
+from lmaudit.provenance.io import read_json
+from lmaudit.studies.qq.items import STRATA, YES_NO
 from lmaudit.studies.qq.records import Measurement
 
 

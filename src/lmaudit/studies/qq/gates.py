@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.diagnostics import g3_check
 from lmaudit.studies.qq.records import Measurement

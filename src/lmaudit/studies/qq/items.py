@@ -18,20 +18,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lmaudit.provenance.io import InputError, read_input
-from lmaudit.provenance.jsoncheck import (
-    JsonObject,
-    StrictJsonError,
-    bounded_loads,
-    duplicate_keys,
-    json_type,
-    suggest,
-)
+from lmaudit.errors import InputError, ItemBankError, StrictJsonError
+from lmaudit.provenance.io import read_input
+from lmaudit.provenance.jsoncheck import JsonObject, bounded_loads, duplicate_keys, json_type, suggest
 
 STRATA = ("S1", "S2", "S3")
 YES_NO = ("Yes", "No")
@@ -55,17 +49,6 @@ TOP_LEVEL_REQUIRED = ("bank", "version", "items")
 TOP_LEVEL_FIELDS = (*TOP_LEVEL_REQUIRED, "description")
 
 _Report = Callable[[str, str], None]  # (field, what is wrong) -> record one problem
-
-
-class ItemBankError(InputError):
-    """An item bank that cannot be used; ``problems`` holds one line per problem found."""
-
-    def __init__(self, path: str | Path, problems: Sequence[str]) -> None:
-        self.path = str(path)
-        self.problems = tuple(problems)
-        n = len(self.problems)
-        head = f"invalid item bank {self.path} ({n} problem{'' if n == 1 else 's'}):"
-        super().__init__("\n".join([head, *(f"  {p}" for p in self.problems)]))
 
 
 @dataclass(frozen=True)
@@ -358,6 +341,5 @@ __all__ = [
     "YES_NO",
     "Item",
     "ItemBank",
-    "ItemBankError",
     "load_bank",
 ]

@@ -16,20 +16,13 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-from lmaudit.backends.base import BackendError, LabelRequest, SampleRequest, SampleResult
+from lmaudit.backends.base import LabelRequest, SampleRequest, SampleResult
 from lmaudit.backends.cached import CachedBackend
+from lmaudit.errors import GateG1Error, QQUnavailable
 from lmaudit.progress import SettledBar
 from lmaudit.studies.qq.config import EstimandConfig, G3Config
 from lmaudit.studies.qq.protocol import Cell
 from lmaudit.studies.qq.records import SEMANTIC, Measurement
-
-
-class GateG1Error(BackendError):
-    """A canonical label is not a single token in the rendered context."""
-
-
-class QQUnavailable(BackendError):
-    """The backend cannot decide gate G1, so qq cannot run on it."""
 
 
 def position_seed(base: int, meta: dict[str, Any], salt: str = "") -> int:

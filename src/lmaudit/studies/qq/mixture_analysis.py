@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 from lmaudit.stats.intervals import bonferroni
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.analysis import analyze, assemble

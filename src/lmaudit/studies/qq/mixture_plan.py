@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.provenance.io import InputError, iter_jsonl
+from lmaudit.errors import InputError
+from lmaudit.provenance.io import iter_jsonl
 from lmaudit.studies.qq.config import EstimandConfig, FramingConfig, MappingConfig, MixtureConfig
 from lmaudit.studies.qq.items import ID_PATTERN, Item
 from lmaudit.studies.qq.measure import measure_logprob, measure_sampled

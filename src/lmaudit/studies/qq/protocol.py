@@ -17,13 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.backends.base import LabelRequest, Message
+from lmaudit.errors import ProtocolError
 from lmaudit.studies.qq.config import FramingConfig, MappingConfig
 from lmaudit.studies.qq.items import Item
 from lmaudit.studies.qq.records import ORDERS, SEMANTIC, expected_label_of, request_meta
-
-
-class ProtocolError(ValueError):
-    """The plan cannot be built from this combination of items, framing and mapping."""
 
 
 def is_yesno(item: Item) -> bool:

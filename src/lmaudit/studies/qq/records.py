@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import InputError
 
 ORDERS = ("AB", "BA")
 SEMANTIC = ("y", "n")

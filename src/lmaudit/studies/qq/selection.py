@@ -9,15 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lmaudit.provenance.io import InputError
+from lmaudit.errors import ItemSelectionError
 from lmaudit.provenance.jsoncheck import suggest
 from lmaudit.studies.qq.items import Item, ItemBank
 
-__all__ = ["ItemSelectionError", "select_items"]
-
-
-class ItemSelectionError(InputError):
-    """The configured item selection does not fit the bank (unknown, repeated or excluded ids)."""
+__all__ = ["select_items"]
 
 
 def select_items(bank: ItemBank, ids: Sequence[str] | None = None, track_p_only: bool = False) -> list[Item]:

@@ -11,8 +11,8 @@ from omegaconf import DictConfig
 
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.registry import build_backend
+from lmaudit.errors import InputError
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import InputError
 from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
 from lmaudit.studies.qq import envelope as env

@@ -20,6 +20,7 @@ The ranks are worker processes on the machine running the pipeline
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,9 +31,9 @@ import pytorch_lightning as pl
 from numpy.typing import NDArray
 
 from lmaudit.backends.api import BackendAPI
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.embed.base import decode_vector, vector_entries
-from lmaudit.backends.hf.lightning.pool import RankPool, contiguous_runs, interleave, set_threads
+from lmaudit.backends.hf.lightning.pool import RankPool, contiguous_runs, interleave, run_rank, set_threads
+from lmaudit.errors import BackendError
 from lmaudit.provenance.cache import ResponseCache
 
 Answer = tuple[str, Any]  # (cache key, stored entry)
@@ -101,7 +102,7 @@ class LightningEmbedder(RankPool, BackendAPI):
         self.embedder_cfg = dict(embedder_cfg)  # without the execution fields
         self.inner = build_embedder(self.embedder_cfg)  # its identity; the model loads in the ranks
         self.batch_size = int(self.embedder_cfg.get("batch_size", 64))
-        super().__init__({**execution, "num_nodes": 1}, slurm=False)
+        super().__init__({**execution, "num_nodes": 1}, EmbedWorker, slurm=False)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -147,3 +148,7 @@ class LightningEmbedder(RankPool, BackendAPI):
 
     def _setup(self) -> dict[str, Any]:
         return {"embedder": self.embedder_cfg, **self.execution}
+
+
+if __name__ == "__main__":  # a rank on this machine (RankPool starts it)
+    run_rank(EmbedWorker, sys.argv[1:])

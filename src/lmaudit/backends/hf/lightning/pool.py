@@ -5,10 +5,14 @@ A :class:`RankPool` cuts nothing and computes nothing itself: a subclass (the ``
 :class:`~lmaudit.backends.hf.lightning.embed.LightningEmbedder`) turns a call into shards and
 :meth:`RankPool._run` writes them as one job file into a scratch folder; every rank answers its
 shards into the cache and writes ``done-<job>.<rank>.json`` (or its traceback). What a rank
-loads is named by the pool's ``setup.json`` (:func:`make_worker`).
+runs is the subclass's worker class (a :class:`RankWorker`, handed to the pool: the ``hf``
+model's :class:`~lmaudit.backends.hf.lightning.runner.Worker`, the embedder's
+:class:`~lmaudit.backends.hf.lightning.embed.EmbedWorker`), built from the pool's ``setup.json``;
+this module imports neither.
 
-On one machine the ranks are ``devices`` worker processes (``python -m
-lmaudit.backends.hf.lightning.pool``), started on first use and kept until :meth:`RankPool.close`;
+On one machine the ranks are ``devices`` worker processes (``python -m <the worker's module>``,
+whose ``__main__`` block calls :func:`run_rank` with its worker class), started on first use and
+kept until :meth:`RankPool.close`;
 each joins a process group through Lightning's own environment (``LOCAL_RANK``, ``MASTER_ADDR``
 ..., as torchrun would set them), so Lightning launches nothing itself. Under SLURM (the ``hf``
 runner only) every task is a rank; task 0 answers in-process and the others serve
@@ -41,10 +45,10 @@ import time
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from lmaudit.backends.base import BackendError
 from lmaudit.backends.hf.packed.forward import ForwardStats
+from lmaudit.errors import BackendError
 from lmaudit.provenance.io import atomic_write_text
 
 POLL_S = 0.02
@@ -135,20 +139,18 @@ def set_threads(setup: Mapping[str, Any]) -> None:
         torch.set_num_threads(max(1, _cores() // int(setup["devices"])))
 
 
-def make_worker(setup: dict[str, Any]) -> Any:
-    """The rank for a pool's setup: the ``hf`` model's, or an embedder's (``lightning_embed``)."""
-    if "embedder" in setup:
-        from lmaudit.backends.hf.lightning.embed import EmbedWorker
+class RankWorker(Protocol):
+    """What one rank runs: built from the pool's setup (it loads the model), then it answers
+    one job at a time into the cache, returning ``{"written": ..., "stats": {...}}``."""
 
-        return EmbedWorker(setup)
-    from lmaudit.backends.hf.lightning.runner import Worker
+    def __init__(self, setup: dict[str, Any]) -> None: ...
 
-    return Worker(setup)
+    def answer(self, job: dict[str, Any]) -> dict[str, Any]: ...
 
 
-def serve(pool: Path, rank: int, parent: int | None) -> None:
+def serve(pool: Path, rank: int, parent: int | None, worker_class: type[RankWorker]) -> None:
     """Answer the pool's jobs in order until it is stopped (or the parent process is gone)."""
-    worker = make_worker(json.loads((pool / "setup.json").read_text()))
+    worker = worker_class(json.loads((pool / "setup.json").read_text()))
     n = 1
     while True:
         job_file = pool / f"job-{n}.json"
@@ -168,12 +170,15 @@ def serve(pool: Path, rank: int, parent: int | None) -> None:
 
 class RankPool:
     """The ranks that answer jobs into the response cache: ``devices`` worker processes on this
-    machine, or (``slurm``) the tasks of a SLURM job. A subclass says what its ranks load
-    (:meth:`_setup`, read by :func:`make_worker`); ``where`` names its config node in errors."""
+    machine, or (``slurm``) the tasks of a SLURM job. A subclass hands over what its ranks run
+    (``worker_class``, built from :meth:`_setup`); ``where`` names its config node in errors."""
 
     where = "model"
 
-    def __init__(self, execution: Mapping[str, Any], slurm: bool = True) -> None:
+    def __init__(
+        self, execution: Mapping[str, Any], worker_class: type[RankWorker], slurm: bool = True
+    ) -> None:
+        self.worker_class = worker_class
         self.execution: dict[str, Any] = {
             "runner": "lightning",
             "devices": int(execution.get("devices", 1)),
@@ -212,7 +217,7 @@ class RankPool:
         if self._slurm is not None:
             pool = slurm_pool()
             pool.mkdir(parents=True, exist_ok=True)
-            self._local = make_worker(self._setup())
+            self._local = self.worker_class(self._setup())
             atomic_write_text(pool / "setup.json", json.dumps(self._setup()))
             self._pool = pool
             return pool
@@ -229,7 +234,7 @@ class RankPool:
         for rank in range(devices):
             env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
             log = open(pool / f"log-{rank}.txt", "wb")  # noqa: SIM115 (the worker keeps it)
-            cmd = [sys.executable, "-m", "lmaudit.backends.hf.lightning.pool", str(pool), str(rank)]
+            cmd = [sys.executable, "-m", self.worker_class.__module__, str(pool), str(rank)]
             cmd.append(str(os.getpid()))
             self._procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
             log.close()
@@ -287,13 +292,11 @@ class RankPool:
             shutil.rmtree(pool, ignore_errors=True)
 
 
-def main(argv: list[str]) -> None:
+def run_rank(worker_class: type[RankWorker], argv: list[str]) -> None:
+    """A worker process's life (``python -m <worker module> <pool> <rank> [<parent pid>]``):
+    die with the parent, then serve the pool's jobs with ``worker_class``."""
     parent = int(argv[2]) if len(argv) > 2 else None
     if parent is not None:
         _die_with_parent(parent)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    serve(Path(argv[0]), int(argv[1]), parent)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    serve(Path(argv[0]), int(argv[1]), parent, worker_class)

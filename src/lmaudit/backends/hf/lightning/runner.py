@@ -20,7 +20,7 @@ sampler. Each draw's seed is fixed by its key, so draws do not depend on the ran
 
 Processes (docs/scale.md; :mod:`lmaudit.backends.hf.lightning.pool` starts and feeds them):
 
-* on one machine, ``devices`` worker processes (``python -m lmaudit.backends.hf.lightning.pool``)
+* on one machine, ``devices`` worker processes (``python -m lmaudit.backends.hf.lightning.runner``)
   are started on first use and kept for the run; each loads the model itself (the embedded
   model's conversion is cached on disk and locked, so it happens once) and joins a process group
   through Lightning's own environment (``LOCAL_RANK``, ``MASTER_ADDR`` ..., as torchrun would set
@@ -37,6 +37,7 @@ A killed run leaves every answer written so far in the cache; the rerun asks onl
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -44,19 +45,13 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.backends.api import BackendAPI
-from lmaudit.backends.base import (
-    BackendError,
-    LabelRequest,
-    LabelResult,
-    Message,
-    SampleRequest,
-    SampleResult,
-)
+from lmaudit.backends.base import LabelRequest, LabelResult, Message, SampleRequest, SampleResult
 from lmaudit.backends.hf.backend import HFBackend
 from lmaudit.backends.hf.lightning.pool import (
     RankPool,
     contiguous_runs,
     interleave,
+    run_rank,
     serve,
     set_threads,
     slurm_pool,
@@ -64,6 +59,7 @@ from lmaudit.backends.hf.lightning.pool import (
 )
 from lmaudit.backends.hf.packed.trie import scoring_units
 from lmaudit.backends.hf.sampling import SAMPLE_GROUP
+from lmaudit.errors import BackendError
 from lmaudit.provenance.cache import ResponseCache
 
 
@@ -105,7 +101,7 @@ def serve_if_secondary(model_cfg: Mapping[str, Any]) -> bool:
     pool = slurm_pool()
     while not (pool / "setup.json").exists():
         time.sleep(0.2)
-    serve(pool, found[0], None)
+    serve(pool, found[0], None, Worker)
     return True
 
 
@@ -120,7 +116,7 @@ class LightningRunner(RankPool, BackendAPI):
         if self.hf.checkpoint is not None and self.hf.checkpoint.load_revision is not None:
             # every rank loads the commit resolved here, wherever the hub branch is by then
             self.model_cfg["revision"] = self.hf.checkpoint.load_revision
-        super().__init__(execution)
+        super().__init__(execution, Worker)
 
     @classmethod
     def serve_if_secondary(cls, config: Mapping[str, Any]) -> bool:
@@ -226,3 +222,7 @@ class LightningRunner(RankPool, BackendAPI):
     def _setup(self) -> dict[str, Any]:
         # each rank checks that it loads the model this process identified
         return {"model": self.model_cfg, "identity": self.hf.identity, **self.execution}
+
+
+if __name__ == "__main__":  # a rank on this machine (RankPool starts it)
+    run_rank(Worker, sys.argv[1:])
