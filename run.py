@@ -15,10 +15,10 @@ from omegaconf import DictConfig
 from lmaudit.backends.base import BackendError
 from lmaudit.config.keys import check_overrides
 from lmaudit.config.overrides import canonical
-from lmaudit.config.registrations import check_registrations
 from lmaudit.config.schema import register_configs
 from lmaudit.pipeline.record import Terminated
 from lmaudit.pipeline.sweep import JobFailed
+from lmaudit.prereg import check_registrations
 from lmaudit.provenance.io import InputError
 from lmaudit.provenance.redact import redact_text
 from lmaudit.terminal import printable

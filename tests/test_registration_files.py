@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lmaudit.config.registrations import check_registration, check_registrations
+from lmaudit.prereg import check_registration, check_registrations
 from lmaudit.provenance.io import InputError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -94,7 +94,7 @@ class SimModelConfig(ModelConfig):
 
 @dataclass
 class PreregConfig:
-    """A registration: its name and declarative predictions (see lmaudit.provenance.prereg).
+    """A registration: its name and declarative predictions (see lmaudit.prereg).
 
     A prereg config may also select the study's other groups (``defaults: - override /framing: ...``)
     so that ``prereg=<name>`` alone names the whole registered design."""

@@ -23,8 +23,8 @@ from typing import Any
 from lmaudit.pipeline.audit import AuditRecord, epoch_ms, utc_now, utc_now_ms
 from lmaudit.pipeline.context import experiment_name, run_name
 from lmaudit.pipeline.record import Terminated, hold_sigterm, release_sigterm, signals_raise
-from lmaudit.pipeline.registration import prediction_metrics, prediction_tags
 from lmaudit.pipeline.rundir import ARTIFACTS, run_lock
+from lmaudit.prereg import prediction_metrics, prediction_tags
 from lmaudit.provenance.io import InputError, read_json
 from lmaudit.provenance.redact import redact_text
 from lmaudit.studies.base import RunContext, Study, StudyResult

@@ -16,14 +16,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from lmaudit import prereg
 from lmaudit.config.checks import validate
 from lmaudit.config.execution import without_execution
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now, utc_now_ms
-from lmaudit.pipeline.context import by_source, must_be_folder, run_dir, study_of
+from lmaudit.pipeline.context import by_source, must_be_folder, path_component, run_dir, study_of
 from lmaudit.pipeline.mlflow_run import log_job, run_span
 from lmaudit.pipeline.mlflow_run import section as mlflow_section
 from lmaudit.pipeline.record import signals_raise, write_dvc_views
-from lmaudit.pipeline.registration import Registration, check, freeze, score
 from lmaudit.pipeline.rundir import (
     ARTIFACTS,
     claim_folder,
@@ -169,7 +169,7 @@ def _measured_under(cfg: DictConfig, out: Path) -> dict[str, Any] | None:
     return {"plan": str(path), "plan_digest": doc.get("plan_digest"), "model": model.get("name")}
 
 
-def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration | None) -> RunContext:
+def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: prereg.Registration | None) -> RunContext:
     """Provenance of an analysis comes from what was measured, not from the command line: the
     model (and the study's :attr:`~lmaudit.studies.base.Study.measured_groups`, e.g. choir's
     ensemble) recorded in the measurements' plan replace the config's (MLflow params, run name,
@@ -244,7 +244,7 @@ def _analyze(
     ctx: RunContext,
     study: Study,
     plan: Plan | None,
-    reg: Registration | None,
+    reg: prereg.Registration | None,
     audit: AuditRecord,
     started: str,
 ) -> dict[str, Any]:
@@ -262,7 +262,7 @@ def _analyze(
     audit.save()
     results = {**result.results, "source": {"measurements_sha256": sha}}
     if reg is not None:
-        results = score(study.result(results), reg, plan, sha)
+        results = prereg.score_results(study.result(results), reg, plan, sha)
     results_path = atomic_write_json(out / "results.json", results)
     # from here on the results are the file's (its key order, its number formatting), so what
     # the run derives from them (views, report, MLflow) is what `lmaudit report` derives later
@@ -303,6 +303,24 @@ def _print_predictions(results: dict[str, Any]) -> None:
         )
 
 
+def _registration(cfg: DictConfig, study: Study, plan: Plan | None) -> prereg.Registration | None:
+    """The pipeline's one call into pre-registration before measuring: ``stage=freeze`` freezes
+    the plan and its predictions; any other stage with ``prereg=<name>`` and a plan refuses a
+    plan or predictions that differ from the frozen ones (before any model call)."""
+    if cfg.prereg is None:
+        if cfg.stage == "freeze":
+            raise prereg.PreregError(
+                "stage=freeze needs a registration: add prereg=<name> (a file in conf/prereg/)"
+            )
+        return None
+    name = path_component(str(cfg.prereg.name), "prereg.name")
+    if cfg.stage == "freeze":
+        assert plan is not None
+        prereg.freeze(cfg, study, plan, name)
+        return None
+    return prereg.check(cfg, study, plan, name) if plan is not None else None
+
+
 def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     """Run the configured stage(s); returns the study's headline metric.
 
@@ -334,11 +352,9 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     ctx = RunContext(cfg=cfg, stage=stage, run_dir=out, freezing_open=freezing_open)
     # the plan validates every input: bad input is refused before the run directory exists
     plan = study.plan(ctx) if stage != "report" and (stage != "analyze" or cfg.prereg is not None) else None
+    reg = _registration(cfg, study, plan)
     if stage == "freeze":
-        assert plan is not None
-        freeze(cfg, study, plan)
         return None
-    reg = check(cfg, study, plan) if plan is not None else None
     with signals_raise(), run_lock(out, stage):
         return _run_locked(ctx, study, plan, reg, sweep_dir, started)
 
@@ -347,7 +363,7 @@ def _run_locked(
     ctx: RunContext,
     study: Study,
     plan: Plan | None,
-    reg: Registration | None,
+    reg: prereg.Registration | None,
     sweep_dir: Path | None,
     started: str,
 ) -> float | None:

@@ -17,8 +17,7 @@ from omegaconf import OmegaConf
 from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.sim.freelist import FreeListSampler
 from lmaudit.pipeline import run
-from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.prereg import (
+from lmaudit.prereg import (
     HELD,
     NOT_HELD,
     PreregError,
@@ -26,6 +25,7 @@ from lmaudit.provenance.prereg import (
     parse_predictions,
     resolve,
 )
+from lmaudit.provenance.digest import file_sha256
 
 REPO = Path(__file__).resolve().parents[3]
 QUESTIONS = {"H001": 6, "H003": 7, "H002": 40, "H007": 40, "H009": 40}
