@@ -42,6 +42,8 @@ from lmaudit.provenance.io import (
     atomic_write_text,
     read_json,
 )
+from lmaudit.provenance.measured_model import SECTION as MEASURED_MODEL
+from lmaudit.provenance.measured_model import MeasuredModel, read_run_measured_model
 from lmaudit.provenance.redact import redact_config
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study
 from lmaudit.terminal import printable
@@ -99,8 +101,14 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
         batch = int(cfg.model.get("batch_size", 16))
         cached = CachedBackend(backend, cache, batch_size=batch, progress=ctx.progress)
         opened = Backends(cache, (cfg.model, cached), ctx.progress)
+        model = MeasuredModel(
+            name=str(cfg.model.name),
+            backend=str(cfg.model.backend),
+            identity=backend.identity,
+            digest=cached.digest,
+        )
         try:
-            measured = study.measure(plan, cached, ctx.with_backends(opened))
+            measured = study.measure(plan, cached, ctx.with_backends(opened).with_measured_model(model))
         finally:
             opened.close()
             close = getattr(backend, "close", None)  # the Lightning runner's worker processes
@@ -134,7 +142,7 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
     if not isinstance(measured, Measured):
         raise TypeError(f"{study.name}.measure returned {type(measured).__name__}, not Measured")
     clear_from(out, "analyze")  # results of earlier measurements go before the new ones land
-    for later in ("analyze", "report"):
+    for later in ("analyze", "report", MEASURED_MODEL):
         audit.data.pop(later, None)
     path = atomic_write_jsonl(out / "measurements.jsonl", measured.rows)
     written = _write_artifacts(out, measured.artifacts, frozen=False)
@@ -165,8 +173,29 @@ def _measured_under(cfg: DictConfig, out: Path) -> dict[str, Any] | None:
     if found is None:
         return None
     path, doc = found
-    model = (doc.get("config") or {}).get("model") or {}
-    return {"plan": str(path), "plan_digest": doc.get("plan_digest"), "model": model.get("name")}
+    try:
+        model: str | None = read_run_measured_model(path.parent).name
+    except InputError:  # a plan that names no model
+        model = None
+    return {"plan": str(path), "plan_digest": doc.get("plan_digest"), "model": model}
+
+
+def _measured_model(ctx: RunContext, study: Study, audit: dict[str, Any]) -> MeasuredModel:
+    """The run's measured model, for its audit record: the model of the run's plan (of the
+    config, without one), with the identity of the backend that answered in this run folder."""
+    params = ctx.plan.config if ctx.plan is not None else study.plan_config(ctx.cfg)
+    model = params.get("model")
+    model = model if isinstance(model, dict) else {}
+    measure = audit.get("measure") or {}
+    identity = measure.get("backend_identity") or {}
+    digest = measure.get("backend_digest")
+    return MeasuredModel(
+        name=str(model.get("name") or identity.get("model") or identity.get("agent") or ""),
+        backend=None if model.get("backend") is None else str(model["backend"]),
+        identity=identity,
+        digest=None if digest is None else str(digest),
+        imported=bool(measure) and measure.get("backend") is None and not identity,
+    )
 
 
 def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: prereg.Registration | None) -> RunContext:
@@ -416,6 +445,7 @@ def _run_locked(
         audit.data[study.name] = section
         audit.save()
 
+    audit.data[MEASURED_MODEL] = _measured_model(ctx, study, audit.data).to_json()
     # how the run is logged to MLflow (now, or later by `lmaudit log`), recorded before the report
     audit.data["mlflow"] = mlflow_section(
         ctx, study, sweep_dir=sweep_dir, registration_file=reg.path if reg else None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.provenance.io import InputError
+from lmaudit.provenance.measured_model import read_run_measured_model
 from lmaudit.tracking.design import DesignTable, design_table
 
 #: the plan config keys that name what was measured (the model, choir's ensemble): the one
@@ -46,7 +47,10 @@ class RunFolder:
         )
         if members:
             return "+".join(str(m.get("name", "?")) for m in members if isinstance(m, dict))
-        return str((cfg.get("model") or {}).get("name", "?"))
+        try:
+            return read_run_measured_model(self.path, self.plan).name or "?"
+        except InputError:  # a plan that names no model
+            return "?"
 
 
 def _read_object(path: Path) -> Mapping[str, Any]:
