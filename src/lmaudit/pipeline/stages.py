@@ -8,7 +8,6 @@ through its :class:`RunContext`, and every run file is written here.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -198,31 +197,25 @@ def _measured_model(ctx: RunContext, study: Study, audit: dict[str, Any]) -> Mea
     )
 
 
-def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: prereg.Registration | None) -> RunContext:
-    """Provenance of an analysis comes from what was measured, not from the command line: the
-    model (and the study's :attr:`~lmaudit.studies.base.Study.measured_groups`, e.g. choir's
-    ensemble) recorded in the measurements' plan replace the config's (MLflow params, run name,
-    audit record, report). With a registration, measurements made with another model than the
-    registered one are refused."""
-    cfg = ctx.cfg
-    found = _measured_plan(cfg, ctx.run_dir)
-    if found is None:  # made elsewhere, without a plan: named by their source (context.by_source)
-        return ctx if reg is not None else dataclasses.replace(ctx, cfg=by_source(cfg, ctx.run_dir))
+def _check_measured_model(ctx: RunContext, plan: Plan | None, reg: prereg.Registration | None) -> None:
+    """With a registration: refuse measurements made with another model than the registered one
+    (a registration scores only measurements of its own model)."""
+    if reg is None or plan is None:
+        return
+    found = _measured_plan(ctx.cfg, ctx.run_dir)
+    if found is None:
+        return
     path, measured = found
-    config = measured.get("config") or {}
-    model = config.get("model")
+    model = (measured.get("config") or {}).get("model")
     if not isinstance(model, dict):
-        return ctx
-    if reg is not None and plan is not None:
-        diffs = diff_keys(plan.config.get("model"), model)
-        if diffs:
-            raise InputError(
-                f"{path}: the measurements were made with another model than {reg.path} registers "
-                f"(differs in: {', '.join('model.' + d if d else 'model' for d in diffs)}); "
-                "a registration scores only measurements of its own model"
-            )
-        return ctx
-    return dataclasses.replace(ctx, cfg=_as_measured(cfg, path, config))
+        return
+    diffs = diff_keys(plan.config.get("model"), model)
+    if diffs:
+        raise InputError(
+            f"{path}: the measurements were made with another model than {reg.path} registers "
+            f"(differs in: {', '.join('model.' + d if d else 'model' for d in diffs)}); "
+            "a registration scores only measurements of its own model"
+        )
 
 
 def _as_measured(cfg: DictConfig, plan_path: Path, config: dict[str, Any]) -> DictConfig:
@@ -267,6 +260,28 @@ def by_measured_model(cfg: DictConfig) -> DictConfig:
         return cfg
     config = read_json(plan_path).get("config")
     return _as_measured(cfg, plan_path, config) if isinstance(config, dict) else cfg
+
+
+def _run_config(cfg: DictConfig) -> tuple[DictConfig, Path]:
+    """The config the run reads, and its folder: derived once, before the run's context exists,
+    and never replaced during the run. Provenance of an analysis comes from what was measured,
+    not from the command line: for ``stage=analyze|report`` without a registration, the model
+    (and the study's :attr:`~lmaudit.studies.base.Study.measured_groups`, e.g. choir's ensemble)
+    recorded in the plan of the measurements analysed (beside ``measurements=``, else the run
+    folder's) replace the config's, and measurements with no plan are named by their source."""
+    cfg = by_source(cfg)  # measurements with no plan: the folder and names follow their source
+    cfg = by_measured_model(cfg)  # measurements with a plan: they follow the plan's model
+    out = run_dir(cfg)
+    # a registered analysis is refused instead when its measurements' model differs
+    # (:func:`_check_measured_model`); a report reads the results the analysis wrote
+    registered = cfg.get("prereg") is not None and cfg.get("stage") != "report"
+    found = _measured_plan(cfg, out) if cfg.get("stage") in ("analyze", "report") else None
+    if found is not None and not registered:
+        plan_path, measured = found
+        config = measured.get("config")
+        if isinstance(config, dict) and isinstance(config.get("model"), dict):
+            cfg = _as_measured(cfg, plan_path, config)
+    return cfg, out
 
 
 def _analyze(
@@ -371,9 +386,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
         ):  # a SLURM task other than 0: it only answers the runner's jobs
             return None
     study = study_of(cfg)
-    cfg = by_source(cfg)  # measurements with no plan: the folder and names follow their source
-    cfg = by_measured_model(cfg)  # measurements with a plan: they follow the plan's model
-    out = run_dir(cfg)
+    cfg, out = _run_config(cfg)
     must_be_folder(out, "out_dir" if cfg.get("out_dir") else "the run folder")
     if stage in {"measure", "all"}:
         must_be_folder(Path(cfg.paths.cache), "paths.cache")
@@ -408,8 +421,7 @@ def _run_locked(
     elif (out / "plan.json").exists():
         plan = Plan.from_json(read_json(out / "plan.json"))
     if stage in ("analyze", "report"):
-        ctx = _with_measured_model(ctx, plan, reg)
-        cfg = ctx.cfg
+        _check_measured_model(ctx, plan, reg)
     ctx = ctx.with_plan(plan)
     audit = AuditRecord(out / "audit_record.json", plan.digest if plan else None)
     if plan is not None and stage in ("plan", "measure", "all"):
