@@ -14,10 +14,10 @@ from omegaconf import DictConfig
 
 from lmaudit.config.keys import check_overrides
 from lmaudit.config.overrides import canonical
-from lmaudit.config.registrations import check_registrations
 from lmaudit.config.store import register_configs
 from lmaudit.errors import BackendError, InputError, Terminated
 from lmaudit.pipeline.sweep import JobFailed
+from lmaudit.prereg import check_registrations
 from lmaudit.provenance.redact import redact_text
 from lmaudit.terminal import printable
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from omegaconf import open_dict
 
+from lmaudit import prereg
 from lmaudit.console import main as lmaudit_main
 from lmaudit.errors import InputError, PreregError
 from lmaudit.pipeline import run
-from lmaudit.provenance import prereg
 from lmaudit.provenance.digest import json_digest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ def test_resolve_follows_paths_through_lists_and_dotted_keys():
         ],
         "test",
     )
-    outcomes = {s["id"]: (s["outcome"], s["observed"]) for s in prereg.score(preds, res)}
+    outcomes = {s["id"]: (s["outcome"], s["observed"]) for s in prereg.score_predictions(preds, res)}
     assert outcomes == {
         "A": ("held", 3),
         "B": ("not held", 0.5),
@@ -256,7 +256,7 @@ sys.argv = ["run.py", "prereg={doc["name"]}", "--cfg", "job"]
 from hydra import compose, initialize_config_dir
 from lmaudit.config.store import register_configs
 from lmaudit.studies.qq import study
-from lmaudit.provenance import prereg
+from lmaudit import prereg
 register_configs()
 with initialize_config_dir(config_dir="{REPO / "conf"}", version_base="1.3"):
     cfg = compose(config_name="config", overrides=["prereg={doc["name"]}"])
@@ -295,6 +295,6 @@ def test_simple_predictions_keep_their_registered_form_and_compound_ones_need_ev
         ({"a": 1}, "not evaluable"),
     ]
     for res, outcome in cases:
-        s = prereg.score(both, res)[0]
+        s = prereg.score_predictions(both, res)[0]
         assert s["outcome"] == outcome, res
         assert [c["metric"] for c in s["checks"]] == ["a", "b"] and s["confidence"] == "low"

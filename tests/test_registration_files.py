@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lmaudit.config.registrations import check_registration, check_registrations
 from lmaudit.errors import InputError
+from lmaudit.prereg import check_registration, check_registrations
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = "# @package _global_\ndefaults:\n  - override /model: sim_projective\n  - _self_\n"

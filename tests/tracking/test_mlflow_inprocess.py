@@ -16,7 +16,7 @@ from typing import Any
 
 from lmaudit.console import main as lmaudit_main
 from lmaudit.pipeline import run
-from lmaudit.pipeline.registration import prediction_metrics
+from lmaudit.prereg import prediction_metrics
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.studies.qq.study import QQStudy
 from lmaudit.tracking.mlflow_log import flatten, tracking_uri

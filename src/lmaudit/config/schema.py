@@ -19,7 +19,7 @@ from lmaudit.config.ranges import ranged
 
 @dataclass
 class PreregConfig:
-    """A registration: its name and declarative predictions (see lmaudit.provenance.prereg).
+    """A registration: its name and declarative predictions (see lmaudit.prereg).
 
     A prereg config may also select the study's other groups (``defaults: - override /framing: ...``)
     so that ``prereg=<name>`` alone names the whole registered design."""

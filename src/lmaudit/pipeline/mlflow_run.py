@@ -24,9 +24,10 @@ from lmaudit.errors import InputError, Terminated
 from lmaudit.pipeline.audit import AuditRecord, epoch_ms, utc_now, utc_now_ms
 from lmaudit.pipeline.context import experiment_name, run_name
 from lmaudit.pipeline.record import hold_sigterm, release_sigterm, signals_raise
-from lmaudit.pipeline.registration import prediction_metrics, prediction_tags
 from lmaudit.pipeline.rundir import ARTIFACTS, run_lock
+from lmaudit.prereg import prediction_metrics, prediction_tags
 from lmaudit.provenance.io import read_json
+from lmaudit.provenance.measured_model import read_measured_model
 from lmaudit.provenance.redact import redact_text
 from lmaudit.studies.base import RunContext, Study, StudyResult
 from lmaudit.studies.registry import get_study
@@ -100,16 +101,16 @@ def run_times(data: dict[str, Any]) -> tuple[int | None, int | None]:
     return start, epoch_ms(report.get("run_ended_utc")) or epoch_ms(report.get("written_utc"))
 
 
-def measured_model(result: StudyResult, data: dict[str, Any], params: dict[str, Any]) -> str:
+def measured_model(result: StudyResult, data: dict[str, Any]) -> str:
     """The model(s) a run measured: the study's word (an ensemble's members, the families of
-    imported draws), else the run's model when it answered, else "imported" when the run's
-    data came from elsewhere without naming one."""
+    imported draws), else the audit record's measured model (its name, or "imported" when the
+    run's data came from elsewhere without naming one)."""
     if result.tags.get("model"):
         return str(result.tags["model"])
-    measure = data.get("measure") or {}
-    if measure and measure.get("backend") is None and not measure.get("backend_identity"):
-        return "imported"
-    return str((params.get("model") or {}).get("name") or "")
+    try:
+        return read_measured_model(data).tag
+    except InputError:  # a record that names no model
+        return ""
 
 
 def section(
@@ -150,7 +151,7 @@ def _payload(out: Path, study: Study, result: StudyResult, audit: AuditRecord) -
             "plan_digest": str(audit.data.get("plan_digest")),
             "run_dir": str(out),
             "study": study.name,
-            "model": measured_model(result, audit.data, sec["params"]),
+            "model": measured_model(result, audit.data),
             "mlflow.note.content": result.summary[:5000],  # the run's description in MLflow
         },
         "artifacts": [out / n for n in RUN_FILES] + extra,

@@ -8,7 +8,6 @@ through its :class:`RunContext`, and every run file is written here.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -16,16 +15,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from lmaudit import prereg
 from lmaudit.backends.registry import serve_if_secondary
 from lmaudit.config.checks import validate
 from lmaudit.config.execution import without_execution
-from lmaudit.errors import InputError
+from lmaudit.errors import InputError, PreregError
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now, utc_now_ms
-from lmaudit.pipeline.context import by_source, must_be_folder, run_dir, study_of
+from lmaudit.pipeline.context import by_source, must_be_folder, path_component, run_dir, study_of
 from lmaudit.pipeline.mlflow_run import log_job, run_span
 from lmaudit.pipeline.mlflow_run import section as mlflow_section
 from lmaudit.pipeline.record import signals_raise, write_dvc_views
-from lmaudit.pipeline.registration import Registration, check, freeze, score
 from lmaudit.pipeline.rundir import (
     ARTIFACTS,
     claim_folder,
@@ -43,6 +42,8 @@ from lmaudit.provenance.io import (
     atomic_write_text,
     read_json,
 )
+from lmaudit.provenance.measured_model import SECTION as MEASURED_MODEL
+from lmaudit.provenance.measured_model import MeasuredModel, read_run_measured_model
 from lmaudit.provenance.redact import redact_config
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study
 from lmaudit.terminal import printable
@@ -100,8 +101,14 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
         batch = int(cfg.model.get("batch_size", 16))
         cached = CachedBackend(backend, cache, batch_size=batch, progress=ctx.progress)
         opened = Backends(cache, (cfg.model, cached), ctx.progress)
+        model = MeasuredModel(
+            name=str(cfg.model.name),
+            backend=str(cfg.model.backend),
+            identity=backend.identity,
+            digest=cached.digest,
+        )
         try:
-            measured = study.measure(plan, cached, ctx.with_backends(opened))
+            measured = study.measure(plan, cached, ctx.with_backends(opened).with_measured_model(model))
         finally:
             opened.close()
             close = getattr(backend, "close", None)  # the Lightning runner's worker processes
@@ -135,7 +142,7 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
     if not isinstance(measured, Measured):
         raise TypeError(f"{study.name}.measure returned {type(measured).__name__}, not Measured")
     clear_from(out, "analyze")  # results of earlier measurements go before the new ones land
-    for later in ("analyze", "report"):
+    for later in ("analyze", "report", MEASURED_MODEL):
         audit.data.pop(later, None)
     path = atomic_write_jsonl(out / "measurements.jsonl", measured.rows)
     written = _write_artifacts(out, measured.artifacts, frozen=False)
@@ -166,35 +173,50 @@ def _measured_under(cfg: DictConfig, out: Path) -> dict[str, Any] | None:
     if found is None:
         return None
     path, doc = found
-    model = (doc.get("config") or {}).get("model") or {}
-    return {"plan": str(path), "plan_digest": doc.get("plan_digest"), "model": model.get("name")}
+    try:
+        model: str | None = read_run_measured_model(path.parent).name
+    except InputError:  # a plan that names no model
+        model = None
+    return {"plan": str(path), "plan_digest": doc.get("plan_digest"), "model": model}
 
 
-def _with_measured_model(ctx: RunContext, plan: Plan | None, reg: Registration | None) -> RunContext:
-    """Provenance of an analysis comes from what was measured, not from the command line: the
-    model (and the study's :attr:`~lmaudit.studies.base.Study.measured_groups`, e.g. choir's
-    ensemble) recorded in the measurements' plan replace the config's (MLflow params, run name,
-    audit record, report). With a registration, measurements made with another model than the
-    registered one are refused."""
-    cfg = ctx.cfg
-    found = _measured_plan(cfg, ctx.run_dir)
-    if found is None:  # made elsewhere, without a plan: named by their source (context.by_source)
-        return ctx if reg is not None else dataclasses.replace(ctx, cfg=by_source(cfg, ctx.run_dir))
+def _measured_model(ctx: RunContext, study: Study, audit: dict[str, Any]) -> MeasuredModel:
+    """The run's measured model, for its audit record: the model of the run's plan (of the
+    config, without one), with the identity of the backend that answered in this run folder."""
+    params = ctx.plan.config if ctx.plan is not None else study.plan_config(ctx.cfg)
+    model = params.get("model")
+    model = model if isinstance(model, dict) else {}
+    measure = audit.get("measure") or {}
+    identity = measure.get("backend_identity") or {}
+    digest = measure.get("backend_digest")
+    return MeasuredModel(
+        name=str(model.get("name") or identity.get("model") or identity.get("agent") or ""),
+        backend=None if model.get("backend") is None else str(model["backend"]),
+        identity=identity,
+        digest=None if digest is None else str(digest),
+        imported=bool(measure) and measure.get("backend") is None and not identity,
+    )
+
+
+def _check_measured_model(ctx: RunContext, plan: Plan | None, reg: prereg.Registration | None) -> None:
+    """With a registration: refuse measurements made with another model than the registered one
+    (a registration scores only measurements of its own model)."""
+    if reg is None or plan is None:
+        return
+    found = _measured_plan(ctx.cfg, ctx.run_dir)
+    if found is None:
+        return
     path, measured = found
-    config = measured.get("config") or {}
-    model = config.get("model")
+    model = (measured.get("config") or {}).get("model")
     if not isinstance(model, dict):
-        return ctx
-    if reg is not None and plan is not None:
-        diffs = diff_keys(plan.config.get("model"), model)
-        if diffs:
-            raise InputError(
-                f"{path}: the measurements were made with another model than {reg.path} registers "
-                f"(differs in: {', '.join('model.' + d if d else 'model' for d in diffs)}); "
-                "a registration scores only measurements of its own model"
-            )
-        return ctx
-    return dataclasses.replace(ctx, cfg=_as_measured(cfg, path, config))
+        return
+    diffs = diff_keys(plan.config.get("model"), model)
+    if diffs:
+        raise InputError(
+            f"{path}: the measurements were made with another model than {reg.path} registers "
+            f"(differs in: {', '.join('model.' + d if d else 'model' for d in diffs)}); "
+            "a registration scores only measurements of its own model"
+        )
 
 
 def _as_measured(cfg: DictConfig, plan_path: Path, config: dict[str, Any]) -> DictConfig:
@@ -241,11 +263,33 @@ def by_measured_model(cfg: DictConfig) -> DictConfig:
     return _as_measured(cfg, plan_path, config) if isinstance(config, dict) else cfg
 
 
+def _run_config(cfg: DictConfig) -> tuple[DictConfig, Path]:
+    """The config the run reads, and its folder: derived once, before the run's context exists,
+    and never replaced during the run. Provenance of an analysis comes from what was measured,
+    not from the command line: for ``stage=analyze|report`` without a registration, the model
+    (and the study's :attr:`~lmaudit.studies.base.Study.measured_groups`, e.g. choir's ensemble)
+    recorded in the plan of the measurements analysed (beside ``measurements=``, else the run
+    folder's) replace the config's, and measurements with no plan are named by their source."""
+    cfg = by_source(cfg)  # measurements with no plan: the folder and names follow their source
+    cfg = by_measured_model(cfg)  # measurements with a plan: they follow the plan's model
+    out = run_dir(cfg)
+    # a registered analysis is refused instead when its measurements' model differs
+    # (:func:`_check_measured_model`); a report reads the results the analysis wrote
+    registered = cfg.get("prereg") is not None and cfg.get("stage") != "report"
+    found = _measured_plan(cfg, out) if cfg.get("stage") in ("analyze", "report") else None
+    if found is not None and not registered:
+        plan_path, measured = found
+        config = measured.get("config")
+        if isinstance(config, dict) and isinstance(config.get("model"), dict):
+            cfg = _as_measured(cfg, plan_path, config)
+    return cfg, out
+
+
 def _analyze(
     ctx: RunContext,
     study: Study,
     plan: Plan | None,
-    reg: Registration | None,
+    reg: prereg.Registration | None,
     audit: AuditRecord,
     started: str,
 ) -> dict[str, Any]:
@@ -263,7 +307,7 @@ def _analyze(
     audit.save()
     results = {**result.results, "source": {"measurements_sha256": sha}}
     if reg is not None:
-        results = score(study.result(results), reg, plan, sha)
+        results = prereg.score_results(study.result(results), reg, plan, sha)
     results_path = atomic_write_json(out / "results.json", results)
     # from here on the results are the file's (its key order, its number formatting), so what
     # the run derives from them (views, report, MLflow) is what `lmaudit report` derives later
@@ -304,6 +348,22 @@ def _print_predictions(results: dict[str, Any]) -> None:
         )
 
 
+def _registration(cfg: DictConfig, study: Study, plan: Plan | None) -> prereg.Registration | None:
+    """The pipeline's one call into pre-registration before measuring: ``stage=freeze`` freezes
+    the plan and its predictions; any other stage with ``prereg=<name>`` and a plan refuses a
+    plan or predictions that differ from the frozen ones (before any model call)."""
+    if cfg.prereg is None:
+        if cfg.stage == "freeze":
+            raise PreregError("stage=freeze needs a registration: add prereg=<name> (a file in conf/prereg/)")
+        return None
+    name = path_component(str(cfg.prereg.name), "prereg.name")
+    if cfg.stage == "freeze":
+        assert plan is not None
+        prereg.freeze(cfg, study, plan, name)
+        return None
+    return prereg.check(cfg, study, plan, name) if plan is not None else None
+
+
 def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     """Run the configured stage(s); returns the study's headline metric.
 
@@ -320,9 +380,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     if stage in {"measure", "all"} and isinstance(model, DictConfig) and serve_if_secondary(model):
         return None
     study = study_of(cfg)
-    cfg = by_source(cfg)  # measurements with no plan: the folder and names follow their source
-    cfg = by_measured_model(cfg)  # measurements with a plan: they follow the plan's model
-    out = run_dir(cfg)
+    cfg, out = _run_config(cfg)
     must_be_folder(out, "out_dir" if cfg.get("out_dir") else "the run folder")
     if stage in {"measure", "all"}:
         must_be_folder(Path(cfg.paths.cache), "paths.cache")
@@ -330,11 +388,9 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     ctx = RunContext(cfg=cfg, stage=stage, run_dir=out, freezing_open=freezing_open)
     # the plan validates every input: bad input is refused before the run directory exists
     plan = study.plan(ctx) if stage != "report" and (stage != "analyze" or cfg.prereg is not None) else None
+    reg = _registration(cfg, study, plan)
     if stage == "freeze":
-        assert plan is not None
-        freeze(cfg, study, plan)
         return None
-    reg = check(cfg, study, plan) if plan is not None else None
     with signals_raise(), run_lock(out, stage):
         return _run_locked(ctx, study, plan, reg, sweep_dir, started)
 
@@ -343,7 +399,7 @@ def _run_locked(
     ctx: RunContext,
     study: Study,
     plan: Plan | None,
-    reg: Registration | None,
+    reg: prereg.Registration | None,
     sweep_dir: Path | None,
     started: str,
 ) -> float | None:
@@ -359,8 +415,7 @@ def _run_locked(
     elif (out / "plan.json").exists():
         plan = Plan.from_json(read_json(out / "plan.json"))
     if stage in ("analyze", "report"):
-        ctx = _with_measured_model(ctx, plan, reg)
-        cfg = ctx.cfg
+        _check_measured_model(ctx, plan, reg)
     ctx = ctx.with_plan(plan)
     audit = AuditRecord(out / "audit_record.json", plan.digest if plan else None)
     if plan is not None and stage in ("plan", "measure", "all"):
@@ -396,6 +451,7 @@ def _run_locked(
         audit.data[study.name] = section
         audit.save()
 
+    audit.data[MEASURED_MODEL] = _measured_model(ctx, study, audit.data).to_json()
     # how the run is logged to MLflow (now, or later by `lmaudit log`), recorded before the report
     audit.data["mlflow"] = mlflow_section(
         ctx, study, sweep_dir=sweep_dir, registration_file=reg.path if reg else None

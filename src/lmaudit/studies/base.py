@@ -27,6 +27,7 @@ from lmaudit.config.execution import without_execution
 from lmaudit.errors import NotCombinable
 from lmaudit.provenance.digest import json_digest
 from lmaudit.provenance.io import iter_jsonl
+from lmaudit.provenance.measured_model import MeasuredModel
 from lmaudit.provenance.redact import redact_config
 
 if TYPE_CHECKING:
@@ -184,6 +185,9 @@ class RunContext:
     # inputs may be missing, and the plan binds them by path only
     freezing_open: bool = False
     backends: BackendProvider | None = None  # set by the pipeline for measure
+    # the model answering this run (name, backend, resolved identity and its digest): set by the
+    # pipeline for measure, None when no run model answers (imported measurements)
+    measured_model: MeasuredModel | None = None
 
     @property
     def progress(self) -> bool:
@@ -197,6 +201,9 @@ class RunContext:
 
     def with_backends(self, backends: BackendProvider) -> RunContext:
         return dataclasses.replace(self, backends=backends)
+
+    def with_measured_model(self, model: MeasuredModel) -> RunContext:
+        return dataclasses.replace(self, measured_model=model)
 
 
 def typed(node: Any, cls: type) -> Any:

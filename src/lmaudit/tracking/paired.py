@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import InputError
+from lmaudit.provenance.measured_model import read_run_measured_model
 from lmaudit.tracking.design import DesignTable, design_table
 
 #: the plan config keys that name what was measured (the model, choir's ensemble): the one
@@ -48,7 +49,10 @@ class RunFolder:
         )
         if members:
             return "+".join(str(m.get("name", "?")) for m in members if isinstance(m, dict))
-        return str((cfg.get("model") or {}).get("name", "?"))
+        try:
+            return read_run_measured_model(self.path, self.plan).name or "?"
+        except InputError:  # a plan that names no model
+            return "?"
 
 
 def _read_object(path: Path) -> Mapping[str, Any]:

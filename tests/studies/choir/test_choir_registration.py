@@ -18,8 +18,8 @@ from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.sim.freelist import FreeListSampler
 from lmaudit.errors import PreregError
 from lmaudit.pipeline import run
+from lmaudit.prereg import HELD, NOT_HELD, load_registration, parse_predictions, resolve
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.prereg import HELD, NOT_HELD, load_registration, parse_predictions, resolve
 
 REPO = Path(__file__).resolve().parents[3]
 QUESTIONS = {"H001": 6, "H003": 7, "H002": 40, "H007": 40, "H009": 40}

@@ -16,15 +16,17 @@ from omegaconf import OmegaConf
 
 from lmaudit.errors import PreregError
 from lmaudit.pipeline import run
-from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.prereg import (
+from lmaudit.prereg import (
     HELD,
     NOT_EVALUABLE,
     NOT_HELD,
     load_registration,
     parse_predictions,
-    score,
 )
+from lmaudit.prereg import (
+    score_predictions as score,
+)
+from lmaudit.provenance.digest import file_sha256
 
 REPO = Path(__file__).resolve().parents[3]
 SEED_FAMILIES = ("gpt-oss:120b", "qwen3.5:35b", "claude-opus-4-8")

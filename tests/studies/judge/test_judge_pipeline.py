@@ -169,7 +169,7 @@ def test_plan_stage_asks_nothing_and_the_plan_covers_the_inputs(judge_cfg, tmp_p
 
 
 def test_results_template_has_the_shape_predictions_name(judge_cfg):
-    from lmaudit.provenance import prereg
+    from lmaudit import prereg
     from lmaudit.studies.judge.study import results_template
 
     tmpl = results_template(judge_cfg(name="t"))
@@ -182,4 +182,4 @@ def test_results_template_has_the_shape_predictions_name(judge_cfg):
         "test",
     )
     assert prereg.unknown_metrics(preds, tmpl) == []
-    assert [p["outcome"] for p in prereg.score(preds, tmpl)] == ["held", "held", "held"]
+    assert [p["outcome"] for p in prereg.score_predictions(preds, tmpl)] == ["held", "held", "held"]

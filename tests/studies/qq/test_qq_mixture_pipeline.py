@@ -13,7 +13,7 @@ import pytest
 
 from lmaudit.errors import ConfigRangeError, InputError
 from lmaudit.pipeline import run
-from lmaudit.provenance.predictions import parse_predictions, unknown_metrics
+from lmaudit.prereg import parse_predictions, unknown_metrics
 from lmaudit.studies.qq.mixture_plan import load_personas
 from lmaudit.studies.qq.study import QQStudy, cells_for, mixture_cells, results_template
 from lmaudit.studies.qq.study import plan as qq_plan

@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.errors import BackendError, InputError, NotCombinable
 from lmaudit.provenance.digest import file_sha256, json_digest
+from lmaudit.provenance.measured_model import MeasuredModel
 from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
 from lmaudit.studies.judge import planning
@@ -77,15 +78,18 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def measure(cfg: DictConfig, the_plan: Plan, cached: CachedBackend | None) -> Measured:
+def measure(
+    cfg: DictConfig, the_plan: Plan, cached: CachedBackend | None, model: MeasuredModel | None = None
+) -> Measured:
     """Judge every condition's packet (or read the import); the pipeline has frozen the
-    protocol (:func:`protocol_artifacts`) before this is called."""
+    protocol (:func:`protocol_artifacts`) before this is called. ``model``: the judge as the
+    pipeline resolved it (its name and identity digest)."""
     s = settings(cfg)
     conds, _ = conditions(cfg)
     src = import_source(s)
     if src is not None:
         return Measured(import_rows(src, conds))
-    if cached is None:
+    if cached is None or model is None:
         raise InputError("study judge: judging needs a backend (study.import_path is not set)")
     backend = cached.backend
     samp = sampling(s)
@@ -130,7 +134,7 @@ def measure(cfg: DictConfig, the_plan: Plan, cached: CachedBackend | None) -> Me
         "source": "judged",
         "isolation": s.isolation,
         "deviations": deviations,
-        "judge": {"name": str(cfg.model.name), "identity_digest": cached.digest},
+        "judge": {"name": model.name, "identity_digest": model.digest},
         "seed": s.seed,
         "seed_rule": "sha256('{seed}:{condition}:{prompt}:{replicate}:{attempt}')[:8] & (2^63-1)",
         "k": s.k,
@@ -142,7 +146,7 @@ def measure(cfg: DictConfig, the_plan: Plan, cached: CachedBackend | None) -> Me
         "plan_digest": the_plan.digest,
         "readout": readout_note,
     }
-    judge = {"name": str(cfg.model.name), "identity_digest": cached.digest}
+    judge = {"name": model.name, "identity_digest": model.digest}
     all_rows = [design, *rows, *readout]
     return Measured(all_rows, artifacts=result_artifacts(all_rows, the_plan.doc, judge))
 
@@ -292,7 +296,7 @@ class JudgeStudy(Study):
         return protocol_artifacts(plan.doc) if plan.get("mode") == "judge" else {}
 
     def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
-        return measure(ctx.cfg, plan, backend)
+        return measure(ctx.cfg, plan, backend, ctx.measured_model)
 
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
         return self.result(analyze_rows(cfg, measurements.rows, measurements.source))

@@ -17,6 +17,8 @@ from typing import Any
 
 from markupsafe import Markup
 
+from lmaudit.errors import InputError
+from lmaudit.provenance.measured_model import read_measured_model
 from lmaudit.reporting import NOT_RECORDED, fmt
 from lmaudit.reporting import get as _get
 from lmaudit.reporting import num as _num
@@ -254,15 +256,7 @@ def _clean(results: Mapping[str, Any]) -> dict[str, Any]:
 # each row: label, then dotted paths into results / plan / audit, the first one present wins
 PROVENANCE_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Study", ("results.study", "plan.study")),
-    (
-        "Model",
-        (
-            "plan.config.model.name",
-            "audit.measure.backend_identity.model",
-            "audit.measure.backend_identity.agent",
-            "audit.mlflow.params.model.name",  # re-analysed measurements: named by their source
-        ),
-    ),
+    ("Model", ("measured_model",)),
     ("Framing", ("plan.config.framing.name",)),
     ("Framing track", ("plan.config.framing.track",)),
     ("Label mapping", ("plan.config.mapping.name",)),
@@ -308,6 +302,14 @@ def _sorted(v: Any) -> Any:
     return v
 
 
+def _model_name(plan: Mapping[str, Any] | None, audit: Mapping[str, Any]) -> str | None:
+    """The measured model's name as the run records it (None: not recorded)."""
+    try:
+        return read_measured_model(audit, plan).name
+    except InputError:
+        return None
+
+
 def _title(results: Mapping[str, Any], model: Any) -> str:
     n = results.get("n_items", len(results.get("items") or []))
     return f"Question order and the QQ equality: {n} item{'' if n == 1 else 's'}" + (
@@ -331,7 +333,14 @@ def render_report(
     readings = _discriminant(clean)
     mappings = sorted({m for m, _ in iter_positions(clean)})
     pick = functools.partial(
-        _pick, {"results": clean, "plan": plan, "audit": audit, "measured_mappings": mappings or None}
+        _pick,
+        {
+            "results": clean,
+            "plan": plan,
+            "audit": audit,
+            "measured_mappings": mappings or None,
+            "measured_model": _model_name(plan, audit),
+        },
     )
     # a mixture's persona rows are its components', shown in the mixture section: the items
     # as asked are the plain estimand's

@@ -1,5 +1,8 @@
-"""The pipeline's side of pre-registration: freeze a registration, refuse a run whose plan
-differs from its frozen one, and score the registered predictions after analysis."""
+"""What the pipeline calls: freeze a registration, refuse a run whose plan differs from its
+frozen one, and score the registered predictions after analysis.
+
+``name`` is the registration's name (``prereg.name``), already checked by the pipeline as one
+path component."""
 
 from __future__ import annotations
 
@@ -11,8 +14,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from lmaudit import __version__
 from lmaudit.errors import PreregError
-from lmaudit.pipeline.context import path_component
-from lmaudit.provenance import prereg
+from lmaudit.prereg.files import (
+    build_registration,
+    load_registration,
+    prereg_path,
+    verify,
+    without_data,
+    write_registration,
+)
+from lmaudit.prereg.predictions import parse_predictions, unknown_metrics
+from lmaudit.prereg.predictions import score as score_predictions
 from lmaudit.provenance.digest import file_sha256
 from lmaudit.studies.base import Plan, Study, StudyResult
 
@@ -79,18 +90,15 @@ def data_keys(cfg: DictConfig, study: Study) -> tuple[str, ...]:
     return study.data_keys if data == "open" else ()
 
 
-def freeze(cfg: DictConfig, study: Study, plan: Plan) -> Path:
+def freeze(cfg: DictConfig, study: Study, plan: Plan, name: str) -> Path:
     """``stage=freeze``: write ``prereg/<study>/<name>.json`` (never over a different one)."""
-    if cfg.prereg is None:
-        raise PreregError("stage=freeze needs a registration: add prereg=<name> (a file in conf/prereg/)")
-    name = path_component(str(cfg.prereg.name), "prereg.name")
     source = f"conf/prereg/{name}"
-    preds = prereg.parse_predictions(OmegaConf.to_container(cfg.prereg.predictions, resolve=True), source)
+    preds = parse_predictions(OmegaConf.to_container(cfg.prereg.predictions, resolve=True), source)
     keys = data_keys(cfg, study)
-    bound = prereg.without_data(plan.doc, keys)
+    bound = without_data(plan.doc, keys)
     template = study.results_template(cfg) if not keys else None
     if template is not None:
-        bad = prereg.unknown_metrics(preds, template)
+        bad = unknown_metrics(preds, template)
         if bad:
             raise PreregError(
                 f"{source}: predictions name metrics that {study.name} results do not have: "
@@ -98,48 +106,45 @@ def freeze(cfg: DictConfig, study: Study, plan: Plan) -> Path:
                 + ". Use dotted paths into results.json (e.g. counts.saturated)."
             )
     rules = study.plan_config(cfg)["study"]
-    doc = prereg.build_registration(
+    doc = build_registration(
         study=study.name,
         name=name,
         plan=bound,
-        decision_rules=prereg.without_data({"config": {"study": rules}}, keys)["config"]["study"],
+        decision_rules=without_data({"config": {"study": rules}}, keys)["config"]["study"],
         predictions=preds,
         lmaudit_version=__version__,
         data_keys=keys,
         registration_file=registration_file(cfg, name),
     )
-    path = prereg.prereg_path(cfg.paths.prereg, study.name, name)
-    if prereg.write_registration(path, doc):
+    path = prereg_path(cfg.paths.prereg, study.name, name)
+    if write_registration(path, doc):
         print(f"froze {path} (plan digest {bound['plan_digest'][:12]}, {len(preds)} predictions)")
     else:
         print(f"{path} already holds this registration; nothing written")
     return path
 
 
-def check(cfg: DictConfig, study: Study, plan: Plan) -> Registration | None:
-    """With ``prereg=<name>``: load the frozen registration and refuse to go on when the plan
-    or the predictions differ from it. Happens before any model call."""
-    if cfg.prereg is None:
-        return None
-    name = path_component(str(cfg.prereg.name), "prereg.name")
-    preds = prereg.parse_predictions(
+def check(cfg: DictConfig, study: Study, plan: Plan, name: str) -> Registration:
+    """Load the frozen registration ``name`` and refuse to go on when the plan or the
+    predictions differ from it. Happens before any model call."""
+    preds = parse_predictions(
         OmegaConf.to_container(cfg.prereg.predictions, resolve=True), f"conf/prereg/{name}"
     )
     keys = data_keys(cfg, study)
-    path = prereg.prereg_path(cfg.paths.prereg, study.name, name)
-    doc = prereg.load_registration(path)
+    path = prereg_path(cfg.paths.prereg, study.name, name)
+    doc = load_registration(path)
     if list(doc.get("data_keys", [])) != list(keys):
         raise PreregError(
             f"{path}: frozen with data keys {doc.get('data_keys', [])}, but conf/prereg/{name} says "
             f"{list(keys)}; restore the registration's config"
         )
-    prereg.verify(doc, prereg.without_data(plan.doc, keys), preds, path)
+    verify(doc, without_data(plan.doc, keys), preds, path)
     current = registration_file(cfg, name)
     _check_file(doc, current, path)
     return Registration(doc, path, current)
 
 
-def score(
+def score_results(
     result: StudyResult, reg: Registration, plan: Plan | None, measurements_sha256: str
 ) -> dict[str, Any]:
     """The results body with the registration's identity and every prediction scored."""
@@ -160,8 +165,8 @@ def score(
             "measurements_sha256": measurements_sha256,
             "plan_inputs": plan.inputs if plan is not None else None,
         }
-    results["predictions"] = prereg.score(
-        prereg.parse_predictions(doc["predictions"], str(path)), {**result.scoreable, **results}
+    results["predictions"] = score_predictions(
+        parse_predictions(doc["predictions"], str(path)), {**result.scoreable, **results}
     )
     return results
 

@@ -1,12 +1,9 @@
-"""Pre-registration: freeze the plan and its predictions before any model is asked anything,
-refuse to run a plan that differs from the frozen one, and score every prediction afterwards.
+"""The frozen registration files: build one, write it (never over a different one), load it
+(refusing an edited one), and refuse a plan or predictions that differ from it.
 
 A frozen registration (``prereg/<study>/<name>.json``) holds the plan digest, the resolved
 config, every input file's digest, the decision rules, the registered predictions, a UTC
 timestamp and ``file_digest``: the digest of all of that, so an edited frozen file is caught.
-
-Predictions (declarative claims over result fields, simple or compound) are parsed and
-scored by :mod:`lmaudit.provenance.predictions`; they are re-exported here.
 
 A registration normally binds its data (every input file's digest is part of the plan). One
 made before the data exist (``data: open``: predictions about a file that will be imported)
@@ -23,45 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import PreregError
+from lmaudit.prereg.predictions import Prediction
 from lmaudit.provenance.digest import json_digest
 from lmaudit.provenance.io import atomic_write_json, read_json
-from lmaudit.provenance.predictions import (
-    HELD,
-    NOT_EVALUABLE,
-    NOT_HELD,
-    OPS,
-    Check,
-    Prediction,
-    parse_predictions,
-    resolve,
-    score,
-    score_check,
-    unknown_metrics,
-)
-
-__all__ = [
-    "HELD",
-    "NOT_EVALUABLE",
-    "NOT_HELD",
-    "OPS",
-    "Check",
-    "Prediction",
-    "build_registration",
-    "diff_keys",
-    "load_registration",
-    "parse_predictions",
-    "prereg_path",
-    "resolve",
-    "score",
-    "score_check",
-    "unknown_metrics",
-    "verify",
-    "without_data",
-    "write_registration",
-]
-
-
-# --- freeze / verify -------------------------------------------------------------------------
 
 
 def prereg_path(root: str | Path, study: str, name: str) -> Path:
