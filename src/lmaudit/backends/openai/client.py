@@ -172,18 +172,22 @@ class HttpClient:
         """``cannot reach <where> (<the system's reason>)``, then how to start the server."""
         return f"cannot reach {where} ({connection_reason(e)}){self.unreachable_hint}"
 
+    def _get(self, url: str) -> tuple[requests.Response, bytes]:
+        """``GET url`` once, its body read within the deadline (:meth:`_read_body`)."""
+        start = self._clock()
+        resp = self._session().get(
+            url, headers=self._headers(), timeout=min(self.timeout_s, self.deadline_s), stream=True
+        )
+        with resp:
+            return resp, self._read_body(resp, start)
+
     def check_server(self) -> Any:
         """``GET <base_url>/models`` once: ServerUnreachable when nothing answers there, a
         BackendError when the server refuses the credentials; any other answer is a server.
         Returns the decoded listing (None when the answer is no JSON or no success)."""
         url = f"{self.base_url}/models"
-        start = self._clock()
         try:
-            resp = self._session().get(
-                url, headers=self._headers(), timeout=min(self.timeout_s, self.deadline_s), stream=True
-            )
-            with resp:
-                data = self._read_body(resp, start)
+            resp, data = self._get(url)
         except _BodyPastDeadline as e:
             raise BackendError(
                 self.redact(
@@ -224,13 +228,8 @@ class HttpClient:
         gives none there (no such route, an error, no JSON). For what a server reports about
         itself, which a run can do without."""
         self._ensure_checked()
-        start = self._clock()
         try:
-            resp = self._session().get(
-                url, headers=self._headers(), timeout=min(self.timeout_s, self.deadline_s), stream=True
-            )
-            with resp:
-                data = self._read_body(resp, start)
+            resp, data = self._get(url)
         except (requests.RequestException, Urllib3Error, _BodyPastDeadline) as e:
             log.info("%s", self.redact(f"GET {redact_url(url)}: {type(e).__name__}: {e}"))
             return None
