@@ -10,20 +10,31 @@ This module imports no reader and no evaluation tool, so each of them can import
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from lmaudit.errors import InputError
 from lmaudit.provenance.digest import file_sha256
 
-__all__ = ["Draw", "Found", "LogSequence", "LogSource", "interop_missing", "judge_design_head"]
+__all__ = ["Draw", "Found", "LogSequence", "LogSource", "interop_missing", "judge_design_head", "tool_module"]
 
 
 def interop_missing(tool: str, path: str | Path) -> InputError:
     """The one-line error for a log whose tool is not installed."""
     return InputError(f"{path}: reading {tool} logs needs {tool}: pip install 'lmaudit[interop]'")
+
+
+def tool_module(module: str, tool: str, path: str | Path) -> ModuleType:
+    """The evaluation tool's ``module``, imported when a log at ``path`` is read; the one-line
+    :func:`interop_missing` error when the tool is not installed."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise interop_missing(tool, path) from None
 
 
 def judge_design_head(

@@ -182,21 +182,33 @@ class Recovery:
     credit: tuple[float, ...] = ()  # nearest-cell: each cell's share of tied neighbours with its label
 
 
-def _null_fields(null: NDArray[np.float64], accuracy: float, alpha: float) -> dict[str, Any]:
-    """A label-shuffle null's summary: its mean, central (1 - alpha) band, size and the
-    Monte Carlo p-value of ``accuracy`` (NaN without a null)."""
-    if not null.size:
-        return {
-            "null_mean": float("nan"),
-            "null_band": (float("nan"),) * 2,
-            "p_value": float("nan"),
-            "n_null": 0,
-        }
+def _summary_fields(
+    per_cell: NDArray[Any],
+    ci: tuple[float, float],
+    null: FloatArray,
+    alpha: float,
+    n_classes: int,
+    n_boot: int,
+) -> dict[str, Any]:
+    """The fields both classifiers report alike: the accuracy (mean of ``per_cell``), its
+    bootstrap interval ``ci``, naive chance, and the label-shuffle null's mean, central
+    (1 - alpha) band, size and the Monte Carlo p-value of the accuracy (NaN without a null)."""
+    accuracy = float(per_cell.mean())
+    if null.size:
+        band = (float(np.quantile(null, alpha / 2)), float(np.quantile(null, 1 - alpha / 2)))
+        null_mean, p_value = float(null.mean()), monte_carlo_pvalue(null, accuracy, tol=1e-12)
+    else:
+        band, null_mean, p_value = (float("nan"),) * 2, float("nan"), float("nan")
     return {
-        "null_mean": float(null.mean()),
-        "null_band": (float(np.quantile(null, alpha / 2)), float(np.quantile(null, 1 - alpha / 2))),
-        "p_value": monte_carlo_pvalue(null, accuracy, tol=1e-12),
+        "accuracy": accuracy,
+        "ci": ci,
+        "null_mean": null_mean,
+        "null_band": band,
+        "p_value": p_value,
         "n_null": int(null.size),
+        "chance": 1.0 / n_classes,
+        "n_cells": int(per_cell.shape[0]),
+        "n_boot": n_boot,
     }
 
 
@@ -244,8 +256,7 @@ def recoverability(
     plan = _plan(x, g, s)
     pred = _predict_all(plan, y, len(names))
     correct = pred == y
-    accuracy = float(correct.mean())
-    ci = _bootstrap_ci(correct, n_boot, alpha, rng)
+    ci = _bootstrap_ci(correct, n_boot, alpha, rng)  # drawn before the null
     shuffled = _shuffles_within(y, blocks, rng, n_null)
     null = np.empty(n_null)
     step = max(1, min(n_null, 2_000_000 // max(1, n * len(names))))  # labellings per batch
@@ -254,12 +265,7 @@ def recoverability(
         null[start : start + step] = (_predict_all(plan, yy, len(names)) == yy).mean(axis=1)
     per = {str(s_names[k]): float(correct[s == k].mean()) for k in range(len(s_names))}
     return Recovery(
-        accuracy=accuracy,
-        ci=ci,
-        **_null_fields(null, accuracy, alpha),
-        chance=1.0 / len(names),
-        n_cells=n,
-        n_boot=n_boot,
+        **_summary_fields(correct, ci, null, alpha, len(names), n_boot),
         per_stratum=per,
         predicted=tuple(names[k] for k in pred),
         correct=tuple(bool(c) for c in correct),
@@ -344,8 +350,7 @@ def nearest_cell_recovery(
         else np.zeros(n, dtype=np.int64)
     )
     credit = _credit(y, nn, n)[0]
-    accuracy = float(credit.mean())
-    ci = _bootstrap_ci(credit, n_boot, alpha, rng)
+    ci = _bootstrap_ci(credit, n_boot, alpha, rng)  # drawn before the null
     null = np.empty(n_null)
     step = max(1, min(max(n_null, 1), 4_000_000 // max(1, n)))
     for start in range(0, n_null, step):
@@ -353,12 +358,7 @@ def nearest_cell_recovery(
         null[start : start + yy.shape[0]] = _credit(yy, nn, n).mean(axis=1)
     g, g_names = _codes(per, n, "per") if per is not None else (np.zeros(n, dtype=np.int64), ())
     return Recovery(
-        accuracy=accuracy,
-        ci=ci,
-        **_null_fields(null, accuracy, alpha),
-        chance=1.0 / len(names),
-        n_cells=n,
-        n_boot=n_boot,
+        **_summary_fields(credit, ci, null, alpha, len(names), n_boot),
         per_stratum={str(g_names[k]): float(credit[g == k].mean()) for k in range(len(g_names))},
         predicted=(),  # a tie among neighbours of different labels has no single prediction
         correct=tuple(bool(c == 1.0) for c in credit),
