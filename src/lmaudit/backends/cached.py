@@ -216,8 +216,18 @@ class CachedBackend:
         url = getattr(self.backend, "base_url", None)
         return redact_url(str(url)) if url else None
 
-    def _read_back(self, idx: list[int], load: Callable[[int], bool], stored: Callable[[int], None]) -> None:
-        """After a backend wrote ``idx``'s answers into the cache itself: load each one."""
+    def _filled_by_backend(
+        self,
+        fill: Callable[..., None],
+        keyed: list[tuple[Any, Any]],
+        idx: list[int],
+        load: Callable[[int], bool],
+        stored: Callable[[int], None],
+        *extra: Any,
+    ) -> None:
+        """Hand a backend whose workers write the cache themselves (its ``fill_*``) the
+        ``(key, request)`` pairs of ``idx``, then load each answer it stored."""
+        fill(self.cache.root, keyed, *extra)
         for i in idx:
             if not load(i):
                 raise RuntimeError(f"the backend did not store an answer for request {i}")
@@ -279,8 +289,7 @@ class CachedBackend:
 
         def compute(idx: list[int], stored: Callable[[int], None]) -> None:
             if fill is not None:
-                fill(self.cache.root, [(keys[i], requests[i]) for i in idx], top_k)
-                self._read_back(idx, load, stored)
+                self._filled_by_backend(fill, [(keys[i], requests[i]) for i in idx], idx, load, stored, top_k)
                 return
             pairs: Iterable[tuple[int, LabelResult]]
             if stream is not None:
@@ -377,8 +386,7 @@ class CachedBackend:
 
         def compute(idx: list[int], stored: Callable[[int], None]) -> None:
             if fill is not None:
-                fill(self.cache.root, [(all_keys[i], requests[i]) for i in idx])
-                self._read_back(idx, load, stored)
+                self._filled_by_backend(fill, [(all_keys[i], requests[i]) for i in idx], idx, load, stored)
                 return
             asked = [requests[i] for i in idx]
             with self._decoding_bar(asked, desc, show) as tokens:

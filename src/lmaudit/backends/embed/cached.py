@@ -68,8 +68,7 @@ class CachedEmbedder(CachedBackend):
 
         def compute(idx: list[int], stored: Callable[[int], None]) -> None:
             if fill is not None:
-                fill(self.cache.root, [(keys[i], unique[i]) for i in idx])
-                self._read_back(idx, load, stored)
+                self._filled_by_backend(fill, [(keys[i], unique[i]) for i in idx], idx, load, stored)
                 return
             batch = [unique[i] for i in idx]
             name = type(self.backend).__name__
