@@ -7,7 +7,7 @@ import io
 import re
 from collections.abc import Iterator
 
-from lmaudit.backends.base import SampleRequest, SampleResult
+from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, SampleResult
 from lmaudit.backends.cached import CachedBackend, sample_value
 from lmaudit.backends.registry import build_backend
 from lmaudit.pipeline import run
@@ -77,6 +77,40 @@ def test_a_bar_waiting_on_a_server_says_so(openai_stub, tmp_path, capsys) -> Non
     assert "3/3" in final and "waiting" not in final, final
     cached.sample(requests)  # every answer cached: nothing is waited on
     assert "waiting" not in capsys.readouterr().err
+
+
+class _WholeServed:
+    """A label backend answered as a whole (``iter_label_logprobs``) from a server: its bar
+    shows no time left, and says what it waits on while the whole batch is asked."""
+
+    reads_meta = False
+    base_url = "http://whole.invalid/v1"
+
+    def __init__(self) -> None:
+        self.identity = {"backend": "test-whole-served", "version": 1}
+
+    def label_logprobs(self, requests: list[LabelRequest], top_k: int = 10) -> list[LabelResult]:
+        return [res for _, res in self.iter_label_logprobs(requests, top_k)]
+
+    def check_single_token(self, request: LabelRequest) -> dict[str, list[str]]:
+        return {label: [label] for label in request.labels}
+
+    def iter_label_logprobs(
+        self, requests: list[LabelRequest], top_k: int = 10
+    ) -> Iterator[tuple[int, LabelResult]]:
+        for j, _ in enumerate(requests):
+            yield j, LabelResult(probs={"A": 0.75, "B": 0.25}, other=0.0, top_k=[("A", 0.75)])
+
+
+def test_a_bar_over_work_answered_as_a_whole_says_what_it_waits_on(tmp_path, capsys) -> None:
+    cached = CachedBackend(_WholeServed(), ResponseCache(tmp_path / "cache"), progress=True)
+    requests = [
+        LabelRequest(messages=({"role": "user", "content": f"q{i}"},), labels=("A", "B")) for i in range(3)
+    ]
+    assert [r.probs["A"] for r in cached.label_logprobs(requests, top_k=1)] == [0.75] * 3
+    err = capsys.readouterr().err
+    assert "waiting on http://whole.invalid/v1" in err, err
+    assert not _ETA.search(err), err  # answered as a whole: never a time left
 
 
 class _Streaming:

@@ -30,7 +30,7 @@ from lmaudit.backends.base import (
     identity_digest,
 )
 from lmaudit.backends.context import check_context
-from lmaudit.progress import SettledBar
+from lmaudit.progress import NO_ETA, SettledBar
 from lmaudit.provenance.cache import ResponseCache, cache_key
 from lmaudit.provenance.redact import redact_url
 
@@ -65,9 +65,6 @@ def sample_value(v: Any) -> str:
     if not isinstance(v, str):
         raise TypeError(f"a draw is a string, not {type(v).__name__}")
     return v
-
-
-_NO_ETA = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}]"
 
 
 def stream_reports_tokens(backend: Any) -> bool:
@@ -219,12 +216,37 @@ class CachedBackend:
         url = getattr(self.backend, "base_url", None)
         return redact_url(str(url)) if url else None
 
-    def _read_back(self, idx: list[int], load: Callable[[int], bool], stored: Callable[[int], None]) -> None:
-        """After a backend wrote ``idx``'s answers into the cache itself: load each one."""
+    def _filled_by_backend(
+        self,
+        fill: Callable[..., None],
+        keyed: list[tuple[Any, Any]],
+        idx: list[int],
+        load: Callable[[int], bool],
+        stored: Callable[[int], None],
+        *extra: Any,
+    ) -> None:
+        """Hand a backend whose workers write the cache themselves (its ``fill_*``) the
+        ``(key, request)`` pairs of ``idx``, then load each answer it stored."""
+        fill(self.cache.root, keyed, *extra)
         for i in idx:
             if not load(i):
                 raise RuntimeError(f"the backend did not store an answer for request {i}")
             stored(i)
+
+    def _bar(
+        self, total: int, done: int, desc: str, unit: str, *, show: bool | None = None, eta: bool = True
+    ) -> SettledBar:
+        """A call's bar: ``total`` units, ``done`` of them found in the cache; shown when
+        ``show`` (default: ``progress``); with no time left when ``eta`` is off."""
+        return SettledBar(
+            total=total,
+            initial=done,
+            desc=desc,
+            unit=unit,
+            disable=not (self.progress if show is None else show),
+            leave=True,
+            bar_format=None if eta else NO_ETA,
+        )
 
     def _decoding_bar(self, asked: Sequence[SampleRequest], desc: str, show: bool) -> Any:
         """A bar of the tokens decoded for ``asked``, for a backend that reports them step by
@@ -267,8 +289,7 @@ class CachedBackend:
 
         def compute(idx: list[int], stored: Callable[[int], None]) -> None:
             if fill is not None:
-                fill(self.cache.root, [(keys[i], requests[i]) for i in idx], top_k)
-                self._read_back(idx, load, stored)
+                self._filled_by_backend(fill, [(keys[i], requests[i]) for i in idx], idx, load, stored, top_k)
                 return
             pairs: Iterable[tuple[int, LabelResult]]
             if stream is not None:
@@ -291,17 +312,9 @@ class CachedBackend:
         if missing:
             self._ready()
         whole = stream is not None or fill is not None
-        with SettledBar(
-            total=len(requests),
-            initial=len(requests) - len(missing),
-            desc=desc,
-            unit="prompt",
-            disable=not self.progress,
-            leave=True,
-            # answered as a whole (a prefix trie), the first prompts carry every shared prefix:
-            # a time left extrapolated from them would be wrong by far, so none is shown
-            bar_format=_NO_ETA if whole else None,
-        ) as bar:
+        # answered as a whole (a prefix trie), the first prompts carry every shared prefix:
+        # a time left extrapolated from them would be wrong by far, so none is shown
+        with self._bar(len(requests), len(requests) - len(missing), desc, "prompt", eta=not whole) as bar:
             self._fill(missing, lambda i: keys[i], load, compute, bar, lambda i: 1, whole=whole)
         return [r for r in out if r is not None]
 
@@ -373,8 +386,7 @@ class CachedBackend:
 
         def compute(idx: list[int], stored: Callable[[int], None]) -> None:
             if fill is not None:
-                fill(self.cache.root, [(all_keys[i], requests[i]) for i in idx])
-                self._read_back(idx, load, stored)
+                self._filled_by_backend(fill, [(all_keys[i], requests[i]) for i in idx], idx, load, stored)
                 return
             asked = [requests[i] for i in idx]
             with self._decoding_bar(asked, desc, show) as tokens:
@@ -393,14 +405,7 @@ class CachedBackend:
         if missing:
             self._ready()
         total = sum(r.n for r in requests)
-        with SettledBar(
-            total=total,
-            initial=total - sum(requests[i].n for i in missing),
-            desc=desc,
-            unit="draw",
-            disable=not show,
-            leave=True,
-        ) as bar:
+        with self._bar(total, total - sum(requests[i].n for i in missing), desc, "draw", show=show) as bar:
             # a request's draws are claimed together, under the key of its first draw
             self._fill(
                 missing,

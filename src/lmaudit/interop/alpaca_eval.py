@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import InputError
-from lmaudit.provenance.digest import file_sha256, sha256_text
+from lmaudit.interop.records import judge_design_head
+from lmaudit.provenance.digest import sha256_text
 from lmaudit.provenance.io import iter_jsonl, read_json, read_utf8
 
 __all__ = ["ORDER_FIELD", "looks_like", "read_annotations", "read_rows", "rows_of"]
@@ -201,19 +202,9 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     if not rows:
         raise InputError(f"{p}: every annotation compares identical outputs: no pair was shown to the judge")
     annotators = sorted({a["annotator"] for _, a in annotations})
+    note = "alpaca_eval annotators may judge several pairs in one prompt (batch_size); annotations do not record it"
     design = {
-        "kind": "design",
-        "source": "import",
-        "format": "alpaca_eval",
-        "import_path": str(p),
-        "files": {"alpaca_eval": {"path": str(p), "sha256": file_sha256(p)}},
-        "execution": {
-            "judge": annotators[0] if len(annotators) == 1 else annotators,
-            "isolation": "unknown",
-            "note": "alpaca_eval annotators may judge several pairs in one prompt (batch_size); "
-            "annotations do not record it",
-        },
-        "isolation": "unknown",
+        **judge_design_head("alpaca_eval", p, annotators, "unknown", note),
         "orders": {"P0": "output A (sorted first) shown first", "SWAP": "output B shown first"},
         "annotations": len(annotations),
         "identical_outputs_left_out": identical,

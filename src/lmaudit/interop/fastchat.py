@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import InputError
-from lmaudit.provenance.digest import file_sha256
+from lmaudit.interop.records import judge_design_head
 from lmaudit.provenance.io import iter_jsonl
 
 __all__ = [
@@ -311,18 +311,9 @@ def read_rows(path: str | Path, answers_path: str | Path | None = None) -> list[
     pairs = read_pairs(p)
     answers = read_answers(answers_path) if answers_path is not None else None
     judges = sorted({pj.judge for pj in pairs})
-    design = {
-        "kind": "design",
-        "source": "import",
-        "format": "fastchat",
-        "import_path": str(p),
-        "files": {"fastchat": {"path": str(p), "sha256": file_sha256(p)}},
-        "execution": {
-            "judge": judges[0] if len(judges) == 1 else judges,
-            "isolation": "fresh",
-            "note": "FastChat gen_judgment.py: each verdict one chat completion with the judge prompt alone",
-        },
-        "isolation": "fresh",
+    note = "FastChat gen_judgment.py: each verdict one chat completion with the judge prompt alone"
+    design: dict[str, Any] = {
+        **judge_design_head("fastchat", p, judges, "fresh", note),
         "orders": {"P0": "model_1 shown first (g1_winner)", "SWAP": "model_2 shown first (g2_winner)"},
         "lines": len(pairs),
         "repeated_lines": len(pairs) - len({pj.key for pj in pairs}),

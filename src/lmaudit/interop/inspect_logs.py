@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import InputError
-from lmaudit.interop.records import Draw, LogSequence, LogSource, interop_missing
+from lmaudit.interop.records import Draw, LogSequence, LogSource, tool_module
 from lmaudit.interrupts import sigterm_deferred
 from lmaudit.provenance import io
 from lmaudit.provenance.io import open_input
@@ -46,11 +46,7 @@ __all__ = ["list_logs", "read_log", "require"]
 
 
 def _api(path: str | Path) -> Any:
-    try:
-        import inspect_ai.log as api
-    except ImportError:
-        raise interop_missing("inspect-ai", path) from None
-    return api
+    return tool_module("inspect_ai.log", "inspect-ai", path)
 
 
 def require(path: str | Path) -> None:

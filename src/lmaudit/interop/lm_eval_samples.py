@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import InputError, StrictJsonError
-from lmaudit.interop.records import Draw, LogSequence, LogSource, interop_missing
+from lmaudit.interop.records import Draw, LogSequence, LogSource, tool_module
 from lmaudit.provenance.io import MAX_INPUT_BYTES, open_input, read_utf8
 from lmaudit.provenance.jsoncheck import bounded_loads, json_type
 
@@ -42,11 +42,7 @@ __all__ = ["files_read", "list_samples", "read_samples", "results_path", "task_o
 
 
 def _utils(path: str | Path) -> Any:
-    try:
-        import lm_eval.utils as utils
-    except ImportError:
-        raise interop_missing("lm-eval", path) from None
-    return utils
+    return tool_module("lm_eval.utils", "lm-eval", path)
 
 
 def results_path(samples: str | Path) -> Path:

@@ -16,10 +16,11 @@ from numpy.typing import ArrayLike, NDArray
 
 FloatArray = NDArray[np.float64]
 
-__all__ = ["ProportionCI", "bonferroni", "clopper_pearson", "proportion_ci", "wilson"]
+__all__ = ["ProportionCI", "bonferroni", "check_alpha", "clopper_pearson", "proportion_ci", "wilson"]
 
 
-def _check_alpha(alpha: float) -> None:
+def check_alpha(alpha: float) -> None:
+    """ValueError unless ``0 < alpha < 1`` (a level every interval and test here takes)."""
     if not (0.0 < alpha < 1.0):
         raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
 
@@ -61,7 +62,7 @@ def clopper_pearson(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> tuple[An
     """
     from scipy.special import betaincinv  # imported here: most runs never compute an interval
 
-    _check_alpha(alpha)
+    check_alpha(alpha)
     scalar = np.ndim(k) == 0 and np.ndim(n) == 0
     k_int, n_int = _counts(k, n)
     kf = k_int.astype(np.float64)
@@ -83,7 +84,7 @@ def wilson(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> tuple[Any, Any]:
     with ``z`` the ``1 - alpha/2`` normal quantile. Approximate: its coverage dips below
     ``1 - alpha`` for some ``p``. ``n = 0`` gives ``(0, 1)``.
     """
-    _check_alpha(alpha)
+    check_alpha(alpha)
     scalar = np.ndim(k) == 0 and np.ndim(n) == 0
     k_int, n_int = _counts(k, n)
     kf = k_int.astype(np.float64)
@@ -102,7 +103,7 @@ def wilson(k: ArrayLike, n: ArrayLike, alpha: float = 0.05) -> tuple[Any, Any]:
 
 def bonferroni(alpha: float, m: int) -> float:
     """Per-comparison level that keeps the family-wise error rate of ``m`` tests at ``alpha``."""
-    _check_alpha(alpha)
+    check_alpha(alpha)
     if int(m) != m or m < 1:
         raise ValueError(f"m must be a positive integer, got {m!r}")
     return alpha / m

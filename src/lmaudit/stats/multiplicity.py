@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from lmaudit.stats.intervals import check_alpha
+
 __all__ = ["HolmResult", "holm"]
 
 
@@ -40,8 +42,7 @@ def holm(pvalues: ArrayLike, alpha: float = 0.05) -> HolmResult:
     Raises ValueError on p-values outside [0, 1] (or not finite) and on ``alpha`` outside (0, 1).
     """
     p = np.asarray(pvalues, dtype=np.float64).reshape(-1)
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    check_alpha(alpha)
     if p.size and (not np.all(np.isfinite(p)) or p.min() < 0.0 or p.max() > 1.0):
         raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()!r}")
     m = p.size

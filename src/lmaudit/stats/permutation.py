@@ -8,18 +8,37 @@
 * :func:`poisson_binomial_sf`: ``P(X >= k)`` for a sum of independent Bernoulli(``p_i``),
   exactly (used for counts of rare events under a permutation null); it lives in
   :mod:`lmaudit.stats.poisson_binomial` and is re-exported here.
+* :func:`label_codes`: labels as integer codes in the order they are first seen, the codes a
+  label-shuffle null permutes (so no sorting of label names decides a tie or an order).
 * :func:`sign_flip_test`: the exact paired sign-flip test of integer differences (every one of
   the ``2^n`` sign patterns, counted by convolution rather than enumerated).
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numpy.typing import ArrayLike
+from collections.abc import Hashable, Sequence
+from typing import Any
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from lmaudit.stats.intervals import check_alpha
 from lmaudit.stats.poisson_binomial import poisson_binomial_sf
 
-__all__ = ["monte_carlo_pvalue", "poisson_binomial_sf", "sign_flip_test", "upper_critical_value"]
+__all__ = [
+    "label_codes",
+    "monte_carlo_pvalue",
+    "poisson_binomial_sf",
+    "sign_flip_test",
+    "upper_critical_value",
+]
+
+
+def label_codes(labels: Sequence[Hashable]) -> tuple[NDArray[np.int64], tuple[Any, ...]]:
+    """``(codes, names)``: ``names[codes[i]] == labels[i]``, names in order of first appearance."""
+    index: dict[Hashable, int] = {}
+    codes = np.fromiter((index.setdefault(x, len(index)) for x in labels), dtype=np.int64, count=len(labels))
+    return codes, tuple(index)
 
 
 def monte_carlo_pvalue(null: ArrayLike, observed: float, *, tol: float = 0.0) -> float:
@@ -34,8 +53,7 @@ def monte_carlo_pvalue(null: ArrayLike, observed: float, *, tol: float = 0.0) ->
 
 def upper_critical_value(null: ArrayLike, alpha: float) -> float:
     """The ``1 - alpha`` quantile of ``null`` by the inverted empirical CDF (an observed value)."""
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    check_alpha(alpha)
     t = np.asarray(null, dtype=np.float64).reshape(-1)
     if t.size == 0:
         raise ValueError("null sample is empty")

@@ -42,15 +42,10 @@ _BLOCK = 64  # Bernoullis per leaf of the divide and conquer (leaves built by th
 def poisson_binomial_sf(probs: ArrayLike, k: int) -> float:
     """``P(X >= k)`` for ``X = sum_i Bernoulli(probs[i])`` (independent), exactly (module docs)."""
     p = np.clip(np.asarray(probs, dtype=np.float64).reshape(-1), 0.0, 1.0)
-    if k <= 0:
-        return 1.0
-    if k > p.size:
-        return 0.0
-    if p.size <= DIRECT_MAX:
-        return _sf_recursion(p, k)
-    # a certain success lowers k by one; a certain failure adds nothing
-    k -= int(np.count_nonzero(p == 1.0))
-    p = p[(p > 0.0) & (p < 1.0)]
+    if p.size > DIRECT_MAX:
+        # a certain success lowers k by one; a certain failure adds nothing
+        k -= int(np.count_nonzero(p == 1.0))
+        p = p[(p > 0.0) & (p < 1.0)]
     if k <= 0:
         return 1.0
     if k > p.size:
@@ -61,15 +56,22 @@ def poisson_binomial_sf(probs: ArrayLike, k: int) -> float:
 
 
 def _sf_recursion(p: FloatArray, k: int) -> float:
-    """The tail by adding one Bernoulli at a time over the support so far (``O(n^2)``)."""
-    pmf = np.zeros(p.size + 1, dtype=np.float64)
-    pmf[0] = 1.0
-    for i, pi in enumerate(p):
-        # add one Bernoulli: pmf'[j] = pmf[j] (1 - p) + pmf[j - 1] p, over the support so far
-        head = pmf[: i + 2].copy()
-        pmf[1 : i + 2] = head[1:] * (1.0 - pi) + head[:-1] * pi
-        pmf[0] = head[0] * (1.0 - pi)
-    return float(min(1.0, max(0.0, pmf[k:].sum())))
+    """The tail from the pmf built one Bernoulli at a time (``O(n^2)``)."""
+    return float(min(1.0, max(0.0, _recursion_pmfs(p[None, :])[0, k:].sum())))
+
+
+def _recursion_pmfs(q: FloatArray) -> FloatArray:
+    """The pmfs ``(rows, n + 1)`` of the rows of ``q`` ``(rows, n)``, adding one Bernoulli at a
+    time over the support so far (``O(n^2)``; every operation a sum of non-negative terms)."""
+    rows, n = q.shape
+    pm = np.zeros((rows, n + 1), dtype=np.float64)
+    pm[:, 0] = 1.0
+    for i in range(n):
+        # pm'[j] = pm[j] (1 - q) + pm[j - 1] q, over the support so far
+        qi = q[:, i : i + 1]
+        pm[:, 1 : i + 2] = pm[:, 1 : i + 2] * (1.0 - qi) + pm[:, : i + 1] * qi
+        pm[:, 0] *= 1.0 - qi[:, 0]
+    return pm
 
 
 def _sf_tilted(p: FloatArray, k: int) -> float:
@@ -116,12 +118,7 @@ def _pmf(q: FloatArray) -> FloatArray:
     leaves = -(-n // _BLOCK)
     qs = np.zeros((leaves, _BLOCK))
     qs.reshape(-1)[:n] = q  # padding with Bernoulli(0): the point mass at 0, the convolution's identity
-    pm = np.zeros((leaves, _BLOCK + 1))
-    pm[:, 0] = 1.0
-    for i in range(_BLOCK):
-        qi = qs[:, i : i + 1]
-        pm[:, 1 : i + 2] = pm[:, 1 : i + 2] * (1.0 - qi) + pm[:, : i + 1] * qi
-        pm[:, 0] *= 1.0 - qi[:, 0]
+    pm = _recursion_pmfs(qs)
     while pm.shape[0] > 1:
         if pm.shape[0] % 2:
             unit = np.zeros((1, pm.shape[1]))

@@ -37,7 +37,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from lmaudit.stats.exact import SCORE_TOL, first_max, unit_dots
-from lmaudit.stats.permutation import monte_carlo_pvalue
+from lmaudit.stats.intervals import check_alpha
+from lmaudit.stats.permutation import label_codes, monte_carlo_pvalue
 
 __all__ = [
     "Recovery",
@@ -53,13 +54,12 @@ IntArray = NDArray[np.int64]
 
 
 def _codes(values: Sequence[Hashable] | None, n: int, what: str) -> tuple[IntArray, tuple[Any, ...]]:
+    """One code per cell (:func:`label_codes`); without values, each cell its own code."""
     if values is None:
         return np.arange(n, dtype=np.int64), tuple(range(n))
     if len(values) != n:
         raise ValueError(f"{what} has {len(values)} entries for {n} cells")
-    index: dict[Hashable, int] = {}
-    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int64, count=n)
-    return codes, tuple(index)
+    return label_codes(values)
 
 
 @dataclass(frozen=True)
@@ -182,30 +182,54 @@ class Recovery:
     credit: tuple[float, ...] = ()  # nearest-cell: each cell's share of tied neighbours with its label
 
 
-def _null_fields(null: NDArray[np.float64], accuracy: float, alpha: float) -> dict[str, Any]:
-    """A label-shuffle null's summary: its mean, central (1 - alpha) band, size and the
-    Monte Carlo p-value of ``accuracy`` (NaN without a null)."""
-    if not null.size:
-        return {
-            "null_mean": float("nan"),
-            "null_band": (float("nan"),) * 2,
-            "p_value": float("nan"),
-            "n_null": 0,
-        }
+def _summary_fields(
+    per_cell: NDArray[Any],
+    ci: tuple[float, float],
+    null: FloatArray,
+    alpha: float,
+    n_classes: int,
+    n_boot: int,
+) -> dict[str, Any]:
+    """The fields both classifiers report alike: the accuracy (mean of ``per_cell``), its
+    bootstrap interval ``ci``, naive chance, and the label-shuffle null's mean, central
+    (1 - alpha) band, size and the Monte Carlo p-value of the accuracy (NaN without a null)."""
+    accuracy = float(per_cell.mean())
+    if null.size:
+        band = (float(np.quantile(null, alpha / 2)), float(np.quantile(null, 1 - alpha / 2)))
+        null_mean, p_value = float(null.mean()), monte_carlo_pvalue(null, accuracy, tol=1e-12)
+    else:
+        band, null_mean, p_value = (float("nan"),) * 2, float("nan"), float("nan")
     return {
-        "null_mean": float(null.mean()),
-        "null_band": (float(np.quantile(null, alpha / 2)), float(np.quantile(null, 1 - alpha / 2))),
-        "p_value": monte_carlo_pvalue(null, accuracy, tol=1e-12),
+        "accuracy": accuracy,
+        "ci": ci,
+        "null_mean": null_mean,
+        "null_band": band,
+        "p_value": p_value,
         "n_null": int(null.size),
+        "chance": 1.0 / n_classes,
+        "n_cells": int(per_cell.shape[0]),
+        "n_boot": n_boot,
     }
 
 
-def _shuffle_within(y: IntArray, blocks: IntArray, rng: np.random.Generator) -> IntArray:
-    """``y`` permuted within each block (one shuffle)."""
-    order = np.lexsort((rng.random(y.size), blocks))  # rows grouped by block, random inside
-    home = np.argsort(blocks, kind="stable")  # the block's positions, in order
-    out = np.empty_like(y)
-    out[home] = y[order]
+def _bootstrap_ci(
+    per_cell: NDArray[Any], n_boot: int, alpha: float, rng: np.random.Generator
+) -> tuple[float, float]:
+    """The percentile-bootstrap ``1 - alpha`` interval of the mean of ``per_cell`` (cells
+    resampled with replacement; NaN without resamples)."""
+    if not n_boot:
+        return (float("nan"), float("nan"))
+    n = per_cell.shape[0]
+    boot = per_cell[rng.integers(n, size=(n_boot, n))].mean(axis=1)
+    return (float(np.quantile(boot, alpha / 2)), float(np.quantile(boot, 1 - alpha / 2)))
+
+
+def _shuffles_within(y: IntArray, blocks: IntArray, rng: np.random.Generator, k: int) -> IntArray:
+    """``k`` shuffles of ``y``, one a row ``(k, n)``, each permuting ``y`` within each block."""
+    n = y.size
+    order = np.lexsort((rng.random((k, n)), np.broadcast_to(blocks, (k, n))), axis=-1)  # grouped by block
+    out = np.empty((k, n), dtype=y.dtype)
+    out[:, np.argsort(blocks, kind="stable")] = y[order]  # into the block's positions, in order
     return out
 
 
@@ -222,8 +246,7 @@ def recoverability(
     alpha: float = 0.05,
 ) -> Recovery:
     """Nearest-centroid accuracy with a bootstrap interval and a label-shuffle null band."""
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    check_alpha(alpha)
     x = _unit(features)
     n = x.shape[0]
     y, names = _codes(labels, n, "labels")
@@ -233,14 +256,8 @@ def recoverability(
     plan = _plan(x, g, s)
     pred = _predict_all(plan, y, len(names))
     correct = pred == y
-    accuracy = float(correct.mean())
-    lo_q, hi_q = alpha / 2, 1 - alpha / 2
-    if n_boot:
-        boot = correct[rng.integers(n, size=(n_boot, n))].mean(axis=1)
-        ci = (float(np.quantile(boot, lo_q)), float(np.quantile(boot, hi_q)))
-    else:
-        ci = (float("nan"), float("nan"))
-    shuffled = np.array([_shuffle_within(y, blocks, rng) for _ in range(n_null)]).reshape(n_null, n)
+    ci = _bootstrap_ci(correct, n_boot, alpha, rng)  # drawn before the null
+    shuffled = _shuffles_within(y, blocks, rng, n_null)
     null = np.empty(n_null)
     step = max(1, min(n_null, 2_000_000 // max(1, n * len(names))))  # labellings per batch
     for start in range(0, n_null, step):
@@ -248,12 +265,7 @@ def recoverability(
         null[start : start + step] = (_predict_all(plan, yy, len(names)) == yy).mean(axis=1)
     per = {str(s_names[k]): float(correct[s == k].mean()) for k in range(len(s_names))}
     return Recovery(
-        accuracy=accuracy,
-        ci=ci,
-        **_null_fields(null, accuracy, alpha),
-        chance=1.0 / len(names),
-        n_cells=n,
-        n_boot=n_boot,
+        **_summary_fields(correct, ci, null, alpha, len(names), n_boot),
         per_stratum=per,
         predicted=tuple(names[k] for k in pred),
         correct=tuple(bool(c) for c in correct),
@@ -328,8 +340,7 @@ def nearest_cell_recovery(
     """The label of each cell's nearest other cell (see the module notes); ``per`` groups cells
     for ``per_stratum`` (e.g. each model's accuracy); ``neighbours`` reuses
     :func:`nearest_cells` of the same features."""
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    check_alpha(alpha)
     nn = neighbours if neighbours is not None else nearest_cells(features)
     n = int(np.asarray(features).shape[0])
     y, names = _codes(labels, n, "labels")
@@ -339,30 +350,15 @@ def nearest_cell_recovery(
         else np.zeros(n, dtype=np.int64)
     )
     credit = _credit(y, nn, n)[0]
-    accuracy = float(credit.mean())
-    lo_q, hi_q = alpha / 2, 1 - alpha / 2
-    if n_boot:
-        boot = credit[rng.integers(n, size=(n_boot, n))].mean(axis=1)
-        ci = (float(np.quantile(boot, lo_q)), float(np.quantile(boot, hi_q)))
-    else:
-        ci = (float("nan"), float("nan"))
+    ci = _bootstrap_ci(credit, n_boot, alpha, rng)  # drawn before the null
     null = np.empty(n_null)
-    home = np.argsort(blocks, kind="stable")
     step = max(1, min(max(n_null, 1), 4_000_000 // max(1, n)))
     for start in range(0, n_null, step):
-        k = min(step, n_null - start)
-        order = np.lexsort((rng.random((k, n)), np.broadcast_to(blocks, (k, n))), axis=-1)
-        yy = np.empty((k, n), dtype=np.int64)
-        yy[:, home] = y[order]
-        null[start : start + k] = _credit(yy, nn, n).mean(axis=1)
+        yy = _shuffles_within(y, blocks, rng, min(step, n_null - start))
+        null[start : start + yy.shape[0]] = _credit(yy, nn, n).mean(axis=1)
     g, g_names = _codes(per, n, "per") if per is not None else (np.zeros(n, dtype=np.int64), ())
     return Recovery(
-        accuracy=accuracy,
-        ci=ci,
-        **_null_fields(null, accuracy, alpha),
-        chance=1.0 / len(names),
-        n_cells=n,
-        n_boot=n_boot,
+        **_summary_fields(credit, ci, null, alpha, len(names), n_boot),
         per_stratum={str(g_names[k]): float(credit[g == k].mean()) for k in range(len(g_names))},
         predicted=(),  # a tie among neighbours of different labels has no single prediction
         correct=tuple(bool(c == 1.0) for c in credit),

@@ -37,7 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from lmaudit.stats.exact import unit_dots
-from lmaudit.stats.permutation import monte_carlo_pvalue
+from lmaudit.stats.permutation import label_codes, monte_carlo_pvalue
 from lmaudit.stats.rbo import encode_lists, rbo_all_pairs, shuffle_assignments
 
 __all__ = [
@@ -254,12 +254,6 @@ class CodebookPermutation:
     table: tuple[tuple[int, ...], ...]  # observed counts, models x clusters
 
 
-def _codes(labels: Sequence[Hashable]) -> tuple[NDArray[np.int64], tuple[Any, ...]]:
-    index: dict[Hashable, int] = {}
-    codes = np.fromiter((index.setdefault(x, len(index)) for x in labels), dtype=np.int64, count=len(labels))
-    return codes, tuple(index)
-
-
 def _chi2(tables: NDArray[np.int64], rows: FloatArray, cols: FloatArray, n: int) -> FloatArray:
     """Pearson chi-square of tables with fixed margins: ``n (sum O^2 / (r c) - 1)``."""
     expected = np.outer(rows, cols)
@@ -282,8 +276,8 @@ def codebook_permutation_test(
     """
     if len(models) != len(clusters):
         raise ValueError(f"{len(models)} model labels but {len(clusters)} cluster labels")
-    mi, model_names = _codes(models)
-    ci, cluster_names = _codes(clusters)
+    mi, model_names = label_codes(models)
+    ci, cluster_names = label_codes(clusters)
     n, n_m, n_c = mi.size, len(model_names), len(cluster_names)
     if n_m < 2 or n_c < 2:
         raise ValueError("the test needs at least two models and two clusters")

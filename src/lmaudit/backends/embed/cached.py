@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from tqdm.auto import tqdm
 
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.embed.base import EmbeddingBackend, Matrix, decode_vector, vector_entries
@@ -69,8 +68,7 @@ class CachedEmbedder(CachedBackend):
 
         def compute(idx: list[int], stored: Callable[[int], None]) -> None:
             if fill is not None:
-                fill(self.cache.root, [(keys[i], unique[i]) for i in idx])
-                self._read_back(idx, load, stored)
+                self._filled_by_backend(fill, [(keys[i], unique[i]) for i in idx], idx, load, stored)
                 return
             batch = [unique[i] for i in idx]
             name = type(self.backend).__name__
@@ -97,14 +95,7 @@ class CachedEmbedder(CachedBackend):
         missing = sorted(
             (i for i in range(len(unique)) if not load(i)), key=lambda i: (-len(unique[i]), unique[i])
         )
-        with tqdm(
-            total=len(unique),
-            initial=len(unique) - len(missing),
-            desc=desc,
-            unit="text",
-            disable=not self.progress,
-            leave=True,
-        ) as bar:
+        with self._bar(len(unique), len(unique) - len(missing), desc, "text") as bar:
             self._fill(
                 missing,
                 lambda i: keys[i],

@@ -82,28 +82,17 @@ class OpenAIEmbedder(BackendAPI):
         self.model = str(cfg["model"])
         dims = cfg.get("dimensions")
         self.dimensions: int | None = None if dims is None else int(dims)
-        self.api_key_env = str(cfg.get("api_key_env") or "OPENAI_API_KEY")
         rev = cfg.get("revision")
         self.revision: str | None = None if rev is None else str(rev)
         self.batch_size = int(cfg.get("batch_size", 256))
-        self.timeout_s = float(cfg.get("timeout_s", 60.0))
-        self.max_retries = int(cfg.get("max_retries", 5))
-        if self.batch_size < 1 or self.max_retries < 0 or self.timeout_s <= 0:
+        self._http = HttpClient.from_config(
+            self.base_url, cfg, max_answer_bytes=MAX_EMBEDDINGS_ANSWER_BYTES, sleep=sleep, rng=rng
+        )
+        self.api_key_env = self._http.api_key_env
+        if self.batch_size < 1 or self._http.max_retries < 0 or self._http.timeout_s <= 0:
             raise BackendError(
                 "openai embeddings config: need batch_size >= 1, max_retries >= 0, timeout_s > 0"
             )
-        self._http = HttpClient(
-            self.base_url,
-            api_key_env=self.api_key_env,
-            timeout_s=self.timeout_s,
-            max_retries=self.max_retries,
-            backoff_base_s=float(cfg.get("backoff_base_s", 0.5)),
-            backoff_cap_s=float(cfg.get("backoff_cap_s", 30.0)),
-            deadline_s=float(cfg.get("request_deadline_s", 600.0)),
-            sleep=sleep,
-            rng=rng,
-            max_answer_bytes=int(cfg.get("max_answer_bytes", MAX_EMBEDDINGS_ANSWER_BYTES)),
-        )
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> OpenAIEmbedder:

@@ -139,11 +139,6 @@ class OpenAIBackend(BackendAPI):
                 "openai backend config: field 'chat_template' is required when endpoint='completions'"
             )
         self.bos_token = str(cfg["bos_token"] or "")
-        self.api_key_env = str(cfg["api_key_env"] or OPENAI_DEFAULTS["api_key_env"])
-        self.timeout_s = float(cfg["timeout_s"])
-        self.max_retries = int(cfg["max_retries"])
-        self.backoff_base_s = float(cfg["backoff_base_s"])
-        self.backoff_cap_s = float(cfg["backoff_cap_s"])
         rev = cfg["revision"]
         self.revision: str | None = None if rev is None else str(rev)
         self.top_logprobs = int(cfg["top_logprobs"])
@@ -158,26 +153,19 @@ class OpenAIBackend(BackendAPI):
             self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
         )
         self.server_root = str(root).rstrip("/")
-        if self.max_retries < 0 or self.top_logprobs < 1 or self.timeout_s <= 0:
-            raise BackendError(
-                "openai backend config: need max_retries >= 0, top_logprobs >= 1, timeout_s > 0"
-            )
-        self.request_deadline_s = float(cfg["request_deadline_s"])
-        self._context: int | None = None  # the server's context, asked once; 0: unknown
-        self._http = HttpClient(
+        self._http = HttpClient.from_config(
             self.base_url,
-            api_key_env=self.api_key_env,
-            timeout_s=self.timeout_s,
-            max_retries=self.max_retries,
-            backoff_base_s=self.backoff_base_s,
-            backoff_cap_s=self.backoff_cap_s,
-            deadline_s=self.request_deadline_s,
+            cfg,
             sleep=sleep,
             clock=clock,
             rng=rng,
-            max_answer_bytes=int(cfg["max_answer_bytes"]),
             unreachable_hint=start_hint(self.base_url, self.model),
         )
+        if self._http.max_retries < 0 or self.top_logprobs < 1 or self._http.timeout_s <= 0:
+            raise BackendError(
+                "openai backend config: need max_retries >= 0, top_logprobs >= 1, timeout_s > 0"
+            )
+        self._context: int | None = None  # the server's context, asked once; 0: unknown
         self._tok_dialect: str | None = None
         self._served = ServedCheck(self.model, redact_url(self.base_url))
 
@@ -196,11 +184,11 @@ class OpenAIBackend(BackendAPI):
         return {
             "base_url": redact_url(self.base_url),
             "server_root": redact_url(self.server_root),
-            "api_key_env": self.api_key_env,
-            "timeout_s": self.timeout_s,
-            "max_retries": self.max_retries,
-            "backoff_cap_s": self.backoff_cap_s,
-            "request_deadline_s": self.request_deadline_s,
+            "api_key_env": self._http.api_key_env,
+            "timeout_s": self._http.timeout_s,
+            "max_retries": self._http.max_retries,
+            "backoff_cap_s": self._http.backoff_cap_s,
+            "request_deadline_s": self._http.deadline_s,
             "max_answer_bytes": self._http.max_answer_bytes,
             "max_concurrency": self.max_concurrency,
             "tokenizer": self._tok_dialect or self.tokenizer,

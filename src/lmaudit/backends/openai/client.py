@@ -39,7 +39,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import requests
@@ -48,6 +48,7 @@ from requests.utils import get_auth_from_url
 from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import NewConnectionError
 
+from lmaudit.backends.openai.config import OPENAI_DEFAULTS
 from lmaudit.backends.openai.wire import parse_retry_after, server_message
 from lmaudit.errors import BackendError, ServerUnreachable, StrictJsonError
 from lmaudit.provenance.jsoncheck import bounded_loads
@@ -138,6 +139,43 @@ class HttpClient:
         self._check_lock = threading.Lock()
         self._url_secrets = url_secrets(base_url)
 
+    @classmethod
+    def from_config(
+        cls,
+        base_url: str,
+        cfg: Mapping[str, Any],
+        *,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        unreachable_hint: str = "",
+    ) -> HttpClient:
+        """A client with a config's HTTP fields (``api_key_env``, ``timeout_s``, ``max_retries``,
+        ``backoff_base_s``, ``backoff_cap_s``, ``request_deadline_s``, ``max_answer_bytes``); a
+        field left out takes the ``openai`` model config's default (``max_answer_bytes``: the
+        one given here)."""
+
+        def field(name: str) -> Any:
+            value = cfg.get(name)
+            return OPENAI_DEFAULTS[name] if value is None else value
+
+        answer = cfg.get("max_answer_bytes")
+        return cls(
+            base_url,
+            api_key_env=str(cfg.get("api_key_env") or OPENAI_DEFAULTS["api_key_env"]),
+            timeout_s=float(field("timeout_s")),
+            max_retries=int(field("max_retries")),
+            backoff_base_s=float(field("backoff_base_s")),
+            backoff_cap_s=float(field("backoff_cap_s")),
+            deadline_s=float(field("request_deadline_s")),
+            sleep=sleep,
+            clock=clock,
+            rng=rng,
+            max_answer_bytes=int(max_answer_bytes if answer is None else answer),
+            unreachable_hint=unreachable_hint,
+        )
+
     def _session(self) -> requests.Session:
         s = getattr(self._local, "session", None)
         if s is None:
@@ -172,18 +210,22 @@ class HttpClient:
         """``cannot reach <where> (<the system's reason>)``, then how to start the server."""
         return f"cannot reach {where} ({connection_reason(e)}){self.unreachable_hint}"
 
+    def _get(self, url: str) -> tuple[requests.Response, bytes]:
+        """``GET url`` once, its body read within the deadline (:meth:`_read_body`)."""
+        start = self._clock()
+        resp = self._session().get(
+            url, headers=self._headers(), timeout=min(self.timeout_s, self.deadline_s), stream=True
+        )
+        with resp:
+            return resp, self._read_body(resp, start)
+
     def check_server(self) -> Any:
         """``GET <base_url>/models`` once: ServerUnreachable when nothing answers there, a
         BackendError when the server refuses the credentials; any other answer is a server.
         Returns the decoded listing (None when the answer is no JSON or no success)."""
         url = f"{self.base_url}/models"
-        start = self._clock()
         try:
-            resp = self._session().get(
-                url, headers=self._headers(), timeout=min(self.timeout_s, self.deadline_s), stream=True
-            )
-            with resp:
-                data = self._read_body(resp, start)
+            resp, data = self._get(url)
         except _BodyPastDeadline as e:
             raise BackendError(
                 self.redact(
@@ -224,13 +266,8 @@ class HttpClient:
         gives none there (no such route, an error, no JSON). For what a server reports about
         itself, which a run can do without."""
         self._ensure_checked()
-        start = self._clock()
         try:
-            resp = self._session().get(
-                url, headers=self._headers(), timeout=min(self.timeout_s, self.deadline_s), stream=True
-            )
-            with resp:
-                data = self._read_body(resp, start)
+            resp, data = self._get(url)
         except (requests.RequestException, Urllib3Error, _BodyPastDeadline) as e:
             log.info("%s", self.redact(f"GET {redact_url(url)}: {type(e).__name__}: {e}"))
             return None
