@@ -35,7 +35,9 @@ from lmaudit.studies.base import (
     StudyResult,
     typed,
 )
-from lmaudit.studies.choir import design, sweep
+from lmaudit.studies.choir import planning as design
+from lmaudit.studies.choir import sweep
+from lmaudit.studies.choir.analysis import analyze_rows
 from lmaudit.studies.choir.ballots import read_ballots
 from lmaudit.studies.choir.calibration import read_calibration
 from lmaudit.studies.choir.config import ChoirEnsembleConfig, ChoirStudyConfig
@@ -45,7 +47,6 @@ from lmaudit.studies.choir.extract import extract_items
 from lmaudit.studies.choir.foreign import foreign_lists, log_import
 from lmaudit.studies.choir.importer import read_import
 from lmaudit.studies.choir.ranking import evaluators, measure_ranking, ranking_mode
-from lmaudit.studies.choir.rows import analyze_rows
 from lmaudit.studies.choir.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
 from lmaudit.text import question_words
@@ -358,7 +359,7 @@ class ChoirStudy(Study):
 
     def report(self, result: StudyResult, ctx: RunContext) -> str:
         from lmaudit.reporting.page import read_rows
-        from lmaudit.studies.choir.report import render_report  # matplotlib: when used
+        from lmaudit.studies.choir.report.page import render_report  # matplotlib: when used
 
         audit = dict(ctx.audit)
         rows = read_rows(audit, ctx.run_dir)

@@ -15,7 +15,7 @@ from lmaudit.provenance.redact import redact_config
 from lmaudit.studies.base import (
     Plan,
 )
-from lmaudit.studies.judge import analysis as an
+from lmaudit.studies.judge import disagreement as an
 from lmaudit.studies.judge.config import (
     JudgeStudyConfig,
 )

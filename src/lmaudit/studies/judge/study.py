@@ -26,6 +26,7 @@ from lmaudit.studies.base import (
     StudyResult,
 )
 from lmaudit.studies.judge import planning
+from lmaudit.studies.judge.analysis import analyze_rows, headline, metrics, plot_data, summary, tags
 from lmaudit.studies.judge.config import (
     JudgeConditionSetConfig,
     JudgeRubricConfig,
@@ -44,8 +45,7 @@ from lmaudit.studies.judge.planning import (
     sampling,
     settings,
 )
-from lmaudit.studies.judge.report import render_report
-from lmaudit.studies.judge.results import analyze_rows, headline, metrics, plot_data, summary, tags
+from lmaudit.studies.judge.report.page import render_report
 from lmaudit.studies.judge.sweep import combine_sweep, design_key
 from lmaudit.studies.registry import register_study
 

@@ -31,7 +31,7 @@ from lmaudit.backends.base import (
 )
 from lmaudit.backends.sim.base import SimAgent
 from lmaudit.backends.sim.fields import hashed_rng
-from lmaudit.backends.sim.qq_readout import (
+from lmaudit.backends.sim.qq.readout import (
     MAX_DRAW_TRIES,
     OTHER_TOKEN,
     SIM_QQ_VERSION,
