@@ -1,165 +1,140 @@
-"""The choir design: questions, conditions and the elicitation requests of every ensemble member.
-
-A *condition* is how a list is elicited: an unconditioned template (``A``, ``B``; persona
-``none``) or the persona template under one persona (``A|<persona>``). A *cell* is one member x
-question x condition x temperature; it is one sampling request whose ``generations`` draws are
-the cell's lists (each draw's seed fixed by the request seed and its index).
-"""
+"""Everything before the first model call: the choir study's settings, its ensemble and
+evaluators, the run's name and the plan (the design's requests of every member, or the
+import's digests). The design itself (questions, conditions, requests) is :mod:`.design`."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from lmaudit.backends.base import SampleRequest
+from omegaconf import DictConfig, OmegaConf
+
+from lmaudit.config.execution import EMBEDDER_EXECUTION_FIELDS, without_execution
+from lmaudit.interop.audit import plan_inputs
+from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
-from lmaudit.studies.choir.config import ChoirStudyConfig
-from lmaudit.studies.choir.data import NO_PERSONA, ChoirMaterials, CuePair, load_materials
+from lmaudit.studies.base import Plan, grouped_config, typed
+from lmaudit.studies.choir import design
+from lmaudit.studies.choir.config import GROUPS, ChoirStudyConfig
+from lmaudit.studies.choir.foreign import log_import
+from lmaudit.studies.choir.ranking import evaluators, ranking_mode
 
-__all__ = ["Condition", "Question", "conditions", "member_name", "questions", "requests"]
-
-
-@dataclass(frozen=True)
-class Question:
-    id: str
-    text: str
-    info: dict[str, str]  # bank columns (geometry, openness / code, context, ...)
+__all__ = ["default_run_name", "ensemble", "evaluator_models", "plan", "plan_config", "settings"]
 
 
-@dataclass(frozen=True)
-class Condition:
-    id: str
-    template: str
-    persona: str  # "none" for unconditioned lists
-
-    @property
-    def conditioned(self) -> bool:
-        return self.persona != NO_PERSONA
+def settings(cfg: DictConfig) -> ChoirStudyConfig:
+    s = typed(cfg.study, ChoirStudyConfig)
+    assert isinstance(s, ChoirStudyConfig)
+    return s
 
 
-def questions(s: ChoirStudyConfig, m: ChoirMaterials) -> list[Question]:
-    if s.bank == "infinity":
-        pool = [Question(p.id, p.text, {"geometry": p.geometry, "openness": p.openness}) for p in m.external]
-    elif s.bank == "targeted":
-        pool = [
-            Question(p.code, p.stem, {"legacy_id": p.legacy_id, "context": p.context, "title": p.title})
-            for p in m.targeted
-        ]
-    else:
-        raise InputError(f"study: field 'bank' = {s.bank!r} is not infinity or targeted")
-    by = {q.id: q for q in pool}
-    chosen = pool
-    if s.question_ids is not None:
-        unknown = [q for q in s.question_ids if q not in by]
-        if unknown:
-            raise InputError(f"study: field 'question_ids': {unknown} are not in the {s.bank} bank")
-        chosen = [by[q] for q in s.question_ids]
-    return chosen + stripped_questions(s, m, chosen, by)
-
-
-def cue_pairs(s: ChoirStudyConfig, m: ChoirMaterials) -> list[CuePair]:
-    """The matched cue-stripping pairs the design asks for (``study.cue_pairs``)."""
-    if not s.cue_pairs:
-        return []
-    if s.bank != "infinity":
-        raise InputError(
-            "study: field 'cue_pairs' needs bank=infinity (the pairs reword Infinity-Chat prompts)"
-        )
-    by = {p.original: p for p in m.cue_pairs}
-    wanted = list(by) if list(s.cue_pairs) == ["all"] else list(s.cue_pairs)
-    unknown = [q for q in wanted if q not in by]
-    if unknown:
-        raise InputError(
-            f"study: field 'cue_pairs': {unknown} have no pair in {s.materials}/cue_pairs.jsonl ({sorted(by)})"
-        )
-    return [by[q] for q in dict.fromkeys(wanted)]
-
-
-def stripped_questions(
-    s: ChoirStudyConfig, m: ChoirMaterials, chosen: list[Question], by: dict[str, Question]
-) -> list[Question]:
-    """The originals of the pairs not already chosen, then every pair's stripped prompt."""
-    pairs = cue_pairs(s, m)
-    have = {q.id for q in chosen}
-    extra = [by[p.original] for p in pairs if p.original not in have]
-    return extra + [Question(p.id, p.text, {"stripped_of": p.original}) for p in pairs]
-
-
-def conditions(s: ChoirStudyConfig, m: ChoirMaterials) -> list[Condition]:
-    known = {p.id for p in m.personas}
-    for field_name, ids in (("templates", s.templates), ("persona_template", [s.persona_template])):
-        bad = [t for t in ids if t not in m.templates]
-        if bad:
-            raise InputError(f"study: field {field_name!r}: templates {bad} are not in {sorted(m.templates)}")
-    bad = [p for p in s.personas if p not in known or p == NO_PERSONA]
-    if bad:
-        raise InputError(
-            f"study: field 'personas': {bad} are not persona profiles ({sorted(known - {NO_PERSONA})})"
-        )
-    out = [Condition(t, t, NO_PERSONA) for t in dict.fromkeys(s.templates)]
-    out += [Condition(f"{s.persona_template}|{p}", s.persona_template, p) for p in dict.fromkeys(s.personas)]
-    if not out:
-        raise InputError("study: the design has no condition (templates and personas are both empty)")
-    return out
-
-
-def member_name(model: dict[str, Any], i: int) -> str:
-    name = model.get("name")
-    if not isinstance(name, str) or not name:
-        raise InputError(f"study: field 'ensemble.members[{i}].name' must be a non-empty string")
-    return name
-
-
-def _seed(seed: int, question: str, condition: str, temperature: float) -> int:
-    h = hashlib.sha256(f"{seed}:{question}:{condition}:{temperature!r}".encode()).digest()
-    return int.from_bytes(h[:8], "big") & ((1 << 63) - 1)
-
-
-def requests(
-    s: ChoirStudyConfig, m: ChoirMaterials, qs: list[Question], conds: list[Condition]
-) -> list[SampleRequest]:
-    """One sampling request per question x condition x temperature (the same for every member)."""
-    personas = {p.id: p for p in m.personas}
+def ensemble(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
+    members = OmegaConf.to_container(cfg.study.ensemble.members, resolve=True)
+    if not members:
+        model = OmegaConf.to_container(cfg.model, resolve=True)
+        assert isinstance(model, dict)
+        return [{str(k): v for k, v in model.items()}]
+    assert isinstance(members, list)
     out = []
-    for q in qs:
-        for c in conds:
-            if c.conditioned and "stripped_of" in q.info:
-                continue  # cue stripping compares unconditioned lists only
-            prompt = m.templates[c.template].render(q.text)
-            persona_text = personas[c.persona].text if c.conditioned else None
-            shots: tuple[dict[str, str], ...] = ()
-            for ex in s.exemplars:
-                shots += (
-                    {"role": "user", "content": m.templates[c.template].render(ex.question)},
-                    {"role": "assistant", "content": ex.answer},
-                )
-            messages: tuple[dict[str, str], ...] = (
-                (({"role": "system", "content": str(persona_text)},) if persona_text else ())
-                + shots
-                + ({"role": "user", "content": prompt},)
+    for i, m in enumerate(members):
+        if not isinstance(m, dict) or "backend" not in m:
+            raise InputError(
+                f"study: field 'ensemble.members[{i}]' must be a model config with 'backend' and 'name'"
             )
-            for t in s.temperatures:
-                out.append(
-                    SampleRequest(
-                        messages=messages,
-                        n=s.generations,
-                        temperature=float(t),
-                        top_p=1.0,
-                        max_tokens=s.max_tokens,
-                        seed=_seed(s.seed, q.id, c.id, float(t)),
-                        meta={
-                            "question": q.id,
-                            "question_text": q.text,
-                            "condition": c.id,
-                            "template": c.template,
-                            "persona": c.persona,
-                            "items": s.items_per_list,
-                        },
-                    )
-                )
+        design.member_name(m, i)
+        out.append(m)
+    names = [m["name"] for m in out]
+    if len(set(names)) != len(names):
+        raise InputError(f"study: field 'ensemble.members': member names must be distinct, got {names}")
     return out
 
 
-def materials(s: ChoirStudyConfig) -> ChoirMaterials:
-    return load_materials(s.materials)
+def evaluator_models(cfg: DictConfig, s: ChoirStudyConfig) -> list[dict[str, Any]]:
+    return evaluators(OmegaConf.to_container(cfg.study.ensemble.evaluators, resolve=True), ensemble(cfg, s))
+
+
+def default_run_name(cfg: DictConfig) -> str:
+    """What varies between choir runs first: the bank, the ensemble and its members (a digest
+    for a long one), the generations; an import by its file."""
+    s = settings(cfg)
+    if s.import_path:
+        return f"import-{Path(s.import_path).stem}"
+    members = [str(m["name"]) for m in ensemble(cfg, s)]
+    names = "+".join(members)
+    if len(names) > 48:  # a long ensemble: its first member, its size, a digest of all names
+        tag = hashlib.sha256(names.encode()).hexdigest()[:6]
+        names = f"{members[0]}+{len(members) - 1}more-{tag}"
+    return f"{s.bank}-{s.ensemble.name}-{names}-g{s.generations}"
+
+
+def plan_config(cfg: DictConfig) -> dict[str, Any]:
+    """The config the plan records (:func:`lmaudit.studies.base.grouped_config`), without the
+    facts of the data and how the embedder runs."""
+    out = grouped_config(cfg, GROUPS)
+    # the import's format is a fact of the data, recorded under inputs.import (a data key);
+    # an unset import temperature leaves the plans made before it existed as they were
+    out["study"].pop("import_format", None)
+    if out["study"].get("import_temperature") is None:
+        out["study"].pop("import_temperature", None)
+    # how the embedder runs (runner, devices ...) is not part of the design either
+    out["study"]["embedder"] = without_execution(out["study"].get("embedder"), EMBEDDER_EXECUTION_FIELDS)
+    return out
+
+
+def plan(cfg: DictConfig, *, freezing_open: bool = False) -> Plan:
+    s = settings(cfg)
+    if s.generations < 1 or s.items_per_list < 1 or s.max_tokens < 1:
+        raise InputError("study: generations, items_per_list and max_tokens must be >= 1")
+    resolved = plan_config(cfg)
+    inputs: dict[str, Any] = {}
+    found = log_import(s) if s.import_path and Path(s.import_path).exists() else None
+    if found is not None:  # inspect logs: every file read, and the format
+        inputs["import"] = plan_inputs(found)
+    for key, field_name, given in (
+        ("import", "import_path", None if found is not None else s.import_path),
+        ("calibration", "calibration_path", s.calibration_path),
+        ("profiles", "profiles_path", s.profiles_path),
+        ("codebook", "codebook_path", s.codebook_path),
+        ("echo_calibration", "echo_calibration_path", s.echo_calibration_path),
+        ("ballots", "ranking.import_path", s.ranking.import_path),
+    ):
+        if given:
+            p = Path(given)
+            if p.exists():
+                inputs[key] = {"path": str(p), "sha256": file_sha256(p)}
+            elif freezing_open:  # an open registration: the data come later and are not bound
+                inputs[key] = {"path": str(p), "sha256": None}
+            else:
+                raise InputError(f"{p}: file not found (study.{field_name})")
+    m = design.materials(s)
+    for name in ("targeted_bank.jsonl", "infinity_chat_100.jsonl", "templates.json", "personas.jsonl"):
+        p = Path(s.materials) / name
+        inputs[name] = {"path": str(p), "sha256": file_sha256(p)}
+    body: dict[str, Any] = {
+        "study": "choir",
+        "mode": "import" if s.import_path else "elicit",
+        "config": resolved,
+        "inputs": inputs,
+    }
+    n = 0
+    if not s.import_path:
+        qs, conds = design.questions(s, m), design.conditions(s, m)
+        members = ensemble(cfg, s)
+        reqs = design.requests(s, m, qs, conds)
+        body["members"] = [mm["name"] for mm in members]
+        body["requests"] = [
+            {
+                "messages": list(r.messages),
+                "n": r.n,
+                "temperature": r.temperature,
+                "seed": r.seed,
+                "meta": r.meta,
+            }
+            for r in reqs
+        ]
+        n = len(reqs) * len(members)
+    body["ranking"] = ranking_mode(s)
+    if body["ranking"] == "elicit":
+        body["evaluators"] = [e["name"] for e in evaluator_models(cfg, s)]
+    return Plan.make(body, n)

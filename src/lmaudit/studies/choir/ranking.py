@@ -38,8 +38,8 @@ from lmaudit.studies.choir.ballots import (
 )
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA, ChoirMaterials
+from lmaudit.studies.choir.design import member_name
 from lmaudit.studies.choir.finalists import select_finalists
-from lmaudit.studies.choir.planning import member_name
 from lmaudit.studies.choir.pools import build_pools, source_of
 from lmaudit.studies.choir.records import ListRecord
 from lmaudit.studies.choir.tally import borda
