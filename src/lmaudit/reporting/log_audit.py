@@ -14,19 +14,23 @@ EXCLUDED = ("cache_copies", "presumed_cache_copies", "errors")
 FLAGGED = ("same_seed", "cache_shared_across_epochs", "no_do_sample", "no_model_events", "incomplete")
 
 
-def log_alerts(audit: Mapping[str, Any] | None, left_out_of: str = "every sequence") -> list[str]:
-    """What the imported logs get wrong, in a sentence each (see "The imported logs")."""
+def log_alerts(
+    audit: Mapping[str, Any] | None, left_out_of: str = "every sequence", *, in_answer: bool = False
+) -> list[str]:
+    """What the imported logs get wrong, in a sentence each (see "The imported logs").
+    ``in_answer``: the page's answer already states the answers left out and the greedy
+    families, so they are not repeated here."""
     if not audit:
         return []
     totals = audit.get("totals") or {}
     out = []
-    if audit.get("n_excluded"):
+    if audit.get("n_excluded") and not in_answer:
         out.append(
             f"{audit['n_excluded']} answer(s) in the imported logs are not independent draws (served from "
             f"a cache, or errors: {value({k: v for k, v in totals.items() if k in EXCLUDED})}); they were "
             f"left out of {left_out_of}."
         )
-    for name in audit.get("greedy_families") or []:
+    for name in [] if in_answer else audit.get("greedy_families") or []:
         out.append(
             f"{name} was generated greedily (temperature 0 or no do_sample): its repeats are not draws."
         )

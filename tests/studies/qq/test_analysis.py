@@ -557,6 +557,7 @@ def test_to_json_is_plain_and_stable() -> None:
         "params",
         "n_items",
         "counts",
+        "summary",
         "saturation",
         "mass",
         "memorization",

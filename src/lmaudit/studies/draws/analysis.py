@@ -7,7 +7,8 @@ permutations and one set of synthetic datasets serve every column.
 
 * ``T = sum (R - E0)``; one-sided Monte Carlo p-value ``(1 + #{T* >= T}) / (1 + B)`` from
   ``B`` joint permutations (compared as integer repeat sums, so ties are exact).
-* ``rho_hat = T / sum (n - 1 - E0)`` over informative sequences.
+* ``rho_hat = T / sum (n - 1 - E0)`` over informative sequences, with (given the prompts) a
+  percentile bootstrap interval over prompts (:mod:`.bootstrap`; not registered).
 * ``share_le(rho)``: share of synthetic datasets with ``T_sim <= T``; ``rho_upper`` is the
   largest grid ``rho`` with ``share_le >= alpha`` (``> max grid`` if that is the last one:
   uninformative; ``< min grid`` if none). ``rho_cal``: the same with 0.5 (median-matched).
@@ -30,6 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.stats.permutation import monte_carlo_pvalue, poisson_binomial_sf, upper_critical_value
+from lmaudit.studies.draws.bootstrap import rho_hat_interval
 from lmaudit.studies.draws.sequences import SequenceSet, encode, sequence_stats
 from lmaudit.studies.draws.simulate import permutation_null, persistence_null
 
@@ -156,11 +158,17 @@ def _rng(seed: int, key: str, stream: int) -> np.random.Generator:
 
 
 def analyze_family(
-    name: str, sequences: Sequence[Sequence[Hashable]], sources: Sequence[str], params: AnalysisParams
+    name: str,
+    sequences: Sequence[Sequence[Hashable]],
+    sources: Sequence[str],
+    params: AnalysisParams,
+    prompts: Sequence[Hashable] | None = None,
 ) -> FamilyAnalysis:
-    """Everything the registration asks of one family (randomness seeded by ``params.seed`` and ``name``)."""
-    if len(sequences) != len(sources):
-        raise ValueError("one source per sequence")
+    """Everything the registration asks of one family (randomness seeded by ``params.seed`` and
+    ``name``); with ``prompts`` (one per sequence), the family's ``rho_hat`` also gets its
+    bootstrap interval over prompts (:mod:`.bootstrap`, the family's stream 3)."""
+    if len(sequences) != len(sources) or (prompts is not None and len(prompts) != len(sequences)):
+        raise ValueError("one source (and prompt) per sequence")
     sset = encode(sequences)
     st = sequence_stats(sset)
     src = np.asarray(list(sources), dtype=object)
@@ -240,6 +248,10 @@ def analyze_family(
             )
         )
     fam = results[0]
+    if prompts is not None:
+        fam.extra["rho_hat_ci"] = rho_hat_interval(
+            (st.repeats - st.e0).astype(np.float64), st.room, prompts, inf, _rng(params.seed, name, 3)
+        )
     excess = float((st.drift[inf] - st.drift_e0[inf]).sum())
     robust = _drift_beyond_persistence(sub, fam, excess, params, name)
     return FamilyAnalysis(

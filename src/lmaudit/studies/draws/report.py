@@ -17,6 +17,7 @@ from markupsafe import Markup
 from lmaudit.reporting import fmt, get, pval, text
 from lmaudit.reporting.log_audit import log_alerts
 from lmaudit.reporting.page import MAX_SAMPLES, Sample, Verdict, page_of, provenance, render, value
+from lmaudit.studies.draws.bootstrap import CONFIDENCE, N_RESAMPLES
 from lmaudit.studies.draws.figures import null_svg, rho_curve_svg
 
 __all__ = ["render_report"]
@@ -46,36 +47,128 @@ def _families(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _ci(f: Mapping[str, Any]) -> str:
+    """A family's ρ̂ with its bootstrap interval over prompts, as the facts show it."""
+    ci = f.get("rho_hat_ci") or {}
+    if ci.get("low") is None or ci.get("high") is None:
+        why = ci.get("reason")
+        return f"ρ̂ = {fmt(f.get('rho_hat'))}" + (f" (no interval: {why})" if why else "")
+    level = f"{100 * float(ci.get('confidence') or 0.95):g}%"
+    return (
+        f"ρ̂ = {fmt(f.get('rho_hat'))}, {level} interval [{fmt(ci['low'])}, {fmt(ci['high'])}] "
+        f"({ci.get('method')} bootstrap over {ci.get('n_prompts')} prompts, B = {ci.get('B')})"
+    )
+
+
+def _families_word(n: int) -> str:
+    return "family" if n == 1 else "families"
+
+
+def _log_lead(results: Mapping[str, Any]) -> str:
+    """For imported logs, what their users came for first: how many draws are cache copies or
+    errors (left out), and which families were generated greedily ("" when neither)."""
+    audit = results.get("log_audit") or {}
+    totals = audit.get("totals") or {}
+    read = sum(int((f.get("counts") or {}).get("draws_read") or 0) for f in audit.get("files") or [])
+    parts = []
+    copies = int(totals.get("cache_copies") or 0)
+    presumed = int(totals.get("presumed_cache_copies") or 0)
+    errors = int(totals.get("errors") or 0)
+    if copies:
+        parts.append(
+            f"{copies} of {read} draws in the imported logs are cache copies (served from a cache, not drawn)"
+        )
+    if presumed:
+        parts.append(
+            f"{presumed} of {read} are presumed cache copies (a shared cache and no model call recorded)"
+        )
+    if errors:
+        parts.append(f"{errors} of {read} are errors")
+    out = "; ".join(parts) + ": left out of every test below." if parts else ""
+    greedy = audit.get("greedy_families") or []
+    if greedy:
+        out += (" " if out else "") + (
+            f"{', '.join(greedy)} {'was' if len(greedy) == 1 else 'were'} generated greedily (temperature 0 "
+            "or no do_sample): repeats are not draws."
+        )
+    return out
+
+
+def _without_flagged(fams: Mapping[str, Mapping[str, Any]]) -> tuple[int, int, list[str]]:
+    """``(families rejecting, families with a source left, families with none left)`` once the
+    flagged sources are dropped (a family with no flagged source keeps its registered result)."""
+    k = n = 0
+    emptied = []
+    for name, f in sorted(fams.items()):
+        wf = f.get("without_flagged")
+        if wf is not None and not wf.get("n_sequences"):
+            emptied.append(name)
+            continue
+        n += 1
+        k += bool((wf or f).get("reject"))
+    return k, n, emptied
+
+
 def _verdict(results: Mapping[str, Any]) -> Verdict:
     fams = results.get("families") or {}
     alpha = get(results, "params", "alpha") or 0.05
+    lead = _log_lead(results)
+    prefix = lead + " " if lead else ""
     if not fams:
-        return Verdict("Nothing was analysed: the run holds no sequences.", answered=False)
+        return Verdict(prefix + "Nothing was analysed: the run holds no sequences.", answered=False)
+    n, k = len(fams), int(results.get("n_rejected") or 0)
+    level = f"Holm-corrected across {n} families at α = {alpha:g}" if n > 1 else f"at α = {alpha:g}"
     facts = [
         f"{name}: {'persistence' if f.get('reject') else 'not rejected'}; T = {fmt(f.get('T'), '.2f')}, "
-        f"Holm p = {pval(f.get('holm_p'))}, ρ̂ = {fmt(f.get('rho_hat'))}, ρ_upper {f.get('rho_upper_label', '—')}, "
+        f"{'Holm p' if n > 1 else 'p'} = {pval(f.get('holm_p'))}, {_ci(f)}, ρ_upper {f.get('rho_upper_label', '—')}, "
         f"{f.get('n_informative', 0)} of {f.get('n_sequences', 0)} sequences informative"
         for name, f in sorted(fams.items())
     ]
+    facts += [  # imported scores: their error bars, clustered by sample (the dependence epochs carry)
+        f"{name}, {task}: {e.get('sentence')}."
+        for name, tasks in sorted((results.get("error_bars") or {}).items())
+        for task, e in sorted(tasks.items())
+        if e.get("sentence")
+    ]
     if all(not f.get("n_informative") for f in fams.values()):
         return Verdict(
-            "Every sequence repeats one answer throughout, so ordering carries no information: the test "
+            prefix
+            + "No sequence left has two different answers, so ordering carries no information: the test "
             "cannot tell persistence from a fixed answer.",
             facts,
             answered=False,
         )
-    n, k = len(fams), int(results.get("n_rejected") or 0)
     if k:
-        head = (
-            f"Answers persist from draw to draw in {k} of {n} "
-            f"{'family' if n == 1 else 'families'} (Holm-corrected at α = {alpha:g})."
-        )
+        head = f"Answers persist from draw to draw in {k} of {n} {_families_word(n)} ({level})."
     else:
         head = (
-            f"No persistence found: none of the {n} {'family' if n == 1 else 'families'} rejects "
-            f"chance ordering at α = {alpha:g} after Holm (see ρ_upper for how much persistence is ruled out)."
+            f"No persistence found: none of the {n} {_families_word(n)} rejects chance ordering ({level}; "
+            "see ρ_upper for how much persistence is ruled out)."
         )
-    return Verdict(head, facts)
+    if not results.get("any_flagged"):
+        return Verdict(prefix + head, facts)
+    flagged = sorted(f"{s} in {name}" for name, f in fams.items() for s in f.get("flagged_sources") or [])
+    why = (
+        f"{', '.join(flagged)} {'has' if len(flagged) == 1 else 'have'} more fully grouped sequences (AAABBB) "
+        "than chance gives, which strong persistence and sequences rebuilt from a distribution both produce"
+    )
+    k_wo, n_wo, emptied = _without_flagged(fams)
+    if k_wo == k and n_wo == n:
+        return Verdict(f"{prefix}{head[:-1]}, with or without the flagged sources ({why}).", facts)
+    rest = (
+        f"without them, {k_wo} of {n_wo} {_families_word(n_wo)} with a source left "
+        f"{'rejects' if k_wo == 1 else 'reject'}"
+        if n_wo
+        else "without them, no family has a source left"
+    )
+    if emptied and n_wo:
+        rest += f" (no source is left in {', '.join(emptied)} after dropping flagged ones)"
+    return Verdict(
+        f"{prefix}The registered test rejects chance ordering in {k} of {n} {_families_word(n)} ({level}), "
+        f"but {why}; {rest}, so the run cannot tell persistence from rebuilt sequences there.",
+        facts,
+        answered=False,
+    )
 
 
 def _alerts(results: Mapping[str, Any]) -> list[str]:
@@ -88,12 +181,22 @@ def _alerts(results: Mapping[str, Any]) -> list[str]:
             f"({value(refused.get('reasons'))}): those sequences are counted here and left out of every "
             "test below; they were not cached and are asked again by the next run."
         )
-    if results.get("any_flagged"):
-        out.append(
-            "Some sources look rebuilt (more fully grouped sequences than chance gives): the result "
-            "without them is shown beside the registered one."
-        )
-    return out + log_alerts(results.get("log_audit"))
+    # rebuilt-looking sources, cache copies, errors and greedy families are stated in the answer
+    return out + log_alerts(results.get("log_audit"), in_answer=True)
+
+
+def _terms(results: Mapping[str, Any]) -> list[str]:
+    """The glossary terms that apply: none without a family, Holm only across several, ρ only
+    when some sequence is informative."""
+    fams = results.get("families") or {}
+    if not fams:
+        return []
+    out = ["R / E0 / T"]
+    if len(fams) > 1:
+        out.append("Holm")
+    if any(f.get("n_informative") for f in fams.values()):
+        out.append("ρ̂ / ρ_upper")
+    return out
 
 
 def _samples(rows: Iterable[Mapping[str, Any]], plan: Mapping[str, Any] | None) -> tuple[list[Sample], int]:
@@ -173,7 +276,7 @@ def render_report(
         question=QUESTION,
         verdict=_verdict(results),
         alerts=_alerts(results),
-        terms=["R / E0 / T", "Holm", "ρ̂ / ρ_upper"],
+        terms=_terms(results),
         samples=samples,
         samples_total=total,
         samples_note="Each sequence: the probe as asked (the conversation before it) and the draws in order.",
@@ -191,4 +294,6 @@ def render_report(
         data=results.get("data") or {},
         sources=results.get("sources") or [],
         log_audit=results.get("log_audit"),
+        ci_level=f"{100 * CONFIDENCE:g}%",
+        ci_b=N_RESAMPLES,
     )

@@ -126,7 +126,13 @@ def analyze_records(
     p_wo: list[float] = []
     for name in sorted(by_family):
         recs = by_family[name]
-        fa = analyze_family(name, [r.draws for r in recs], [r.source for r in recs], params)
+        fa = analyze_family(
+            name,
+            [r.draws for r in recs],
+            [r.source for r in recs],
+            params,
+            [(r.condition, r.probe) for r in recs],
+        )
         grouped = {g.source: g.to_json() for g in fa.grouped}
         fam = _col(fa.family, grid, null=True)
         fam.update(

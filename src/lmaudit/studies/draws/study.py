@@ -304,6 +304,9 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
             if isinstance(f.get(m), int | float):
                 out[f"{k}{m}"] = float(f[m])
         out[f"{k}drift_p"] = float(f["drift"]["p"])
+        ci = f.get("rho_hat_ci") or {}
+        if ci.get("low") is not None:  # rho_hat's bootstrap interval over prompts (.bootstrap)
+            out[f"{k}rho_hat_ci_low"], out[f"{k}rho_hat_ci_high"] = float(ci["low"]), float(ci["high"])
         for r, v in f["power"].items():
             out[f"{k}power_{r}"] = float(v)
     if results.get("log_audit"):
@@ -336,10 +339,15 @@ def tags(results: dict[str, Any]) -> dict[str, str]:
     return t
 
 
+def _ci_text(f: dict[str, Any]) -> str:
+    ci = f.get("rho_hat_ci") or {}
+    return "" if ci.get("low") is None else f" [{ci['low']:.3f}, {ci['high']:.3f}]"
+
+
 def summary(results: dict[str, Any]) -> str:
     fams = "; ".join(
         f"{n}: T={f['T']:.2f} p={f['p']:.4g} Holm p={f['holm_p']:.4g} rho_hat="
-        f"{'-' if f['rho_hat'] is None else format(f['rho_hat'], '.3f')} rho_upper {f['rho_upper_label']}"
+        f"{'-' if f['rho_hat'] is None else format(f['rho_hat'], '.3f')}{_ci_text(f)} rho_upper {f['rho_upper_label']}"
         f" drift p={f['drift']['p']:.4g}"
         for n, f in results["families"].items()
     )

@@ -30,7 +30,7 @@ from lmaudit.studies.qq.figures import (
 )
 from lmaudit.studies.qq.mixture_report import mixture_alerts, mixture_cdf_svg, mixture_view
 from lmaudit.studies.qq.samples import samples, wordings
-from lmaudit.studies.qq.verdict import TERMS, alerts, verdict
+from lmaudit.studies.qq.verdict import alerts, terms, verdict
 
 __all__ = ["NOT_RECORDED", "render_report"]
 
@@ -55,6 +55,18 @@ def _signed(x: Any, nd: int = 3) -> str:
 def _interval(x: Any, nd: int = 3) -> str:
     if isinstance(x, list | tuple) and len(x) == 2:
         return f"[{_signed(x[0], nd)}, {_signed(x[1], nd)}]"
+    return "—"
+
+
+def _plain_ci(x: Any) -> str:
+    if isinstance(x, list | tuple) and len(x) == 2:
+        return f"[{fmt(x[0])}, {fmt(x[1])}]"
+    return "— (fewer than two items)"
+
+
+def _pct_ci(x: Any) -> str:
+    if isinstance(x, list | tuple) and len(x) == 2 and _num(x[0]) is not None and _num(x[1]) is not None:
+        return f"[{100 * float(x[0]):.1f}%, {100 * float(x[1]):.1f}%]"
     return "—"
 
 
@@ -222,6 +234,7 @@ _DICT_KEYS = (
     "source",
     "mixture",
     "sampling_error",
+    "summary",
 )
 _LIST_KEYS = ("items", "fits", "sampled")
 
@@ -332,8 +345,8 @@ def render_report(
         title=_title(clean, pick("plan.config.model.name")),
         question=QUESTION,
         verdict=verdict(clean, gates),
-        alerts=alerts(clean, gates, bool(gates["G2"]["base_model"])) + mixture_alerts(mixture),
-        terms=TERMS,
+        alerts=alerts(clean, gates) + mixture_alerts(mixture),
+        terms=terms(clean),
         samples=shown,
         samples_total=total,
         samples_note=(
@@ -373,6 +386,10 @@ def render_report(
         readings=readings,
         params=clean.get("params") or {},
         sampled=clean.get("sampled") or [],
+        summary=clean.get("summary") or {},
+        level=f"{100 * float(_get(clean, 'summary', 'confidence', default=0.95)):g}%",
+        pct_ci=_pct_ci,
+        plain_ci=_plain_ci,
         sampling_error=clean.get("sampling_error"),
         VERDICT_CSS=VERDICT_CSS,
         STATUS_CSS=STATUS_CSS,

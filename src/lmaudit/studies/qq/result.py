@@ -24,6 +24,7 @@ from lmaudit.studies.qq.diagnostics import (
 )
 from lmaudit.studies.qq.records import ORDERS
 from lmaudit.studies.qq.sampling_error import SamplingRegion
+from lmaudit.studies.qq.summary import AcrossItems, across_items
 
 __all__ = [
     "ExcludedItem",
@@ -346,6 +347,16 @@ class QQResult:
             for t in self.params.saturation_sensitivity
         ]
 
+    def across_items(self) -> AcrossItems:
+        """Mean |q|, the share VIOLATED and the label-mapping effect over the decided items."""
+        effects = [e["delta_oss"] for r in self.items if (e := r.label_effect()) is not None]
+        return across_items(
+            [abs(r.q) for r in self.items],
+            [r.verdict == "VIOLATED" for r in self.items],
+            effects,
+            large_threshold=self.params.memorization_threshold,
+        )
+
     @property
     def max_other(self) -> float:
         """The largest unassigned mass at any measured position, excluded items' included (G2)."""
@@ -369,6 +380,7 @@ class QQResult:
                 "saturated": n_sat,
                 **excluded,
             },
+            "summary": self.across_items().to_json(),
             "saturation": {
                 "threshold": self.params.saturation_threshold,
                 "n_saturated": n_sat,

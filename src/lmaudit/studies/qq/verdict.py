@@ -9,7 +9,16 @@ from typing import Any
 from lmaudit.reporting import fmt, num
 from lmaudit.reporting.page import Verdict
 
-__all__ = ["TERMS", "alerts", "failed_g3", "sampling_caveat", "verdict"]
+__all__ = [
+    "TERMS",
+    "across_facts",
+    "alerts",
+    "failed_g3",
+    "label_effect_line",
+    "sampling_caveat",
+    "terms",
+    "verdict",
+]
 
 #: the glossary terms the QQ page uses, in the order a reader meets them
 TERMS = (
@@ -26,6 +35,23 @@ TERMS = (
     "mapping",
 )
 VERDICTS = ("SATISFIED", "VIOLATED", "INDETERMINATE")
+#: the terms that describe items: a run that decided none shows only the gates' terms
+_ITEM_TERMS = frozenset(
+    ("QQ equality", "SATISFIED / VIOLATED / INDETERMINATE", "envelope", "OSS", "Gamma", "saturated")
+)
+
+
+def terms(results: Mapping[str, Any]) -> list[str]:
+    """The glossary terms of :data:`TERMS` that apply to this run: item terms only when an item
+    was decided, "mapping" only when more than one label mapping was measured."""
+    items = [it for it in results.get("items") or [] if isinstance(it, Mapping)]
+    mappings = {m.get("mapping") for it in items for m in it.get("mappings") or [] if isinstance(m, Mapping)}
+    out = []
+    for t in TERMS:
+        if (t in _ITEM_TERMS and not items) or (t == "mapping" and len(mappings) < 2):
+            continue
+        out.append(t)
+    return out
 
 
 def _g(x: Any) -> str:
@@ -71,10 +97,18 @@ def _reasons(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]])
             f"gate G1 failed: {g1.get('failed')} of {g1.get('checked')} rendered contexts split an answer "
             "label into more than one token, so the label probabilities do not measure the answer"
         )
+    median = num(g2.get("median_other"))
+    mostly_other = median is not None and median > 0.5
     if _status(g2) == "FAIL":
         out.append(
             f"gate G2 failed: {_g(g2.get('max_other'))} of the mass is off the labels at the worst position "
             f"(G2 needs < {_g(g2.get('threshold'))})"
+            + (
+                f", and at most positions most of it is (median {_g(median)}: typical of a base model, or "
+                "of a prompt that does not elicit a label), so the envelopes are too wide to decide anything"
+                if mostly_other
+                else f"; the widest q envelope is {_g(g2.get('max_envelope_width'))}"
+            )
         )
     if _status(g3) == "FAIL":
         bad, total = failed_g3(g3)
@@ -82,8 +116,7 @@ def _reasons(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]])
             f"gate G3 failed: in {bad} of {total} spot checks the sampled answers disagree with the "
             "log-probabilities"
         )
-    median = num(g2.get("median_other"))
-    if median is not None and median > 0.5:
+    if mostly_other and _status(g2) != "FAIL":
         out.append(
             f"at most positions most of the mass is off the labels (median {_g(median)}), so the "
             "envelopes are too wide to decide anything"
@@ -126,6 +159,60 @@ def _tally(n: int, v: Mapping[str, int]) -> str:
     )
 
 
+def _ci(ci: Any, spec: str) -> str:
+    if not isinstance(ci, list | tuple) or len(ci) != 2:
+        return "no interval below two items"
+    return f"[{fmt(ci[0], spec)}, {fmt(ci[1], spec)}]"
+
+
+def _pct_ci(ci: Any) -> str:
+    if not isinstance(ci, list | tuple) or len(ci) != 2 or num(ci[0]) is None or num(ci[1]) is None:
+        return "no interval"
+    return f"[{100 * ci[0]:.1f}%, {100 * ci[1]:.1f}%]"
+
+
+def across_facts(results: Mapping[str, Any]) -> list[str]:
+    """The across-item summaries in a sentence each (``results.summary``; none before it existed)."""
+    summ = results.get("summary")
+    if not isinstance(summ, Mapping):
+        return []
+    level = f"{100 * float(summ.get('confidence') or 0.95):g}%"
+    aq, sv = summ.get("mean_abs_q") or {}, summ.get("share_violated") or {}
+    if not sv.get("n"):
+        return ["Across items: no item was analysed, so there is nothing to summarise."]
+    out = [
+        f"Across the {sv['n']} items analysed: {sv.get('k')} VIOLATED ({100 * float(sv.get('share') or 0):.1f}%, "
+        f"{level} Clopper-Pearson interval {_pct_ci(sv.get('ci'))}); mean |q| {fmt(aq.get('mean'))} "
+        f"({level} t interval over items {_ci(aq.get('ci'), '.3f')})."
+    ]
+    line = label_effect_line(results, large_only=False)
+    if line:
+        out.append(line)
+    return out
+
+
+def label_effect_line(results: Mapping[str, Any], *, large_only: bool) -> str | None:
+    """The label-mapping effect (mean |ΔOSS| between mappings) in a sentence; with
+    ``large_only``, only when it is large (the lower end of its interval above the threshold)."""
+    le = (results.get("summary") or {}).get("label_effect")
+    if not isinstance(le, Mapping) or (large_only and not le.get("large")):
+        return None
+    level = f"{100 * float((results.get('summary') or {}).get('confidence') or 0.95):g}%"
+    where = (
+        f"mean |ΔOSS| between label mappings {fmt(le.get('mean'))} over {le.get('n')} "
+        f"item{'' if le.get('n') == 1 else 's'} ({level} t interval {_ci(le.get('ci'), '.3f')})"
+    )
+    if le.get("large"):
+        return (
+            f"The label mapping changes the answers: {where}, above the threshold {_g(le.get('large_threshold'))} "
+            "at that level."
+        )
+    return (
+        f"Label-mapping effect: {where}; not shown to exceed the threshold {_g(le.get('large_threshold'))} "
+        "(the interval's lower end must)."
+    )
+
+
 def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) -> Verdict:
     """The answer: how many items satisfy, violate or are indeterminate, or why the run cannot say."""
     n, v, g, n_sat = _counts(results)
@@ -137,15 +224,26 @@ def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) 
     facts = [
         f"QQ verdicts: {v['SATISFIED']} SATISFIED, {v['VIOLATED']} VIOLATED, {v['INDETERMINATE']} INDETERMINATE "
         f"of {n} items (margin ε = {eps} on |q|, decided over each item's envelope).",
+        *across_facts(results),
         f"Γ classes: {g['NONCONTEXTUAL']} NONCONTEXTUAL, {g['CONTEXTUAL']} CONTEXTUAL, "
         f"{g['INDETERMINATE']} INDETERMINATE (CONTEXTUAL certifies residual contextuality).",
         f"Saturated: {n_sat} of {n} items (threshold {threshold}).",
-        f"Gates: G1 {_status(g1)} ({g1.get('checked') or 0} rendered contexts checked, {g1.get('failed') or 0} failed); "
-        f"G2 {_status(g2)} (max other mass {_g(g2.get('max_other'))}, must stay below {_g(g2.get('threshold'))}); "
-        f"G3 {_status(g3)} ({n3 - bad3} of {n3} spot checks agree).",
-        f"Mass off the labels: at most {_g(g2.get('max_other'))} at any position, median "
-        f"{_g(g2.get('median_other'))}; the widest q envelope is {_g(g2.get('max_envelope_width'))}.",
     ]
+    # a failed gate is stated once, in the headline (_reasons): the facts list the others
+    shown = {
+        "G1": f"G1 {_status(g1)} ({g1.get('checked') or 0} rendered contexts checked, {g1.get('failed') or 0} failed)",
+        "G2": f"G2 {_status(g2)} (max other mass {_g(g2.get('max_other'))}, must stay below {_g(g2.get('threshold'))})",
+        "G3": f"G3 {_status(g3)} ({n3 - bad3} of {n3} spot checks agree)",
+    }
+    ok = [text for name, text in shown.items() if _status(gates[name]) != "FAIL"]
+    if ok:
+        facts.append(f"{'Gates' if len(ok) == len(shown) else 'Other gates'}: {'; '.join(ok)}.")
+    median = num(g2.get("median_other"))
+    if _status(g2) != "FAIL" and not (median is not None and median > 0.5):
+        facts.append(
+            f"Mass off the labels: at most {_g(g2.get('max_other'))} at any position, median "
+            f"{_g(g2.get('median_other'))}; the widest q envelope is {_g(g2.get('max_envelope_width'))}."
+        )
     excluded = [x for x in results.get("excluded") or [] if isinstance(x, Mapping)]
     if excluded:
         facts.append(
@@ -172,6 +270,9 @@ def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) 
         if g["CONTEXTUAL"]
         else "; none is certified contextual."
     )
+    large = label_effect_line(results, large_only=True)
+    if large:
+        head += " " + large
     if 2 * n_sat > n:
         head += (
             f" But {n_sat} of {n} items are saturated (near-deterministic answers), so these verdicts "
@@ -182,37 +283,19 @@ def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) 
     return Verdict(head, facts)
 
 
-def alerts(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]], base_model: bool) -> list[str]:
-    """What went wrong, loudly: failed or missing gates, mass off the labels, saturation, memorization."""
+def alerts(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """What else went wrong, loudly: gates not run, saturation, memorization. A failed gate (and,
+    in a run that answers, saturation) is stated once, in the answer (:func:`verdict`)."""
     n, _, _, n_sat = _counts(results)
-    g1, g2, g3 = gates["G1"], gates["G2"], gates["G3"]
+    answered = not _reasons(results, gates)
     out = []
-    if _status(g1) == "FAIL":
-        out.append(
-            f"Gate G1 failed: {g1.get('failed')} of {g1.get('checked')} rendered contexts do not have each "
-            "answer label as a single token."
-        )
-    if _status(g2) == "FAIL":
-        out.append(
-            f"Gate G2 failed: up to {_g(g2.get('max_other'))} of the next-token probability lies on tokens "
-            f"other than the answer labels (the gate needs less than {_g(g2.get('threshold'))} at every "
-            f"position; median {_g(g2.get('median_other'))}). Every verdict holds only within its envelope; "
-            f"the widest q envelope is {_g(g2.get('max_envelope_width'))}."
-            + (" The model is configured as a base model." if base_model else "")
-        )
-    if _status(g3) == "FAIL":
-        bad, total = failed_g3(g3)
-        out.append(
-            f"Gate G3 failed: {bad} of {total} spot checks found sampled answers outside the exact "
-            "intervals around the log-probabilities."
-        )
     missing = [name for name in ("G1", "G3") if _status(gates[name]) == "NOT_RUN"]
     if missing:
         out.append(
             f"Gate{'s' if len(missing) > 1 else ''} {' and '.join(missing)} {'were' if len(missing) > 1 else 'was'} "
             "not run: this run has no record of that health check."
         )
-    if n and 2 * n_sat > n:
+    if n and 2 * n_sat > n and not answered:
         out.append(
             f"{n_sat} of {n} items are saturated: their answer distributions are near-deterministic, so "
             "the QQ verdicts are weakly informative (the seed's central caveat)."

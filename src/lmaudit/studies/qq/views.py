@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["headline", "metrics", "mixture_cdf", "mixture_metrics", "plot_data", "summary", "tags"]
+__all__ = [
+    "headline",
+    "metrics",
+    "mixture_cdf",
+    "mixture_metrics",
+    "plot_data",
+    "summary",
+    "summary_metrics",
+    "tags",
+]
 
 
 def headline(results: dict[str, Any]) -> float:
@@ -26,6 +35,8 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
     out.update({f"n_gamma_{k.lower()}": v for k, v in c["gamma_class"].items()})
     for row in results["saturation"]["sensitivity"]:
         out[f"n_saturated_at_{row['threshold']}"] = row["n_saturated"]
+    if "summary" in results:  # across items, with intervals (studies/qq/summary.py)
+        out.update(summary_metrics(results["summary"]))
     if "excluded" in c:  # items with an undefined P(y | y or n) somewhere (analysis.ExcludedItem)
         out["n_excluded"] = c["excluded"]
     for it in results["items"]:
@@ -33,6 +44,22 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
         out[f"oss.{it['item']}"] = it["oss"]
     if "mixture" in results:
         out.update(mixture_metrics(results["mixture"]))
+    return out
+
+
+def summary_metrics(summ: dict[str, Any]) -> dict[str, float]:
+    """The across-item summaries as metrics (``summary.`` prefix; an interval that is not
+    defined, below two items, is left out)."""
+    out: dict[str, float] = {}
+    parts = [("mean_abs_q", summ["mean_abs_q"], "mean"), ("share_violated", summ["share_violated"], "share")]
+    if summ.get("label_effect") is not None:
+        parts.append(("label_effect_abs_delta_oss", summ["label_effect"], "mean"))
+        out["summary.label_effect_large"] = float(summ["label_effect"]["large"])
+    for name, s, key in parts:
+        if s[key] is not None:
+            out[f"summary.{name}"] = float(s[key])
+        if s["ci"] is not None:
+            out[f"summary.{name}_ci_low"], out[f"summary.{name}_ci_high"] = (float(v) for v in s["ci"])
     return out
 
 
@@ -130,6 +157,16 @@ def summary(results: dict[str, Any]) -> str:
     gates = ", ".join(f"{k} {x['status']}" for k, x in results["gates"].items())
     mix = results.get("mixture")
     extra = ""
+    summ = results.get("summary") or {}
+    sv, aq = summ.get("share_violated") or {}, summ.get("mean_abs_q") or {}
+    if sv.get("ci") is not None:
+        extra += (
+            f" | share VIOLATED {sv['share']:.3f} [{sv['ci'][0]:.3f}, {sv['ci'][1]:.3f}] (Clopper-Pearson)"
+        )
+    if aq.get("ci") is not None:
+        extra += f", mean |q| {aq['mean']:.3f} [{aq['ci'][0]:.3f}, {aq['ci'][1]:.3f}] (t)"
+    if (summ.get("label_effect") or {}).get("large"):
+        extra += f", label-mapping effect large (mean |dOSS| {summ['label_effect']['mean']:.3f})"
     if c.get("excluded"):
         extra += f" | excluded {c['excluded']} (no probability on either label at a position)"
     if mix is not None:
