@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from lmaudit.backends.hf.backend import HFBackend
     from lmaudit.backends.hf.packed.trie import pack_forest
     from lmaudit.provenance.cache import ResponseCache
-    from lmaudit.studies.qq.mixture_plan import components_of
+    from lmaudit.studies.qq.mixture.plan import components_of
     from lmaudit.studies.qq.study import cells_for, measure, mixture_cells
 
     personas = f"study.estimand.mixture.personas_path={REPO / 'data/qq/personas.jsonl'}"

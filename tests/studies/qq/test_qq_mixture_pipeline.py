@@ -15,7 +15,7 @@ from lmaudit.config.checks import ConfigRangeError
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 from lmaudit.provenance.predictions import parse_predictions, unknown_metrics
-from lmaudit.studies.qq.mixture_plan import load_personas
+from lmaudit.studies.qq.mixture.plan import load_personas
 from lmaudit.studies.qq.study import QQStudy, cells_for, mixture_cells, results_template
 from lmaudit.studies.qq.study import plan as qq_plan
 from lmaudit.studies.registry import get_study

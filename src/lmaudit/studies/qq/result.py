@@ -1,4 +1,4 @@
-"""Result objects of the QQ analysis (built by :func:`lmaudit.studies.qq.analysis.analyze`).
+"""Result objects of the QQ analysis (built by :func:`lmaudit.studies.qq.estimation.analyze`).
 
 ``QQResult.to_json()`` is the stable, JSON-serialisable form written to the results file:
 plain floats, ints, strings, bools, lists and dicts; items in input order.

@@ -16,7 +16,6 @@ from lmaudit.provenance.io import InputError
 from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult, typed
 from lmaudit.studies.qq import envelope as env
-from lmaudit.studies.qq.analysis import QQParams, analyze
 from lmaudit.studies.qq.analysis_bank import (
     bank_digest,
     check_against_bank,
@@ -32,6 +31,7 @@ from lmaudit.studies.qq.config import (
     QQStudyConfig,
 )
 from lmaudit.studies.qq.diagnostics import g3_check
+from lmaudit.studies.qq.estimation import QQParams, analyze
 from lmaudit.studies.qq.gates import g3_counts, gate_g1, gate_g3, split_rows
 from lmaudit.studies.qq.items import Item, load_bank
 from lmaudit.studies.qq.measure import (
@@ -41,11 +41,11 @@ from lmaudit.studies.qq.measure import (
     measure_sampled,
     run_g1,
 )
-from lmaudit.studies.qq.mixture_analysis import analyze_mixture
-from lmaudit.studies.qq.mixture_plan import components_of, measure_mixture, mixture_plan, persona_cells
+from lmaudit.studies.qq.mixture.analysis import analyze_mixture
+from lmaudit.studies.qq.mixture.plan import components_of, measure_mixture, mixture_plan, persona_cells
 from lmaudit.studies.qq.protocol import Cell, build_cells
 from lmaudit.studies.qq.records import Measurement, check_label_assignment
-from lmaudit.studies.qq.report import render_report
+from lmaudit.studies.qq.report.page import render_report
 from lmaudit.studies.qq.selection import select_items
 from lmaudit.studies.qq.views import headline, metrics, plot_data, summary, tags
 from lmaudit.studies.registry import register_study
