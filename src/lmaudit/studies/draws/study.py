@@ -20,13 +20,13 @@ from lmaudit.provenance.digest import file_sha256
 from lmaudit.provenance.io import InputError
 from lmaudit.reporting.page import read_rows
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
-from lmaudit.studies.draws.analysis import AnalysisParams
+from lmaudit.studies.draws.analysis import analyze_records, metric_key
 from lmaudit.studies.draws.config import DrawsStudyConfig
+from lmaudit.studies.draws.family import AnalysisParams
 from lmaudit.studies.draws.foreign import foreign_rows
 from lmaudit.studies.draws.importer import ImportRows, read_import, validate_record
 from lmaudit.studies.draws.protocol import build_requests, load_probes, make_normaliser
-from lmaudit.studies.draws.report import render_report
-from lmaudit.studies.draws.results import analyze_records, metric_key
+from lmaudit.studies.draws.report.page import render_report
 from lmaudit.studies.registry import register_study
 
 __all__ = ["DrawsStudy", "analyze_rows", "settings"]
