@@ -1,4 +1,5 @@
-"""From sequence records to the results dict of the draws study (pure: records + settings in).
+"""From measurement rows (:func:`analyze_rows`) and sequence records (:func:`analyze_records`)
+to the results dict of the draws study (pure: records + settings in).
 
 Exclusion patterns, then prefix de-duplication, then :func:`analyze_family` per family,
 Holm's correction across families (the registered result, and again with flagged sources
@@ -7,17 +8,24 @@ left out), and a flat per-source table (registered predictions are scored by the
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from omegaconf import DictConfig
+
+from lmaudit.interop import audit as log_audit
+from lmaudit.interop import scores as log_scores
 from lmaudit.provenance.io import InputError
 from lmaudit.stats.multiplicity import holm
 from lmaudit.studies.draws.family import AnalysisParams, ColumnResult, analyze_family
-from lmaudit.studies.draws.importer import SequenceRecord, dedup_prefixes, exclude
+from lmaudit.studies.draws.importer import SequenceRecord, dedup_prefixes, exclude, validate_record
+from lmaudit.studies.draws.planning import analysis_params, settings
 
-__all__ = ["analyze_records", "check_metric_keys", "metric_key"]
+__all__ = ["analyze_records", "analyze_rows", "check_metric_keys", "metric_key"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/ ]")
 
@@ -191,3 +199,67 @@ def analyze_records(
         "any_flagged": any(f["flagged_sources"] for f in families.values()),
     }
     return results
+
+
+def _refused(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sampled sequences the server refused a draw of: counted, never analysed."""
+    reasons: Counter[str] = Counter()
+    n = 0
+    for row in rows:
+        if isinstance(row, dict) and row.get("kind") == "refused":
+            n += 1
+            reasons.update(str(r).split(":")[0] for r in row.get("refusals") or [] if r is not None)
+    return {"sequences": n, "draws": sum(reasons.values()), "reasons": dict(sorted(reasons.items()))}
+
+
+def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -> dict[str, Any]:
+    """Pure: sequence rows + config in, results dict out (no model, no clock). The rows are
+    read once, one at a time; a sequence is kept as a record sharing its names and answers
+    with the others, not as its row."""
+    s = settings(cfg)
+    records = []
+    memo: dict[Any, Any] = {}
+    refused_rows = []
+    audit_rows = []  # another tool's log: what it gets wrong (.foreign)
+    seeded = False
+    for i, row in enumerate(rows, start=1):
+        where = f"{source}: record {i}" + (f" (line {row['line']} of the import)" if "line" in row else "")
+        kind = row.get("kind", "sequence") if isinstance(row, dict) else None
+        if kind == "refused" and "seed" in row:
+            seeded = True
+            refused_rows.append(row)
+            continue
+        if kind == log_audit.AUDIT_KIND:
+            audit_rows.append(log_audit.check_audit_row(row, where))
+            if row.get("scores") is not None:
+                log_scores.check_scores(row["scores"], where)
+            continue
+        if kind != "sequence":
+            raise InputError(f"{where}: field 'kind' = {kind!r} is not 'sequence'")
+        seeded = seeded or "seed" in row
+        records.append(validate_record(row, where, memo))
+    refused = _refused(refused_rows)
+    if not records:
+        why = f" (the server refused a draw of all {refused['sequences']})" if refused["sequences"] else ""
+        why = " (every draw of the logs was left out: see their log_audit rows)" if audit_rows else why
+        raise InputError(f"{source}: no sequences to analyse{why}")
+    results = analyze_records(records, analysis_params(s), exclude_patterns=list(s.exclude_patterns))
+    results["data"]["refused"] = refused
+    mode = "import" if s.import_path or not seeded else "sample"
+    out = {
+        **results,
+        "mode": mode,
+        "normalise": dataclasses.asdict(s.normalise) if mode == "sample" else None,
+    }
+    if audit_rows:  # the answers were normalised when the log was read: that rule
+        out["log_audit"] = log_audit.log_audit_section(audit_rows)
+        out["normalise"] = out["log_audit"]["normalise"]
+        error_bars = log_scores.error_bars_section(audit_rows)
+        for family, tasks in error_bars.items():  # beside each, this study's question: do epochs persist?
+            fam = results["families"].get(family)
+            persist = {k: fam[k] for k in ("reject", "holm_p", "rho_hat", "rho_upper_label")} if fam else None
+            for entry in tasks.values():
+                entry["epochs_persist"] = persist
+        if error_bars:
+            out["error_bars"] = error_bars
+    return out
