@@ -14,7 +14,7 @@ from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.registry import build_backend
 from lmaudit.provenance.cache import ResponseCache
 from lmaudit.studies.qq.config import G3Config
-from lmaudit.studies.qq.measure import g3_cells, g3_trajectories, g3_trajectories_many, position_seed
+from lmaudit.studies.qq.positions import g3_cells, g3_trajectories, g3_trajectories_many, position_seed
 from lmaudit.studies.qq.protocol import Cell
 from lmaudit.studies.qq.records import SEMANTIC
 from lmaudit.studies.qq.study import _typed, cells_for

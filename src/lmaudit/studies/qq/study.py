@@ -34,7 +34,7 @@ from lmaudit.studies.qq.diagnostics import g3_check
 from lmaudit.studies.qq.estimation import QQParams, analyze
 from lmaudit.studies.qq.gates import g3_counts, gate_g1, gate_g3, split_rows
 from lmaudit.studies.qq.items import Item, load_bank
-from lmaudit.studies.qq.measure import (
+from lmaudit.studies.qq.positions import (
     g3_cells,
     g3_trajectories_many,
     measure_logprob,

@@ -1,4 +1,4 @@
-"""QQ measurement: backend requests for every cell, gates G1 and G3, the sampled estimand.
+"""QQ measurement of positions: backend requests for every cell, gates G1 and G3, the sampled estimand.
 
 Everything returned is a plain JSON row for ``measurements.jsonl``:
 
