@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from lmaudit.backends.sim import build_sim_agent
 from lmaudit.studies.qq import envelope as env
+from lmaudit.studies.qq.measure import agent_rows
 from lmaudit.studies.qq.mixture.analysis import analyze_mixture
 from lmaudit.studies.qq.mixture.estimand import (
     check_weights,
@@ -31,9 +32,9 @@ from lmaudit.studies.qq.mixture.estimand import (
     temper,
 )
 from lmaudit.studies.qq.mixture.plan import Component
+from lmaudit.studies.qq.planning import cells_for
 from lmaudit.studies.qq.report.page import render_report
 from lmaudit.studies.qq.result import QQParams
-from lmaudit.studies.qq.study import agent_rows, cells_for
 
 TOL = 1e-12
 REPO = Path(__file__).resolve().parents[3]

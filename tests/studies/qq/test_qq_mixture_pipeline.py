@@ -15,9 +15,11 @@ from lmaudit.config.checks import ConfigRangeError
 from lmaudit.pipeline import run
 from lmaudit.provenance.io import InputError
 from lmaudit.provenance.predictions import parse_predictions, unknown_metrics
+from lmaudit.studies.qq.analysis import results_template
 from lmaudit.studies.qq.mixture.plan import load_personas
-from lmaudit.studies.qq.study import QQStudy, cells_for, mixture_cells, results_template
-from lmaudit.studies.qq.study import plan as qq_plan
+from lmaudit.studies.qq.planning import cells_for, mixture_cells
+from lmaudit.studies.qq.planning import plan as qq_plan
+from lmaudit.studies.qq.study import QQStudy
 from lmaudit.studies.registry import get_study
 
 REPO = Path(__file__).resolve().parents[3]

@@ -20,8 +20,8 @@ from lmaudit.backends.cached import CachedBackend
 from lmaudit.provenance.io import InputError, iter_jsonl
 from lmaudit.studies.qq.config import EstimandConfig, FramingConfig, MappingConfig, MixtureConfig
 from lmaudit.studies.qq.items import ID_PATTERN, Item
-from lmaudit.studies.qq.positions import measure_logprob, measure_sampled
 from lmaudit.studies.qq.mixture.estimand import check_weights
+from lmaudit.studies.qq.positions import measure_logprob, measure_sampled
 from lmaudit.studies.qq.protocol import Cell, build_cells
 
 __all__ = [
