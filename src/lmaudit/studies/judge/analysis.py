@@ -1,6 +1,7 @@
-"""From measurement rows to results.json (:func:`analyze_rows`) and the audit record's judge
-section (:func:`audit_section`). ``analyze_rows`` is pure apart from reading the hidden mapping
-to unblind; the views the pipeline logs are in :mod:`.views`."""
+"""From measurement rows to results.json (:func:`analyze_rows`), the audit record's judge
+section (:func:`audit_section`) and a results body of a plan's shape for checking a
+registration's predictions (:func:`results_template`). ``analyze_rows`` is pure apart from
+reading the hidden mapping to unblind; the views the pipeline logs are in :mod:`.views`."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.provenance.io import InputError
 from lmaudit.studies.judge.disagreement import CLASSES, NOT_CLASSIFIABLE, Judgment, analyze
+from lmaudit.studies.judge.importer import import_rows, import_source
 from lmaudit.studies.judge.length import length_section
 from lmaudit.studies.judge.order_swap import order_swap
-from lmaudit.studies.judge.packets import load_mapping
+from lmaudit.studies.judge.packets import load_candidates, load_mapping
+from lmaudit.studies.judge.planning import conditions, settings
 
-__all__ = ["analyze_rows", "audit_section"]
+__all__ = ["analyze_rows", "audit_section", "results_template"]
 
 _JUDGMENT_FIELDS = (
     "condition",
@@ -234,3 +237,37 @@ def audit_section(results: Mapping[str, Any]) -> dict[str, Any]:
         "mode": results.get("mode"),
         "invalid": results.get("validity", {}).get("invalid"),
     }
+
+
+def results_template(cfg: DictConfig) -> dict[str, Any]:
+    """A results dict of this plan's shape (every judgment a valid 'A'), to check at freeze
+    time that predictions name real metrics."""
+    s = settings(cfg)
+    conds, _ = conditions(cfg)
+    src = import_source(s)
+    if src is not None:
+        return analyze_rows(cfg, import_rows(src, conds), "<template>")
+    ids = [c.prompt_id for c in load_candidates(s.candidates_path, s.prompt_ids)]
+    rows: list[dict[str, Any]] = [{"kind": "design", "source": "judged", "isolation": s.isolation}]
+    for c in conds:
+        for pid in ids:
+            for r in range(s.k):
+                rows.append(
+                    {
+                        "kind": "judgment",
+                        "source": "judged",
+                        "condition": c.id,
+                        "item": pid,
+                        "replicate": r,
+                        "attempt": 0,
+                        "final": True,
+                        "swap": c.swap,
+                        "wrap": sorted(c.wrap),
+                        "valid": True,
+                        "winner": "A",
+                        "winner_original": "B" if c.swap else "A",
+                        "confidence": 1.0,
+                        "reason": "-",
+                    }
+                )
+    return analyze_rows(cfg, rows, "<template>")

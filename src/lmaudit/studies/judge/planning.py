@@ -1,6 +1,5 @@
 """Everything before the first judgment: the judge study's settings, conditions, judge text,
-run name and plan (packets and the analysis plan, or the import's digests), and a results
-template of the plan's shape for checking a registration's predictions."""
+run name and plan (packets and the analysis plan, or the import's digests)."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from lmaudit.studies.base import (
     Plan,
 )
 from lmaudit.studies.judge import disagreement as an
-from lmaudit.studies.judge.analysis import analyze_rows
 from lmaudit.studies.judge.config import (
     JudgeStudyConfig,
 )
@@ -271,37 +269,3 @@ def plan(cfg: DictConfig) -> Plan:
     body = {k: v for k, v in made.doc.items() if k not in ("n_requests", "plan_digest")}
     body["config"] = plan_config(cfg)
     return Plan.make(body, made.n_requests)
-
-
-def results_template(cfg: DictConfig) -> dict[str, Any]:
-    """A results dict of this plan's shape (every judgment a valid 'A'), to check at freeze
-    time that predictions name real metrics."""
-    s = settings(cfg)
-    conds, _ = conditions(cfg)
-    src = import_source(s)
-    if src is not None:
-        return analyze_rows(cfg, import_rows(src, conds), "<template>")
-    ids = [c.prompt_id for c in load_candidates(s.candidates_path, s.prompt_ids)]
-    rows: list[dict[str, Any]] = [{"kind": "design", "source": "judged", "isolation": s.isolation}]
-    for c in conds:
-        for pid in ids:
-            for r in range(s.k):
-                rows.append(
-                    {
-                        "kind": "judgment",
-                        "source": "judged",
-                        "condition": c.id,
-                        "item": pid,
-                        "replicate": r,
-                        "attempt": 0,
-                        "final": True,
-                        "swap": c.swap,
-                        "wrap": sorted(c.wrap),
-                        "valid": True,
-                        "winner": "A",
-                        "winner_original": "B" if c.swap else "A",
-                        "confidence": 1.0,
-                        "reason": "-",
-                    }
-                )
-    return analyze_rows(cfg, rows, "<template>")

@@ -135,7 +135,7 @@ class JudgeStudy(Study):
         return views.plot_data(result.results)
 
     def results_template(self, cfg: DictConfig) -> Mapping[str, Any] | None:
-        return planning.results_template(cfg)
+        return analysis.results_template(cfg)
 
     def design_key(self, cfg: DictConfig) -> str | None:
         return sweep.design_key(cfg)
