@@ -7,7 +7,8 @@ Read statically (``ast``), so the checks see every module whether or not a test 
 - no Study class rebinds a module function as a hook (``headline = staticmethod(headline)``);
 - no module of a study imports another study, wherever the import stands;
 - no module of a study passes 400 lines;
-- no prefix family (three or more modules named ``<prefix>_*``) where a subpackage belongs.
+- no prefix family (three or more modules named ``<prefix>_*``) where a subpackage belongs;
+- imports point one way: planning, measure, analysis, views, report, study.
 """
 
 from __future__ import annotations
@@ -100,6 +101,25 @@ def test_the_cross_study_scan_sees_function_local_imports(tmp_path: Path) -> Non
     src = tmp_path / "m.py"
     src.write_text("def f():\n    from lmaudit.studies.qq.planning import cells_for\n")
     assert "lmaudit.studies.qq.planning.cells_for" in imported(src)
+
+
+#: the layout's modules in import order: each may import those before it, never one after
+ORDER = ("planning", "measure", "analysis", "views", "report", "study")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_imports_point_one_way_along_the_layout(name: str) -> None:
+    found = []
+    for i, mod in enumerate(ORDER[:3]):
+        later = [f"lmaudit.studies.{name}.{m}" for m in ORDER[i + 1 :]]
+        bad = sorted(
+            m
+            for m in imported(STUDIES / name / f"{mod}.py")
+            if any(m == x or m.startswith(x + ".") for x in later)
+        )
+        if bad:
+            found.append(f"{mod}.py: {', '.join(bad)}")
+    assert not found, f"studies/{name}/ imports against the layout's order:\n" + "\n".join(found)
 
 
 def test_no_study_module_passes_400_lines() -> None:
