@@ -5,7 +5,7 @@ A component is a persona of the bank at a temperature over the base estimand. Pe
 the prompt through the system prompt (after the framing's own, so Track P's year framing
 composes with them); the ``none`` persona is the framing's system prompt alone, i.e. the plain
 estimand's cells. On the log-prob base every temperature of a persona reads the same forward
-pass (:func:`lmaudit.studies.qq.mixture.temper`); on the sampled base each (persona,
+pass (:func:`lmaudit.studies.qq.mixture.estimand.temper`); on the sampled base each (persona,
 temperature) is sampled with its own seeds.
 """
 
