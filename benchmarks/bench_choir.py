@@ -29,9 +29,9 @@ from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.sim.embed import SimEmbedder
 from lmaudit.backends.sim.freelist import FreeListSampler
 from lmaudit.studies.choir import codebook
-from lmaudit.studies.choir.analysis import ListRecord, analyze_lists
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.extract import extract_items
+from lmaudit.studies.choir.lists import ListRecord, analyze_lists
 from lmaudit.text import question_words
 
 CACHE_ROOT = Path(__file__).resolve().parents[1] / ".cache" / "bench"
@@ -77,7 +77,7 @@ def bench_analysis(n_questions: int) -> None:
             spent["hdbscan"] += time.perf_counter() - t
 
     codebook.build_codebook = timed  # type: ignore[assignment]
-    import lmaudit.studies.choir.analysis as an
+    import lmaudit.studies.choir.lists as an
 
     an.build_codebook = timed  # type: ignore[assignment]
     s = ChoirStudyConfig()

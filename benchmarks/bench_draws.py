@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from host import host  # benchmarks/host.py (the script's own directory)
-from lmaudit.studies.draws.analysis import AnalysisParams
+from lmaudit.studies.draws.analysis import analyze_records
+from lmaudit.studies.draws.family import AnalysisParams
 from lmaudit.studies.draws.importer import SequenceRecord
-from lmaudit.studies.draws.results import analyze_records
 from lmaudit.studies.draws.sequences import encode
 from lmaudit.studies.draws.simulate import draw_persistent, permutation_null, persistence_null
 

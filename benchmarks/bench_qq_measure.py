@@ -58,7 +58,7 @@ def default_requests(overrides: list[str]) -> tuple[Any, list[Any], int]:
 
     from lmaudit.config.overrides import canonical
     from lmaudit.config.store import register_configs
-    from lmaudit.studies.qq.study import cells_for
+    from lmaudit.studies.qq.planning import cells_for
 
     register_configs()
     args, _ = canonical(overrides)

@@ -1,7 +1,7 @@
 """QQ mixture estimand: the mixture's measurement against (components x) the plain estimand's, one run.
 
 The workload is the default audit's design (``python run.py``: Track M with exemplars, both
-label mappings, the 18 pilot items) measured by ``lmaudit.studies.qq.study.measure`` through a
+label mappings, the 18 pilot items) measured by ``lmaudit.studies.qq.measure.position_rows`` through a
 cold ``CachedBackend`` (a fresh response cache each round), on a random Gemma 3 checkpoint
 built here with the tiny test tokenizer (``tests/backends/tiny_hf.py``; sizes set by
 ``--hidden`` and ``--layers``), so no registered model is measured under the mixture. Gate G3 is
@@ -108,8 +108,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from lmaudit.backends.hf.backend import HFBackend
     from lmaudit.backends.hf.packed.trie import pack_forest
     from lmaudit.provenance.cache import ResponseCache
-    from lmaudit.studies.qq.mixture_plan import components_of
-    from lmaudit.studies.qq.study import cells_for, measure, mixture_cells
+    from lmaudit.studies.qq.measure import position_rows as measure
+    from lmaudit.studies.qq.mixture.plan import components_of
+    from lmaudit.studies.qq.planning import cells_for, mixture_cells
 
     personas = f"study.estimand.mixture.personas_path={REPO / 'data/qq/personas.jsonl'}"
     plain_cfg = compose(["estimand=logprob", *args.overrides])

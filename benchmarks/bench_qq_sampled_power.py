@@ -48,8 +48,9 @@ def truth(model: str) -> list[Any]:
     from lmaudit.backends.sim import build_sim_backend
     from lmaudit.config.overrides import canonical
     from lmaudit.config.store import register_configs
+    from lmaudit.studies.qq.measure import agent_rows
+    from lmaudit.studies.qq.planning import cells_for
     from lmaudit.studies.qq.records import Measurement
-    from lmaudit.studies.qq.study import agent_rows, cells_for
 
     register_configs()
     args, _ = canonical([f"model={model}", f"study.items.path={REPO / 'data/qq/items/pilot.json'}"])

@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from lmaudit.backends.registry import build_backend
     from lmaudit.provenance.cache import ResponseCache
     from lmaudit.studies.qq.config import EstimandConfig
-    from lmaudit.studies.qq.measure import _sample_request, position_seed
-    from lmaudit.studies.qq.study import _typed
+    from lmaudit.studies.qq.planning import _typed
+    from lmaudit.studies.qq.positions import _sample_request, position_seed
 
     cfg, labels, _ = default_requests(["estimand=sampled", *args.overrides])
     est = _typed(cfg.study.estimand, EstimandConfig)

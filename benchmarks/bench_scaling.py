@@ -5,7 +5,7 @@ diagnostic's Poisson-binomial tail; and the whole draws analysis, step by step.
 Workloads (fixed seed):
 
 * judge: N prompts x 4 conditions (P0, PA, PB, PAB) x 1 replicate, random winners and
-  confidences, through :func:`lmaudit.studies.judge.analysis.analyze`; the reference is the
+  confidences, through :func:`lmaudit.studies.judge.disagreement.analyze`; the reference is the
   per-item scan the analysis used before (every judgment of a condition read once per item),
   run only where it finishes in reasonable time.
 * draws: N sequences of 20 draws over 3 answers under one key (one family, condition, probe,
@@ -18,7 +18,7 @@ Workloads (fixed seed):
   Dirichlet(1) shares), at ``k`` = the mean + 10 standard deviations (a flagged source); the
   reference is the previous implementation (one Bernoulli at a time over the whole support, kept
   as the small-N path), run up to ``--tail-reference-max``.
-* draws analysis: :func:`lmaudit.studies.draws.analysis.analyze_family` on N sequences of 20
+* draws analysis: :func:`lmaudit.studies.draws.family.analyze_family` on N sequences of 20
   draws over 3 answers (persistence 0.3) from one source, with small Monte Carlo settings (9
   permutations, 2 datasets per rho: the registered 10,000 and 500 multiply the two Monte Carlo
   steps' linear cost), each step's seconds read by wrapping the functions the analysis calls.
@@ -47,11 +47,11 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln
 
-import lmaudit.studies.draws.analysis as draws_analysis
+import lmaudit.studies.draws.family as draws_analysis
 from host import host  # benchmarks/host.py (the script's own directory)
 from lmaudit.stats import poisson_binomial
 from lmaudit.studies.draws.importer import SequenceRecord, dedup_prefixes
-from lmaudit.studies.judge.analysis import Judgment, analyze
+from lmaudit.studies.judge.disagreement import Judgment, analyze
 
 #: the functions the draws analysis calls, timed as its steps
 ANALYSIS_STEPS = ("encode", "sequence_stats", "poisson_binomial_sf", "permutation_null", "persistence_null")

@@ -8,7 +8,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ValidationError
 
-from lmaudit.studies.qq import study
+from lmaudit.studies.qq import planning as study
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 # every option of every group: the shared ones, and each study's own (conf/study/<name>/<group>/)

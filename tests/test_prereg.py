@@ -255,7 +255,7 @@ import sys
 sys.argv = ["run.py", "prereg={doc["name"]}", "--cfg", "job"]
 from hydra import compose, initialize_config_dir
 from lmaudit.config.store import register_configs
-from lmaudit.studies.qq import study
+from lmaudit.studies.qq import planning as study
 from lmaudit import prereg
 register_configs()
 with initialize_config_dir(config_dir="{REPO / "conf"}", version_base="1.3"):

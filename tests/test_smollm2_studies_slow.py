@@ -67,7 +67,7 @@ def test_draws_on_smollm2(make_cfg, tmp_path: Path) -> None:
 
 
 def test_judge_defaults_to_smollm2_and_answers_from_the_readout(make_cfg, tmp_path: Path) -> None:
-    from lmaudit.studies.judge.verdict import verdict
+    from lmaudit.studies.judge.report.verdict import verdict
 
     run(
         make_cfg(

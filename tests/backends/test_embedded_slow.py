@@ -217,7 +217,7 @@ def test_label_probabilities_agree_across_thread_counts_and_batches(
 ) -> None:
     """The determinism contract on the real model: the default audit's 186 prompts scored at one
     and two threads, all together and in small calls, agree within 1e-5."""
-    from lmaudit.studies.qq.study import cells_for
+    from lmaudit.studies.qq.planning import cells_for
 
     requests = [r for cell in cells_for(make_cfg()) for r in cell.requests]
     assert len(requests) == 186

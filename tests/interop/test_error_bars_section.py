@@ -79,7 +79,7 @@ def test_scores_with_a_wrong_field_are_refused_in_one_line(scores: dict, field: 
 
 
 def test_metric_keys_of_a_task_named_as_no_safe_path() -> None:
-    from lmaudit.studies.draws.results import metric_key
+    from lmaudit.studies.draws.analysis import metric_key
 
     row = _row("a.eval", {"s1": [1.0, 0.0], "s2": [0.0, 0.0]}, 0.25)
     row["facts"]["task"] = "evals/../secret"  # a name someone else wrote: MLflow refuses it as a key

@@ -16,7 +16,7 @@ from lmaudit.provenance.measured_model import (
     read_measured_model,
     read_run_measured_model,
 )
-from lmaudit.studies.qq.report import render_report
+from lmaudit.studies.qq.report.page import render_report
 from lmaudit.studies.registry import get_study
 from lmaudit.tracking.paired import load_run
 

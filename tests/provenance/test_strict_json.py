@@ -14,9 +14,9 @@ from lmaudit.errors import InputError, StrictJsonError
 from lmaudit.provenance.io import iter_jsonl, read_json
 from lmaudit.provenance.jsoncheck import strict_loads
 from lmaudit.studies.draws import importer as draws_import
-from lmaudit.studies.draws.analysis import AnalysisParams
+from lmaudit.studies.draws.analysis import analyze_records, check_metric_keys, metric_key
+from lmaudit.studies.draws.family import AnalysisParams
 from lmaudit.studies.draws.importer import SequenceRecord
-from lmaudit.studies.draws.results import analyze_records, check_metric_keys, metric_key
 from lmaudit.studies.judge import importer as judge_import
 from lmaudit.studies.judge.packets import Condition
 

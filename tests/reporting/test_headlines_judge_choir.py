@@ -47,7 +47,7 @@ from test_judge_fastchat import write as write_lines  # noqa: E402
 
 from choir_quick import QUICK_CHOIR  # noqa: E402
 from lmaudit.pipeline import run  # noqa: E402
-from lmaudit.studies.choir.verdict import facts  # noqa: E402
+from lmaudit.studies.choir.report.verdict import facts  # noqa: E402
 
 ALPHA = 0.05
 # what only a run lmaudit judged has: the wrappers' conditions and the rubric's format

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from lmaudit.pipeline import run
-from lmaudit.studies.qq.verdict import verdict
+from lmaudit.studies.qq.report.verdict import verdict
 
 TESTS = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(TESTS / "interop")]  # the interop tests' helpers: logs made by the tools themselves

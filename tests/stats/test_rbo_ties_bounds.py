@@ -11,7 +11,7 @@ import pytest
 from test_rbo import ref_ties
 
 from lmaudit.stats.rbo import encode_lists, rbo_all_pairs, rbo_ext
-from lmaudit.stats.rbo_bounds import rbo_bounds
+from lmaudit.stats.rbo.bounds import rbo_bounds
 
 TOL = 1e-12
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -214,6 +214,20 @@ def typed(node: Any, cls: type) -> Any:
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), node))
 
 
+def grouped_config(cfg: DictConfig, groups: Iterable[str]) -> dict[str, Any]:
+    """A run's config as a plan records it: ``cfg.study`` without its ``groups``, the model
+    (without how it runs), and each group under its own key; credentials redacted."""
+    study = OmegaConf.to_container(cfg.study, resolve=True)
+    assert isinstance(study, dict)
+    names = list(groups)
+    out: dict[str, Any] = {"study": {k: v for k, v in study.items() if k not in names}}
+    # how the model runs (runner, devices ...) is not part of the design
+    out["model"] = without_execution(OmegaConf.to_container(cfg.model, resolve=True))
+    for g in names:
+        out[g] = study.get(g)
+    return dict(redact_config(out))
+
+
 class Study(ABC):
     """The contract between a study and the pipeline.
 
@@ -256,15 +270,9 @@ class Study(ABC):
 
     def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
         """The resolved config the plan records and digests (also the MLflow params): the
-        study's settings, the model, and each of the study's groups under its own key."""
-        study = OmegaConf.to_container(cfg.study, resolve=True)
-        assert isinstance(study, dict)
-        out: dict[str, Any] = {"study": {k: v for k, v in study.items() if k not in self.groups}}
-        # how the model runs (runner, devices ...) is not part of the design
-        out["model"] = without_execution(OmegaConf.to_container(cfg.model, resolve=True))
-        for g in self.groups:
-            out[g] = study.get(g)
-        return dict(redact_config(out))
+        study's settings, the model, and each of the study's groups under its own key
+        (:func:`grouped_config`)."""
+        return grouped_config(cfg, self.groups)
 
     def tracked_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """The MLflow params of a run whose plan records ``config`` (:meth:`plan_config`): the

@@ -11,8 +11,8 @@ from scipy import stats as sps
 
 from lmaudit.stats.rbo import rbo_ext
 from lmaudit.stats.salience import Salience
-from lmaudit.studies.choir.analysis import _mean_pairwise_rbo, _ranking
 from lmaudit.studies.choir.conditions import condition_block, condition_summary, novelty_by_width
+from lmaudit.studies.choir.lists import _mean_pairwise_rbo, _ranking
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord
 
 P = 0.9

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lmaudit.studies.choir.analysis import analyze_lists
 from lmaudit.studies.choir.config import ChoirStudyConfig
+from lmaudit.studies.choir.lists import analyze_lists
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord
 
 CONCEPTS = [f"concept {i}" for i in range(12)]

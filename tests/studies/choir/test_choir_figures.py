@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lmaudit.studies.choir.report import render_report
-from lmaudit.studies.choir.report_ranking import ranking_view
+from lmaudit.studies.choir.report.page import render_report
+from lmaudit.studies.choir.report.ranking import ranking_view
 from svg_checks import texts, texts_off_canvas
 
 

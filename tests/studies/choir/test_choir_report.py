@@ -117,7 +117,7 @@ def test_every_list_opens_onto_its_exact_prompt_and_answer(make_cfg, tmp_path) -
 
 
 def test_nothing_raw_and_every_figure_captioned_on_its_canvas(make_cfg, tmp_path) -> None:
-    from lmaudit.studies.choir.report import render_report
+    from lmaudit.studies.choir.report.page import render_report
 
     res, html, out = _run(make_cfg, tmp_path, "figures", None)
     page = html.split("<details><summary>Resolved config</summary>")[0]  # the config is JSON, as recorded
@@ -149,7 +149,7 @@ def test_a_run_without_a_signal_to_chance_says_it_could_not_answer(make_cfg, tmp
     assert '<section class="verdict unanswered" id="answer">' in html and "The run could not answer" in html
     assert _headline(html).startswith("No question has a signal-to-chance: each needs unconditioned lists")
     assert html.index("The run could not answer") < html.index('id="predictions"')
-    from lmaudit.studies.choir.verdict import verdict
+    from lmaudit.studies.choir.report.verdict import verdict
 
     # the other reasons, on the same real results
     d = res["design"]

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from lmaudit.studies.choir.analysis import analyze_lists
 from lmaudit.studies.choir.config import ChoirStudyConfig
+from lmaudit.studies.choir.lists import analyze_lists
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord
 from lmaudit.studies.choir.salience_table import salience_view
 

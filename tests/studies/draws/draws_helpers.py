@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lmaudit.studies.draws.analysis import AnalysisParams
+from lmaudit.studies.draws.family import AnalysisParams
 from lmaudit.studies.draws.simulate import draw_persistent
 
 # small settings for Monte Carlo property tests (the registered ones are in conf/study/draws.yaml)

@@ -19,7 +19,7 @@ import pytest
 from draws_helpers import FAST, family
 
 from lmaudit.studies.draws import simulate
-from lmaudit.studies.draws.analysis import AnalysisParams, analyze_family
+from lmaudit.studies.draws.family import AnalysisParams, analyze_family
 from lmaudit.studies.draws.sequences import encode, sequence_stats
 from lmaudit.studies.draws.simulate import draw_persistent, permutation_null, persistence_null
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from draws_helpers import family
 
-from lmaudit.studies.draws.analysis import AnalysisParams, analyze_family
+from lmaudit.studies.draws.analysis import analyze_records
 from lmaudit.studies.draws.bootstrap import N_RESAMPLES, rho_hat_interval
+from lmaudit.studies.draws.family import AnalysisParams, analyze_family
 from lmaudit.studies.draws.importer import SequenceRecord
-from lmaudit.studies.draws.results import analyze_records
 from lmaudit.studies.draws.sequences import encode, sequence_stats
 
 SMALL = AnalysisParams(n_perm=99, rho_grid=(0.0, 0.25, 0.5), n_sims=20, power_rhos=(), seed=7)

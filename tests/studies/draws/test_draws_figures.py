@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lmaudit.studies.draws.figures import null_svg, rho_curve_svg
+from lmaudit.studies.draws.report.figures import null_svg, rho_curve_svg
 from svg_checks import texts, texts_off_canvas, tick_values
 
 

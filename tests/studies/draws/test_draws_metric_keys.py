@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lmaudit.console import main as lmaudit_main
 from lmaudit.pipeline import run
-from lmaudit.studies.draws.results import metric_key
+from lmaudit.studies.draws.analysis import metric_key
 from lmaudit.tracking.compare import fetch_runs, table
 from lmaudit.tracking.mlflow_log import client, tracking_uri
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 from draws_helpers import FAST, family
 
+from lmaudit.studies.draws.analysis import analyze_records
 from lmaudit.studies.draws.importer import SequenceRecord
-from lmaudit.studies.draws.report import render_report
-from lmaudit.studies.draws.results import analyze_records
+from lmaudit.studies.draws.report.page import render_report
 
 
 def _results() -> dict:

@@ -7,7 +7,7 @@ import math
 import pytest
 from scipy import stats
 
-from lmaudit.studies.judge.analysis import Judgment, analyze, classify, disagreement, sign_test
+from lmaudit.studies.judge.disagreement import Judgment, analyze, classify, disagreement, sign_test
 
 
 def _sign_test_by_hand(up: int, down: int) -> float:

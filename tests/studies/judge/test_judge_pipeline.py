@@ -170,7 +170,7 @@ def test_plan_stage_asks_nothing_and_the_plan_covers_the_inputs(judge_cfg, tmp_p
 
 def test_results_template_has_the_shape_predictions_name(judge_cfg):
     from lmaudit import prereg
-    from lmaudit.studies.judge.study import results_template
+    from lmaudit.studies.judge.analysis import results_template
 
     tmpl = results_template(judge_cfg(name="t"))
     preds = prereg.parse_predictions(

@@ -19,7 +19,7 @@ from markupsafe import escape
 
 from lmaudit.pipeline import run
 from lmaudit.provenance.digest import json_digest
-from lmaudit.studies.judge.verdict import verdict
+from lmaudit.studies.judge.report.verdict import verdict
 from svg_checks import texts_off_canvas
 
 PLANTED = ("model.params.wrapper_attraction=10.0", "model.params.noise=0.5", "judge/condition=wrapper")

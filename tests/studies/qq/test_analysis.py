@@ -19,13 +19,13 @@ from numpy.typing import NDArray
 
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq import theory as th
-from lmaudit.studies.qq.analysis import QQParams, analyze
 from lmaudit.studies.qq.diagnostics import (
     discriminant_fits,
     g3_check,
     is_saturated,
     memorization_alert,
 )
+from lmaudit.studies.qq.estimation import QQParams, analyze
 from lmaudit.studies.qq.records import Measurement
 
 TOL = 1e-12

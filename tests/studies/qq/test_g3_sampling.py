@@ -14,10 +14,10 @@ from lmaudit.backends.cached import CachedBackend
 from lmaudit.backends.registry import build_backend
 from lmaudit.provenance.cache import ResponseCache
 from lmaudit.studies.qq.config import G3Config
-from lmaudit.studies.qq.measure import g3_cells, g3_trajectories, g3_trajectories_many, position_seed
+from lmaudit.studies.qq.planning import _typed, cells_for
+from lmaudit.studies.qq.positions import g3_cells, g3_trajectories, g3_trajectories_many, position_seed
 from lmaudit.studies.qq.protocol import Cell
 from lmaudit.studies.qq.records import SEMANTIC
-from lmaudit.studies.qq.study import _typed, cells_for
 
 
 def _reference_row(cell: Cell, cached: CachedBackend, g3: G3Config, n: int, attempt: int) -> dict[str, Any]:
@@ -145,16 +145,16 @@ def test_side_by_side_g3_with_positions_left_short(make_cfg: Any, tmp_path: Path
 
 
 def test_measure_appends_each_cells_retry_after_its_first_attempt(make_cfg: Any, tmp_path: Path) -> None:
-    """study.measure's G3 rows: for each spot-check cell in order, attempt 1, then attempt 2
+    """measure.position_rows' G3 rows: for each spot-check cell in order, attempt 1, then attempt 2
     exactly when attempt 1 failed its check (alpha = 0.999: intervals too narrow to pass)."""
-    from lmaudit.studies.qq import study as qq_study
+    from lmaudit.studies.qq import measure as qq_measure
     from lmaudit.studies.qq.diagnostics import g3_check
     from lmaudit.studies.qq.gates import g3_counts
 
     cfg = make_cfg("model=sim_repetition", "study.gates.g3.alpha=0.999", "study.gates.g3.n=40", name="g3")
     g3 = _typed(cfg.study.gates.g3, G3Config)
     cached = CachedBackend(build_backend(cfg.model), ResponseCache(tmp_path / "cache"), progress=False)
-    rows = qq_study.measure(cfg, cached)
+    rows = qq_measure.position_rows(cfg, cached)
     g3_rows = [r for r in rows if r["kind"] == "g3"]
     logprob = [r for r in rows if r["kind"] == "position"]
     expected: list[tuple[str, str, int]] = []
@@ -162,7 +162,7 @@ def test_measure_appends_each_cells_retry_after_its_first_attempt(make_cfg: Any,
         first = next(
             r for r in g3_rows if (r["item"], r["order"], r["attempt"]) == (cell.item.id, cell.order, 1)
         )
-        joint = qq_study._cell_joint(logprob, cell)
+        joint = qq_measure._cell_joint(logprob, cell)
         expected.append((cell.item.id, cell.order, 1))
         if not (first["complete"] and g3_check(joint, g3_counts(first), g3.alpha).passed):
             expected.append((cell.item.id, cell.order, 2))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lmaudit.studies.qq.figures import label_effect_svg, saturation_cdf_svg
+from lmaudit.studies.qq.report.figures import label_effect_svg, saturation_cdf_svg
 from svg_checks import SVG, parse, texts, texts_off_canvas, tick_values
 
 

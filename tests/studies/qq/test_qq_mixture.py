@@ -21,7 +21,9 @@ from hypothesis import strategies as st
 
 from lmaudit.backends.sim import build_sim_agent
 from lmaudit.studies.qq import envelope as env
-from lmaudit.studies.qq.mixture import (
+from lmaudit.studies.qq.measure import agent_rows
+from lmaudit.studies.qq.mixture.analysis import analyze_mixture
+from lmaudit.studies.qq.mixture.estimand import (
     check_weights,
     diagnose_item,
     mix_positions,
@@ -29,11 +31,10 @@ from lmaudit.studies.qq.mixture import (
     position_weights,
     temper,
 )
-from lmaudit.studies.qq.mixture_analysis import analyze_mixture
-from lmaudit.studies.qq.mixture_plan import Component
-from lmaudit.studies.qq.report import render_report
+from lmaudit.studies.qq.mixture.plan import Component
+from lmaudit.studies.qq.planning import cells_for
+from lmaudit.studies.qq.report.page import render_report
 from lmaudit.studies.qq.result import QQParams
-from lmaudit.studies.qq.study import agent_rows, cells_for
 
 TOL = 1e-12
 REPO = Path(__file__).resolve().parents[3]

@@ -31,7 +31,9 @@ from lmaudit.backends.cached import CachedBackend  # noqa: E402
 from lmaudit.backends.hf.packed.forward import ForwardStats  # noqa: E402
 from lmaudit.provenance.cache import ResponseCache  # noqa: E402
 from lmaudit.studies.qq import envelope as env  # noqa: E402
-from lmaudit.studies.qq.study import analyze_rows, cells_for, measure, mixture_cells  # noqa: E402
+from lmaudit.studies.qq.analysis import analyze_rows  # noqa: E402
+from lmaudit.studies.qq.measure import position_rows as measure  # noqa: E402
+from lmaudit.studies.qq.planning import cells_for, mixture_cells  # noqa: E402
 
 _one_thread = pytest.fixture(autouse=True, scope="module")(one_thread)
 TOL = 1e-6

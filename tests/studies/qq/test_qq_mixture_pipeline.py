@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lmaudit.prereg import parse_predictions, unknown_metrics
 
 from lmaudit.errors import ConfigRangeError, InputError
 from lmaudit.pipeline import run
-from lmaudit.prereg import parse_predictions, unknown_metrics
-from lmaudit.studies.qq.mixture_plan import load_personas
-from lmaudit.studies.qq.study import QQStudy, cells_for, mixture_cells, results_template
-from lmaudit.studies.qq.study import plan as qq_plan
+from lmaudit.studies.qq.analysis import results_template
+from lmaudit.studies.qq.mixture.plan import load_personas
+from lmaudit.studies.qq.planning import cells_for, mixture_cells
+from lmaudit.studies.qq.planning import plan as qq_plan
+from lmaudit.studies.qq.study import QQStudy
 from lmaudit.studies.registry import get_study
 
 REPO = Path(__file__).resolve().parents[3]

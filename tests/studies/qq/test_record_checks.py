@@ -18,7 +18,7 @@ import pytest
 from lmaudit.errors import InputError
 from lmaudit.pipeline import run
 from lmaudit.studies.qq import envelope as env
-from lmaudit.studies.qq.analysis import analyze
+from lmaudit.studies.qq.estimation import analyze
 from lmaudit.studies.qq.records import Measurement
 from qq_sim_run import run_two_sim_items
 

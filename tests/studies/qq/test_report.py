@@ -15,10 +15,10 @@ import pytest
 from lmaudit.backends.base import LabelRequest
 from lmaudit.backends.sim import build_sim_agent
 from lmaudit.studies.qq import envelope as env
-from lmaudit.studies.qq.analysis import QQParams, analyze
 from lmaudit.studies.qq.diagnostics import g3_check
+from lmaudit.studies.qq.estimation import QQParams, analyze
 from lmaudit.studies.qq.records import Measurement, request_meta
-from lmaudit.studies.qq.report import render_report
+from lmaudit.studies.qq.report.page import render_report
 
 LABEL_OF = {"map1": {"y": "A", "n": "B"}, "map2": {"y": "B", "n": "A"}, "yesno": {"y": "Yes", "n": "No"}}
 SIM_ITEMS = {"s1-01": "S1", "s1-02": "S1", "s1-04": "S1", "s2-01": "S2", "s3-01": "S3", "s3-03": "S3"}

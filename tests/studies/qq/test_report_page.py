@@ -19,8 +19,8 @@ from test_report import make_results
 
 from lmaudit.pipeline import run
 from lmaudit.reporting.page import read_rows
-from lmaudit.studies.qq.report import render_report
-from lmaudit.studies.qq.verdict import verdict
+from lmaudit.studies.qq.report.page import render_report
+from lmaudit.studies.qq.report.verdict import verdict
 from svg_checks import texts_off_canvas
 
 SECTIONS = (

@@ -23,12 +23,13 @@ from scipy import stats
 from lmaudit.backends.sim import build_sim_backend
 from lmaudit.pipeline import run
 from lmaudit.studies.qq import envelope as env
-from lmaudit.studies.qq.analysis import analyze
 from lmaudit.studies.qq.calibration import calibrate, draw_sampled, miss_probability
+from lmaudit.studies.qq.estimation import analyze
+from lmaudit.studies.qq.measure import agent_rows
+from lmaudit.studies.qq.planning import cells_for
 from lmaudit.studies.qq.records import Measurement
 from lmaudit.studies.qq.result import QQParams
 from lmaudit.studies.qq.sampling_error import bounds_per_item, position_bounds
-from lmaudit.studies.qq.study import agent_rows, cells_for
 
 ALPHA = 0.05
 

@@ -14,7 +14,7 @@ import pytest
 
 from lmaudit.pipeline import run
 from lmaudit.studies.qq import envelope as env
-from lmaudit.studies.qq.analysis import QQParams, analyze
+from lmaudit.studies.qq.estimation import QQParams, analyze
 from lmaudit.studies.qq.records import Measurement
 from lmaudit.studies.registry import get_study
 from qq_sim_run import run_two_sim_items

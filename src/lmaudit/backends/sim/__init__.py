@@ -9,7 +9,7 @@ default 0.0: that fraction of mass goes to the token ``"<other>"``), ``label_bia
 0.0: logit shift toward label ``"A"`` when the labels are A/B), ``marginal_range`` (default
 [0.1, 0.9]: per-item draws keep both first-position marginals inside it) and ``items``
 (default {}: per-item parameter overrides). Agent-specific fields: see
-:mod:`lmaudit.backends.sim.qq_agents`.
+:mod:`lmaudit.backends.sim.qq.agents`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from lmaudit.backends.sim.extractor import SimExtractor
 from lmaudit.backends.sim.freelist import FreeListSampler
 from lmaudit.backends.sim.judge import SimJudge
 from lmaudit.backends.sim.persistent import PersistentSampler
-from lmaudit.backends.sim.qq_agents import (
+from lmaudit.backends.sim.qq.agents import (
     QQ_AGENTS,
     LudersAsymmetricAgent,
     LudersSymmetricAgent,
@@ -30,8 +30,8 @@ from lmaudit.backends.sim.qq_agents import (
     ProjectiveAgent,
     RepetitionAgent,
 )
-from lmaudit.backends.sim.qq_core import SimQQAgent
-from lmaudit.backends.sim.qq_readout import OTHER_TOKEN, SIM_QQ_VERSION, SequentialKernel
+from lmaudit.backends.sim.qq.core import SimQQAgent
+from lmaudit.backends.sim.qq.readout import OTHER_TOKEN, SIM_QQ_VERSION, SequentialKernel
 from lmaudit.backends.sim.ranker import RankingSampler
 
 SIM_AGENTS: dict[str, type[SimQQAgent]] = dict(QQ_AGENTS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,3 +158,7 @@ class ChoirStudyConfig:
     n_null: int = ranged(1000, ge=0)
     alpha: float = ranged(0.05, gt=0, lt=1)
     analysis_seed: int = 20261101
+
+
+#: the study's own config groups (``conf/study/choir/<group>/``) and their schemas
+GROUPS: Mapping[str, type] = {"ensemble": ChoirEnsembleConfig}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from lmaudit.interop.audit import log_audit_line, log_audit_metrics, log_audit_tags
@@ -14,7 +15,7 @@ def _key(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-/ ]", "_", name)
 
 
-def headline(results: dict[str, Any]) -> float | None:
+def headline(results: Mapping[str, Any]) -> float | None:
     """The share of questions with above-chance unconditioned agreement (signal-to-chance > 1),
     over every question analysed, as the seed counts (93/100) and ``summary.above_chance_share``
     does: a question without a signal-to-chance (fewer than two members with lists) counts against."""
@@ -22,7 +23,7 @@ def headline(results: dict[str, Any]) -> float | None:
     return s["above_chance"] / s["n_questions"] if s["n_questions"] else None
 
 
-def metrics(results: dict[str, Any]) -> dict[str, float]:
+def metrics(results: Mapping[str, Any]) -> dict[str, float]:
     s = results["summary"]
     out: dict[str, float] = {
         k: float(v) for k, v in s.items() if isinstance(v, int | float) and not isinstance(v, bool)
@@ -72,7 +73,7 @@ def metrics(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def _condition_metrics(results: dict[str, Any]) -> dict[str, float]:
+def _condition_metrics(results: Mapping[str, Any]) -> dict[str, float]:
     """The template and temperature contrasts, novelty against width, the stripping re-runs and
     the calibration's agreement (absent keys where the run has none)."""
     out: dict[str, float] = {}
@@ -101,11 +102,11 @@ def _condition_metrics(results: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def _fraction(c: dict[str, Any]) -> str:
+def _fraction(c: Mapping[str, Any]) -> str:
     return f"{c['count']}/{c['n']}"
 
 
-def tags(results: dict[str, Any]) -> dict[str, str]:
+def tags(results: Mapping[str, Any]) -> dict[str, str]:
     d = results["design"]
     # the models that answered (the ensemble's members), never the config's run model
     out = {"models": ",".join(d["models"])[:500], "conditions": ",".join(d["conditions"])[:500]}
@@ -122,7 +123,7 @@ def tags(results: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def summary(results: dict[str, Any]) -> str:
+def summary(results: Mapping[str, Any]) -> str:
     s = results["summary"]
     rec = results["recoverability"]
     parts = [
@@ -148,7 +149,7 @@ def summary(results: dict[str, Any]) -> str:
     return " | ".join(parts)
 
 
-def ranking_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+def ranking_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per question: each cohort's advanced pool and source (a tie: none), what decided it, and
     whether the cohorts' tops agree."""
     rows = []
@@ -164,7 +165,7 @@ def ranking_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def plot_data(results: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Figure data for ``dvc plots``: width vs relative lift per question, the width-bin table."""
     width = [
         {

@@ -1,277 +1,265 @@
-"""The registered analysis of one family (seed 004, "The test" and "Secondary"), pure.
+"""From measurement rows (:func:`analyze_rows`) and sequence records (:func:`analyze_records`)
+to the results dict of the draws study (pure: records + settings in).
 
-:func:`analyze_family` takes a family's answer sequences with their sources and returns a
-:class:`FamilyAnalysis` whose columns are the family, each source, and (when the grouped
-diagnostic flags a source) the family without its flagged sources. One set of joint
-permutations and one set of synthetic datasets serve every column.
-
-* ``T = sum (R - E0)``; one-sided Monte Carlo p-value ``(1 + #{T* >= T}) / (1 + B)`` from
-  ``B`` joint permutations (compared as integer repeat sums, so ties are exact).
-* ``rho_hat = T / sum (n - 1 - E0)`` over informative sequences, with (given the prompts) a
-  percentile bootstrap interval over prompts (:mod:`.bootstrap`; not registered).
-* ``share_le(rho)``: share of synthetic datasets with ``T_sim <= T``; ``rho_upper`` is the
-  largest grid ``rho`` with ``share_le >= alpha`` (``> max grid`` if that is the last one:
-  uninformative; ``< min grid`` if none). ``rho_cal``: the same with 0.5 (median-matched).
-* Power at ``rho``: share of datasets with ``T_sim`` above the ``1 - alpha`` quantile of the
-  observed permutation null.
-* Drift: ``T_drift = sum D`` against the same permutations. Not part of the registration, a
-  persistence-robust drift check compares ``T_drift`` with datasets simulated at ``rho_cal``.
-* Grouped diagnostic per source: fully grouped informative sequences against the exact
-  Poisson-binomial null of their permutation probabilities ``K! prod c_k! / n!``.
+Exclusion patterns, then prefix de-duplication, then :func:`analyze_family` per family,
+Holm's correction across families (the registered result, and again with flagged sources
+left out), and a flat per-source table (registered predictions are scored by the platform).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
+from omegaconf import DictConfig
 
-from lmaudit.stats.permutation import monte_carlo_pvalue, poisson_binomial_sf, upper_critical_value
-from lmaudit.studies.draws.bootstrap import rho_hat_interval
-from lmaudit.studies.draws.sequences import SequenceSet, encode, sequence_stats
-from lmaudit.studies.draws.simulate import permutation_null, persistence_null
+from lmaudit.errors import InputError
+from lmaudit.interop import audit as log_audit
+from lmaudit.interop import scores as log_scores
+from lmaudit.stats.multiplicity import holm
+from lmaudit.studies.draws.family import AnalysisParams, ColumnResult, analyze_family
+from lmaudit.studies.draws.importer import SequenceRecord, dedup_prefixes, exclude, validate_record
+from lmaudit.studies.draws.planning import analysis_params, settings
 
-FloatArray = NDArray[np.float64]
-TOL = 1e-7  # float noise in sums of rationals (T values are multiples of 1/n)
+__all__ = ["analyze_records", "analyze_rows", "check_metric_keys", "metric_key"]
 
-__all__ = ["AnalysisParams", "ColumnResult", "FamilyAnalysis", "GroupedDiagnostic", "analyze_family", "bound"]
-
-
-@dataclass(frozen=True)
-class AnalysisParams:
-    n_perm: int = 10_000
-    rho_grid: tuple[float, ...] = tuple(round(0.01 * i, 2) for i in range(51))
-    n_sims: int = 500
-    power_rhos: tuple[float, ...] = (0.05, 0.1, 0.3)
-    alpha: float = 0.05
-    grouped_flag_p: float = 0.001
-    seed: int = 0
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/ ]")
 
 
-@dataclass(frozen=True)
-class GroupedDiagnostic:
-    source: str
-    n_informative: int
-    n_grouped: int
-    expected: float  # sum of permutation probabilities of being fully grouped
-    pvalue: float  # P(grouped count >= observed) under permutation (exact)
-    flagged: bool
-
-    def to_json(self) -> dict[str, Any]:
-        n = self.n_informative
-        return {
-            "source": self.source,
-            "n_informative": n,
-            "n_grouped": self.n_grouped,
-            "share_grouped": self.n_grouped / n if n else None,
-            "expected": self.expected,
-            "expected_share": self.expected / n if n else None,
-            "p": self.pvalue,
-            "flagged": self.flagged,
-        }
+#: the longest key kept as it is (MLflow keys hold 250 characters, a metric's suffix included)
+_MAX_KEPT = 200
 
 
-def bound(grid: Sequence[float], share_le: FloatArray, level: float) -> tuple[float | None, str, str]:
-    """Largest grid ``rho`` with ``share_le >= level``: ``(value, status, label)``."""
-    ok = np.flatnonzero(share_le >= level)
-    if ok.size == 0:
-        return None, "below_grid", f"< {grid[0]:.2f}"
-    j = int(ok[-1])
-    if j == len(grid) - 1:
-        return None, "uninformative", f"> {grid[-1]:.2f}"
-    return float(grid[j]), "bounded", f"{grid[j]:.2f}"
+def _path_safe(key: str) -> bool:
+    """Whether MLflow takes ``key`` as a path: no empty, ``.`` or ``..`` part and no leading dot
+    (it refuses a key that is not its own normalised path: ``/data/m``, ``a//b``, ``a/../b``,
+    ``..x``, ``x/``)."""
+    if not key or len(key) > _MAX_KEPT or key.startswith("."):
+        return False
+    return all(part not in ("", ".", "..") for part in key.split("/"))
 
 
-@dataclass
-class ColumnResult:
-    """Every quantity of one column (family, source, or family without flagged sources)."""
-
-    name: str
-    n_sequences: int
-    n_informative: int
-    n_draws: int
-    repeats: int
-    expected: float
-    statistic: float  # T
-    pvalue: float
-    rho_hat: float | None
-    share_le: FloatArray
-    rho_upper: float | None
-    rho_upper_status: str
-    rho_upper_label: str
-    rho_cal: float | None
-    critical_value: float
-    power: dict[float, float]
-    drift: float
-    drift_pvalue: float
-    null_repeats: FloatArray = field(repr=False)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self, grid: Sequence[float], *, null: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "n_sequences": self.n_sequences,
-            "n_informative": self.n_informative,
-            "n_uninformative": self.n_sequences - self.n_informative,
-            "n_draws": self.n_draws,
-            "R": self.repeats,
-            "E0": self.expected,
-            "T": self.statistic,
-            "p": self.pvalue,
-            "rho_hat": self.rho_hat,
-            "rho_upper": self.rho_upper,
-            "rho_upper_status": self.rho_upper_status,
-            "rho_upper_label": self.rho_upper_label,
-            "rho_cal": self.rho_cal,
-            "critical_value": self.critical_value,
-            "power": {f"{r:g}": v for r, v in self.power.items()},
-            "drift": {"T_drift": self.drift, "p": self.drift_pvalue},
-            "rho_curve": {"rho": [float(r) for r in grid], "share_le": [float(s) for s in self.share_le]},
-            **self.extra,
-        }
-        if null:
-            values, counts = np.unique(self.null_repeats, return_counts=True)
-            out["null"] = {
-                "T": [round(float(v) - self.expected, 9) for v in values],
-                "count": [int(c) for c in counts],
-                "B": int(self.null_repeats.size),
-            }
-        return out
+def metric_key(name: str) -> str:
+    """A family's name as MLflow metric and tag keys take it: characters MLflow refuses become
+    ``_``, and names of safe characters keep their name (so ``dvc metrics`` keys stay put).
+    A key that is still no safe path (``/data/models/llama-3-8b``, ``a//b``, ``a/../b``, longer
+    than 200 characters) becomes one, stable and distinct per name: its empty and dot-only
+    parts dropped, each part stripped of leading and trailing dots and spaces, then ``-`` and
+    the first 8 hex digits of the name's SHA-256 (``data/models/llama-3-8b-<digest>``); the
+    name itself is tag ``family_name.<key>``. Names that would share a key are refused before
+    analysis (:func:`check_metric_keys`)."""
+    key = _UNSAFE.sub("_", name)
+    if _path_safe(key):
+        return key
+    parts = (part.strip(". ") for part in key.split("/"))
+    readable = "/".join(part for part in parts if part)[:_MAX_KEPT].strip("/. ")
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{readable}-{digest}" if readable else f"family-{digest}"
 
 
-@dataclass
-class FamilyAnalysis:
-    family: ColumnResult
-    sources: list[ColumnResult]
-    grouped: list[GroupedDiagnostic]
-    without_flagged: ColumnResult | None
-    drift_robust: dict[str, Any]
+def check_metric_keys(names: Iterable[str]) -> None:
+    """InputError naming the families whose metric keys would collide (e.g. ``a<b``, ``a>b``)."""
+    by_key: dict[str, list[str]] = {}
+    for n in sorted(set(names)):
+        by_key.setdefault(metric_key(n), []).append(n)
+    clashes = {k: v for k, v in by_key.items() if len(v) > 1}
+    if clashes:
+        shown = "; ".join(f"{', '.join(map(repr, v))} -> {k!r}" for k, v in sorted(clashes.items()))
+        raise InputError(
+            f"field 'family': families whose names differ only in characters metric keys cannot "
+            f"hold would share a metric key ({shown}); rename one of them"
+        )
 
 
-def _rng(seed: int, key: str, stream: int) -> np.random.Generator:
-    """The generator of one stream of one family: independent of the other families' order."""
-    digest = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
-    return np.random.default_rng([seed, digest, stream])
+def _interval(col: ColumnResult, grid: Sequence[float]) -> list[float | None]:
+    if col.rho_upper_status == "uninformative":
+        return [float(grid[-1]), None]
+    if col.rho_upper_status == "below_grid":
+        return [None, float(grid[0])]
+    return [col.rho_upper, col.rho_upper]
 
 
-def analyze_family(
-    name: str,
-    sequences: Sequence[Sequence[Hashable]],
-    sources: Sequence[str],
+def _col(col: ColumnResult, grid: Sequence[float], *, null: bool = False) -> dict[str, Any]:
+    return {**col.to_json(grid, null=null), "rho_upper_interval": _interval(col, grid)}
+
+
+def _source_row(family: str, col: ColumnResult, grouped: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "family": family,
+        "source": col.name,
+        "n_sequences": col.n_sequences,
+        "n_informative": col.n_informative,
+        "n_draws": col.n_draws,
+        "R": col.repeats,
+        "E0": col.expected,
+        "T": col.statistic,
+        "p": col.pvalue,
+        "rho_hat": col.rho_hat,
+        "rho_upper": col.rho_upper,
+        "rho_upper_label": col.rho_upper_label,
+        "T_drift": col.drift,
+        "drift_p": col.drift_pvalue,
+        "share_grouped": grouped["share_grouped"],
+        "expected_share_grouped": grouped["expected_share"],
+        "grouped_p": grouped["p"],
+        "flagged": grouped["flagged"],
+    }
+
+
+def analyze_records(
+    records: Sequence[SequenceRecord],
     params: AnalysisParams,
-    prompts: Sequence[Hashable] | None = None,
-) -> FamilyAnalysis:
-    """Everything the registration asks of one family (randomness seeded by ``params.seed`` and
-    ``name``); with ``prompts`` (one per sequence), the family's ``rho_hat`` also gets its
-    bootstrap interval over prompts (:mod:`.bootstrap`, the family's stream 3)."""
-    if len(sequences) != len(sources) or (prompts is not None and len(prompts) != len(sequences)):
-        raise ValueError("one source (and prompt) per sequence")
-    sset = encode(sequences)
-    st = sequence_stats(sset)
-    src = np.asarray(list(sources), dtype=object)
-    names = sorted(set(sources))
-    grouped = []
-    for s in names:
-        m = (src == s) & st.informative
-        k = int(st.grouped[m].sum())
-        p = poisson_binomial_sf(st.grouped_prob[m], k)
-        grouped.append(
-            GroupedDiagnostic(
-                s, int(m.sum()), k, float(st.grouped_prob[m].sum()), p, p < params.grouped_flag_p
-            )
-        )
-    flagged = {g.source for g in grouped if g.flagged}
-    # columns: the family, each source, the family without flagged sources (as sets of sources)
-    cols: list[tuple[str, list[int]]] = [(name, list(range(len(names))))]
-    cols += [(s, [i]) for i, s in enumerate(names)]
-    if flagged:
-        cols.append((f"{name} without flagged", [i for i, s in enumerate(names) if s not in flagged]))
-    index = {s: i for i, s in enumerate(names)}
-    source_id = np.asarray([index[s] for s in sources], dtype=np.int64).reshape(-1)
-    inf = st.informative
-    sub = sset.subset(inf)
-
-    g = len(names)
-    r_src, d_src = permutation_null(
-        sub, source_id[inf], n_perm=params.n_perm, rng=_rng(params.seed, name, 0), n_groups=g
-    )
-    sim_grid = sorted(set(params.rho_grid) | set(params.power_rhos))
-    t_src, _ = persistence_null(
-        sub, sim_grid, source_id[inf], n_sims=params.n_sims, rng=_rng(params.seed, name, 1), n_groups=g
-    )
-    on_grid = [sim_grid.index(r) for r in params.rho_grid]
-
-    results: list[ColumnResult] = []
-    for cname, ids in cols:
-        m = np.isin(source_id, ids)
-        r_null, d_null = r_src[:, ids].sum(axis=1), d_src[:, ids].sum(axis=1)
-        t_sim = t_src[:, :, ids].sum(axis=2)
-        mi = m & inf
-        rep = int(st.repeats[mi].sum())
-        e0 = float(st.e0[mi].sum())
-        t_obs = rep - e0
-        room = float(st.room[mi].sum())
-        d_const = int(st.drift[m & ~inf].sum())
-        d_obs = int(st.drift[m].sum())
-        share = (t_sim <= t_obs + TOL).mean(axis=1)
-        share_grid = share[on_grid]
-        upper, status, label = bound(params.rho_grid, share_grid, params.alpha)
-        cal, cal_status, _ = bound(params.rho_grid, share_grid, 0.5)
-        crit = upper_critical_value(r_null - e0, params.alpha)
-        power = {float(r): float((t_sim[sim_grid.index(r)] > crit + TOL).mean()) for r in params.power_rhos}
-        results.append(
-            ColumnResult(
-                name=cname,
-                n_sequences=int(m.sum()),
-                n_informative=int(mi.sum()),
-                n_draws=int(st.n[m].sum()),
-                repeats=rep,
-                expected=e0,
-                statistic=t_obs,
-                pvalue=monte_carlo_pvalue(r_null, rep),
-                rho_hat=t_obs / room if room > 0 else None,
-                share_le=share_grid,
-                rho_upper=upper,
-                rho_upper_status=status,
-                rho_upper_label=label,
-                rho_cal=cal
-                if cal is not None
-                else (0.0 if cal_status == "below_grid" else float(params.rho_grid[-1])),
-                critical_value=crit,
-                power=power,
-                drift=float(d_obs),
-                drift_pvalue=monte_carlo_pvalue(d_null + d_const, d_obs),
-                null_repeats=r_null,
-            )
-        )
-    fam = results[0]
-    if prompts is not None:
-        fam.extra["rho_hat_ci"] = rho_hat_interval(
-            (st.repeats - st.e0).astype(np.float64), st.room, prompts, inf, _rng(params.seed, name, 3)
-        )
-    excess = float((st.drift[inf] - st.drift_e0[inf]).sum())
-    robust = _drift_beyond_persistence(sub, fam, excess, params, name)
-    return FamilyAnalysis(
-        family=fam,
-        sources=results[1 : 1 + len(names)],
-        grouped=grouped,
-        without_flagged=results[-1] if flagged else None,
-        drift_robust=robust,
-    )
-
-
-def _drift_beyond_persistence(
-    sub: SequenceSet, fam: ColumnResult, excess: float, params: AnalysisParams, name: str
+    *,
+    exclude_patterns: Sequence[str],
 ) -> dict[str, Any]:
-    """Excess drift ``sum (D - E[D | counts])`` against datasets simulated at ``rho_cal``
-    (persistence, no drift). Not registered: persistence alone inflates ``D`` (runs fall
-    unevenly into the two halves), so the registered drift test also answers to persistence."""
-    rho = float(fam.rho_cal or 0.0)
-    _, d_sim = persistence_null(sub, [rho], n_sims=params.n_sims, rng=_rng(params.seed, name, 2), drift=True)
-    assert d_sim is not None
-    null = d_sim[0, :, 0]
-    p = monte_carlo_pvalue(null, excess, tol=TOL)
-    return {"rho": rho, "excess": excess, "p": p, "null_mean": float(null.mean()), "n_sims": params.n_sims}
+    """The whole registered analysis of ``records`` (plus descriptions per source)."""
+    grid = list(params.rho_grid)
+    kept, excluded = exclude(records, exclude_patterns)
+    kept, dropped = dedup_prefixes(kept)
+    by_family: dict[str, list[SequenceRecord]] = {}
+    for r in kept:
+        by_family.setdefault(r.family, []).append(r)
+    check_metric_keys(r.family for r in records)
+    dropped_by: dict[str, int] = {}
+    for r in dropped:
+        dropped_by[r.family] = dropped_by.get(r.family, 0) + 1
+
+    families: dict[str, dict[str, Any]] = {}
+    table: list[dict[str, Any]] = []
+    p_reg: list[float] = []
+    p_wo: list[float] = []
+    for name in sorted(by_family):
+        recs = by_family[name]
+        fa = analyze_family(
+            name,
+            [r.draws for r in recs],
+            [r.source for r in recs],
+            params,
+            [(r.condition, r.probe) for r in recs],
+        )
+        grouped = {g.source: g.to_json() for g in fa.grouped}
+        fam = _col(fa.family, grid, null=True)
+        fam.update(
+            {
+                "n_deduplicated": dropped_by.get(name, 0),
+                "drift_beyond_persistence": fa.drift_robust,
+                "grouped": [grouped[s] for s in sorted(grouped)],
+                "flagged_sources": sorted(s for s, g in grouped.items() if g["flagged"]),
+                "without_flagged": _col(fa.without_flagged, grid) if fa.without_flagged is not None else None,
+                "sources": {c.name: _col(c, grid) for c in fa.sources},
+            }
+        )
+        families[name] = fam
+        table += [_source_row(name, c, grouped[c.name]) for c in fa.sources]
+        p_reg.append(fa.family.pvalue)
+        p_wo.append(fa.without_flagged.pvalue if fa.without_flagged is not None else fa.family.pvalue)
+
+    names = sorted(families)
+    h_reg = holm(p_reg, params.alpha)
+    h_wo = holm(p_wo, params.alpha)
+    for i, name in enumerate(names):
+        families[name]["holm_p"] = float(h_reg.adjusted[i])
+        families[name]["reject"] = bool(h_reg.reject[i])
+        wf = families[name]["without_flagged"]
+        if wf is not None:
+            wf["holm_p"] = float(h_wo.adjusted[i])
+            wf["reject"] = bool(h_wo.reject[i])
+    results: dict[str, Any] = {
+        "study": "draws",
+        "params": {
+            "B": params.n_perm,
+            "rho_grid": grid,
+            "sims_per_step": params.n_sims,
+            "power_rhos": list(params.power_rhos),
+            "alpha": params.alpha,
+            "grouped_flag_p": params.grouped_flag_p,
+            "seed": params.seed,
+            "exclude_patterns": list(exclude_patterns),
+        },
+        "data": {
+            "records": len(records),
+            "excluded": {"n": sum(excluded.values()), "by_pattern": excluded},
+            "deduplicated": {"n_dropped": len(dropped), "by_family": dict(sorted(dropped_by.items()))},
+            "analysed_sequences": len(kept),
+            "families": names,
+        },
+        "families": families,
+        "holm": {
+            "alpha": params.alpha,
+            "registered": h_reg.to_json(names),
+            "without_flagged": h_wo.to_json(names),
+        },
+        "sources": table,
+        "n_families": len(names),
+        "n_rejected": int(h_reg.reject.sum()),
+        "any_flagged": any(f["flagged_sources"] for f in families.values()),
+    }
+    return results
+
+
+def _refused(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sampled sequences the server refused a draw of: counted, never analysed."""
+    reasons: Counter[str] = Counter()
+    n = 0
+    for row in rows:
+        if isinstance(row, dict) and row.get("kind") == "refused":
+            n += 1
+            reasons.update(str(r).split(":")[0] for r in row.get("refusals") or [] if r is not None)
+    return {"sequences": n, "draws": sum(reasons.values()), "reasons": dict(sorted(reasons.items()))}
+
+
+def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -> dict[str, Any]:
+    """Pure: sequence rows + config in, results dict out (no model, no clock). The rows are
+    read once, one at a time; a sequence is kept as a record sharing its names and answers
+    with the others, not as its row."""
+    s = settings(cfg)
+    records = []
+    memo: dict[Any, Any] = {}
+    refused_rows = []
+    audit_rows = []  # another tool's log: what it gets wrong (.foreign)
+    seeded = False
+    for i, row in enumerate(rows, start=1):
+        where = f"{source}: record {i}" + (f" (line {row['line']} of the import)" if "line" in row else "")
+        kind = row.get("kind", "sequence") if isinstance(row, dict) else None
+        if kind == "refused" and "seed" in row:
+            seeded = True
+            refused_rows.append(row)
+            continue
+        if kind == log_audit.AUDIT_KIND:
+            audit_rows.append(log_audit.check_audit_row(row, where))
+            if row.get("scores") is not None:
+                log_scores.check_scores(row["scores"], where)
+            continue
+        if kind != "sequence":
+            raise InputError(f"{where}: field 'kind' = {kind!r} is not 'sequence'")
+        seeded = seeded or "seed" in row
+        records.append(validate_record(row, where, memo))
+    refused = _refused(refused_rows)
+    if not records:
+        why = f" (the server refused a draw of all {refused['sequences']})" if refused["sequences"] else ""
+        why = " (every draw of the logs was left out: see their log_audit rows)" if audit_rows else why
+        raise InputError(f"{source}: no sequences to analyse{why}")
+    results = analyze_records(records, analysis_params(s), exclude_patterns=list(s.exclude_patterns))
+    results["data"]["refused"] = refused
+    mode = "import" if s.import_path or not seeded else "sample"
+    out = {
+        **results,
+        "mode": mode,
+        "normalise": dataclasses.asdict(s.normalise) if mode == "sample" else None,
+    }
+    if audit_rows:  # the answers were normalised when the log was read: that rule
+        out["log_audit"] = log_audit.log_audit_section(audit_rows)
+        out["normalise"] = out["log_audit"]["normalise"]
+        error_bars = log_scores.error_bars_section(audit_rows)
+        for family, tasks in error_bars.items():  # beside each, this study's question: do epochs persist?
+            fam = results["families"].get(family)
+            persist = {k: fam[k] for k in ("reject", "holm_p", "rho_hat", "rho_upper_label")} if fam else None
+            for entry in tasks.values():
+                entry["epochs_persist"] = persist
+        if error_bars:
+            out["error_bars"] = error_bars
+    return out

@@ -1,341 +1,273 @@
-"""The judge study's analysis: pure functions, judgments in, result dicts out (no model, no I/O).
-
-Winner labels are compared in the candidates' original A/B orientation (a swapped condition's
-displayed label is mapped back), within replicate: judgment ``r`` of a condition is paired
-with judgment ``r`` of the reference. Invalid judgments are never given a label; a pair with an
-invalid side is left out and counted. TIE is a label: a change to or from TIE is a disagreement.
-
-The per-prompt classification and the primary endpoints 4 and 5 (the wrapper attraction and
-aversion patterns, counted on PA and PB alone) are in :mod:`lmaudit.studies.judge.classification`.
-"""
+"""From measurement rows to results.json (:func:`analyze_rows`), the audit record's judge
+section (:func:`audit_section`) and a results body of a plan's shape for checking a
+registration's predictions (:func:`results_template`). ``analyze_rows`` is pure apart from
+reading the hidden mapping to unblind; the views the pipeline logs are in :mod:`.views`."""
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from lmaudit.stats.intervals import proportion_ci
-from lmaudit.studies.judge.classification import (
-    CLASSES,
-    NOT_CLASSIFIABLE,
-    Labels,
-    classify,
-    roles,
-    unilateral_patterns,
+from omegaconf import DictConfig, OmegaConf
+
+from lmaudit.errors import InputError
+from lmaudit.studies.judge.disagreement import CLASSES, NOT_CLASSIFIABLE, Judgment, analyze
+from lmaudit.studies.judge.importer import import_rows, import_source
+from lmaudit.studies.judge.length import length_section
+from lmaudit.studies.judge.order_swap import order_swap
+from lmaudit.studies.judge.packets import load_candidates, load_mapping
+from lmaudit.studies.judge.planning import conditions, settings
+
+__all__ = ["analyze_rows", "audit_section", "results_template"]
+
+_JUDGMENT_FIELDS = (
+    "condition",
+    "item",
+    "replicate",
+    "attempt",
+    "final",
+    "valid",
+    "winner_original",
+    "confidence",
+    "swap",
+    "wrap",
 )
 
-__all__ = [
-    "CLASSES",
-    "NOT_CLASSIFIABLE",
-    "Judgment",
-    "analyze",
-    "classify",
-    "condition_summary",
-    "disagreement",
-    "model_wins",
-    "roles",
-    "sign_test",
-    "unilateral_patterns",
-]
 
-LABELS = ("A", "B", "TIE")
-_SCORE = {"A": 1, "TIE": 0, "B": -1}  # ordinal position of a verdict, for the paired sign test
+def _config_conditions(cfg: DictConfig) -> tuple[list[dict[str, Any]], str]:
+    node = cfg.study
+    if node.get("condition") is None:
+        return [], "P0"
+    specs = OmegaConf.to_container(node.condition.conditions, resolve=True)
+    assert isinstance(specs, list)
+    out = [
+        {"id": str(c["id"]), "wrap": sorted(c.get("wrap") or []), "swap": bool(c.get("swap"))} for c in specs
+    ]
+    return out, str(node.condition.reference)
 
 
-@dataclass(frozen=True)
-class Judgment:
-    """A final judgment; ``winner`` in the original orientation, ``None`` when invalid."""
-
-    condition: str
-    item: str
-    replicate: int
-    valid: bool
-    winner: str | None
-    confidence: float | None
-    reason: str | None = None
-    attempts: int = 1
-    error: str | None = None
+def _check(row: dict[str, Any], where: str) -> None:
+    missing = [f for f in _JUDGMENT_FIELDS if f not in row]
+    if missing:
+        raise InputError(f"{where}: missing field(s) {missing}")
+    w = row["winner_original"]
+    if row["valid"] and w not in ("A", "B", "TIE"):
+        raise InputError(f"{where}: field 'winner_original' = {w!r} is not A, B or TIE on a valid judgment")
+    if not row["valid"] and w is not None:
+        raise InputError(
+            f"{where}: an invalid judgment carries winner {w!r}; invalid judgments have no label"
+        )
 
 
-def label_table(judgments: Sequence[Judgment]) -> Labels:
-    out: Labels = {}
-    for j in judgments:
-        out.setdefault(j.condition, {}).setdefault(j.item, {})[j.replicate] = j.winner if j.valid else None
-    return out
-
-
-def sign_test(up: int, down: int) -> float:
-    """Exact two-sided sign test (McNemar's exact test for two labels): ``up`` pairs moved one
-    way, ``down`` the other; p = P(|X - n/2| >= |up - n/2|), X ~ Bin(up + down, 1/2)."""
-    n = up + down
-    if n == 0:
-        return 1.0
-    from scipy import stats
-
-    return float(stats.binomtest(up, n, 0.5, alternative="two-sided").pvalue)
-
-
-def disagreement(
-    ref: Mapping[str, Mapping[int, str | None]],
-    cond: Mapping[str, Mapping[int, str | None]],
-    items: Sequence[str],
-    alpha: float,
-    pairs: Sequence[tuple[int, int]] | None = None,
-) -> dict[str, Any]:
-    """Winner-label disagreement over replicate-paired judgments, with its exact interval and
-    the exact sign test of the ordinal shift (A > TIE > B) against the reference."""
-    changed = n = excluded = up = down = 0
-    changed_items: list[str] = []
-    per_item: dict[str, dict[str, int]] = {}
-    for item in items:
-        r_ref, r_cond = ref.get(item, {}), cond.get(item, {})
-        use = pairs if pairs is not None else [(r, r) for r in sorted(set(r_ref) & set(r_cond))]
-        c_item = n_item = 0
-        for a, b in use:
-            if a not in r_ref or b not in r_cond:
-                continue
-            x, y = r_ref[a], r_cond[b]
-            if x is None or y is None:
-                excluded += 1
-                continue
-            n_item += 1
-            if x != y:
-                c_item += 1
-                up += _SCORE[y] > _SCORE[x]
-                down += _SCORE[y] < _SCORE[x]
-        if n_item or item in ref or item in cond:
-            per_item[item] = {"changed": c_item, "n": n_item}
-        changed += c_item
-        n += n_item
-        if c_item:
-            changed_items.append(item)
-    ci = proportion_ci(changed, n, alpha)
-    return {
-        "changed": changed,
-        "n": n,
-        "rate": ci.estimate,
-        "ci": {"low": ci.low, "high": ci.high, "alpha": alpha, "method": ci.method},
-        "excluded_invalid": excluded,
-        "changed_prompts": changed_items,
-        "per_item": per_item,
-        "sign_test": {"toward_A": up, "toward_B": down, "p": sign_test(up, down), "method": "exact binomial"},
-    }
-
-
-def condition_summary(js: Sequence[Judgment]) -> dict[str, Any]:
-    """A/B/TIE counts (original orientation), invalid count, mean and median confidence."""
-    counts = Counter(j.winner for j in js if j.valid)
-    conf = [float(j.confidence) for j in js if j.valid and j.confidence is not None]
-    return {
-        "counts": {**{lab: counts.get(lab, 0) for lab in LABELS}, "INVALID": sum(not j.valid for j in js)},
-        "n_judgments": len(js),
-        "confidence": {
-            "n": len(conf),
-            "mean": math.fsum(conf) / len(conf) if conf else None,
-            "median": statistics.median(conf) if conf else None,
-            "values": sorted(conf),
-        },
-    }
-
-
-def model_wins(
-    by_cond: Mapping[str, Sequence[Judgment]],
-    mapping: Mapping[str, Mapping[str, str]] | None,
-    reference: str,
-    compared: Sequence[str] | None = None,
-) -> dict[str, Any]:
-    """Wins per model after unblinding, the ranking per condition, and whether it changes
-    across the conditions ``compared`` (default: all of them; the analysis passes the seed's
-    P0/PA/PB/PAB where those roles are present, so a further condition such as SWAP has its
-    ranking reported but does not decide ``ranking_changes``)."""
-    if mapping is None:
-        return {"evaluable": False, "reason": "no model mapping was given"}
-    models = sorted({m for sides in mapping.values() for m in sides.values()})
-    out: dict[str, Any] = {"evaluable": True, "models": models, "by_condition": {}, "ranking": {}}
-    for cid, js in by_cond.items():
-        wins = dict.fromkeys(models, 0)
-        ties = 0
-        for j in js:
-            if not j.valid or j.winner is None:
-                continue
-            if j.winner == "TIE":
-                ties += 1
-            else:
-                wins[mapping[j.item][j.winner]] += 1
-        out["by_condition"][cid] = {"wins": wins, "TIE": ties}
-        levels = sorted(set(wins.values()), reverse=True)
-        out["ranking"][cid] = [sorted(m for m in models if wins[m] == v) for v in levels]
-    ref_rank = out["ranking"].get(reference)
-    over = [c for c in (compared if compared is not None else out["ranking"]) if c in out["ranking"]]
-    out["ranking_compared"] = over
-    out["ranking_changes"] = None if ref_rank is None else any(out["ranking"][c] != ref_rank for c in over)
-    return out
-
-
-def _mean_interval(xs: Sequence[float], alpha: float) -> dict[str, Any]:
-    """The mean of per-prompt values with its Student-t interval and two-sided p against zero
-    over prompts (None where fewer than two prompts or no spread leave them undefined)."""
-    from scipy import stats  # imported where used: registering the study stays light
-
-    mean = math.fsum(xs) / len(xs)
-    if len(xs) < 2 or min(xs) == max(xs):
-        return {"mean": mean, "ci": None, "p": None}
-    res = stats.ttest_1samp(list(xs), 0.0)
-    ci = res.confidence_interval(1 - alpha)
-    return {"mean": mean, "ci": [float(ci.low), float(ci.high)], "p": float(res.pvalue)}
-
-
-def _readouts(
-    readouts: Sequence[Mapping[str, Any]], conds: Sequence[str], reference: str, alpha: float
-) -> dict[str, Any]:
-    """Per condition the mean P(A), P(B), P(TIE) and the mass off the three labels over prompts
-    (each prompt's replicates averaged first) and, against the reference on the same prompts, the
-    mean shift of each label's probability with its interval over prompts."""
-    by: dict[str, dict[str, list[dict[str, float]]]] = {}
-    other: dict[str, dict[str, list[float]]] = {}
-    for r in readouts:
-        by.setdefault(r["condition"], {}).setdefault(r["item"], []).append(r["probs_original"])
-        other.setdefault(r["condition"], {}).setdefault(r["item"], []).append(float(r.get("other") or 0.0))
-    out: dict[str, Any] = {}
-    ref = by.get(reference, {})
-    for cid in conds:
-        items = by.get(cid)
-        if not items:
-            continue
-        mean_item = {i: {v: math.fsum(p[v] for p in ps) / len(ps) for v in LABELS} for i, ps in items.items()}
-        off = [math.fsum(xs) / len(xs) for xs in other[cid].values()]
-        entry: dict[str, Any] = {
-            "n_items": len(mean_item),
-            "mean": {v: math.fsum(m[v] for m in mean_item.values()) / len(mean_item) for v in LABELS},
-            "other": {"mean": math.fsum(off) / len(off), "max": max(off)},
-            "items": mean_item,
-        }
-        common = [i for i in mean_item if i in ref]
-        if cid != reference and common:
-            ref_mean = {i: {v: math.fsum(p[v] for p in ref[i]) / len(ref[i]) for v in LABELS} for i in common}
-            shift = {i: {v: mean_item[i][v] - ref_mean[i][v] for v in LABELS} for i in common}
-            per_label = {v: _mean_interval([shift[i][v] for i in common], alpha) for v in LABELS}
-            entry["shift_vs_reference"] = {
-                "mean": {v: per_label[v]["mean"] for v in LABELS},
-                "ci": {v: per_label[v]["ci"] for v in LABELS},
-                "p": {v: per_label[v]["p"] for v in LABELS},
-                "n": len(common),
-                "interval": f"Student t over prompts, {100 * (1 - alpha):g}%",
-                "items": shift,
-            }
-        out[cid] = entry
-    return out
-
-
-def _seed_roles(role: Mapping[str, str], reference: str) -> list[str] | None:
-    """The seed's ranking comparison, P0/PA/PB/PAB, when all four roles are played (with the
-    reference as P0); ``None`` (every condition) otherwise."""
-    if all(r in role for r in ("P0", "PA", "PB", "PAB")) and role["P0"] == reference:
-        return [role[r] for r in ("P0", "PA", "PB", "PAB")]
-    return None
-
-
-def analyze(
-    judgments: Sequence[Judgment],
-    *,
-    conditions: Sequence[Mapping[str, Any]],
-    reference: str,
-    items: Sequence[str],
-    alpha: float,
-    mapping: Mapping[str, Mapping[str, str]] | None = None,
-    readouts: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
-    """Every endpoint of the judge study from final judgments (see the module docstring)."""
-    present = {j.condition for j in judgments}
-    conds = [c for c in conditions if c["id"] in present]
-    cids = [c["id"] for c in conds]
-    labels = label_table(judgments)
-    by_cond = {cid: [j for j in judgments if j.condition == cid] for cid in cids}
-    k = max((j.replicate for j in judgments), default=-1) + 1
-    summary = {cid: condition_summary(js) for cid, js in by_cond.items()}
-
-    comparisons = []
-    if reference in labels:
-        for cid in cids:
-            if cid == reference:
-                continue
-            d = disagreement(labels[reference], labels[cid], items, alpha)
-            comparisons.append(
-                {
-                    "id": cid,
-                    "comparison": f"{cid} vs {reference}",
-                    "condition": cid,
-                    "reference": reference,
-                    **d,
-                }
+def _conditions(
+    rows: list[dict[str, Any]], cfg_specs: list[dict[str, Any]], source: str
+) -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        spec = {"id": r["condition"], "wrap": sorted(r["wrap"]), "swap": bool(r["swap"])}
+        old = seen.setdefault(r["condition"], spec)
+        if old != spec:
+            raise InputError(f"{source}: condition {r['condition']!r} appears as {old} and as {spec}")
+    for c in cfg_specs:
+        if c["id"] in seen and seen[c["id"]] != c:
+            raise InputError(
+                f"{source}: condition {c['id']!r} was measured as {seen[c['id']]} but the "
+                f"config defines it as {c}"
             )
-        if k >= 2:
-            pairs = [(r, r + 1) for r in range(0, k - 1, 2)]
-            d = disagreement(labels[reference], labels[reference], items, alpha, pairs=pairs)
-            comparisons.append(
-                {
-                    "id": f"{reference}-repeat",
-                    "comparison": f"{reference} vs {reference} (repeat)",
-                    "condition": reference,
-                    "reference": reference,
-                    "repeat_pairs": [list(p) for p in pairs],
-                    **d,
-                }
-            )
+    order = [c["id"] for c in cfg_specs if c["id"] in seen] + [
+        k for k in seen if k not in {c["id"] for c in cfg_specs}
+    ]
+    return [seen[k] for k in order]
 
-    role = roles(conds)
-    classification: dict[str, Any] = {
-        "evaluable": all(r in role for r in ("P0", "PA", "PB", "PAB")),
-        "roles": role,
-        "order": list(CLASSES),
-    }
-    per_item_class: dict[str, list[str]] = {}
-    if classification["evaluable"]:
-        pooled: Counter[str] = Counter()
-        by_rep = []
-        for r in range(k):
-            rep: Counter[str] = Counter()
-            for item in items:
-                got = [labels.get(role[x], {}).get(item, {}).get(r) for x in ("P0", "PA", "PB", "PAB")]
-                cls = classify(*got)
-                per_item_class.setdefault(item, []).append(cls)
-                rep[cls] += 1
-            pooled += rep
-            by_rep.append({c: rep.get(c, 0) for c in (*CLASSES, NOT_CLASSIFIABLE)})
-        classification["counts"] = {c: pooled.get(c, 0) for c in (*CLASSES, NOT_CLASSIFIABLE)}
-        classification["by_replicate"] = by_rep
 
-    # each condition's confidences by item, in replicate order: one pass over the judgments
-    # (a scan of every judgment per item made the analysis quadratic in the prompts)
-    confidence: dict[str, dict[str, list[float | None]]] = {cid: {} for cid in cids}
+def _validity(judg_rows: list[dict[str, Any]], cids: list[str]) -> dict[str, Any]:
+    by: dict[str, Any] = {}
     for cid in cids:
-        for j in sorted(by_cond[cid], key=lambda j: j.replicate):
-            confidence[cid].setdefault(j.item, []).append(j.confidence)
-    grid = []
-    for item in items:
-        row: dict[str, Any] = {
-            "item": item,
-            "labels": {cid: [labels[cid].get(item, {}).get(r) for r in range(k)] for cid in cids},
-            "confidence": {cid: confidence[cid].get(item, []) for cid in cids},
+        rs = [r for r in judg_rows if r["condition"] == cid]
+        finals = [r for r in rs if r["final"]]
+        by[cid] = {
+            "judgments": len(finals),
+            "valid": sum(bool(r["valid"]) for r in finals),
+            "invalid": sum(not r["valid"] for r in finals),
+            "attempts": len(rs),
+            "retries": sum(r["attempt"] > 0 for r in rs),
+            "recovered_by_retry": sum(bool(r["valid"]) and r["attempt"] > 0 for r in finals),
+            "errors": dict(Counter(str(r.get("error")) for r in rs if not r["valid"])),
         }
-        if item in per_item_class:
-            row["classification"] = per_item_class[item]
-        grid.append(row)
-
-    return {
-        "n_prompts": len(items),
-        "k": k,
-        "conditions_analysed": cids,
-        "reference": reference,
-        "conditions": summary,
-        "disagreement": comparisons,
-        "classification": classification,
-        "patterns": unilateral_patterns(labels, role, items),
-        "items": grid,
-        "model_wins": model_wins(by_cond, mapping, reference, _seed_roles(role, reference)),
-        "readout": _readouts(readouts, cids, reference, alpha),
+    total = {
+        k: sum(v[k] for v in by.values())
+        for k in ("judgments", "valid", "invalid", "attempts", "retries", "recovered_by_retry")
     }
+    return {**total, "by_condition": by}
+
+
+def _deviations(designs: list[dict[str, Any]], isolations: set[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for d in designs:
+        out += list(d.get("deviations") or [])
+    if "shared" in isolations and not any(x.get("id") == "shared_context" for x in out):
+        note = next((d.get("execution", {}).get("note") for d in designs if d.get("execution")), None)
+        out.append(
+            {
+                "id": "shared_context",
+                "description": "judgments were made in a shared context, not a fresh "
+                "context per judgment (recorded by the execution)" + (f": {note}" if note else ""),
+            }
+        )
+    if "unknown" in isolations:
+        out.append(
+            {
+                "id": "isolation_unknown",
+                "description": "the execution does not record whether each judgment had a fresh context",
+            }
+        )
+    return out
+
+
+def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
+    """Pure: measurement rows + config in, results dict out (no model, no clock)."""
+    designs, judg, readouts = [], [], []
+    for i, r in enumerate(rows, start=1):
+        kind = r.get("kind") if isinstance(r, dict) else None
+        if kind == "design":
+            designs.append(r)
+        elif kind == "judgment":
+            _check(r, f"{source}: record {i}")
+            judg.append(r)
+        elif kind == "readout":
+            readouts.append(r)
+        else:
+            raise InputError(
+                f"{source}: record {i}: field 'kind' = {kind!r} is not design, judgment or readout"
+            )
+    if not judg:
+        raise InputError(f"{source}: no judgments to analyse")
+    cfg_specs, reference = _config_conditions(cfg)
+    conds = _conditions(judg, cfg_specs, source)
+    cids = [c["id"] for c in conds]
+    items = list(dict.fromkeys(r["item"] for r in judg))
+    finals: list[Judgment] = []
+    seen: set[tuple[str, str, int]] = set()
+    n_attempts = Counter((r["condition"], r["item"], int(r["replicate"])) for r in judg)
+    for r in judg:
+        if not r["final"]:
+            continue
+        key = (r["condition"], r["item"], int(r["replicate"]))
+        if key in seen:
+            raise InputError(
+                f"{source}: two final judgments for condition {key[0]} prompt {key[1]} replicate {key[2]}"
+            )
+        seen.add(key)
+        attempts = n_attempts[key]
+        finals.append(
+            Judgment(
+                condition=key[0],
+                item=key[1],
+                replicate=key[2],
+                valid=bool(r["valid"]),
+                winner=r["winner_original"],
+                confidence=r["confidence"],
+                reason=r.get("reason"),
+                attempts=attempts,
+                error=r.get("error"),
+            )
+        )
+    mode = "import" if any(r.get("source") == "import" for r in judg) else "judge"
+    study = cfg.study
+    mapping_path = None
+    folder = study.get("import_dir") or study.get("import_path")
+    if mode == "import" and folder and Path(str(folder)).is_dir():
+        p = Path(str(folder)) / "mapping.json"
+        mapping_path = str(p) if p.exists() else None
+    elif mode == "judge" and study.get("mapping_path"):
+        mapping_path = str(study.mapping_path)
+    mapping = load_mapping(mapping_path, items) if mapping_path else None
+    if mapping is None and any(r.get("pair") for r in judg):  # imported pairs name their models
+        mapping = {r["item"]: dict(r["pair"]["models"]) for r in judg if r.get("pair")}
+    alpha = float(study.get("alpha", 0.05))
+    result = analyze(
+        finals,
+        conditions=conds,
+        reference=reference,
+        items=items,
+        alpha=alpha,
+        mapping=mapping,
+        readouts=readouts,
+    )
+    isolations = {str(r.get("isolation", "unknown")) for r in judg}
+    design = {k: v for k, v in (designs[0] if designs else {}).items() if k != "kind"}
+    design["isolation"] = sorted(isolations)[0] if len(isolations) == 1 else sorted(isolations)
+    design["conditions"] = conds
+    out = {
+        "study": "judge",
+        "mode": mode,
+        "design": design,
+        "deviations": _deviations(designs, isolations),
+        "params": {"alpha": alpha, "reference": reference},
+        "mapping": {"path": mapping_path} if mapping_path else None,
+        "validity": _validity(judg, cids),
+        **result,
+    }
+    swapped = order_swap(judg, alpha)  # only imports of pairs judged in both orders
+    if swapped is not None:
+        out["order_swap"] = swapped
+    length = length_section(judg, alpha)  # only imports whose files hold the answers
+    if length is not None:
+        out["length"] = length
+    return out
+
+
+CLASS_NAMES = (*CLASSES, NOT_CLASSIFIABLE)
+
+
+def audit_section(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The audit record's ``judge`` section: judge identity, rubric digest, isolation, seeds,
+    deviations."""
+    d = results.get("design", {})
+    return {
+        "judge": d.get("judge"),
+        "rubric_sha256": d.get("rubric_sha256"),
+        "isolation": d.get("isolation"),
+        "deviations": results.get("deviations", []),
+        "seed": d.get("seed"),
+        "seed_rule": d.get("seed_rule"),
+        "k": d.get("k"),
+        "mode": results.get("mode"),
+        "invalid": results.get("validity", {}).get("invalid"),
+    }
+
+
+def results_template(cfg: DictConfig) -> dict[str, Any]:
+    """A results dict of this plan's shape (every judgment a valid 'A'), to check at freeze
+    time that predictions name real metrics."""
+    s = settings(cfg)
+    conds, _ = conditions(cfg)
+    src = import_source(s)
+    if src is not None:
+        return analyze_rows(cfg, import_rows(src, conds), "<template>")
+    ids = [c.prompt_id for c in load_candidates(s.candidates_path, s.prompt_ids)]
+    rows: list[dict[str, Any]] = [{"kind": "design", "source": "judged", "isolation": s.isolation}]
+    for c in conds:
+        for pid in ids:
+            for r in range(s.k):
+                rows.append(
+                    {
+                        "kind": "judgment",
+                        "source": "judged",
+                        "condition": c.id,
+                        "item": pid,
+                        "replicate": r,
+                        "attempt": 0,
+                        "final": True,
+                        "swap": c.swap,
+                        "wrap": sorted(c.wrap),
+                        "valid": True,
+                        "winner": "A",
+                        "winner_original": "B" if c.swap else "A",
+                        "confidence": 1.0,
+                        "reason": "-",
+                    }
+                )
+    return analyze_rows(cfg, rows, "<template>")

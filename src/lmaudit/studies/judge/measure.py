@@ -12,27 +12,30 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from omegaconf import DictConfig
 
 from lmaudit.backends.base import LabelRequest, Message, SampleRequest
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.errors import InputError
+from lmaudit.errors import BackendError, InputError
 from lmaudit.provenance.digest import json_digest
-from lmaudit.studies.judge.packets import Candidate, Condition, JudgeText, judge_messages
+from lmaudit.provenance.measured_model import MeasuredModel
+from lmaudit.studies.base import Measured, Plan
+from lmaudit.studies.judge.freeze import result_artifacts
+from lmaudit.studies.judge.importer import import_rows, import_source
+from lmaudit.studies.judge.packets import (
+    Candidate,
+    Condition,
+    JudgeText,
+    Sampling,
+    judge_messages,
+    load_candidates,
+)
 from lmaudit.studies.judge.parse import parse_verdict
+from lmaudit.studies.judge.planning import conditions, judge_text, sampling, settings
 
-__all__ = ["Sampling", "judgment_seed", "measure_fresh", "measure_shared", "readout_rows"]
-
-
-@dataclass(frozen=True)
-class Sampling:
-    k: int
-    temperature: float
-    top_p: float
-    max_tokens: int
-    seed: int
-    max_attempts: int
+__all__ = ["Sampling", "judgment_seed", "measure", "measure_fresh", "measure_shared", "readout_rows"]
 
 
 def judgment_seed(seed: int, condition: str, prompt_id: str, replicate: int, attempt: int) -> int:
@@ -266,3 +269,76 @@ def readout_rows(
             }
         )
     return rows
+
+
+def measure(
+    cfg: DictConfig, the_plan: Plan, cached: CachedBackend | None, model: MeasuredModel | None = None
+) -> Measured:
+    """Judge every condition's packet (or read the import); the pipeline has frozen the
+    protocol (:func:`protocol_artifacts`) before this is called. ``model``: the judge as the
+    pipeline resolved it (its name and identity digest)."""
+    s = settings(cfg)
+    conds, _ = conditions(cfg)
+    src = import_source(s)
+    if src is not None:
+        return Measured(import_rows(src, conds))
+    if cached is None or model is None:
+        raise InputError("study judge: judging needs a backend (study.import_path is not set)")
+    backend = cached.backend
+    samp = sampling(s)
+    text = judge_text(cfg)
+    cands = load_candidates(s.candidates_path, s.prompt_ids)
+    if s.isolation == "fresh":
+        rows, prompts = measure_fresh(conds, cands, text, samp, cached)
+    else:
+        rows, prompts = measure_shared(conds, cands, text, samp, cached)
+    readout: list[dict[str, Any]] = []
+    readout_note = "off (study.readout=false)"
+    if s.readout and hasattr(backend, "label_logprobs") and hasattr(backend, "check_single_token"):
+        judged = [r for r in rows if r["final"]]
+        try:
+            readout = readout_rows(
+                judged,
+                prompts,
+                {c.id: c for c in conds},
+                text,
+                dict(s.readout_labels),
+                cached,
+                s.top_k,
+                backend.check_single_token,
+            )
+            readout_note = "P(A), P(B), P(TIE) after the judge prompt and the readout turn"
+        except (BackendError, InputError) as e:  # the verdicts stand without it; say why it is missing
+            readout_note = f"failed: {e}"
+    elif s.readout:
+        readout_note = "not available: the backend has no label log-probability contract"
+    deviations = []
+    if s.isolation == "shared":
+        deviations.append(
+            {
+                "id": "shared_context",
+                "description": "all judgments of a replicate were made in one conversation (shared context) "
+                "instead of a fresh context per judgment; shared state can raise cross-condition "
+                "consistency and bias disagreement downward",
+            }
+        )
+    design = {
+        "kind": "design",
+        "source": "judged",
+        "isolation": s.isolation,
+        "deviations": deviations,
+        "judge": {"name": model.name, "identity_digest": model.digest},
+        "seed": s.seed,
+        "seed_rule": "sha256('{seed}:{condition}:{prompt}:{replicate}:{attempt}')[:8] & (2^63-1)",
+        "k": s.k,
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "max_tokens": s.max_tokens,
+        "max_attempts": s.retry.max_attempts,
+        "rubric_sha256": text.rubric_sha256,
+        "plan_digest": the_plan.digest,
+        "readout": readout_note,
+    }
+    judge = {"name": model.name, "identity_digest": model.digest}
+    all_rows = [design, *rows, *readout]
+    return Measured(all_rows, artifacts=result_artifacts(all_rows, the_plan.doc, judge))

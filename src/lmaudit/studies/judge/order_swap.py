@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lmaudit.stats.intervals import proportion_ci
-from lmaudit.studies.judge.analysis import sign_test
+from lmaudit.studies.judge.disagreement import sign_test
 from lmaudit.studies.judge.position import (
     OrderPair,
     consistency_fairness,

@@ -86,6 +86,19 @@ class JudgeText:
         return sha256_text(self.rubric)
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How each judgment is sampled: replicates, decoding settings, the study seed and the
+    attempts allowed for a readable verdict."""
+
+    k: int
+    temperature: float
+    top_p: float
+    max_tokens: int
+    seed: int
+    max_attempts: int
+
+
 def _str_field(obj: Mapping[str, Any], name: str, where: str) -> str:
     value = obj.get(name)
     if not isinstance(value, str):

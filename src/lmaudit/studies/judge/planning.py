@@ -1,8 +1,9 @@
-"""The judge study's settings, conditions, judge text and plan (packets and the analysis plan,
-frozen before any judgment)."""
+"""Everything before the first judgment: the judge study's settings, conditions, judge text,
+run name and plan (packets and the analysis plan, or the import's digests)."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -10,21 +11,27 @@ from omegaconf import DictConfig, OmegaConf
 
 from lmaudit.config.execution import without_execution
 from lmaudit.errors import InputError
-from lmaudit.provenance.digest import file_sha256, sha256_text
+from lmaudit.provenance.digest import file_sha256, json_digest, sha256_text
 from lmaudit.provenance.io import dumps_json
 from lmaudit.provenance.redact import redact_config
 from lmaudit.studies.base import (
     Plan,
 )
-from lmaudit.studies.judge import analysis as an
+from lmaudit.studies.judge import disagreement as an
 from lmaudit.studies.judge.config import (
     JudgeStudyConfig,
 )
-from lmaudit.studies.judge.importer import import_files, read_execution
-from lmaudit.studies.judge.measure import Sampling
+from lmaudit.studies.judge.importer import (
+    ImportSource,
+    import_files,
+    import_rows,
+    import_source,
+    read_execution,
+)
 from lmaudit.studies.judge.packets import (
     Condition,
     JudgeText,
+    Sampling,
     build_packet,
     check_template,
     conditions_from,
@@ -90,7 +97,7 @@ def sampling(s: JudgeStudyConfig) -> Sampling:
     )
 
 
-def default_run_name(cfg: DictConfig) -> str:
+def _judged_run_name(cfg: DictConfig) -> str:
     s = settings(cfg)
     conds = str(_judge_node(cfg).condition.name)
     if s.import_dir:
@@ -143,7 +150,7 @@ def analysis_plan(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
-def plan_config(cfg: DictConfig) -> dict[str, Any]:
+def _groups_config(cfg: DictConfig) -> dict[str, Any]:
     """The plan's record of the config: the study's settings, the model, and the judge's
     presentation (its condition set, rubric and wrapper) under ``judge``."""
     study = OmegaConf.to_container(cfg.study, resolve=True)
@@ -156,12 +163,12 @@ def plan_config(cfg: DictConfig) -> dict[str, Any]:
     return dict(redact_config(out))
 
 
-def plan(cfg: DictConfig) -> Plan:
+def _judged_plan(cfg: DictConfig) -> Plan:
     """The resolved plan: config, input digests, every condition's packet, the analysis plan."""
     s = settings(cfg)
     sampling(s)
     conds, ref = conditions(cfg)
-    resolved = plan_config(cfg)
+    resolved = _groups_config(cfg)
     if s.import_dir:
         files = import_files(s.import_dir, conds)
         inputs: dict[str, Any] = {
@@ -203,3 +210,63 @@ def plan(cfg: DictConfig) -> Plan:
     }
     n = len(conds) * len(cands) * s.k
     return Plan.make(body, n)
+
+
+# settings added after plans were first frozen: left out of the plan at their defaults, so
+# every plan made before they existed (and every frozen registration) keeps its digest
+_LATER_KEYS = {"import_path": None, "import_format": "auto", "answers_path": None}
+
+
+def plan_config(cfg: DictConfig) -> dict[str, Any]:
+    """The plan's record of the config (:func:`_groups_config`), without the import
+    settings that hold their defaults."""
+    out = _groups_config(cfg)
+    study = out["study"]
+    out["study"] = {k: v for k, v in study.items() if k not in _LATER_KEYS or v != _LATER_KEYS[k]}
+    return out
+
+
+def default_run_name(cfg: DictConfig) -> str:
+    s = settings(cfg)
+    if s.import_path:
+        p = Path(s.import_path)
+        return f"import-{p.name}-{cfg.study.condition.name}" if p.is_dir() else f"import-{p.stem}"
+    return _judged_run_name(cfg)
+
+
+def _foreign_plan(cfg: DictConfig, src: ImportSource) -> Plan:
+    """The plan of a FastChat or AlpacaEval import: the file's digest, its format, and the
+    whole file read once now, so bad input is refused before the run folder exists."""
+    conds, _ = conditions(cfg)
+    import_rows(src, conds)
+    inputs: dict[str, Any] = {
+        "import": {src.format: {"path": str(src.path), "sha256": file_sha256(src.path)}}
+    }
+    if src.answers is not None:
+        from lmaudit.interop.fastchat import answer_files
+
+        files = [{"path": str(f), "sha256": file_sha256(f)} for f in answer_files(src.answers)]
+        inputs["answers"] = {"path": str(src.answers), "sha256": json_digest(files), "files": files}
+    body = {
+        "study": "judge",
+        "mode": "import",
+        "config": plan_config(cfg),
+        "inputs": inputs,
+        "import_format": src.format,
+    }
+    return Plan.make(body, 0)
+
+
+def plan(cfg: DictConfig) -> Plan:
+    """The resolved plan (:func:`_judged_plan`), its config recorded by :func:`plan_config`."""
+    src = import_source(settings(cfg))
+    if src is not None and src.format != "lmaudit":
+        return _foreign_plan(cfg, src)
+    base = cfg
+    if src is not None and src.setting == "study.import_path":  # a folder: the import_dir plan
+        base = copy.deepcopy(cfg)
+        base.study.import_dir, base.study.import_path = str(src.path), None
+    made = _judged_plan(base)
+    body = {k: v for k, v in made.doc.items() if k not in ("n_requests", "plan_digest")}
+    body["config"] = plan_config(cfg)
+    return Plan.make(body, made.n_requests)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.stats.intervals import proportion_ci
-from lmaudit.studies.judge.analysis import sign_test
+from lmaudit.studies.judge.disagreement import sign_test
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ The truth is an agent's label probabilities (the log-prob records of a ``sim`` a
 ``n`` answers as one multinomial over ``(y, n, other)`` with those probabilities, which is the
 distribution the ``sim`` backend samples from at temperature 1 and top-p 1 (its draws differ
 only in the random numbers), and analyses them exactly as a sampled run does
-(:func:`lmaudit.studies.qq.analysis.analyze`). Pure: randomness only through ``seed``.
+(:func:`lmaudit.studies.qq.estimation.analyze`). Pure: randomness only through ``seed``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from lmaudit.stats.intervals import bonferroni
 from lmaudit.studies.qq import envelope as env
-from lmaudit.studies.qq.analysis import analyze
+from lmaudit.studies.qq.estimation import analyze
 from lmaudit.studies.qq.records import Measurement
 from lmaudit.studies.qq.result import QQParams, QQResult
 from lmaudit.studies.qq.sampling_error import bounds_per_item, position_bounds

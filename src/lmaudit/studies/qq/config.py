@@ -4,6 +4,7 @@ YAML files only override these dataclasses; every default lives here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,3 +185,12 @@ class QQStudyConfig:
     memorization_min_pairs: int = ranged(2, ge=1)
     top_k: int = ranged(10, ge=1)
     gates: GatesConfig = field(default_factory=GatesConfig)
+
+
+#: the study's own config groups (``conf/study/qq/<group>/``) and their schemas
+GROUPS: Mapping[str, type] = {
+    "estimand": EstimandConfig,
+    "framing": FramingConfig,
+    "mapping": MappingConfig,
+    "items": ItemsConfig,
+}

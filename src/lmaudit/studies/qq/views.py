@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
@@ -16,13 +17,13 @@ __all__ = [
 ]
 
 
-def headline(results: dict[str, Any]) -> float:
+def headline(results: Mapping[str, Any]) -> float:
     """The share of items whose QQ verdict is VIOLATED (returned to Hydra sweepers)."""
     n = results["n_items"]
     return results["counts"]["verdict"]["VIOLATED"] / n if n else float("nan")
 
 
-def metrics(results: dict[str, Any]) -> dict[str, float]:
+def metrics(results: Mapping[str, Any]) -> dict[str, float]:
     c = results["counts"]
     out: dict[str, float] = {
         "n_items": results["n_items"],
@@ -99,7 +100,7 @@ def mixture_cdf(mix: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def plot_data(results: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Figure data for ``dvc plots``: the distance-from-determinism CDF and the label-effect scatter."""
     positions = []
     for it in results["items"]:
@@ -139,7 +140,7 @@ def plot_data(results: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def tags(results: dict[str, Any]) -> dict[str, str]:
+def tags(results: Mapping[str, Any]) -> dict[str, str]:
     t = {f"gate.{g}": v["status"] for g, v in results["gates"].items()}
     mem = results.get("memorization")
     if mem is not None:
@@ -150,7 +151,7 @@ def tags(results: dict[str, Any]) -> dict[str, str]:
     return t
 
 
-def summary(results: dict[str, Any]) -> str:
+def summary(results: Mapping[str, Any]) -> str:
     c = results["counts"]
     v = c["verdict"]
     g = c["gamma_class"]

@@ -5,13 +5,13 @@ estimand's and every component's beside it out. Pure: no model, no I/O.
    ``persona``; a persona's log-prob rows carry its id; sampled rows of a component other than
    the plain one carry its ``persona`` and ``temperature``.
 2. Each component is analysed on its own, exactly as a single estimand
-   (:func:`lmaudit.studies.qq.analysis.analyze`); a log-prob component at ``T != 1`` reads its
+   (:func:`lmaudit.studies.qq.estimation.analyze`); a log-prob component at ``T != 1`` reads its
    persona's forward pass tempered (:func:`.mixture.temper`). The plain estimand likewise.
 3. The aggregate per (item, mapping) is the weighted mixture of the component joints
-   (:mod:`.mixture`); its envelope carries every component's unassigned mass (over the sampled
+   (:mod:`.estimand`); its envelope carries every component's unassigned mass (over the sampled
    base: every component's confidence region at ``alpha / K``, :mod:`.sampling_error`); its verdict,
    Gamma class and saturation are decided as for a single estimand
-   (:func:`lmaudit.studies.qq.analysis.assemble`).
+   (:func:`lmaudit.studies.qq.estimation.assemble`).
 4. Component-level diagnostics per item and for the study (:func:`mixture_section`).
 """
 
@@ -26,17 +26,17 @@ import numpy as np
 from lmaudit.errors import InputError
 from lmaudit.stats.intervals import bonferroni
 from lmaudit.studies.qq import envelope as env
-from lmaudit.studies.qq.analysis import analyze, assemble
 from lmaudit.studies.qq.diagnostics import n_saturated_positions
+from lmaudit.studies.qq.estimation import analyze, assemble
 from lmaudit.studies.qq.gates import split_rows
-from lmaudit.studies.qq.mixture import (
+from lmaudit.studies.qq.mixture.estimand import (
     diagnose_item,
     mix_positions,
     mixture_envelope,
     position_weights,
     temper,
 )
-from lmaudit.studies.qq.mixture_plan import NO_PERSONA, Component
+from lmaudit.studies.qq.mixture.plan import NO_PERSONA, Component
 from lmaudit.studies.qq.records import Measurement
 from lmaudit.studies.qq.result import ItemResult, QQParams, QQResult
 from lmaudit.studies.qq.sampling_error import ItemRegion, SamplingRegion

@@ -23,20 +23,20 @@ from lmaudit.reporting import NOT_RECORDED, fmt
 from lmaudit.reporting import get as _get
 from lmaudit.reporting import num as _num
 from lmaudit.reporting.page import page_of, provenance, render
-from lmaudit.studies.qq.figures import (
+from lmaudit.studies.qq.mixture.report import mixture_alerts, mixture_cdf_svg, mixture_view
+from lmaudit.studies.qq.report.figures import (
     iter_positions,
     label_effect_points,
     label_effect_svg,
     mapping_pair,
     saturation_cdf_svg,
 )
-from lmaudit.studies.qq.mixture_report import mixture_alerts, mixture_cdf_svg, mixture_view
-from lmaudit.studies.qq.samples import samples, wordings
-from lmaudit.studies.qq.verdict import alerts, terms, verdict
+from lmaudit.studies.qq.report.samples import samples, wordings
+from lmaudit.studies.qq.report.verdict import alerts, terms, verdict
 
 __all__ = ["NOT_RECORDED", "render_report"]
 
-TEMPLATE = "report_template.html.j2"
+TEMPLATE = "template.html.j2"
 QUESTION = (
     "Do the model's answers to a pair of questions asked in both orders satisfy the QQ equality, "
     "the question-order pattern the projective model predicts?"

@@ -40,9 +40,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lmaudit.backends.sim.qq_core import SimQQAgent
-from lmaudit.backends.sim.qq_qubit import LuedersInstrument, bloch_vector, sequential_kernel
-from lmaudit.backends.sim.qq_readout import SequentialKernel
+from lmaudit.backends.sim.qq.core import SimQQAgent
+from lmaudit.backends.sim.qq.qubit import LuedersInstrument, bloch_vector, sequential_kernel
+from lmaudit.backends.sim.qq.readout import SequentialKernel
 
 # --------------------------------------------------------------------------- qubit agents
 

@@ -1,8 +1,8 @@
 """The choir report: one self-contained ``report.html`` (inline CSS and SVG, no scripts).
 
 The page (:mod:`lmaudit.reporting.page`) leads with the verdict (:mod:`.verdict`); the study's
-sections (``report_template.html.j2``) show the figures (:mod:`.report_figures`,
-:mod:`.report_ranking`) each with a caption saying how to read it, and the tables behind them;
+sections (``template.html.j2``) show the figures (:mod:`.figures`,
+:mod:`.ranking`) each with a caption saying how to read it, and the tables behind them;
 every list follows with its exact prompt and answer (:mod:`.samples`); provenance comes last.
 :func:`render_report` takes the results, the plan (or ``None``), the audit record and the
 measurement rows; the page depends on nothing else.
@@ -18,9 +18,9 @@ from markupsafe import Markup
 from lmaudit.reporting import fmt, get
 from lmaudit.reporting.log_audit import log_alerts
 from lmaudit.reporting.page import page_of, provenance, render
-from lmaudit.studies.choir.report_conditions import conditions_view
-from lmaudit.studies.choir.report_echo import echo_view
-from lmaudit.studies.choir.report_figures import (
+from lmaudit.studies.choir.report.conditions import conditions_view
+from lmaudit.studies.choir.report.echo import echo_view
+from lmaudit.studies.choir.report.figures import (
     RECOVER_LABELS,
     bin_label,
     bins_svg,
@@ -29,14 +29,14 @@ from lmaudit.studies.choir.report_figures import (
     scatter_svg,
     width_lift_svg,
 )
-from lmaudit.studies.choir.report_ranking import ranking_view
+from lmaudit.studies.choir.report.ranking import ranking_view
+from lmaudit.studies.choir.report.samples import NOTE, question_texts, samples
+from lmaudit.studies.choir.report.verdict import alerts, verdict
 from lmaudit.studies.choir.salience_table import salience_view
-from lmaudit.studies.choir.samples import NOTE, question_texts, samples
-from lmaudit.studies.choir.verdict import alerts, verdict
 
 __all__ = ["render_report"]
 
-TEMPLATE = "report_template.html.j2"
+TEMPLATE = "template.html.j2"
 QUESTION = (
     "Do the members of a model ensemble name the same concepts when asked for free lists, beyond what "
     "chance gives, and how much do the question's width and a persona prompt change that?"

@@ -25,7 +25,7 @@ import numpy as np
 from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
 from lmaudit.backends.sim.fields import hashed_rng
-from lmaudit.backends.sim.qq_readout import (
+from lmaudit.backends.sim.qq.readout import (
     MAX_DRAW_TRIES,
     OTHER_TOKEN,
     SIM_QQ_VERSION,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from lmaudit.backends.sim.qq_readout import SequentialKernel
+from lmaudit.backends.sim.qq.readout import SequentialKernel
 
 Vec = tuple[float, float, float]
 

@@ -45,8 +45,8 @@ array (:func:`encode_lists`, ``-1`` pads) with any leading batch axes, e.g. ``(s
 models, depth)``, and returns RBO for every model pair ``i < j`` in ``np.triu_indices`` order;
 tie groups enter it as ``starts``, the depth at which each entry enters its list's prefix.
 Webber's bounds on the unseen tails (``RBO_min``, the residual, ``RBO_max``) are
-:func:`lmaudit.stats.rbo_bounds.rbo_bounds`;
-:func:`shuffle_assignments` (:mod:`lmaudit.stats.rbo_null`) draws the signal-to-chance null (concept ids permuted across
+:func:`lmaudit.stats.rbo.bounds.rbo_bounds`;
+:func:`shuffle_assignments` (:mod:`lmaudit.stats.rbo.null`) draws the signal-to-chance null (concept ids permuted across
 models, each model keeping its list length, conditioned on no list being dealt a concept twice).
 """
 
@@ -62,7 +62,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.stats.exact import powers
-from lmaudit.stats.rbo_null import shuffle_assignments
+from lmaudit.stats.rbo.null import shuffle_assignments
 
 __all__ = [
     "EncodedLists",

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lmaudit.reporting import fmt, num, pval
-from lmaudit.studies.choir.report_figures import bin_label
+from lmaudit.studies.choir.report.figures import bin_label
 
 __all__ = ["conditions_view"]
 

@@ -18,11 +18,11 @@ from lmaudit.reporting import fmt, get, pval, text
 from lmaudit.reporting.log_audit import log_alerts
 from lmaudit.reporting.page import MAX_SAMPLES, Sample, Verdict, page_of, provenance, render, value
 from lmaudit.studies.draws.bootstrap import CONFIDENCE, N_RESAMPLES
-from lmaudit.studies.draws.figures import null_svg, rho_curve_svg
+from lmaudit.studies.draws.report.figures import null_svg, rho_curve_svg
 
 __all__ = ["render_report"]
 
-TEMPLATE = "report_template.html.j2"
+TEMPLATE = "template.html.j2"
 QUESTION = (
     "Do a model's sampled answers persist from one draw to the next, beyond what chance ordering gives?"
 )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from lmaudit.figures import svg_figure
 from lmaudit.reporting import num as _num
-from lmaudit.studies.qq.figures import cdf_axes, cdf_left, cdf_step
+from lmaudit.studies.qq.report.figures import cdf_axes, cdf_left, cdf_step
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

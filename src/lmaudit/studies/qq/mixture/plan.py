@@ -5,7 +5,7 @@ A component is a persona of the bank at a temperature over the base estimand. Pe
 the prompt through the system prompt (after the framing's own, so Track P's year framing
 composes with them); the ``none`` persona is the framing's system prompt alone, i.e. the plain
 estimand's cells. On the log-prob base every temperature of a persona reads the same forward
-pass (:func:`lmaudit.studies.qq.mixture.temper`); on the sampled base each (persona,
+pass (:func:`lmaudit.studies.qq.mixture.estimand.temper`); on the sampled base each (persona,
 temperature) is sampled with its own seeds.
 """
 
@@ -21,8 +21,8 @@ from lmaudit.errors import InputError
 from lmaudit.provenance.io import iter_jsonl
 from lmaudit.studies.qq.config import EstimandConfig, FramingConfig, MappingConfig, MixtureConfig
 from lmaudit.studies.qq.items import ID_PATTERN, Item
-from lmaudit.studies.qq.measure import measure_logprob, measure_sampled
-from lmaudit.studies.qq.mixture import check_weights
+from lmaudit.studies.qq.mixture.estimand import check_weights
+from lmaudit.studies.qq.positions import measure_logprob, measure_sampled
 from lmaudit.studies.qq.protocol import Cell, build_cells
 
 __all__ = [

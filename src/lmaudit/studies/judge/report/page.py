@@ -19,14 +19,14 @@ from markupsafe import Markup
 
 from lmaudit.reporting import get
 from lmaudit.reporting.page import page_of, provenance, render
-from lmaudit.studies.judge.figures import confidence_svg, disagreement_svg, order_swap_svg
-from lmaudit.studies.judge.order_swap_report import table as order_swap_table
-from lmaudit.studies.judge.samples import questions, samples
-from lmaudit.studies.judge.verdict import alerts, primary, repeat, tool_format, verdict
+from lmaudit.studies.judge.report.figures import confidence_svg, disagreement_svg, order_swap_svg
+from lmaudit.studies.judge.report.order_swap import table as order_swap_table
+from lmaudit.studies.judge.report.samples import questions, samples
+from lmaudit.studies.judge.report.verdict import alerts, primary, repeat, tool_format, verdict
 
 __all__ = ["render_report"]
 
-TEMPLATE = "report_template.html.j2"
+TEMPLATE = "template.html.j2"
 QUESTION = (
     "Does a content-preserving change of presentation (a boundary wrapper around a response, or the "
     "responses' order) change an LLM judge's pairwise verdict?"

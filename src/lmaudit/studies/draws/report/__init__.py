@@ -1,0 +1,1 @@
+"""The draws report: the HTML page (:mod:`.page`) and its figures."""

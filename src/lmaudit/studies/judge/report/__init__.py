@@ -1,0 +1,1 @@
+"""The judge report: the HTML page (:mod:`.page`), its figures, its answer and its tables."""

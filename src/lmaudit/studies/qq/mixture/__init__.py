@@ -1,0 +1,1 @@
+"""Mixture estimands (``estimand=mixture``, seed 000 Prop. 7): the maths (:mod:`.estimand`), what a mixture asks (:mod:`.plan`), its analysis (:mod:`.analysis`) and its report section (:mod:`.report`)."""
