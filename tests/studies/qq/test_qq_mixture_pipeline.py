@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lmaudit.prereg import parse_predictions, unknown_metrics
 
 from lmaudit.errors import ConfigRangeError, InputError
 from lmaudit.pipeline import run
+from lmaudit.prereg import parse_predictions, unknown_metrics
 from lmaudit.studies.qq.analysis import results_template
 from lmaudit.studies.qq.mixture.plan import load_personas
 from lmaudit.studies.qq.planning import cells_for, mixture_cells
