@@ -31,6 +31,7 @@ from lmaudit.studies.qq.report.figures import (
     mapping_pair,
     saturation_cdf_svg,
 )
+from lmaudit.studies.qq.report.gates import gate_views
 from lmaudit.studies.qq.report.samples import samples, wordings
 from lmaudit.studies.qq.report.verdict import alerts, terms, verdict
 
@@ -44,7 +45,6 @@ QUESTION = (
 ANNOTATE_ABOVE = 0.3  # Figure 2 labels items whose q moves by more than this between mappings
 VERDICT_CSS = {"SATISFIED": "sat", "VIOLATED": "viol", "INDETERMINATE": "indet"}
 STATUS_CSS = {"PASS": "pass", "FAIL": "fail", "NOT_RUN": "notrun"}
-JOINT_CELLS = ("yy", "yn", "ny", "nn")
 
 # Rows of the discriminant table (seed Table 1; wording in the template), in display order.
 DISCRIMINANT_ROWS = ("satisfied", "polarity", "position", "noncontextual", "contextual")
@@ -86,88 +86,6 @@ def _pick(src: Mapping[str, Any], *paths: str) -> Any:
         if v not in ("", {}, []) and v is not None:
             return v
     return None
-
-
-def _g2(
-    results: Mapping[str, Any], gate: Mapping[str, Any], plan: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """Gate G2 (falling back to ``results["mass"]``) and how much mass lies off the labels."""
-    mass: Mapping[str, Any] = results.get("mass") or {}
-    g2 = {
-        "max_other": mass.get("max_other"),
-        "threshold": mass.get("g2_max_other"),
-        "max_envelope_width": mass.get("max_envelope_width"),
-        **gate,
-    }
-    if "status" not in g2 and "g2_pass" in mass:
-        g2["status"] = "PASS" if mass["g2_pass"] else "FAIL"
-    others = sorted(o for _, p in iter_positions(results) if (o := _num(p.get("other"))) is not None)
-    median = others[len(others) // 2] if others else None
-    mx = _num(g2.get("max_other"))
-    if median is not None and median > 0.5:
-        case = "mostly_other"  # e.g. a base model: most mass is not on the labels at most positions
-    elif mx is not None and mx > 0.5:
-        case = "some_other"
-    elif g2.get("status") == "FAIL":
-        case = "fail"
-    else:
-        case = "labels" if mx is not None else "unknown"
-    return {
-        **g2,
-        "median_other": median,
-        "case": case,
-        "share_mostly_other": sum(o > 0.5 for o in others) / len(others) if others else None,
-        "base_model": bool(_get(plan, "config", "model", "base_model", default=False)),
-    }
-
-
-def _at(a: Any, r: int, k: int) -> Any:
-    try:
-        return a[r][k]
-    except (TypeError, IndexError, KeyError):
-        return None
-
-
-def _g3(gate: Mapping[str, Any]) -> dict[str, Any]:
-    """Gate G3 with each check's four joint cells unpacked (log-prob value, CP interval, inside)."""
-    checks = []
-    for c in gate.get("checks") or []:
-        arrays = [c.get(k) for k in ("logprob_joint", "low", "high", "inside")]
-        cells = [
-            dict(zip(("lp", "lo", "hi", "inside"), (_at(a, *divmod(i, 2)) for a in arrays), strict=True))
-            for i in range(len(JOINT_CELLS))
-        ]
-        att = c.get("attempts")  # draws per position (dict) as the study records them, or a total
-        per_position = att if isinstance(att, Mapping) else {}
-        draws = sum(v for v in per_position.values() if _num(v) is not None) if per_position else att
-        detail = ", ".join(f"{k} {v}" for k, v in sorted(per_position.items()))
-        checks.append({**c, "cells": cells, "draws": draws, "draws_detail": detail})
-    return {**gate, "checks": checks}
-
-
-def _g1(gate: Mapping[str, Any]) -> dict[str, Any]:
-    """Gate G1 with each recorded ``label=[pieces]`` written ``label → piece + piece``."""
-    import ast
-
-    pieces = []
-    for p in gate.get("label_pieces") or []:
-        label, _, rest = str(p).partition("=")
-        try:
-            parts = ast.literal_eval(rest)
-        except (ValueError, SyntaxError):
-            parts = None
-        ok = isinstance(parts, list)
-        pieces.append(f"{label} → {' + '.join(map(str, parts))}" if ok and parts else str(p))
-    return {**gate, "label_pieces": pieces}
-
-
-def _gates(results: Mapping[str, Any], plan: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
-    gates: Mapping[str, Any] = results.get("gates") or {}
-    return {
-        "G1": _g1(gates.get("G1") or {}),
-        "G2": _g2(results, gates.get("G2") or {}, plan),
-        "G3": _g3(gates.get("G3") or {}),
-    }
 
 
 def _discriminant(results: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -329,7 +247,7 @@ def render_report(
     clean = _clean(results)
     fig1 = saturation_cdf_svg(clean)
     fig2 = label_effect_svg(clean, ANNOTATE_ABOVE)
-    gates = _gates(clean, plan)
+    gates = gate_views(clean, plan)
     readings = _discriminant(clean)
     mappings = sorted({m for m, _ in iter_positions(clean)})
     pick = functools.partial(
