@@ -84,11 +84,11 @@ def test_a_run_logs_in_process_and_lmaudit_log_logs_the_same_run_later(make_cfg,
     plan = json.loads((out / "plan.json").read_text())
     params = QQStudy().tracked_params(plan["config"])
     assert logged.data.params == {k: "" if v is None else str(v) for k, v in flatten(params).items()}
-    study_metrics = QQStudy().metrics(results)
-    assert logged.data.metrics == {**study_metrics, **prediction_metrics(results)}
+    result = QQStudy().result(results)
+    assert logged.data.metrics == {**result.metrics, **prediction_metrics(result)}
     dvc_view = json.loads((out / "metrics.json").read_text())
     assert dvc_view == {
-        **{k: study_metrics[k] for k in QQStudy.dvc_metrics},
+        **{k: result.metrics[k] for k in QQStudy.dvc_metrics},
         "predictions": len(results["predictions"]),
         "held": sum(p["outcome"] == "held" for p in results["predictions"]),
     }

@@ -144,10 +144,10 @@ def _payload(out: Path, study: Study, result: StudyResult, audit: AuditRecord) -
         extra.append(Path(sec["registration"]))
     return {
         "params": study.tracked_params(sec["params"]),
-        "metrics": {**result.metrics, **prediction_metrics(result.results)},
+        "metrics": {**result.metrics, **prediction_metrics(result)},
         "tags": {
             **result.tags,
-            **prediction_tags(result.results),
+            **prediction_tags(result),
             "plan_digest": str(audit.data.get("plan_digest")),
             "run_dir": str(out),
             "study": study.name,

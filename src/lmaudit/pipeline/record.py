@@ -37,8 +37,7 @@ def dvc_metrics(study: Study, result: StudyResult) -> dict[str, float]:
     """The body of ``metrics.json`` (see :func:`write_dvc_views`)."""
     names = study.dvc_metrics or tuple(result.metrics)
     out = {k: result.metrics[k] for k in names if k in result.metrics}
-    predictions = result.results.get("predictions") or []
-    if predictions:
-        out["predictions"] = len(predictions)
-        out["held"] = sum(p.get("outcome") == "held" for p in predictions)
+    if result.predictions:
+        out["predictions"] = len(result.predictions)
+        out["held"] = sum(p.outcome == "held" for p in result.predictions)
     return out

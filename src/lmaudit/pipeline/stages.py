@@ -305,7 +305,7 @@ def _analyze(
     for later in ("analyze", "report"):
         audit.data.pop(later, None)
     audit.save()
-    results = {**result.results, "source": {"measurements_sha256": sha}}
+    results = {**result.doc, "source": {"measurements_sha256": sha}}
     if reg is not None:
         results = prereg.score_results(study.result(results), reg, plan, sha)
     results_path = atomic_write_json(out / "results.json", results)
@@ -461,7 +461,7 @@ def _run_locked(
     written = {"written_utc": utc_now(), "report_sha256": file_sha256(path)}
     audit.update("report", {**written, **run_span(audit.data, started)})  # the run's start and end
     print(printable(result.summary))  # names from imported data: controls escaped
-    _print_predictions(result.results)
+    _print_predictions(result.doc)
     names = ("plan.json", "measurements.jsonl", "results.json", "audit_record.json", "report.html")
     print(f"wrote {out}/{{{', '.join(n for n in names if (out / n).exists())}}}")
     if cfg.mlflow.enabled:  # last: a store that is down or locked never stops results or report

@@ -149,7 +149,7 @@ def score_results(
 ) -> dict[str, Any]:
     """The results body with the registration's identity and every prediction scored."""
     doc, path = reg.doc, reg.path
-    results = dict(result.results)
+    results = result.doc
     results["prereg"] = {
         "name": doc["name"],
         "path": str(path),
@@ -171,14 +171,16 @@ def score_results(
     return results
 
 
-def prediction_tags(results: dict[str, Any]) -> dict[str, str]:
-    return {f"prediction.{p['id']}": p["outcome"] for p in results.get("predictions", [])}
+def prediction_tags(result: StudyResult) -> dict[str, str]:
+    """Each scored prediction's outcome, as MLflow tags."""
+    return {f"prediction.{p.id}": p.outcome for p in result.predictions}
 
 
-def prediction_metrics(results: dict[str, Any]) -> dict[str, float]:
+def prediction_metrics(result: StudyResult) -> dict[str, float]:
+    """Each scored prediction's numeric observed value, as MLflow metrics."""
     out = {}
-    for p in results.get("predictions", []):
-        v = p.get("observed")
+    for p in result.predictions:
+        v = p.observed
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[f"prediction.{p['id']}.observed"] = float(v)
+            out[f"prediction.{p.id}.observed"] = float(v)
     return out

@@ -29,6 +29,7 @@ from lmaudit.provenance.digest import json_digest
 from lmaudit.provenance.io import iter_jsonl
 from lmaudit.provenance.measured_model import MeasuredModel
 from lmaudit.provenance.redact import redact_config
+from lmaudit.studies.envelope import ScoredPrediction, StudyResults
 
 if TYPE_CHECKING:
     from lmaudit.backends.cached import CachedBackend
@@ -139,22 +140,40 @@ class Measurements:
 class StudyResult:
     """A study's analysed result and the views the pipeline records.
 
-    ``results`` is the JSON-ready body of ``results.json`` (also the view registered
-    predictions are scored against: dotted paths into it); ``headline`` the one number a
-    Hydra sweeper optimises (or None); ``metrics`` the numbers MLflow gets (a few of them
-    for ``metrics.json``: ``Study.dvc_metrics``); ``tags`` gate outcomes and verdicts (MLflow tags); ``summary`` one line
-    for the console."""
+    ``results`` is the study's typed results (a :class:`StudyResults`; the body of
+    ``results.json`` is its :attr:`doc`); ``headline`` the one number a Hydra sweeper optimises
+    (or None); ``metrics`` the numbers MLflow gets (a few of them for ``metrics.json``:
+    ``Study.dvc_metrics``); ``tags`` gate outcomes and verdicts (MLflow tags); ``summary`` one
+    line for the console."""
 
-    results: dict[str, Any]
+    results: StudyResults | dict[str, Any]
     headline: float | None
     metrics: dict[str, float]
     tags: dict[str, str]
     summary: str
 
     @property
+    def doc(self) -> dict[str, Any]:
+        """The JSON body of ``results.json``."""
+        r = self.results
+        return r.to_json() if isinstance(r, StudyResults) else dict(r)
+
+    @property
     def scoreable(self) -> Mapping[str, Any]:
-        """The view registered predictions are scored against."""
-        return self.results
+        """The view registered predictions are scored against (dotted paths into it)."""
+        return self.doc
+
+    @property
+    def predictions(self) -> tuple[ScoredPrediction, ...]:
+        """The scored predictions of a registered run (empty: none)."""
+        r = self.results
+        if isinstance(r, StudyResults):
+            return r.predictions or ()
+        return (
+            StudyResults.from_json({"predictions": r["predictions"]}).predictions or ()
+            if r.get("predictions")
+            else ()
+        )
 
 
 class BackendProvider(Protocol):
@@ -251,6 +270,8 @@ class Study(ABC):
     - ``dvc_metrics``: the few of :meth:`metrics` (by name) that a run's ``metrics.json``
       holds, so that ``dvc metrics show`` prints a row a terminal can show (empty: all of them);
       MLflow gets every metric.
+    - ``result_type``: the study's typed results (a :class:`StudyResults`), whose methods give
+      the views the pipeline records (headline, metrics, tags, summary).
     """
 
     name: ClassVar[str]
@@ -261,6 +282,7 @@ class Study(ABC):
     has_yaml: ClassVar[bool] = False
     measured_groups: ClassVar[tuple[str, ...]] = ()
     dvc_metrics: ClassVar[tuple[str, ...]] = ()
+    result_type: ClassVar[type[StudyResults] | None] = None
 
     # --- configuration -------------------------------------------------------------------
 
@@ -311,10 +333,17 @@ class Study(ABC):
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
         """Pure: measurements and config in, result out (no model, no clock)."""
 
-    def result(self, results: Mapping[str, Any]) -> StudyResult:
-        """The typed view of a stored ``results.json`` body, from the four views below."""
-        r = dict(results)
-        return StudyResult(r, self.headline(r), self.metrics(r), self.tags(r), self.summary(r))
+    def result(self, results: StudyResults | Mapping[str, Any], source: str = "<results>") -> StudyResult:
+        """A result and its views: from the study's typed results, or from a stored
+        ``results.json`` body (read back by :attr:`result_type`; ``source`` names it in errors)."""
+        if isinstance(results, StudyResults):
+            typed = results
+        elif self.result_type is not None:
+            typed = self.result_type.from_json(results, source)
+        else:
+            r = dict(results)
+            return StudyResult(r, self.headline(r), self.metrics(r), self.tags(r), self.summary(r))
+        return StudyResult(typed, typed.headline(), typed.metrics(), typed.tags(), typed.summary())
 
     def headline(self, results: Mapping[str, Any]) -> float | None:
         """The one number a Hydra sweeper optimises (None: none)."""

@@ -37,6 +37,13 @@ class RunFolder:
     results: Mapping[str, Any]
     plan: Mapping[str, Any]
 
+    def typed(self) -> Any:
+        """The run's results as its study's typed results (read back by the study's
+        ``result_type``)."""
+        from lmaudit.studies.registry import get_study
+
+        return get_study(self.study).result(self.results, str(self.path / "results.json")).results
+
     def model(self) -> str:
         """What the run measured: its model's name, a choir ensemble's member names, or for an
         imported run the file or folder it imported."""

@@ -93,10 +93,10 @@ class ChoirStudy(Study):
 
         audit = dict(ctx.audit)
         rows = read_rows(audit, ctx.run_dir)
-        return render_report(result.results, ctx.plan.doc if ctx.plan else None, audit, rows)
+        return render_report(result.doc, ctx.plan.doc if ctx.plan else None, audit, rows)
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        return views.plot_data(result.results)
+        return views.plot_data(result.doc)
 
     def design_key(self, cfg: DictConfig) -> str | None:
         return sweep.design_key(cfg)

@@ -118,13 +118,13 @@ class JudgeStudy(Study):
         plan_doc = ctx.plan.doc if ctx.plan is not None else None
         audit = dict(ctx.audit)
         rows = read_rows(audit, ctx.run_dir)
-        return render_report(results=result.results, plan=plan_doc, audit=audit, rows=rows)
+        return render_report(results=result.doc, plan=plan_doc, audit=audit, rows=rows)
 
     def audit_section(self, result: StudyResult) -> dict[str, Any] | None:
-        return analysis.audit_section(result.results)
+        return analysis.audit_section(result.doc)
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        return views.plot_data(result.results)
+        return views.plot_data(result.doc)
 
     def results_template(self, cfg: DictConfig) -> Mapping[str, Any] | None:
         return analysis.results_template(cfg)

@@ -1,0 +1,101 @@
+"""Typed results: the shared base reads back exactly what it writes, refuses what does not fit
+with one line naming the file and field, and every registered run's results.json is one of its
+study's typed results, byte for byte."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import pytest
+
+from lmaudit.errors import InputError
+from lmaudit.provenance.digest import canonical_json
+from lmaudit.results import OMIT_NONE, Interval
+from lmaudit.studies.envelope import CompoundPrediction, SimplePrediction, StudyResults
+from lmaudit.studies.registry import get_study
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = sorted(ROOT.glob("results/*/*/results.json"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Sample(StudyResults):
+    n: int
+    p: float
+    ci: Interval | None
+    note: Annotated[str | None, OMIT_NONE] = None
+    by_name: dict[str, Interval]
+
+
+DOC = {"n": 3, "p": 0.25, "ci": [0.1, 0.9], "by_name": {"a": [0.0, 1.0]}}
+
+
+def test_round_trip_keeps_types_and_leaves_out_absent_keys() -> None:
+    r = _Sample.from_json(DOC)
+    assert r.ci == Interval(0.1, 0.9) and r.note is None and r.by_name["a"].width == 1.0
+    assert canonical_json(r.to_json()) == canonical_json(DOC)
+    assert _Sample.from_json({**DOC, "note": "x"}).to_json()["note"] == "x"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"extra": 1}, "extra"),  # an unknown key
+        ({"n": 3.0}, "n"),  # a float where an int belongs
+        ({"p": "0.25"}, "p"),  # a string where a number belongs
+        ({"ci": [0.1]}, "ci"),  # an interval of one end
+    ],
+)
+def test_what_does_not_fit_is_one_line_naming_file_and_field(change: dict, field: str) -> None:
+    with pytest.raises(InputError) as err:
+        _Sample.from_json({**DOC, **change}, "runs/x/results.json")
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("runs/x/results.json: not a _Sample: field ")
+    assert repr(field) in msg or f"'{field}." in msg
+
+
+def test_scored_predictions_are_simple_or_compound() -> None:
+    simple = {
+        "id": "P1",
+        "metric": "n",
+        "op": ">=",
+        "value": 1,
+        "description": "",
+        "observed": 3,
+        "outcome": "held",
+        "reason": "",
+    }
+    check = {"metric": "n", "op": ">=", "value": 1}
+    compound = {
+        "id": "P2",
+        "description": "",
+        "all_of": [check],
+        "observed": 3,
+        "outcome": "held",
+        "reason": "",
+        "checks": [{**check, "observed": 3, "outcome": "held", "reason": ""}],
+    }
+    r = _Sample.from_json({**DOC, "predictions": [simple, compound]})
+    assert r.predictions is not None
+    assert [type(p) for p in r.predictions] == [SimplePrediction, CompoundPrediction]
+    assert canonical_json(r.to_json()["predictions"]) == canonical_json([simple, compound])
+
+
+
+
+@pytest.mark.parametrize("path", RUNS, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_every_registered_run_reads_back_byte_for_byte(path: Path) -> None:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    study = get_study(path.parent.parent.name)
+    assert study.result_type is not None, f"{study.name} has no typed results"
+    typed = study.result_type.from_json(doc, str(path))
+    assert canonical_json(typed.to_json()) == canonical_json(doc)
+    # the views recorded for the run (metrics.json) come from the typed results
+    result = study.result(typed)
+    stored = json.loads((path.parent / "metrics.json").read_text(encoding="utf-8"))
+    for name, value in stored.items():
+        if name in result.metrics:
+            assert result.metrics[name] == value, name
