@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +16,7 @@ from omegaconf import DictConfig
 
 from lmaudit.backends.base import SampleRequest
 from lmaudit.errors import InputError
-from lmaudit.studies import Measured, Measurements, Plan, RunContext, Study, StudyResult
+from lmaudit.studies import Measured, Measurements, Plan, RunContext, Study, StudyResult, StudyResults
 
 
 @dataclass
@@ -28,9 +27,41 @@ class TinyConfig:
     seed: int = 7
 
 
+@dataclass(frozen=True)
+class QuestionTally:
+    n: int
+    mode: str
+    mode_share: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class TinyResults(StudyResults):
+    """The study's results: the most frequent answer of each question and its share."""
+
+    study: str
+    questions: dict[str, QuestionTally]
+
+    @property
+    def mean_mode_share(self) -> float:
+        return sum(q.mode_share for q in self.questions.values()) / len(self.questions)
+
+    def headline(self) -> float | None:
+        return self.mean_mode_share
+
+    def metrics(self) -> dict[str, float]:
+        return {"mean_mode_share": self.mean_mode_share}
+
+    def tags(self) -> dict[str, str]:
+        return {"n_questions": str(len(self.questions))}
+
+    def summary(self) -> str:
+        return f"tiny: {len(self.questions)} questions, mean mode share {self.mean_mode_share:.3f}"
+
+
 class TinyStudy(Study):
     name = "tiny"
     config = TinyConfig
+    result_type = TinyResults
 
     def default_run_name(self, cfg: DictConfig) -> str:
         return f"{cfg.model.name}-n{cfg.study.n}"
@@ -81,34 +112,24 @@ class TinyStudy(Study):
                     f"{measurements.source}: record {i}: field 'answers' must be a non-empty list"
                 )
             answer, count = Counter(answers).most_common(1)[0]
-            per[row["question"]] = {"n": len(answers), "mode": answer, "mode_share": count / len(answers)}
-        return self.result({"study": self.name, "questions": per})
-
-    def result(self, results: Mapping[str, Any]) -> StudyResult:
-        r = dict(results)
-        shares = [q["mode_share"] for q in r["questions"].values()]
-        mean = sum(shares) / len(shares)
-        return StudyResult(
-            r,
-            headline=mean,
-            metrics={"mean_mode_share": mean},
-            tags={"n_questions": str(len(shares))},
-            summary=f"tiny: {len(shares)} questions, mean mode share {mean:.3f}",
-        )
+            per[row["question"]] = QuestionTally(len(answers), answer, count / len(answers))
+        return self.result(TinyResults(study=self.name, questions=per))
 
     def report(self, result: StudyResult, ctx: RunContext) -> str:
+        assert isinstance(result.results, TinyResults)
         rows = "".join(
-            f"<tr><td>{html.escape(q)}</td><td>{html.escape(v['mode'])}</td><td>{v['mode_share']:.3f}</td></tr>"
-            for q, v in result.results["questions"].items()
+            f"<tr><td>{html.escape(q)}</td><td>{html.escape(v.mode)}</td><td>{v.mode_share:.3f}</td></tr>"
+            for q, v in result.results.questions.items()
         )
         return f"<!doctype html><title>tiny</title><table>{rows}</table>"
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
+        assert isinstance(result.results, TinyResults)
         return {
             "mode_share": [
-                {"question": q, "share": v["mode_share"]} for q, v in result.results["questions"].items()
+                {"question": q, "share": v.mode_share} for q, v in result.results.questions.items()
             ]
         }
 
 
-__all__ = ["Path", "TinyConfig", "TinyStudy"]
+__all__ = ["Path", "TinyConfig", "TinyResults", "TinyStudy"]
