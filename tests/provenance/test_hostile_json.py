@@ -20,7 +20,7 @@ from lmaudit.errors import InputError, InvalidEntry, StrictJsonError
 from lmaudit.interop.alpaca_eval import read_annotations
 from lmaudit.interop.detect import sniff
 from lmaudit.interop.lm_eval_samples import read_samples
-from lmaudit.pipeline.context import source_of
+from lmaudit.pipeline.measured import source_of
 from lmaudit.provenance import jsoncheck
 from lmaudit.provenance.cache import parse_entry
 from lmaudit.provenance.io import iter_jsonl, read_json

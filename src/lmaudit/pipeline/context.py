@@ -18,7 +18,6 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from lmaudit.errors import InputError
-from lmaudit.provenance.jsoncheck import bounded_loads
 from lmaudit.studies.base import Study
 from lmaudit.studies.registry import get_study
 
@@ -153,50 +152,6 @@ def must_be_folder(path: Path, field: str) -> None:
                 where = "is a file" if p == path else f"lies below {p}, a file"
                 raise InputError(f"{field} = {path} {where}, not a folder")
             return
-
-
-def source_of(path: Path) -> str:
-    """A measurement file's source: its first record's ``source`` field, else its name (the
-    folder's, for a file named measurements.jsonl)."""
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                try:
-                    first = bounded_loads(line)
-                except ValueError:
-                    break
-                if isinstance(first, dict) and isinstance(first.get("source"), str) and first["source"]:
-                    return str(first["source"])
-                break
-    return path.parent.name if path.stem == "measurements" else path.stem
-
-
-def by_source(cfg: DictConfig, out: Path | None = None) -> DictConfig:
-    """``stage=analyze measurements=<file>`` with no plan beside the file (and no registration):
-    the config with the file's source as its model and run name (``run_name=`` wins), so that
-    the run folder, the MLflow run and the report name what was measured, never the config's
-    default model. ``out``: the run folder when known. Else ``cfg`` itself."""
-    if cfg.get("stage") not in ("analyze", "report") or not cfg.get("measurements") or cfg.get("prereg"):
-        return cfg
-    path = Path(cfg.measurements)
-    model = cfg.get("model")
-    if (
-        (path.parent / "plan.json").exists()
-        or not path.is_file()
-        or model is None
-        or model.get("backend") == "import"
-    ):
-        return cfg
-    out = out or (Path(cfg.out_dir) if cfg.get("out_dir") else None)
-    if out is not None and path.resolve().parent == out.resolve():
-        return cfg
-    name = str(cfg.get("run_name") or source_of(path))
-    print(f"{path}: measurements of {name!r} (no plan beside them); recorded under that name")
-    cfg = cfg.copy()
-    with open_dict(cfg):
-        cfg.model = OmegaConf.create({"backend": "import", "name": name})
-        cfg.run_name = re.sub(r"[^A-Za-z0-9._+-]+", "-", name).strip("-.") or "measurements"
-    return cfg
 
 
 def experiment_name(cfg: DictConfig) -> str:

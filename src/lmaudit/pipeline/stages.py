@@ -13,15 +13,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
 
 from lmaudit import prereg
 from lmaudit.backends.registry import serve_if_secondary
 from lmaudit.config.checks import validate
-from lmaudit.config.execution import without_execution
 from lmaudit.errors import InputError, PreregError
 from lmaudit.pipeline.audit import AuditRecord, environment, utc_now, utc_now_ms
-from lmaudit.pipeline.context import by_source, must_be_folder, path_component, run_dir, study_of
+from lmaudit.pipeline.context import must_be_folder, path_component, study_of
+from lmaudit.pipeline.measured import check_measured_model, measured_model_record, measured_under, run_config
 from lmaudit.pipeline.mlflow_run import log_job, run_span
 from lmaudit.pipeline.mlflow_run import section as mlflow_section
 from lmaudit.pipeline.record import signals_raise, write_dvc_views
@@ -31,7 +31,6 @@ from lmaudit.pipeline.rundir import (
     claim_plan,
     claim_results,
     clear_from,
-    diff_keys,
     run_lock,
 )
 from lmaudit.provenance.digest import file_sha256
@@ -43,8 +42,7 @@ from lmaudit.provenance.io import (
     read_json,
 )
 from lmaudit.provenance.measured_model import SECTION as MEASURED_MODEL
-from lmaudit.provenance.measured_model import MeasuredModel, read_run_measured_model
-from lmaudit.provenance.redact import redact_config
+from lmaudit.provenance.measured_model import MeasuredModel
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study
 from lmaudit.terminal import printable
 
@@ -160,131 +158,6 @@ def _measure(ctx: RunContext, study: Study, plan: Plan, audit: AuditRecord) -> N
     )
 
 
-def _measured_plan(cfg: DictConfig, out: Path) -> tuple[Path, dict[str, Any]] | None:
-    """The plan the measurements being analysed were made under: ``plan.json`` beside them."""
-    m = Path(cfg.measurements) if cfg.get("measurements") else out / "measurements.jsonl"
-    p = m.parent / "plan.json"
-    return (p, read_json(p)) if p.exists() else None
-
-
-def _measured_under(cfg: DictConfig, out: Path) -> dict[str, Any] | None:
-    """For the audit record: the plan and model the analysed measurements were made under."""
-    found = _measured_plan(cfg, out)
-    if found is None:
-        return None
-    path, doc = found
-    try:
-        model: str | None = read_run_measured_model(path.parent).name
-    except InputError:  # a plan that names no model
-        model = None
-    return {"plan": str(path), "plan_digest": doc.get("plan_digest"), "model": model}
-
-
-def _measured_model(ctx: RunContext, study: Study, audit: dict[str, Any]) -> MeasuredModel:
-    """The run's measured model, for its audit record: the model of the run's plan (of the
-    config, without one), with the identity of the backend that answered in this run folder."""
-    params = ctx.plan.config if ctx.plan is not None else study.plan_config(ctx.cfg)
-    model = params.get("model")
-    model = model if isinstance(model, dict) else {}
-    measure = audit.get("measure") or {}
-    identity = measure.get("backend_identity") or {}
-    digest = measure.get("backend_digest")
-    return MeasuredModel(
-        name=str(model.get("name") or identity.get("model") or identity.get("agent") or ""),
-        backend=None if model.get("backend") is None else str(model["backend"]),
-        identity=identity,
-        digest=None if digest is None else str(digest),
-        imported=bool(measure) and measure.get("backend") is None and not identity,
-    )
-
-
-def _check_measured_model(ctx: RunContext, plan: Plan | None, reg: prereg.Registration | None) -> None:
-    """With a registration: refuse measurements made with another model than the registered one
-    (a registration scores only measurements of its own model)."""
-    if reg is None or plan is None:
-        return
-    found = _measured_plan(ctx.cfg, ctx.run_dir)
-    if found is None:
-        return
-    path, measured = found
-    model = (measured.get("config") or {}).get("model")
-    if not isinstance(model, dict):
-        return
-    diffs = diff_keys(plan.config.get("model"), model)
-    if diffs:
-        raise InputError(
-            f"{path}: the measurements were made with another model than {reg.path} registers "
-            f"(differs in: {', '.join('model.' + d if d else 'model' for d in diffs)}); "
-            "a registration scores only measurements of its own model"
-        )
-
-
-def _as_measured(cfg: DictConfig, plan_path: Path, config: dict[str, Any]) -> DictConfig:
-    """``cfg`` with the model, and each of the study's measured groups, recorded in the plan
-    at ``plan_path`` (``config``: its resolved, redacted config) where they are not the
-    config's own."""
-    model = config.get("model")
-    if isinstance(model, dict):
-        current = without_execution(OmegaConf.to_container(cfg.model, resolve=True))
-        if diff_keys(redact_config(current), model):
-            print(
-                f"{plan_path}: analysing measurements of model {model.get('name')!r} "
-                f"(not the config's {cfg.model.name!r})"
-            )
-            cfg = cfg.copy()
-            with open_dict(cfg):
-                cfg.model = OmegaConf.create(model)
-    study = study_of(cfg)
-    for group in study.measured_groups:  # after the model: a group may name ${model}
-        recorded = config.get(group)
-        mine = OmegaConf.to_container(cfg.study[group], resolve=True)
-        if isinstance(recorded, dict) and diff_keys(redact_config(mine), recorded):
-            print(
-                f"{plan_path}: analysing measurements of {group} {recorded.get('name')!r} "
-                f"(not the config's {cfg.study[group].get('name')!r})"
-            )
-            cfg = cfg.copy()
-            with open_dict(cfg):
-                cfg.study[group] = OmegaConf.merge(OmegaConf.structured(study.groups[group]), recorded)
-    return cfg
-
-
-def by_measured_model(cfg: DictConfig) -> DictConfig:
-    """``stage=analyze|report measurements=<file>`` with a plan beside the file and no
-    registration: the config with the plan's model (and measured groups), before the run
-    folder is named, so that the folder, like the MLflow run and the audit record, names what
-    was measured (never the config's default). Else ``cfg`` itself."""
-    if cfg.get("stage") not in ("analyze", "report") or not cfg.get("measurements") or cfg.get("prereg"):
-        return cfg
-    plan_path = Path(cfg.measurements).parent / "plan.json"
-    if not plan_path.is_file() or not isinstance(cfg.get("model"), DictConfig):
-        return cfg
-    config = read_json(plan_path).get("config")
-    return _as_measured(cfg, plan_path, config) if isinstance(config, dict) else cfg
-
-
-def _run_config(cfg: DictConfig) -> tuple[DictConfig, Path]:
-    """The config the run reads, and its folder: derived once, before the run's context exists,
-    and never replaced during the run. Provenance of an analysis comes from what was measured,
-    not from the command line: for ``stage=analyze|report`` without a registration, the model
-    (and the study's :attr:`~lmaudit.studies.base.Study.measured_groups`, e.g. choir's ensemble)
-    recorded in the plan of the measurements analysed (beside ``measurements=``, else the run
-    folder's) replace the config's, and measurements with no plan are named by their source."""
-    cfg = by_source(cfg)  # measurements with no plan: the folder and names follow their source
-    cfg = by_measured_model(cfg)  # measurements with a plan: they follow the plan's model
-    out = run_dir(cfg)
-    # a registered analysis is refused instead when its measurements' model differs
-    # (:func:`_check_measured_model`); a report reads the results the analysis wrote
-    registered = cfg.get("prereg") is not None and cfg.get("stage") != "report"
-    found = _measured_plan(cfg, out) if cfg.get("stage") in ("analyze", "report") else None
-    if found is not None and not registered:
-        plan_path, measured = found
-        config = measured.get("config")
-        if isinstance(config, dict) and isinstance(config.get("model"), dict):
-            cfg = _as_measured(cfg, plan_path, config)
-    return cfg, out
-
-
 def _analyze(
     ctx: RunContext,
     study: Study,
@@ -320,7 +193,7 @@ def _analyze(
             "finished_utc": utc_now(),
             "measurements": str(mpath),
             "measurements_sha256": sha,
-            "measured_under": _measured_under(cfg, out),
+            "measured_under": measured_under(cfg, out),
             "inputs": study.analysis_inputs(cfg),
             "results_sha256": file_sha256(results_path),
         },
@@ -380,7 +253,7 @@ def run(cfg: DictConfig, *, sweep_dir: Path | None = None) -> float | None:
     if stage in {"measure", "all"} and isinstance(model, DictConfig) and serve_if_secondary(model):
         return None
     study = study_of(cfg)
-    cfg, out = _run_config(cfg)
+    cfg, out = run_config(cfg)
     must_be_folder(out, "out_dir" if cfg.get("out_dir") else "the run folder")
     if stage in {"measure", "all"}:
         must_be_folder(Path(cfg.paths.cache), "paths.cache")
@@ -415,7 +288,7 @@ def _run_locked(
     elif (out / "plan.json").exists():
         plan = Plan.from_json(read_json(out / "plan.json"))
     if stage in ("analyze", "report"):
-        _check_measured_model(ctx, plan, reg)
+        check_measured_model(ctx, plan, reg)
     ctx = ctx.with_plan(plan)
     audit = AuditRecord(out / "audit_record.json", plan.digest if plan else None)
     if plan is not None and stage in ("plan", "measure", "all"):
@@ -451,7 +324,7 @@ def _run_locked(
         audit.data[study.name] = section
         audit.save()
 
-    audit.data[MEASURED_MODEL] = _measured_model(ctx, study, audit.data).to_json()
+    audit.data[MEASURED_MODEL] = measured_model_record(ctx, study, audit.data).to_json()
     # how the run is logged to MLflow (now, or later by `lmaudit log`), recorded before the report
     audit.data["mlflow"] = mlflow_section(
         ctx, study, sweep_dir=sweep_dir, registration_file=reg.path if reg else None
