@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from lmaudit.stats.arrays import FloatArray, IntArray
 from lmaudit.stats.exact import SCORE_TOL, first_max, unit_dots
 from lmaudit.stats.intervals import check_alpha
 from lmaudit.stats.permutation import label_codes, monte_carlo_pvalue
@@ -48,9 +49,6 @@ __all__ = [
     "recoverability",
     "within_model_persona",
 ]
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
 
 
 def _codes(values: Sequence[Hashable] | None, n: int, what: str) -> tuple[IntArray, tuple[Any, ...]]:
