@@ -60,6 +60,19 @@ def _codes(values: Sequence[Hashable] | None, n: int, what: str) -> tuple[IntArr
     return label_codes(values)
 
 
+def _blocks(values: Sequence[Hashable] | None, n: int, what: str) -> tuple[IntArray, tuple[Any, ...]]:
+    """One code per cell of an optional partition (strata, shuffle blocks, ``per``): without
+    values, every cell in one unnamed block."""
+    if values is None:
+        return np.zeros(n, dtype=np.int64), ()
+    return _codes(values, n, what)
+
+
+def _block_means(per_cell: NDArray[Any], codes: IntArray, names: tuple[Any, ...]) -> dict[str, float]:
+    """The mean of ``per_cell`` over the cells of each named block, by the block's name."""
+    return {str(names[k]): float(per_cell[codes == k].mean()) for k in range(len(names))}
+
+
 @dataclass(frozen=True)
 class _Stratum:
     """What stays fixed while labels are shuffled: the stratum's cells, their groups, and each
@@ -159,7 +172,7 @@ def nearest_centroid_predict(
     n = x.shape[0]
     y, names = _codes(labels, n, "labels")
     g, _ = _codes(groups, n, "groups")
-    s = _codes(strata, n, "strata")[0] if strata is not None else np.zeros(n, dtype=np.int64)
+    s = _blocks(strata, n, "strata")[0]
     return [names[k] for k in _predict_all(_plan(x, g, s), y, len(names))]
 
 
@@ -249,7 +262,7 @@ def recoverability(
     n = x.shape[0]
     y, names = _codes(labels, n, "labels")
     g, _ = _codes(groups, n, "groups")
-    s, s_names = _codes(strata, n, "strata") if strata is not None else (np.zeros(n, dtype=np.int64), ())
+    s, s_names = _blocks(strata, n, "strata")
     blocks = _codes(shuffle_within, n, "shuffle_within")[0] if shuffle_within is not None else s
     plan = _plan(x, g, s)
     pred = _predict_all(plan, y, len(names))
@@ -261,10 +274,9 @@ def recoverability(
     for start in range(0, n_null, step):
         yy = shuffled[start : start + step]
         null[start : start + step] = (_predict_all(plan, yy, len(names)) == yy).mean(axis=1)
-    per = {str(s_names[k]): float(correct[s == k].mean()) for k in range(len(s_names))}
     return Recovery(
         **_summary_fields(correct, ci, null, alpha, len(names), n_boot),
-        per_stratum=per,
+        per_stratum=_block_means(correct, s, s_names),
         predicted=tuple(names[k] for k in pred),
         correct=tuple(bool(c) for c in correct),
     )
@@ -342,11 +354,7 @@ def nearest_cell_recovery(
     nn = neighbours if neighbours is not None else nearest_cells(features)
     n = int(np.asarray(features).shape[0])
     y, names = _codes(labels, n, "labels")
-    blocks = (
-        _codes(shuffle_within, n, "shuffle_within")[0]
-        if shuffle_within is not None
-        else np.zeros(n, dtype=np.int64)
-    )
+    blocks = _blocks(shuffle_within, n, "shuffle_within")[0]
     credit = _credit(y, nn, n)[0]
     ci = _bootstrap_ci(credit, n_boot, alpha, rng)  # drawn before the null
     null = np.empty(n_null)
@@ -354,10 +362,10 @@ def nearest_cell_recovery(
     for start in range(0, n_null, step):
         yy = _shuffles_within(y, blocks, rng, min(step, n_null - start))
         null[start : start + yy.shape[0]] = _credit(yy, nn, n).mean(axis=1)
-    g, g_names = _codes(per, n, "per") if per is not None else (np.zeros(n, dtype=np.int64), ())
+    g, g_names = _blocks(per, n, "per")
     return Recovery(
         **_summary_fields(credit, ci, null, alpha, len(names), n_boot),
-        per_stratum={str(g_names[k]): float(credit[g == k].mean()) for k in range(len(g_names))},
+        per_stratum=_block_means(credit, g, g_names),
         predicted=(),  # a tie among neighbours of different labels has no single prediction
         correct=tuple(bool(c == 1.0) for c in credit),
         credit=tuple(float(c) for c in credit),
