@@ -29,7 +29,7 @@ fixed: only labels move).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -244,6 +244,23 @@ def _shuffles_within(y: IntArray, blocks: IntArray, rng: np.random.Generator, k:
     return out
 
 
+def _shuffle_null(
+    y: IntArray,
+    blocks: IntArray,
+    rng: np.random.Generator,
+    n_null: int,
+    step: int,
+    accuracy: Callable[[IntArray], FloatArray],
+) -> FloatArray:
+    """The label-shuffle null: ``n_null`` shuffles of ``y`` within ``blocks``, drawn ``step`` at a
+    time (the same draws as all at once), ``accuracy`` giving one value per shuffled labelling."""
+    null = np.empty(n_null)
+    for start in range(0, n_null, step):
+        yy = _shuffles_within(y, blocks, rng, min(step, n_null - start))
+        null[start : start + yy.shape[0]] = accuracy(yy)
+    return null
+
+
 def recoverability(
     features: ArrayLike,
     labels: Sequence[Hashable],
@@ -268,12 +285,10 @@ def recoverability(
     pred = _predict_all(plan, y, len(names))
     correct = pred == y
     ci = _bootstrap_ci(correct, n_boot, alpha, rng)  # drawn before the null
-    shuffled = _shuffles_within(y, blocks, rng, n_null)
-    null = np.empty(n_null)
     step = max(1, min(n_null, 2_000_000 // max(1, n * len(names))))  # labellings per batch
-    for start in range(0, n_null, step):
-        yy = shuffled[start : start + step]
-        null[start : start + step] = (_predict_all(plan, yy, len(names)) == yy).mean(axis=1)
+    null = _shuffle_null(
+        y, blocks, rng, n_null, step, lambda yy: (_predict_all(plan, yy, len(names)) == yy).mean(axis=1)
+    )
     return Recovery(
         **_summary_fields(correct, ci, null, alpha, len(names), n_boot),
         per_stratum=_block_means(correct, s, s_names),
@@ -357,11 +372,8 @@ def nearest_cell_recovery(
     blocks = _blocks(shuffle_within, n, "shuffle_within")[0]
     credit = _credit(y, nn, n)[0]
     ci = _bootstrap_ci(credit, n_boot, alpha, rng)  # drawn before the null
-    null = np.empty(n_null)
     step = max(1, min(max(n_null, 1), 4_000_000 // max(1, n)))
-    for start in range(0, n_null, step):
-        yy = _shuffles_within(y, blocks, rng, min(step, n_null - start))
-        null[start : start + yy.shape[0]] = _credit(yy, nn, n).mean(axis=1)
+    null = _shuffle_null(y, blocks, rng, n_null, step, lambda yy: _credit(yy, nn, n).mean(axis=1))
     g, g_names = _blocks(per, n, "per")
     return Recovery(
         **_summary_fields(credit, ci, null, alpha, len(names), n_boot),
