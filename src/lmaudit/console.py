@@ -104,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             logged = log_run_dir(Path(args.run_dir), uri=args.tracking_uri, again=args.again)
         except InputError as e:
-            print(f"error: {printable(str(e))}", file=sys.stderr)
-            return 2
+            return _refused(e)
         return 0 if logged else 1
     elif args.cmd == "report":
         from lmaudit.errors import InputError
@@ -115,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             for run_dir in args.run_dirs:
                 print(rebuild_report(Path(run_dir), Path(args.conf)))
         except InputError as e:
-            print(f"error: {printable(str(e))}", file=sys.stderr)
-            return 2
+            return _refused(e)
     elif args.cmd == "compare" and (args.runs or args.design):
         return _compare_paired(args.runs, args.json, design_only=args.design)
     elif args.cmd == "compare":
@@ -131,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 tracking_uri(args.mlruns), args.experiment, parent_run_id=args.sweep, last=args.last
             )
         except ValueError as e:
-            print(f"error: {printable(str(e))}", file=sys.stderr)
-            return 2
+            return _refused(e)
         except Exception as e:  # a damaged store: one line, not the database driver's traceback
             first = (str(e).strip().splitlines() or [""])[0]
             print(
@@ -154,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _refused(e: Exception) -> int:
+    """Bad input: ``e`` as one printable line on stderr, and the exit code 2."""
+    print(f"error: {printable(str(e))}", file=sys.stderr)
+    return 2
+
+
 def _compare_paired(runs: list[str], json_path: str | None, *, design_only: bool = False) -> int:
     """``lmaudit compare [--design] RUN_A RUN_B``: see :mod:`lmaudit.tracking.paired`."""
     from lmaudit.errors import InputError
@@ -168,8 +171,7 @@ def _compare_paired(runs: list[str], json_path: str | None, *, design_only: bool
     try:
         report = compare_designs(*runs) if design_only else compare_runs(*runs)
     except InputError as e:
-        print(f"error: {printable(str(e))}", file=sys.stderr)
-        return 2
+        return _refused(e)
     print(report.to_text(), end="")
     if json_path:
         atomic_write_json(json_path, report.to_json())
@@ -236,7 +238,6 @@ def _cache(args: argparse.Namespace) -> int:
         keep = None if not args.keep_from else set().union(*(read_keys(p) for p in args.keep_from))
         report = compact(ResponseCache(Path(args.dir)), keep)
     except (InputError, CacheBusy) as e:
-        print(f"error: {printable(str(e))}", file=sys.stderr)
-        return 2
+        return _refused(e)
     print(report.summary())
     return 0

@@ -4,8 +4,8 @@ through the run's response cache; the run's own model is served by the backend a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig
 
@@ -14,6 +14,8 @@ from lmaudit.backends.embed.cached import CachedEmbedder
 from lmaudit.backends.registry import plain_config as _plain
 from lmaudit.provenance.cache import ResponseCache
 from lmaudit.provenance.digest import canonical_json
+
+_B = TypeVar("_B")
 
 
 class Backends:
@@ -32,35 +34,39 @@ class Backends:
         if own is not None:
             self._open[canonical_json(_plain(own[0]))] = self._own = own[1]
 
+    def _once(self, key: str, open_backend: Callable[[], _B]) -> _B:
+        """The backend opened under ``key``, opened by ``open_backend`` the first time only."""
+        if key not in self._open:
+            self._open[key] = open_backend()
+        return self._open[key]
+
     def sampler(self, model: Mapping[str, Any]) -> CachedBackend:
         from lmaudit.backends.registry import build_backend
 
         cfg = _plain(model)
-        key = canonical_json(cfg)
-        if key not in self._open:
-            self._open[key] = CachedBackend(
+        return self._once(
+            canonical_json(cfg),
+            lambda: CachedBackend(
                 build_backend(cfg),
                 self.cache,
                 batch_size=int(cfg.get("batch_size", 16)),
                 progress=self.progress,
-            )
-        backend: CachedBackend = self._open[key]
-        return backend
+            ),
+        )
 
     def embedder(self, embedder: Mapping[str, Any]) -> CachedEmbedder:
         from lmaudit.backends.registry import build_embedder
 
         cfg = _plain(embedder)
-        key = "embed:" + canonical_json(cfg)
-        if key not in self._open:
-            self._open[key] = CachedEmbedder(
+        return self._once(
+            "embed:" + canonical_json(cfg),
+            lambda: CachedEmbedder(
                 build_embedder(cfg),
                 self.cache,
                 batch_size=int(cfg.get("batch_size", 64)),
                 progress=self.progress,
-            )
-        emb: CachedEmbedder = self._open[key]
-        return emb
+            ),
+        )
 
     def refusals(self) -> dict[str, int]:
         """Draws answered without an answer by any backend opened here, by finish reason."""

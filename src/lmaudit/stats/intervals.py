@@ -14,7 +14,7 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-FloatArray = NDArray[np.float64]
+from lmaudit.stats.arrays import FloatArray
 
 __all__ = ["ProportionCI", "bonferroni", "check_alpha", "clopper_pearson", "proportion_ci", "wilson"]
 

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -42,13 +42,7 @@ class SignFlip:
     mc_se: float
 
     def to_json(self) -> dict[str, float | int | str]:
-        return {
-            "statistic": self.statistic,
-            "p_value": self.p_value,
-            "method": self.method,
-            "n_patterns": self.n_patterns,
-            "mc_se": self.mc_se,
-        }
+        return asdict(self)
 
 
 def sign_flip_real(
@@ -93,14 +87,7 @@ class McNemar:
     p_value: float
 
     def to_json(self) -> dict[str, float | int | str]:
-        return {
-            "n": self.n,
-            "only_a": self.only_a,
-            "only_b": self.only_b,
-            "both": self.both,
-            "p_value": self.p_value,
-            "method": "exact McNemar (binomial test of the discordant pairs at 1/2)",
-        }
+        return {**asdict(self), "method": "exact McNemar (binomial test of the discordant pairs at 1/2)"}
 
 
 def mcnemar_exact(a: ArrayLike, b: ArrayLike) -> McNemar:
@@ -134,17 +121,7 @@ class BootstrapDiff:
     seed: int
 
     def to_json(self) -> dict[str, float | int | str | None]:
-        return {
-            "a": self.a,
-            "b": self.b,
-            "diff": self.diff,
-            "low": self.low,
-            "high": self.high,
-            "level": self.level,
-            "method": "percentile bootstrap, items resampled jointly in both runs",
-            "n_resamples": self.n_resamples,
-            "seed": self.seed,
-        }
+        return {**asdict(self), "method": "percentile bootstrap, items resampled jointly in both runs"}
 
 
 def _ratio(t: np.ndarray, room: np.ndarray) -> float | None:

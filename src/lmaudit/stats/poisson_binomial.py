@@ -28,9 +28,9 @@ Two exact computations (exact up to floating-point rounding; neither approximate
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
-FloatArray = NDArray[np.float64]
+from lmaudit.stats.arrays import FloatArray
 
 __all__ = ["DIRECT_MAX", "FFT_RTOL", "poisson_binomial_sf"]
 

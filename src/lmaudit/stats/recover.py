@@ -29,13 +29,14 @@ fixed: only labels move).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from lmaudit.stats.arrays import FloatArray, IntArray
 from lmaudit.stats.exact import SCORE_TOL, first_max, unit_dots
 from lmaudit.stats.intervals import check_alpha
 from lmaudit.stats.permutation import label_codes, monte_carlo_pvalue
@@ -49,9 +50,6 @@ __all__ = [
     "within_model_persona",
 ]
 
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
-
 
 def _codes(values: Sequence[Hashable] | None, n: int, what: str) -> tuple[IntArray, tuple[Any, ...]]:
     """One code per cell (:func:`label_codes`); without values, each cell its own code."""
@@ -60,6 +58,19 @@ def _codes(values: Sequence[Hashable] | None, n: int, what: str) -> tuple[IntArr
     if len(values) != n:
         raise ValueError(f"{what} has {len(values)} entries for {n} cells")
     return label_codes(values)
+
+
+def _blocks(values: Sequence[Hashable] | None, n: int, what: str) -> tuple[IntArray, tuple[Any, ...]]:
+    """One code per cell of an optional partition (strata, shuffle blocks, ``per``): without
+    values, every cell in one unnamed block."""
+    if values is None:
+        return np.zeros(n, dtype=np.int64), ()
+    return _codes(values, n, what)
+
+
+def _block_means(per_cell: NDArray[Any], codes: IntArray, names: tuple[Any, ...]) -> dict[str, float]:
+    """The mean of ``per_cell`` over the cells of each named block, by the block's name."""
+    return {str(names[k]): float(per_cell[codes == k].mean()) for k in range(len(names))}
 
 
 @dataclass(frozen=True)
@@ -161,7 +172,7 @@ def nearest_centroid_predict(
     n = x.shape[0]
     y, names = _codes(labels, n, "labels")
     g, _ = _codes(groups, n, "groups")
-    s = _codes(strata, n, "strata")[0] if strata is not None else np.zeros(n, dtype=np.int64)
+    s = _blocks(strata, n, "strata")[0]
     return [names[k] for k in _predict_all(_plan(x, g, s), y, len(names))]
 
 
@@ -233,6 +244,23 @@ def _shuffles_within(y: IntArray, blocks: IntArray, rng: np.random.Generator, k:
     return out
 
 
+def _shuffle_null(
+    y: IntArray,
+    blocks: IntArray,
+    rng: np.random.Generator,
+    n_null: int,
+    step: int,
+    accuracy: Callable[[IntArray], FloatArray],
+) -> FloatArray:
+    """The label-shuffle null: ``n_null`` shuffles of ``y`` within ``blocks``, drawn ``step`` at a
+    time (the same draws as all at once), ``accuracy`` giving one value per shuffled labelling."""
+    null = np.empty(n_null)
+    for start in range(0, n_null, step):
+        yy = _shuffles_within(y, blocks, rng, min(step, n_null - start))
+        null[start : start + yy.shape[0]] = accuracy(yy)
+    return null
+
+
 def recoverability(
     features: ArrayLike,
     labels: Sequence[Hashable],
@@ -251,22 +279,19 @@ def recoverability(
     n = x.shape[0]
     y, names = _codes(labels, n, "labels")
     g, _ = _codes(groups, n, "groups")
-    s, s_names = _codes(strata, n, "strata") if strata is not None else (np.zeros(n, dtype=np.int64), ())
+    s, s_names = _blocks(strata, n, "strata")
     blocks = _codes(shuffle_within, n, "shuffle_within")[0] if shuffle_within is not None else s
     plan = _plan(x, g, s)
     pred = _predict_all(plan, y, len(names))
     correct = pred == y
     ci = _bootstrap_ci(correct, n_boot, alpha, rng)  # drawn before the null
-    shuffled = _shuffles_within(y, blocks, rng, n_null)
-    null = np.empty(n_null)
     step = max(1, min(n_null, 2_000_000 // max(1, n * len(names))))  # labellings per batch
-    for start in range(0, n_null, step):
-        yy = shuffled[start : start + step]
-        null[start : start + step] = (_predict_all(plan, yy, len(names)) == yy).mean(axis=1)
-    per = {str(s_names[k]): float(correct[s == k].mean()) for k in range(len(s_names))}
+    null = _shuffle_null(
+        y, blocks, rng, n_null, step, lambda yy: (_predict_all(plan, yy, len(names)) == yy).mean(axis=1)
+    )
     return Recovery(
         **_summary_fields(correct, ci, null, alpha, len(names), n_boot),
-        per_stratum=per,
+        per_stratum=_block_means(correct, s, s_names),
         predicted=tuple(names[k] for k in pred),
         correct=tuple(bool(c) for c in correct),
     )
@@ -344,22 +369,15 @@ def nearest_cell_recovery(
     nn = neighbours if neighbours is not None else nearest_cells(features)
     n = int(np.asarray(features).shape[0])
     y, names = _codes(labels, n, "labels")
-    blocks = (
-        _codes(shuffle_within, n, "shuffle_within")[0]
-        if shuffle_within is not None
-        else np.zeros(n, dtype=np.int64)
-    )
+    blocks = _blocks(shuffle_within, n, "shuffle_within")[0]
     credit = _credit(y, nn, n)[0]
     ci = _bootstrap_ci(credit, n_boot, alpha, rng)  # drawn before the null
-    null = np.empty(n_null)
     step = max(1, min(max(n_null, 1), 4_000_000 // max(1, n)))
-    for start in range(0, n_null, step):
-        yy = _shuffles_within(y, blocks, rng, min(step, n_null - start))
-        null[start : start + yy.shape[0]] = _credit(yy, nn, n).mean(axis=1)
-    g, g_names = _codes(per, n, "per") if per is not None else (np.zeros(n, dtype=np.int64), ())
+    null = _shuffle_null(y, blocks, rng, n_null, step, lambda yy: _credit(yy, nn, n).mean(axis=1))
+    g, g_names = _blocks(per, n, "per")
     return Recovery(
         **_summary_fields(credit, ci, null, alpha, len(names), n_boot),
-        per_stratum={str(g_names[k]): float(credit[g == k].mean()) for k in range(len(g_names))},
+        per_stratum=_block_means(credit, g, g_names),
         predicted=(),  # a tie among neighbours of different labels has no single prediction
         correct=tuple(bool(c == 1.0) for c in credit),
         credit=tuple(float(c) for c in credit),

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from lmaudit.stats.arrays import FloatArray
 from lmaudit.stats.exact import unit_dots
 from lmaudit.stats.permutation import label_codes, monte_carlo_pvalue
 from lmaudit.stats.rbo import encode_lists, rbo_all_pairs, shuffle_assignments
@@ -54,7 +55,6 @@ __all__ = [
     "smiths_s",
 ]
 
-FloatArray = NDArray[np.float64]
 WIDTH_CAP = 0.35
 #: distances within this of the echo threshold count as within it: the embeddings are float32
 ECHO_TOL = 1e-6

@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from lmaudit.backends.api import BackendAPI
 from lmaudit.backends.embed.base import as_unit_rows
-from lmaudit.backends.openai.client import HttpClient
+from lmaudit.backends.openai.client import HttpClient, server_and_model
 from lmaudit.backends.registry import register_embedder
 from lmaudit.errors import BackendError
 from lmaudit.provenance.redact import redact_url
@@ -75,11 +75,7 @@ class OpenAIEmbedder(BackendAPI):
             raise BackendError(
                 f"openai embeddings config: unknown field {unknown[0]!r} (known: {sorted(_KNOWN)})"
             )
-        for key in ("base_url", "model"):
-            if not cfg.get(key):
-                raise BackendError(f"openai embeddings config: field '{key}' is required")
-        self.base_url = str(cfg["base_url"]).rstrip("/")
-        self.model = str(cfg["model"])
+        self.base_url, self.model = server_and_model(cfg, "openai embeddings")
         dims = cfg.get("dimensions")
         self.dimensions: int | None = None if dims is None else int(dims)
         rev = cfg.get("revision")

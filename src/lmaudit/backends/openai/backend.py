@@ -76,7 +76,7 @@ from lmaudit.backends.base import (
     derive_seed,
 )
 from lmaudit.backends.openai import g1
-from lmaudit.backends.openai.client import HttpClient
+from lmaudit.backends.openai.client import HttpClient, server_and_model
 from lmaudit.backends.openai.config import OPENAI_DEFAULTS, OPENAI_FIELDS, OpenAIModelConfig
 from lmaudit.backends.openai.served import ServedCheck
 from lmaudit.backends.openai.start import start_hint
@@ -123,11 +123,7 @@ class OpenAIBackend(BackendAPI):
         unknown = sorted(k for k in cfg if k not in OPENAI_FIELDS and not str(k).startswith("_"))
         if unknown:
             log.warning("openai backend config: ignoring unknown keys %s", unknown)
-        for key in ("base_url", "model"):
-            if not cfg.get(key):
-                raise BackendError(f"openai backend config: field '{key}' is required")
-        self.base_url = str(cfg["base_url"]).rstrip("/")
-        self.model = str(cfg["model"])
+        self.base_url, self.model = server_and_model(cfg, "openai backend")
         self.endpoint = str(cfg["endpoint"] or OPENAI_DEFAULTS["endpoint"])
         if self.endpoint not in ENDPOINTS:
             raise BackendError(

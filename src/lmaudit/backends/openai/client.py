@@ -1,5 +1,6 @@
 """HTTP for the ``openai`` backend and the OpenAI-compatible embedder: retries with capped
-waits, a deadline per request, a reachability check, and messages with no credentials in them.
+waits, a deadline per request, a reachability check, and messages with no credentials in them;
+and the server fields both configs need (:func:`server_and_model`, :meth:`HttpClient.from_config`).
 
 * 429, 5xx, timeouts and connections dropped mid-answer are retried with exponential
   backoff and full jitter. A ``Retry-After`` header is honoured but never beyond
@@ -81,6 +82,15 @@ def connection_reason(e: BaseException) -> str:
     message urllib3 wraps it in; else the error's type."""
     found = re.findall(r"\[Errno -?\d+\] [^'\")\]]+", str(e))
     return found[-1].strip() if found else type(e).__name__
+
+
+def server_and_model(cfg: Mapping[str, Any], whose: str) -> tuple[str, str]:
+    """A config's ``base_url`` (without a trailing slash) and served ``model`` name, both
+    required: a missing one is a BackendError naming ``whose`` config and the field."""
+    for key in ("base_url", "model"):
+        if not cfg.get(key):
+            raise BackendError(f"{whose} config: field '{key}' is required")
+    return str(cfg["base_url"]).rstrip("/"), str(cfg["model"])
 
 
 def url_secrets(url: str) -> list[str]:

@@ -115,6 +115,10 @@ class SimAgent(BackendAPI):
     ) -> float:
         return number(self.name, field, value, lo, hi, hi_open=hi_open)
 
+    def _unit_numbers(self, fields: Mapping[str, Any]) -> dict[str, float]:
+        """Each of ``fields`` (name -> value) checked as a number in ``[0, 1]``, in their order."""
+        return {name: self._number(name, value, 0.0, 1.0) for name, value in fields.items()}
+
     def _count(self, field: str, value: Any, minimum: int = 0) -> int:
         return count(self.name, field, value, minimum)
 

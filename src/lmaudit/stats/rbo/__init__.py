@@ -59,8 +59,8 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
+from lmaudit.stats.arrays import FloatArray, IntArray
 from lmaudit.stats.exact import powers
 from lmaudit.stats.rbo.null import shuffle_assignments
 
@@ -74,8 +74,6 @@ __all__ = [
     "weight_tables",
 ]
 
-IntArray = NDArray[np.int64]
-FloatArray = NDArray[np.float64]
 PAD = -1
 
 

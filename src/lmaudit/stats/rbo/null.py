@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from lmaudit.stats.arrays import IntArray
+
 __all__ = ["shuffle_assignments"]
 
-IntArray = NDArray[np.int64]
 PAD = -1
 
 

@@ -123,8 +123,9 @@ class LudersAsymmetricAgent(_QubitAgent):
         **common: Any,
     ) -> None:
         super().__init__(**common)
-        given = {"eta_a_y": eta_a_y, "eta_a_n": eta_a_n, "eta_b_y": eta_b_y, "eta_b_n": eta_b_n}
-        self.etas = {key: self._number(key, val, 0.0, 1.0) for key, val in given.items()}
+        self.etas = self._unit_numbers(
+            {"eta_a_y": eta_a_y, "eta_a_n": eta_a_n, "eta_b_y": eta_b_y, "eta_b_n": eta_b_n}
+        )
 
     def sharpness(self) -> tuple[float, float, float, float]:
         e = self.etas
@@ -200,8 +201,9 @@ class MixtureRepetitionAgent(_RetentionAgent):
         **common: Any,
     ) -> None:
         super().__init__(**common)
-        given = {"r_ab_y": r_ab_y, "r_ab_n": r_ab_n, "r_ba_y": r_ba_y, "r_ba_n": r_ba_n}
-        self.rates = {key: self._number(key, val, 0.0, 1.0) for key, val in given.items()}
+        self.rates = self._unit_numbers(
+            {"r_ab_y": r_ab_y, "r_ab_n": r_ab_n, "r_ba_y": r_ba_y, "r_ba_n": r_ba_n}
+        )
 
     @classmethod
     def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
