@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from choir_quick import typed_results
 from lmaudit.errors import InputError
 from lmaudit.pipeline import run
 from lmaudit.studies.choir.calibration import agreement, analyze_calibration, read_calibration
@@ -100,7 +101,7 @@ def test_calibration_goes_through_the_pipeline(make_cfg, tmp_path):
             name="cal",
         )
     )
-    res = json.loads((tmp_path / "cal/results.json").read_text())
+    res = typed_results(tmp_path / "cal/results.json")
     assert res["calibration"]["n_choices"] == 12 and res["calibration"]["n_participants"] == 4
     plan = json.loads((tmp_path / "cal/plan.json").read_text())
     assert plan["inputs"]["calibration"]["path"] == str(path)
