@@ -323,8 +323,8 @@ def test_calibration_reads_the_ranking_tops_when_none_are_given() -> None:
         for i, item in enumerate(["c", "c", "u", "x"])
     ]
     out = analyze_calibration(choices, tops)
-    assert out is not None and out["cohort_tops_from"] == "ranking"
-    assert (out["match_conditioned_top"], out["match_unconditioned_top"]) == (2, 1)
+    assert out is not None and out.cohort_tops_from == "ranking"
+    assert (out.match_conditioned_top, out.match_unconditioned_top) == (2, 1)
     given = [{**tops[0], "item": "x"}, tops[1]]
     out = analyze_calibration(choices + given, tops)
-    assert out is not None and out["cohort_tops_from"] == "records" and out["match_conditioned_top"] == 1
+    assert out is not None and out.cohort_tops_from == "records" and out.match_conditioned_top == 1

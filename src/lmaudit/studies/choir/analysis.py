@@ -23,7 +23,6 @@ from lmaudit.studies.choir.calibration import analyze_calibration
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.results import (
     AcrossQuestions,
-    Calibration,
     ChoirResults,
     CodebookMetricSensitivity,
     ConditionSummary,
@@ -144,7 +143,6 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> Ch
     out = analyze_lists(recs, vec, vocab, s, pvocab, cue_pairs)
     out["summary"]["n_degenerate_items"] = degenerate
     ranking = analyze_ranking(ballots, pools, source)
-    calibrated = analyze_calibration(calibration, cohort_tops(ranking))
     design = Design(
         models=tuple(sorted({r.model for r in recs})),
         questions=len({r.question for r in recs}),
@@ -159,7 +157,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> Ch
             else RuleExtraction(method="rule")
         ),
     )
-    # the sections built as JSON bodies (lists, ranking, calibration), read as their records
+    # the sections built as JSON bodies (lists.py, borda.py), read as their records
     return ChoirResults(
         design=design,
         embedder=embedder,
@@ -175,7 +173,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> Ch
         conditions=_part(ConditionSummary, out["conditions"]),
         novelty_by_width=_part(NoveltyByWidth, out["novelty_by_width"]),
         ranking=_part(Ranking, ranking),
-        calibration=_part(Calibration, calibrated),
+        calibration=analyze_calibration(calibration, cohort_tops(ranking)),
         log_audit=LogAudit.from_json(log_audit_section(audits)) if audits else None,
     )
 
