@@ -34,7 +34,6 @@ from lmaudit.studies.choir.results import (
     LogAudit,
     NoveltyByWidth,
     QuestionResult,
-    Ranking,
     Recovery,
     RefusedLists,
     RuleExtraction,
@@ -157,7 +156,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> Ch
             else RuleExtraction(method="rule")
         ),
     )
-    # the sections built as JSON bodies (lists.py, borda.py), read as their records
+    # the sections lists.py builds as JSON bodies, read as their records
     return ChoirResults(
         design=design,
         embedder=embedder,
@@ -172,7 +171,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> Ch
         codebook_metric_sensitivity=_part(CodebookMetricSensitivity, out["codebook_metric_sensitivity"]),
         conditions=_part(ConditionSummary, out["conditions"]),
         novelty_by_width=_part(NoveltyByWidth, out["novelty_by_width"]),
-        ranking=_part(Ranking, ranking),
+        ranking=ranking,
         calibration=analyze_calibration(calibration, cohort_tops(ranking)),
         log_audit=LogAudit.from_json(log_audit_section(audits)) if audits else None,
     )

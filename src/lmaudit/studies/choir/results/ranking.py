@@ -4,7 +4,7 @@ the counts) and the participants' calibration against the cohorts' tops (appendi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from lmaudit.results import OMIT_NONE, JsonRecord
 
@@ -151,11 +151,12 @@ class RankingSummary(JsonRecord):
 class InvalidBallot(JsonRecord):
     """An invalid ballot as recorded (the first 20), its raw reply cut to 300 characters."""
 
-    question: str | None
+    # the ballot record's own fields, copied as the record gave them (free-form)
+    question: Any
     cohort: str
-    evaluator: str | None
-    persona: str | None
-    replicate: int | None
+    evaluator: Any
+    persona: Any
+    replicate: Any
     stage: int
     error: str | None
     raw: str
