@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from choir_quick import QUICK_CHOIR
+from choir_quick import QUICK_CHOIR, typed_results
 from lmaudit.pipeline import run
 from stub_server import STUB_TEMPLATE, stub_model_args
 
@@ -103,7 +103,7 @@ def test_choir_counts_refused_lists_and_never_reads_them_as_empty(openai_stub, m
     # every generation the sim member made, the served one either answered or refused, once
     assert len(served_lists) + len(refused) == sum(1 for r in lists if r["model"] == "s1")
     assert all(r["raw"] == "A" for r in served_lists)  # only the stub's real answers became lists
-    res = json.loads((out / "results.json").read_text())
+    res = typed_results(out / "results.json")
     assert res["design"]["refused_lists"] == {"n": len(refused), "reasons": {"content_filter": len(refused)}}
     assert res["design"]["lists"] == len(lists)
     assert f"The server refused {len(refused)} generation(s)" in (out / "report.html").read_text()

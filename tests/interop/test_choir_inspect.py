@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from draws_interop_helpers import eval_inspect
 
-from choir_quick import QUICK_CHOIR
+from choir_quick import QUICK_CHOIR, typed_results
 from lmaudit.errors import InputError
 from lmaudit.pipeline import run
 
@@ -52,7 +52,7 @@ def _choir(make_cfg: Any, path: Path, name: str, *extra: str) -> tuple[Path, dic
     cfg = make_cfg(*SMALL, f"study.import_path={path}", *extra, name=name)
     run(cfg)
     out = Path(cfg.out_dir)
-    return out, json.loads((out / "results.json").read_text())
+    return out, typed_results(out / "results.json")
 
 
 def test_an_inspect_ensemble_is_analysed_as_free_lists(make_cfg, tmp_path) -> None:

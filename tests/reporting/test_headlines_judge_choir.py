@@ -48,6 +48,7 @@ from test_judge_fastchat import write as write_lines  # noqa: E402
 from choir_quick import QUICK_CHOIR  # noqa: E402
 from lmaudit.pipeline import run  # noqa: E402
 from lmaudit.studies.choir.report.verdict import facts  # noqa: E402
+from lmaudit.studies.choir.results import ChoirResults  # noqa: E402
 
 ALPHA = 0.05
 # what only a run lmaudit judged has: the wrappers' conditions and the rubric's format
@@ -424,7 +425,7 @@ def test_choir_claims_beyond_chance_only_where_significant(make_cfg, tmp_path) -
     # ...and is said when it was
     ran = {**res, "summary": {**res["summary"], "n_template_novelty": 2, "novelty_over_half": 1}}
     assert "Template B naming more than 50% concepts template A does not: 1 of 2 questions." in facts(
-        ran, ALPHA
+        ChoirResults.from_json(ran), ALPHA
     )
     # width bins without a question are named, not shown as rows of dashes
     empty_bins = [b for b in res["width_bins"] if not b["n"]]

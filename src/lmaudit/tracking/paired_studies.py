@@ -332,13 +332,8 @@ def pair_draws(a: RunFolder, b: RunFolder) -> Paired:
 
 
 def _choir_rq(r: RunFolder) -> dict[str, float | None]:
-    qs = r.results.get("questions")
-    if not isinstance(qs, dict):
-        raise InputError(f"{r.path / 'results.json'}: field 'questions' missing")
-    return {
-        q: (float(v["R_q"]) if isinstance(v, dict) and v.get("R_q") is not None else None)
-        for q, v in qs.items()
-    }
+    """Per question, ``R_q`` of the run's typed choir results (None: undefined)."""
+    return {q: v.R_q for q, v in r.typed().questions.items()}
 
 
 def pair_choir(a: RunFolder, b: RunFolder) -> Paired:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from choir_quick import typed_results
 from lmaudit.studies.choir.config import ChoirCodebookConfig, ChoirEnsembleConfig, ChoirStudyConfig
 from lmaudit.studies.choir.lists import analyze_lists
 from lmaudit.studies.choir.records import ListRecord
@@ -197,7 +198,7 @@ def test_a_coded_import_uses_the_codes_and_embeds_nothing(make_cfg, tmp_path):
         ("mapped", (f"study.import_path={plain}", f"study.codebook_path={book}")),
     ):
         run(make_cfg(*common, *extra, name=name))
-        res = json.loads((tmp_path / name / "results.json").read_text())
+        res = typed_results(tmp_path / name / "results.json")
         meas = [json.loads(x) for x in (tmp_path / name / "measurements.jsonl").read_text().splitlines()]
         assert not [r for r in meas if r["kind"] == "embedding"]
         q = res["questions"]["H001"]

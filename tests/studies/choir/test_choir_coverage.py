@@ -67,7 +67,7 @@ def test_a_member_present_with_disjoint_lists_still_counts() -> None:
 
 
 def test_headline_counts_a_question_without_signal_to_chance_against() -> None:
-    from lmaudit.studies.choir.views import headline
+    from lmaudit.studies.choir.results import AcrossQuestions
 
     s = _settings()
     s.shuffles = 50
@@ -79,5 +79,6 @@ def test_headline_counts_a_question_without_signal_to_chance_against() -> None:
     stc = body["questions"]["Q"]["stc"]
     above = int(stc["ratio"] > 1)
     assert body["summary"]["n_questions"] == 2 and body["summary"]["above_chance"] == above
-    assert headline(body) == above / 2  # not above / 1: Q2 has no signal-to-chance and counts against
-    assert headline(body) == body["summary"]["above_chance_share"]
+    across = AcrossQuestions.from_json(body["summary"] | {"n_degenerate_items": 0})
+    assert across.above_chance_of_all == above / 2  # not above / 1: Q2 has no signal-to-chance: against
+    assert across.above_chance_of_all == body["summary"]["above_chance_share"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from choir_quick import QUICK_CHOIR
+from choir_quick import QUICK_CHOIR, typed_results
 from lmaudit.errors import InputError
 from lmaudit.pipeline import run
 from lmaudit.studies.choir.data import load_cue_pairs, load_external_prompts
@@ -49,7 +49,7 @@ def test_stripping_the_cues_removes_the_planted_echo(make_cfg, tmp_path):
         "{backend: sim, name: m2, agent: freelist, params: {signature: 2, echo: 0.5}}]"
     )
     run(make_cfg(*COMMON, members, "study.cue_pairs=[H001,H009]", name="cues"))
-    res = json.loads((tmp_path / "cues/results.json").read_text())
+    res = typed_results(tmp_path / "cues/results.json")
     rows = [json.loads(x) for x in (tmp_path / "cues/measurements.jsonl").read_text().splitlines()]
     lists = [r for r in rows if r["kind"] == "list"]
     asked = {(r["question"], r["persona"]) for r in lists}

@@ -15,6 +15,7 @@ from lmaudit.studies.choir.ballots import parse_ranking, read_ballots, render_se
 from lmaudit.studies.choir.borda import analyze_ranking
 from lmaudit.studies.choir.finalists import select_finalists
 from lmaudit.studies.choir.pools import source_of
+from lmaudit.studies.choir.results import CohortDecided, Ranking
 from lmaudit.studies.choir.tally import borda
 
 BALLOT = {
@@ -85,6 +86,15 @@ def _stage2(cohort: str, ranking: str, k: int) -> dict[str, Any]:
     }
 
 
+def _decided(out: Ranking, cohort: str) -> CohortDecided:
+    """Question q1's outcome for ``cohort``, a cohort that decided."""
+    cohorts = out.questions["q1"].cohorts
+    assert cohorts is not None
+    o = cohorts[cohort]
+    assert isinstance(o, CohortDecided)
+    return o
+
+
 def test_stage2_borda_advanced_pool_top_finalist_and_ties_by_hand() -> None:
     # stage 1, conditioned cohort (5 candidates, 4 families: 3, 2, 1, 0 with collapse):
     #   [cc-1, uc-1, cr-1, cc-2, ur-1]: F1 3 (cc-1), uc-1 passed over, F3 2 (cr-1), F2 1 (cc-2), F4 0
@@ -108,35 +118,35 @@ def test_stage2_borda_advanced_pool_top_finalist_and_ties_by_hand() -> None:
     ]
     out = analyze_ranking(ballots, [], "hand")
     assert out is not None
-    con = out["questions"]["q1"]["cohorts"]["conditioned"]
-    assert con["stage2"]["set_points"] == {
+    con = _decided(out, "conditioned")
+    assert con.stage2 is not None and con.stage2.set_points == {
         "conditioned_consensus": 8,
         "conditioned_rare": 6,
         "unconditioned_consensus": 3,
         "unconditioned_rare": 1,
     }
-    assert {r["id"]: r["points"] for r in con["stage1"]["borda"]} == {
+    assert {r.id: r.points for r in con.stage1.borda or ()} == {
         "cr-1": 5,
         "cc-1": 4,
         "cc-2": 3,
         "ur-1": 0,
         "uc-1": 0,
     }
-    assert (con["decided_by"], con["advanced_pool"], con["tie"]) == (
+    assert (con.decided_by, con.advanced_pool, con.tie) == (
         "finalists",
         "conditioned_consensus",
         False,
     )
-    assert (con["top"]["id"], con["top_status"]) == ("cc-1", "ok")
+    assert con.top is not None and (con.top.id, con.top_status) == ("cc-1", "ok")
     # the stage-1 leader (cr-1, conditioned rare) is not what the finalist stage advanced
-    assert con["stage1"]["leader"]["id"] == "cr-1"
-    unc = out["questions"]["q1"]["cohorts"]["unconditioned"]
-    assert unc["stage2"]["set_points"]["unconditioned_consensus"] == 5
-    assert (unc["advanced_pool"], unc["advanced_source"], unc["tie"]) == (None, None, True)
-    assert unc["tied_pools"] == ["conditioned_consensus", "unconditioned_consensus"]
-    assert (unc["top"], unc["top_status"]) == (None, "advanced pool tied")
-    s = out["summary"]
-    assert s["conditioned_cohort"] == {
+    assert con.stage1.leader is not None and con.stage1.leader.id == "cr-1"
+    unc = _decided(out, "unconditioned")
+    assert unc.stage2 is not None and unc.stage2.set_points["unconditioned_consensus"] == 5
+    assert (unc.advanced_pool, unc.advanced_source, unc.tie) == (None, None, True)
+    assert unc.tied_pools == ("conditioned_consensus", "unconditioned_consensus")
+    assert (unc.top, unc.top_status) == (None, "advanced pool tied")
+    s = out.summary
+    assert s.conditioned_cohort.to_json() == {
         "count": 1,
         "n": 1,
         "share": 1.0,
@@ -145,15 +155,15 @@ def test_stage2_borda_advanced_pool_top_finalist_and_ties_by_hand() -> None:
     }
     # the tie counts against both claims: not conditioned-advanced, not agreement
     assert (
-        s["unconditioned_cohort"]["count"],
-        s["unconditioned_cohort"]["n"],
-        s["unconditioned_cohort"]["ties"],
+        s.unconditioned_cohort.count,
+        s.unconditioned_cohort.n,
+        s.unconditioned_cohort.ties,
     ) == (
         0,
         1,
         1,
     )
-    assert s["agree_top"] == {"count": 0, "n": 1, "share": 0.0, "ties": 1}
+    assert s.agree_top.to_json() == {"count": 0, "n": 1, "share": 0.0, "ties": 1}
     # a tie for the top finalist: three more conditioned stage-1 ballots level cc-1 and cc-2
     #   [ur-1, cc-2, cr-1, cc-1, uc-1]: ur-1 3, cc-2 2, cr-1 1, cc-1 0 (twice): cc-2 +4
     #   [cc-1, ur-1, cr-1, cc-2, uc-1]: cc-1 3, ur-1 2, cr-1 1, cc-2 0: cc-1 +3
@@ -165,11 +175,11 @@ def test_stage2_borda_advanced_pool_top_finalist_and_ties_by_hand() -> None:
     ]
     out = analyze_ranking([*ballots, *extra], [], "hand")
     assert out is not None
-    con = out["questions"]["q1"]["cohorts"]["conditioned"]
-    pts = {r["id"]: r["points"] for r in con["stage1"]["borda"]}
+    con = _decided(out, "conditioned")
+    pts = {r.id: r.points for r in con.stage1.borda or ()}
     assert (pts["cc-1"], pts["cc-2"]) == (7, 7)
-    assert (con["advanced_pool"], con["top"], con["top_status"]) == ("conditioned_consensus", None, "tie")
-    assert out["summary"]["conditioned_cohort"]["count"] == 1  # the pool is advanced; its top is tied
+    assert (con.advanced_pool, con.top, con.top_status) == ("conditioned_consensus", None, "tie")
+    assert out.summary.conditioned_cohort.count == 1  # the pool is advanced; its top is tied
 
 
 def test_finalists_are_each_pools_best_distinct_families_by_hand() -> None:
@@ -209,18 +219,18 @@ def test_one_round_ballots_are_decided_by_stage_1_and_a_tie_counts_against() -> 
     ]
     out = analyze_ranking(ballots, [], "one round")
     assert out is not None
-    unc = out["questions"]["q1"]["cohorts"]["unconditioned"]
-    assert unc["stage1"]["tie"] and unc["decided_by"] == "stage1"
-    assert (unc["advanced_pool"], unc["top"], unc["top_status"]) == (None, None, "tie")
-    con = out["questions"]["q1"]["cohorts"]["conditioned"]
-    assert (con["decided_by"], con["advanced_pool"], con["top"]["id"]) == (
+    unc = _decided(out, "unconditioned")
+    assert unc.stage1.tie and unc.decided_by == "stage1"
+    assert (unc.advanced_pool, unc.top, unc.top_status) == (None, None, "tie")
+    con = _decided(out, "conditioned")
+    assert con.top is not None and (con.decided_by, con.advanced_pool, con.top.id) == (
         "stage1",
         "conditioned_rare",
         "cr-1",
     )
-    s = out["summary"]
-    assert (s["unconditioned_cohort"]["count"], s["unconditioned_cohort"]["n"]) == (0, 1)
-    assert s["agree_top"] == {"count": 0, "n": 1, "share": 0.0, "ties": 1}
+    s = out.summary
+    assert (s.unconditioned_cohort.count, s.unconditioned_cohort.n) == (0, 1)
+    assert s.agree_top.to_json() == {"count": 0, "n": 1, "share": 0.0, "ties": 1}
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from choir_quick import typed_results
 from lmaudit.errors import InputError
 from lmaudit.pipeline import run
 
@@ -63,7 +64,7 @@ def test_imported_lists_give_the_elicited_analysis(make_cfg, tmp_path):
     path = tmp_path / "lists.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in out))
     run(make_cfg("study=choir", f"study.import_path={path}", *COMMON, name="imported"))
-    a, b = _json(tmp_path / "elicited/results.json"), _json(tmp_path / "imported/results.json")
+    a, b = _json(tmp_path / "elicited/results.json"), typed_results(tmp_path / "imported/results.json")
     for key in ("questions", "summary", "width_bins", "recoverability", "design"):
         assert a[key] == b[key], key
     audit = _json(tmp_path / "imported/audit_record.json")
@@ -141,7 +142,7 @@ def test_imported_lists_may_bring_their_own_persona_profiles(make_cfg, tmp_path)
             "study=choir", f"study.import_path={path}", f"study.profiles_path={profiles}", *COMMON, name="own"
         )
     )
-    res = _json(tmp_path / "own/results.json")
+    res = typed_results(tmp_path / "own/results.json")
     assert res["design"]["conditions"] == ["A", "A|seed_p1"]
     leak = res["leakage"]
     assert leak is not None and set(leak["model_leakage"]) == {"m1", "m2"}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from choir_quick import QUICK_CHOIR
+from choir_quick import QUICK_CHOIR, typed_results
 from lmaudit.backends.sim.extractor import SimExtractor
 from lmaudit.pipeline import run
 from lmaudit.studies.choir.extract import extract_items
@@ -69,7 +69,7 @@ def test_llm_extraction_in_a_run_agrees_with_the_rules_and_counts_invalid_replie
     assert lists and all(r["extraction"]["method"] == "llm" and not r["extraction"]["invalid"] for r in lists)
     for r in lists:  # the sim lists are plain numbered entries: both extractors find the same items
         assert [i["text"] for i in r["items"]] == [i.text for i in extract_items(r["raw"], 25).items]
-    results = json.loads((tmp_path / "clean/results.json").read_text())
+    results = typed_results(tmp_path / "clean/results.json")
     assert results["design"]["extraction"]["invalid"] == 0
     assert results["design"]["extraction"]["lists"] == len(lists)
 
@@ -88,7 +88,7 @@ def test_llm_extraction_in_a_run_agrees_with_the_rules_and_counts_invalid_replie
             assert r["extraction"]["error"]
             rule = [i.text for i in extract_items(r["raw"], 25).items]
             assert [i["text"] for i in r["items"]] == (rule if policy == "rule" else [])
-        results = json.loads((tmp_path / name / "results.json").read_text())
+        results = typed_results(tmp_path / name / "results.json")
         assert results["design"]["extraction"]["invalid"] == len(expected_bad)
         assert results["design"]["empty_lists"] == (len(expected_bad) if policy == "drop" else 0)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from choir_quick import QUICK_CHOIR
+from choir_quick import QUICK_CHOIR, typed_results
 from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.sim.ranker import RankingSampler
 from lmaudit.errors import InputError
@@ -140,7 +140,7 @@ def test_planted_finalist_outcomes_are_recovered_and_ballots_round_trip(make_cfg
         _ranker("r4", conditioned_preference=0.0, invalid=1.0),  # never answers with a ranking
     ]
     run(make_cfg(*COMMON, f"study.ensemble.evaluators=[{', '.join(evaluators)}]", name="planted"))
-    res = json.loads((tmp_path / "planted/results.json").read_text())["ranking"]
+    res = typed_results(tmp_path / "planted/results.json")["ranking"]
     s = res["summary"]
     # per stage: 3 questions x 4 evaluators x (no persona + 2 personas); r4's all invalid
     assert s["by_stage"] == {
@@ -196,7 +196,7 @@ def test_planted_finalist_outcomes_are_recovered_and_ballots_round_trip(make_cfg
     lp.write_text("".join(json.dumps({**{k: r[k] for k in keys}, "raw": r["raw"]}) + "\n" for r in lists))
     bp.write_text(_export(ballots))
     run(make_cfg(*COMMON, f"study.import_path={lp}", f"study.ranking.import_path={bp}", name="imported"))
-    again = json.loads((tmp_path / "imported/results.json").read_text())["ranking"]
+    again = typed_results(tmp_path / "imported/results.json")["ranking"]
     assert again["summary"] == s
     assert {q: v["cohorts"] for q, v in again["questions"].items()} == {
         q: v["cohorts"] for q, v in res["questions"].items()
@@ -204,7 +204,7 @@ def test_planted_finalist_outcomes_are_recovered_and_ballots_round_trip(make_cfg
     # the same stage-1 ballots alone: decided by stage 1, as one-round ballots are
     bp.write_text(_export([b for b in ballots if b["stage"] == 1]))
     run(make_cfg(*COMMON, f"study.import_path={lp}", f"study.ranking.import_path={bp}", name="one_round"))
-    one = json.loads((tmp_path / "one_round/results.json").read_text())["ranking"]["summary"]
+    one = typed_results(tmp_path / "one_round/results.json")["ranking"]["summary"]
     assert one["unconditioned_cohort"]["decided_by"] == {"stage1": 3}
     assert one["unconditioned_cohort"]["count"] == 3
 
@@ -254,7 +254,7 @@ def test_the_sim_ranker_plants_a_finalist_preference() -> None:
 
 def test_the_ranking_is_off_without_evaluators(make_cfg, tmp_path) -> None:
     run(make_cfg(*COMMON, name="off"))
-    assert json.loads((tmp_path / "off/results.json").read_text())["ranking"] is None
+    assert typed_results(tmp_path / "off/results.json")["ranking"] is None
 
 
 BALLOT = {
@@ -323,8 +323,8 @@ def test_calibration_reads_the_ranking_tops_when_none_are_given() -> None:
         for i, item in enumerate(["c", "c", "u", "x"])
     ]
     out = analyze_calibration(choices, tops)
-    assert out is not None and out["cohort_tops_from"] == "ranking"
-    assert (out["match_conditioned_top"], out["match_unconditioned_top"]) == (2, 1)
+    assert out is not None and out.cohort_tops_from == "ranking"
+    assert (out.match_conditioned_top, out.match_unconditioned_top) == (2, 1)
     given = [{**tops[0], "item": "x"}, tops[1]]
     out = analyze_calibration(choices + given, tops)
-    assert out is not None and out["cohort_tops_from"] == "records" and out["match_conditioned_top"] == 1
+    assert out is not None and out.cohort_tops_from == "records" and out.match_conditioned_top == 1

@@ -18,6 +18,7 @@ from markupsafe import escape
 
 from choir_quick import QUICK_CHOIR
 from lmaudit.pipeline import run
+from lmaudit.studies.choir.results import ChoirResults
 from svg_checks import texts_off_canvas
 
 SMALL = (
@@ -139,8 +140,9 @@ def test_nothing_raw_and_every_figure_captioned_on_its_canvas(make_cfg, tmp_path
     plan = json.loads((out / "plan.json").read_text())
     audit = json.loads((out / "audit_record.json").read_text())
     rows = [json.loads(ln) for ln in (out / "measurements.jsonl").read_text().splitlines()]
-    again = render_report(res, plan, audit, rows)
-    assert again == render_report(res, plan, audit, rows)  # a function of the records: the same bytes
+    typed = ChoirResults.from_json(res)
+    again = render_report(typed, plan, audit, rows)
+    assert again == render_report(typed, plan, audit, rows)  # a function of the records: the same bytes
 
 
 def test_a_run_without_a_signal_to_chance_says_it_could_not_answer(make_cfg, tmp_path) -> None:
@@ -154,13 +156,13 @@ def test_a_run_without_a_signal_to_chance_says_it_could_not_answer(make_cfg, tmp
     # the other reasons, on the same real results
     d = res["design"]
     refused = {**res, "design": {**d, "refused_lists": {"n": 4, "reasons": {"content_filter": 4}}}}
-    v = verdict(refused, 0.05)
+    v = verdict(ChoirResults.from_json(refused), 0.05)
     assert not v.answered and v.headline.startswith(
         f"The run is incomplete: the server refused 4 of {4 + d['lists']} generations (content_filter: 4)"
     )
     empty = {**res, "design": {**d, "empty_lists": d["lists"]}}
-    assert not verdict(empty, 0.05).answered
-    assert verdict(empty, 0.05).headline == (
+    assert not verdict(ChoirResults.from_json(empty), 0.05).answered
+    assert verdict(ChoirResults.from_json(empty), 0.05).headline == (
         f"Every one of the {d['lists']} lists came back empty (no item extracted): there is nothing to compare "
         "across members."
     )

@@ -11,6 +11,7 @@ import pytest
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.lists import analyze_lists
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord
+from lmaudit.studies.choir.results import QuestionResult
 from lmaudit.studies.choir.salience_table import salience_view
 
 CONCEPTS = [f"concept {i}" for i in range(10)]
@@ -72,7 +73,7 @@ def test_salience_table_and_codebook_are_recorded() -> None:
     # the codebook: every concept's phrases with occurrence counts (a repeat in a list counts)
     phrases = {c["label"]: c["phrases"] for c in rec["codebook"]}
     assert phrases[CONCEPTS[0]] == {CONCEPTS[0]: 2} and phrases[CONCEPTS[3]] == {CONCEPTS[3]: 2}
-    view = salience_view({"Q": q})
+    view = salience_view({"Q": QuestionResult.from_json(q)})
     assert [t["condition"] for t in view[0]["tables"]] == ["unconditioned", "persona p1"]
     # rows by mean S over the members: concept 2 (1/6 + 1) / 2 before concept 1 (5/6 + 0) / 2
     assert view[0]["tables"][0]["rows"][:2] == [

@@ -1,13 +1,14 @@
 """The choir analysis from measurement records: parse and check every record of a measurement
 file (lists, embeddings, vocabularies, cue pairs, ballots, calibration, the extractor's and the
 embedder's records), then run the pure analysis (:mod:`.lists`), the ranking and the
-calibration on them."""
+calibration on them, and return the typed results (:class:`.results.ChoirResults`)."""
 
 from __future__ import annotations
 
 import base64
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -15,12 +16,33 @@ from omegaconf import DictConfig
 
 from lmaudit.errors import InputError
 from lmaudit.interop.audit import AUDIT_KIND, check_audit_row, log_audit_section
+from lmaudit.results import JsonRecord
 from lmaudit.studies.base import typed
 from lmaudit.studies.choir.borda import analyze_ranking, cohort_tops
 from lmaudit.studies.choir.calibration import analyze_calibration
 from lmaudit.studies.choir.config import ChoirStudyConfig
+from lmaudit.studies.choir.results import (
+    AcrossQuestions,
+    ChoirResults,
+    CodebookMetricSensitivity,
+    ConditionSummary,
+    CueStripping,
+    Design,
+    EchoCalibration,
+    Leakage,
+    LlmExtraction,
+    LogAudit,
+    NoveltyByWidth,
+    QuestionResult,
+    Recovery,
+    RefusedLists,
+    RuleExtraction,
+    WidthBin,
+)
 
 __all__ = ["analyze_rows"]
+
+_R = TypeVar("_R", bound=JsonRecord)
 
 
 def _vector(text: str, where: str) -> NDArray[np.float32]:
@@ -30,7 +52,7 @@ def _vector(text: str, where: str) -> NDArray[np.float32]:
         raise InputError(f"{where}: field 'vector' is not base64 float32") from None
 
 
-def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
+def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> ChoirResults:
     from lmaudit.studies.choir.lists import ListRecord, analyze_lists  # scipy, scikit-learn: when used
 
     s = typed(cfg.study, ChoirStudyConfig)
@@ -43,7 +65,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     ballots: list[dict[str, Any]] = []
     pools: list[dict[str, Any]] = []
     embedder = None
-    extractor: dict[str, Any] = {"method": "rule"}
+    extractor: dict[str, Any] = {}  # an extractor record's (none: extracted by rule)
     cue_pairs: list[dict[str, Any]] = []
     refused: Counter[str] = Counter()
     degenerate = 0  # items extraction dropped as degenerate repetitions
@@ -119,20 +141,42 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         raise InputError(f"{source}: no list records to analyse{why}")
     out = analyze_lists(recs, vec, vocab, s, pvocab, cue_pairs)
     out["summary"]["n_degenerate_items"] = degenerate
-    out["ranking"] = analyze_ranking(ballots, pools, source)
-    out["calibration"] = analyze_calibration(calibration, cohort_tops(out["ranking"]))
-    out["study"] = "choir"
-    out["embedder"] = embedder
-    out["design"] = {
-        "models": sorted({r.model for r in recs}),
-        "questions": len({r.question for r in recs}),
-        "conditions": sorted({r.condition for r in recs}),
-        "lists": len(recs),
-        "empty_lists": sum(1 for r in recs if not r.items),
-        "degenerate_items": degenerate,
-        "refused_lists": {"n": sum(refused.values()), "reasons": dict(sorted(refused.items()))},
-        "extraction": {"method": "llm", **extractor} if "lists" in extractor else extractor,
-    }
-    if audits:
-        out["log_audit"] = log_audit_section(audits)
-    return out
+    ranking = analyze_ranking(ballots, pools, source)
+    design = Design(
+        models=tuple(sorted({r.model for r in recs})),
+        questions=len({r.question for r in recs}),
+        conditions=tuple(sorted({r.condition for r in recs})),
+        lists=len(recs),
+        empty_lists=sum(1 for r in recs if not r.items),
+        degenerate_items=degenerate,
+        refused_lists=RefusedLists(n=sum(refused.values()), reasons=dict(sorted(refused.items()))),
+        extraction=(
+            LlmExtraction.from_json({"method": "llm", **extractor}, f"{source}: the extractor record")
+            if extractor
+            else RuleExtraction(method="rule")
+        ),
+    )
+    # the sections lists.py builds as JSON bodies, read as their records
+    return ChoirResults(
+        design=design,
+        embedder=embedder,
+        codebook_source=out["codebook_source"],
+        across_questions=AcrossQuestions.from_json(out["summary"]),
+        questions={q: QuestionResult.from_json(v) for q, v in out["questions"].items()},
+        width_bins=tuple(WidthBin.from_json(b) for b in out["width_bins"]),
+        recoverability={k: Recovery.from_json(v) for k, v in out["recoverability"].items()},
+        leakage=_part(Leakage, out["leakage"]),
+        cue_stripping=_part(CueStripping, out["cue_stripping"]),
+        echo_calibration=_part(EchoCalibration, out["echo_calibration"]),
+        codebook_metric_sensitivity=_part(CodebookMetricSensitivity, out["codebook_metric_sensitivity"]),
+        conditions=_part(ConditionSummary, out["conditions"]),
+        novelty_by_width=_part(NoveltyByWidth, out["novelty_by_width"]),
+        ranking=ranking,
+        calibration=analyze_calibration(calibration, cohort_tops(ranking)),
+        log_audit=LogAudit.from_json(log_audit_section(audits)) if audits else None,
+    )
+
+
+def _part(cls: type[_R], doc: Mapping[str, Any] | None) -> _R | None:
+    """A section built as a JSON body, read as its record (None: the section is absent)."""
+    return None if doc is None else cls.from_json(doc)

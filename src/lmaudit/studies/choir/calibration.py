@@ -23,6 +23,7 @@ from typing import Any
 from lmaudit.errors import InputError
 from lmaudit.provenance.io import iter_jsonl
 from lmaudit.stats.permutation import sign_flip_test
+from lmaudit.studies.choir.results.ranking import Agreement, Calibration, DisagreeBlock, SignFlip
 
 __all__ = ["agreement", "analyze_calibration", "read_calibration"]
 
@@ -59,7 +60,8 @@ def read_calibration(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _block(choices: list[Mapping[str, Any]], top: Mapping[tuple[str, str], Any]) -> dict[str, Any]:
+def _counts(choices: list[Mapping[str, Any]], top: Mapping[tuple[str, str], Any]) -> dict[str, Any]:
+    """Choices matching each cohort's top and the participants' paired sign-flip test."""
     per: dict[str, int] = {}
     m = {c: 0 for c in COHORTS}
     for ch in choices:
@@ -75,13 +77,13 @@ def _block(choices: list[Mapping[str, Any]], top: Mapping[tuple[str, str], Any])
         "n_participants": len(per),
         "match_conditioned_top": m["conditioned"],
         "match_unconditioned_top": m["unconditioned"],
-        "sign_flip": {"sum": stat, "p": p},
+        "sign_flip": SignFlip(sum=stat, p=p),
     }
 
 
 def agreement(
     choices: Iterable[Mapping[str, Any]], pools: Mapping[str, Mapping[str, Any]]
-) -> dict[str, Any] | None:
+) -> Agreement | None:
     """Inter-participant agreement (the seed: "mean modal share 51%; pairwise agreement 38%
     versus a 29% uniform baseline"). Per question, the modal share is the share of its
     participants who chose its most chosen item, and pairwise agreement the share of pairs of
@@ -103,17 +105,17 @@ def agreement(
             uniform.append(1 / pools[q]["n_items"])
     if not modal:
         return None
-    return {
-        "n_questions": len(modal),
-        "mean_modal_share": sum(modal) / len(modal),
-        "pairwise_agreement": sum(pairwise) / len(pairwise),
-        "uniform_baseline": sum(uniform) / len(uniform) if len(uniform) == len(modal) else None,
-    }
+    return Agreement(
+        n_questions=len(modal),
+        mean_modal_share=sum(modal) / len(modal),
+        pairwise_agreement=sum(pairwise) / len(pairwise),
+        uniform_baseline=sum(uniform) / len(uniform) if len(uniform) == len(modal) else None,
+    )
 
 
 def analyze_calibration(
     rows: Iterable[Mapping[str, Any]], ranking_tops: Iterable[Mapping[str, Any]] = ()
-) -> dict[str, Any] | None:
+) -> Calibration | None:
     """``ranking_tops``: the ranking module's cohort tops (``calibration_cohort_top`` records),
     used when the calibration file gives none."""
     rows = list(rows)
@@ -121,18 +123,20 @@ def analyze_calibration(
     if not choices:
         return None
     given = [r for r in rows if r["kind"] == "calibration_cohort_top"]
-    tops_from = "records" if given else "ranking"
     top = {(r["cohort"], r["question"]): r["item"] for r in (given or list(ranking_tops))}
     pools = {r["question"]: r for r in rows if r["kind"] == "calibration_pool"}
-    out = _block(choices, top)
-    out["cohort_tops_from"] = tops_from
-    out["conditioned_source"] = sum(1 for c in choices if c["source"] == "conditioned")
-    if all(c["question"] in pools for c in choices):
-        out["conditioned_expected"] = sum(
-            pools[c["question"]]["n_conditioned"] / pools[c["question"]]["n_items"] for c in choices
-        )
     disagree = {q for (c, q) in top if top.get(("conditioned", q)) != top.get(("unconditioned", q))}
-    out["cohorts_disagree"] = _block([c for c in choices if c["question"] in disagree], top)
-    out["cohorts_disagree"]["questions"] = len(disagree)
-    out["agreement"] = agreement(choices, pools)
-    return out
+    return Calibration(
+        **_counts(choices, top),
+        cohort_tops_from="records" if given else "ranking",
+        conditioned_source=sum(1 for c in choices if c["source"] == "conditioned"),
+        conditioned_expected=(
+            sum(pools[c["question"]]["n_conditioned"] / pools[c["question"]]["n_items"] for c in choices)
+            if all(c["question"] in pools for c in choices)
+            else None
+        ),
+        cohorts_disagree=DisagreeBlock(
+            **_counts([c for c in choices if c["question"] in disagree], top), questions=len(disagree)
+        ),
+        agreement=agreement(choices, pools),
+    )

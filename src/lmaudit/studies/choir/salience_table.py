@@ -20,6 +20,7 @@ from lmaudit.stats.rbo import encode_lists, rbo_all_pairs
 from lmaudit.stats.salience import Salience
 from lmaudit.studies.choir.codebook import Codebook
 from lmaudit.studies.choir.records import ListRecord
+from lmaudit.studies.choir.results import QuestionResult, SalienceTable
 
 __all__ = ["COLUMNS", "salience_record", "salience_rows", "salience_view", "tie_sensitivity"]
 
@@ -74,43 +75,38 @@ def tie_sensitivity(
     return {"tied_share": n_tied / n_all if n_all else None, "R_q_tie_rule": r_q}
 
 
-def salience_rows(
-    record: Mapping[str, Any], condition: str, top: int = 10
-) -> tuple[list[str], list[list[Any]]]:
+def salience_rows(record: SalienceTable, condition: str, top: int = 10) -> tuple[list[str], list[list[Any]]]:
     """A compact table for the report: one row per concept among the ``top`` most salient of
     any member in ``condition``, its label, and per member ``S (lists/N)``; ordered by the
     concept's mean S over the members."""
-    groups = [(g, x) for g, x in enumerate(record["groups"]) if x["condition"] == condition]
-    labels = {c["concept"]: c["label"] for c in record["codebook"]}
+    groups = [(g, x) for g, x in enumerate(record.groups) if x.condition == condition]
+    labels = {c.concept: c.label for c in record.codebook}
     cell: dict[tuple[int, int], tuple[float, int]] = {}
     shown: set[int] = set()
     seen: Counter[int] = Counter()
-    for concept, g, s, k in record["rows"]:
+    for concept, g, s, k in record.rows:
         cell[(concept, g)] = (s, k)
         if seen[g] < top and any(g == gg for gg, _ in groups):
             shown.add(concept)
             seen[g] += 1
     mean = {c: sum(cell.get((c, g), (0.0, 0))[0] for g, _ in groups) / max(len(groups), 1) for c in shown}
-    header = ["concept"] + [str(x["model"]) for _, x in groups]
+    header = ["concept"] + [x.model for _, x in groups]
     out = []
     for c in sorted(shown, key=lambda c: (-mean[c], labels[c])):
         row: list[Any] = [labels[c]]
         for g, x in groups:
             s, k = cell.get((c, g), (0.0, 0))
-            row.append(f"{s:.3f} ({k}/{x['n_lists']})" if k else "—")
+            row.append(f"{s:.3f} ({k}/{x.n_lists})" if k else "—")
         out.append(row)
     return header, out
 
 
-def salience_view(questions: Mapping[str, Mapping[str, Any]], top: int = 10) -> list[dict[str, Any]]:
-    """Per question that records a salience table: one compact table per condition
-    (unconditioned first), for the report."""
+def salience_view(questions: Mapping[str, QuestionResult], top: int = 10) -> list[dict[str, Any]]:
+    """Per question: one compact table per condition (unconditioned first), for the report."""
     out = []
     for q, v in questions.items():
-        rec = v.get("salience")
-        if not rec:
-            continue
-        conditions = sorted({g["condition"] for g in rec["groups"]}, key=lambda c: (c != "none", c))
+        rec = v.salience
+        conditions = sorted({g.condition for g in rec.groups}, key=lambda c: (c != "none", c))
         tables = []
         for c in conditions:
             header, rows = salience_rows(rec, c, top)
@@ -121,5 +117,5 @@ def salience_view(questions: Mapping[str, Mapping[str, Any]], top: int = 10) -> 
                     "rows": rows,
                 }
             )
-        out.append({"id": q, "n_concepts": len(rec["codebook"]), "tables": tables})
+        out.append({"id": q, "n_concepts": len(rec.codebook), "tables": tables})
     return out

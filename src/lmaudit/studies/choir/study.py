@@ -1,8 +1,8 @@
 """The choir study behind the pipeline (seed 003): free-list elicitation across a model ensemble.
 
 Each hook is one call: the plan in :mod:`.planning`, eliciting (or reading lists recorded
-elsewhere), extracting, embedding and ranking in :mod:`.measure`, the results in
-:mod:`.analysis`, the recorded views in :mod:`.views`, the page in :mod:`.report`.
+elsewhere), extracting, embedding and ranking in :mod:`.measure`, the typed results in
+:mod:`.analysis` (:mod:`.results`), their recorded views in :mod:`.views`, the page in :mod:`.report`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from lmaudit.errors import InputError, NotCombinable
 from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
 from lmaudit.studies.choir import analysis, measure, planning, sweep, views
 from lmaudit.studies.choir.config import GROUPS, ChoirStudyConfig
+from lmaudit.studies.choir.results import ChoirResults
 from lmaudit.studies.registry import register_study
 
 __all__ = ["COMPARE_COLUMNS", "ChoirStudy"]
@@ -56,6 +57,7 @@ class ChoirStudy(Study):
         "inputs.codebook",
     )
     has_yaml = True
+    result_type = ChoirResults
 
     def default_run_name(self, cfg: DictConfig) -> str:
         return planning.default_run_name(cfg)
@@ -75,28 +77,18 @@ class ChoirStudy(Study):
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
         return self.result(analysis.analyze_rows(cfg, measurements.rows, measurements.source))
 
-    def headline(self, results: Mapping[str, Any]) -> float | None:
-        return views.headline(results)
-
-    def metrics(self, results: Mapping[str, Any]) -> dict[str, float]:
-        return views.metrics(results)
-
-    def tags(self, results: Mapping[str, Any]) -> dict[str, str]:
-        return views.tags(results)
-
-    def summary(self, results: Mapping[str, Any]) -> str:
-        return views.summary(results)
-
     def report(self, result: StudyResult, ctx: RunContext) -> str:
         from lmaudit.reporting.page import read_rows
         from lmaudit.studies.choir.report.page import render_report  # matplotlib: when used
 
         audit = dict(ctx.audit)
         rows = read_rows(audit, ctx.run_dir)
-        return render_report(result.doc, ctx.plan.doc if ctx.plan else None, audit, rows)
+        assert isinstance(result.results, ChoirResults)  # made by result_type
+        return render_report(result.results, ctx.plan.doc if ctx.plan else None, audit, rows)
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        return views.plot_data(result.doc)
+        assert isinstance(result.results, ChoirResults)  # made by result_type
+        return views.plot_data(result.results)
 
     def design_key(self, cfg: DictConfig) -> str | None:
         return sweep.design_key(cfg)

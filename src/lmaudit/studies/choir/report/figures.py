@@ -9,10 +9,11 @@ is never TeX), on the side of the point that keeps it inside the axes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lmaudit.figures import svg_figure
+from lmaudit.studies.choir.results import CuePair, NoveltyBin, QuestionResult, Recovery, WidthBin
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -53,15 +54,15 @@ def _label_points(ax: Axes, pts: list[tuple[Any, Any, str]]) -> None:
         )
 
 
-def bin_label(b: Mapping[str, Any]) -> str:
-    return f"[{b['lo']:g}, {'∞' if b['hi'] is None else format(b['hi'], 'g')})"
+def bin_label(b: WidthBin | NoveltyBin) -> str:
+    return f"[{b.lo:g}, {'∞' if b.hi is None else format(b.hi, 'g')})"
 
 
-def width_lift_svg(qs: Mapping[str, Any]) -> str | None:
+def width_lift_svg(qs: Mapping[str, QuestionResult]) -> str | None:
     pts = [
-        (v["width"], v["lift"]["relative"], q)
+        (v.width, v.relative_lift, q)
         for q, v in qs.items()
-        if v["width"] is not None and v["lift"] and v["lift"]["relative"] is not None
+        if v.width is not None and v.relative_lift is not None
     ]
     if not pts:
         return None
@@ -79,8 +80,8 @@ def width_lift_svg(qs: Mapping[str, Any]) -> str | None:
     return _axes_svg(draw, "choir-wl")
 
 
-def bins_svg(bins: list[dict[str, Any]]) -> str | None:
-    rows = [b for b in bins if b["n"]]
+def bins_svg(bins: Sequence[WidthBin]) -> str | None:
+    rows = [b for b in bins if b.n]
     if not rows:
         return None
 
@@ -93,10 +94,11 @@ def bins_svg(bins: list[dict[str, Any]]) -> str | None:
         ):
             ys, xs, errs = [], [], []
             for i, b in enumerate(rows):
-                if b[key]:
+                m = getattr(b, key)
+                if m:
                     xs.append(i + (k - 0.5) * 0.15)
-                    ys.append(b[key]["mean"])
-                    errs.append([b[key]["mean"] - b[key]["ci"][0], b[key]["ci"][1] - b[key]["mean"]])
+                    ys.append(m.mean)
+                    errs.append([m.mean - m.ci.lo, m.ci.hi - m.mean])
             if xs:
                 ax.errorbar(
                     xs,
@@ -108,9 +110,9 @@ def bins_svg(bins: list[dict[str, Any]]) -> str | None:
                     capsize=3,
                 )
         for i, b in enumerate(rows):
-            if b["stc"]:
+            if b.stc:
                 ax.annotate(  # at the bottom of the axes, whatever the RBO range
-                    f"STC {b['stc']['mean']:.2f}",
+                    f"STC {b.stc.mean:.2f}",
                     (i, 0.0),
                     xycoords=("data", "axes fraction"),
                     textcoords="offset points",
@@ -129,7 +131,7 @@ def bins_svg(bins: list[dict[str, Any]]) -> str | None:
     return _axes_svg(draw, "choir-bins")
 
 
-def recover_svg(rec: Mapping[str, Any]) -> str | None:
+def recover_svg(rec: Mapping[str, Recovery]) -> str | None:
     names = [k for k in RECOVER_LABELS if k in rec]
     if not names:
         return None
@@ -141,25 +143,26 @@ def recover_svg(rec: Mapping[str, Any]) -> str | None:
         ax = fig.add_subplot()
         for i, k in enumerate(names):
             r = rec[k]
-            if r["null_band"][0] is not None:
+            band = r.null_interval
+            if band is not None:
                 ax.fill_between(
                     [i - 0.3, i + 0.3],
-                    r["null_band"][0],
-                    r["null_band"][1],
+                    band.lo,
+                    band.hi,
                     color="#ffab91",
                     alpha=0.5,
                     zorder=1,
                 )
-            ax.bar(i, r["accuracy"], color="#5c6bc0", width=0.45, alpha=0.85, zorder=2)
+            ax.bar(i, r.accuracy, color="#5c6bc0", width=0.45, alpha=0.85, zorder=2)
             ax.errorbar(
                 i,
-                r["accuracy"],
-                yerr=[[r["accuracy"] - r["ci"][0]], [r["ci"][1] - r["accuracy"]]],
+                r.accuracy,
+                yerr=[[r.accuracy - r.ci.lo], [r.ci.hi - r.accuracy]],
                 color="k",
                 capsize=3,
                 zorder=3,
             )
-            ax.hlines(r["chance"], i - 0.38, i + 0.38, colors="#333", linestyles=":", linewidth=1.5, zorder=4)
+            ax.hlines(r.chance, i - 0.38, i + 0.38, colors="#333", linestyles=":", linewidth=1.5, zorder=4)
         ax.set_xticks(range(len(names)), [RECOVER_LABELS[n] for n in names])
         ax.set_xlim(-0.6, len(names) - 0.4)
         ax.set_ylim(0, 1.05)
@@ -174,14 +177,14 @@ def recover_svg(rec: Mapping[str, Any]) -> str | None:
     return svg_figure(draw, size=(_SIZE[0], _SIZE[1] + 0.3), prefix="choir-rec")
 
 
-def scatter_svg(qs: Mapping[str, Any], x: str, y: str, xl: str, yl: str, prefix: str) -> str | None:
+def scatter_svg(
+    qs: Mapping[str, QuestionResult], x: str, y: str, xl: str, yl: str, prefix: str
+) -> str | None:
     """One point per question: ``x`` against ``y`` (``stc``: the signal-to-chance ratio). With
     ``x == "R_q"`` the dotted diagonal is y = x; with ``y == "stc"`` the dotted line is chance."""
 
-    def val(v: Mapping[str, Any], k: str) -> Any:
-        if k == "stc":
-            return v["stc"]["ratio"] if v["stc"] else None
-        return v[k]
+    def val(v: QuestionResult, k: str) -> Any:
+        return v.stc_ratio if k == "stc" else getattr(v, k)
 
     pts = [(val(v, x), val(v, y), q) for q, v in qs.items()]
     pts = [p for p in pts if p[0] is not None and p[1] is not None]
@@ -210,39 +213,34 @@ def scatter_svg(qs: Mapping[str, Any], x: str, y: str, xl: str, yl: str, prefix:
     return _axes_svg(draw, prefix)
 
 
-def cue_pairs_svg(pairs: list[dict[str, Any]]) -> str | None:
+def cue_pairs_svg(pairs: Sequence[CuePair]) -> str | None:
     """Echo vs signal-to-chance for matched cue pairs (arrow: original to stripped)."""
+    # (name, original's echo and STC, stripped prompt's echo and STC)
     pts = [
-        p
+        (p.original, (be, bs), (ae, as_))
         for p in pairs
-        if None
-        not in (p["before"]["item_echo"], p["after"]["item_echo"], p["before"]["stc"], p["after"]["stc"])
+        if (be := p.before.item_echo) is not None
+        and (bs := p.before.stc) is not None
+        and (ae := p.after.item_echo) is not None
+        and (as_ := p.after.stc) is not None
     ]
     if not pts:
         return None
 
     def draw(ax: Axes) -> None:
-        for n, p in enumerate(pts):
-            b, a = p["before"], p["after"]
-            ax.annotate(
-                "",
-                xy=(a["item_echo"], a["stc"]),
-                xytext=(b["item_echo"], b["stc"]),
-                arrowprops={"arrowstyle": "->", "color": _NEUTRAL},
-            )
+        for n, (_, b, a) in enumerate(pts):
+            ax.annotate("", xy=a, xytext=b, arrowprops={"arrowstyle": "->", "color": _NEUTRAL})
+            ax.scatter([b[0]], [b[1]], s=16, color="#c2185b", label="original" if not n else None)
             ax.scatter(
-                [b["item_echo"]], [b["stc"]], s=16, color="#c2185b", label="original" if not n else None
-            )
-            ax.scatter(
-                [a["item_echo"]],
-                [a["stc"]],
+                [a[0]],
+                [a[1]],
                 s=16,
                 color="#00796b",
                 marker="s",
                 label="stripped" if not n else None,
             )
         ax.axhline(1.0, color=_NEUTRAL, linestyle=":", linewidth=1, label="STC = 1 (chance)")
-        _label_points(ax, [(p["before"]["item_echo"], p["before"]["stc"], str(p["original"])) for p in pts])
+        _label_points(ax, [(b[0], b[1], name) for name, b, _ in pts])
         ax.set_xlabel("item-level anchor echo")
         ax.set_ylabel("signal-to-chance")
         ax.legend(fontsize=7)

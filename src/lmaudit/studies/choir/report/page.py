@@ -4,7 +4,7 @@ The page (:mod:`lmaudit.reporting.page`) leads with the verdict (:mod:`.verdict`
 sections (``template.html.j2``) show the figures (:mod:`.figures`,
 :mod:`.ranking`) each with a caption saying how to read it, and the tables behind them;
 every list follows with its exact prompt and answer (:mod:`.samples`); provenance comes last.
-:func:`render_report` takes the results, the plan (or ``None``), the audit record and the
+:func:`render_report` takes the typed results, the plan (or ``None``), the audit record and the
 measurement rows; the page depends on nothing else.
 """
 
@@ -32,6 +32,7 @@ from lmaudit.studies.choir.report.figures import (
 from lmaudit.studies.choir.report.ranking import ranking_view
 from lmaudit.studies.choir.report.samples import NOTE, question_texts, samples
 from lmaudit.studies.choir.report.verdict import alerts, verdict
+from lmaudit.studies.choir.results import BinMean, ChoirResults, CueStripping, QuestionResult, Recovery
 from lmaudit.studies.choir.salience_table import salience_view
 
 __all__ = ["render_report"]
@@ -48,29 +49,28 @@ def _svg(svg: str | None) -> Markup | None:
     return Markup(svg) if svg else None
 
 
-def _interval(x: Mapping[str, Any] | None) -> str:
-    return f"{fmt(x['mean'])} [{fmt(x['ci'][0])}, {fmt(x['ci'][1])}]" if x else "—"
+def _interval(x: BinMean | None) -> str:
+    return f"{fmt(x.mean)} [{fmt(x.ci.lo)}, {fmt(x.ci.hi)}]" if x else "—"
 
 
-def _questions(qs: Mapping[str, Any], wording: Mapping[str, str]) -> list[dict[str, Any]]:
+def _questions(qs: Mapping[str, QuestionResult], wording: Mapping[str, str]) -> list[dict[str, Any]]:
     return [
         {
             "id": q,
-            "text": wording.get(q, "")
-            + (f" (stripped of {v['stripped_of']}'s cues)" if v.get("stripped_of") else ""),
+            "text": wording.get(q, "") + (f" (stripped of {v.stripped_of}'s cues)" if v.stripped_of else ""),
             "cells": [
-                str(v["n_lists"]),
-                str(v["C_q"]),
-                fmt(v["R_q"]),
-                fmt(v["width"]),
-                fmt(v["stc"]["ratio"] if v["stc"] else None),
-                fmt(v["stc"]["p"] if v["stc"] else None),
-                fmt((v.get("stc_ranking_shuffle") or {}).get("ratio")),
-                fmt((v.get("stc_ranking_shuffle") or {}).get("p")),
-                fmt(v["echo_rate"]),
-                fmt(v["same_persona_rbo_mean"]),
-                fmt(v["lift"]["relative"] if v["lift"] else None),
-                fmt(v["codebook_test"]["p"] if v["codebook_test"] else None),
+                str(v.n_lists),
+                str(v.C_q),
+                fmt(v.R_q),
+                fmt(v.width),
+                fmt(v.stc.ratio if v.stc else None),
+                fmt(v.stc.p if v.stc else None),
+                fmt(v.stc_ranking_shuffle.ratio if v.stc_ranking_shuffle else None),
+                fmt(v.stc_ranking_shuffle.p if v.stc_ranking_shuffle else None),
+                fmt(v.echo_rate),
+                fmt(v.same_persona_rbo_mean),
+                fmt(v.relative_lift),
+                fmt(v.codebook_test.p if v.codebook_test else None),
             ],
         }
         for q, v in qs.items()
@@ -81,47 +81,44 @@ def _questions(qs: Mapping[str, Any], wording: Mapping[str, str]) -> list[dict[s
 _PRIMARY = ("model", "persona", "persona_within_model_loqo")
 
 
-def _in_order(rec: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def _in_order(rec: Mapping[str, Recovery]) -> list[tuple[str, Recovery]]:
     """Recoverability entries in a fixed order, whether the results were just computed or read
     back from results.json (whose keys are sorted)."""
     return [(k, rec[k]) for k in (*[k for k in _PRIMARY if k in rec], *sorted(set(rec) - set(_PRIMARY)))]
 
 
-def _per_model(rec: Mapping[str, Any]) -> list[list[str]]:
+def _per_model(rec: Mapping[str, Recovery]) -> list[list[str]]:
     """Per member: the global classifier's model and persona accuracy, and the within-member one."""
-    get = {
-        k: (rec.get(k) or {}).get(f) or {}
-        for k, f in (
-            ("model", "per_model"),
-            ("persona", "per_model"),
-            ("persona_within_model_loqo", "per_stratum"),
-        )
-    }
-    members = sorted(set().union(*get.values()))
-    return [[m, *(fmt(get[k].get(m)) for k in get)] for m in members]
+
+    def of(k: str, per_stratum: bool = False) -> Mapping[str, float]:
+        r = rec.get(k)
+        return {} if r is None else r.per_stratum if per_stratum else (r.per_model or {})
+
+    get = [of("model"), of("persona"), of("persona_within_model_loqo", per_stratum=True)]
+    members = sorted(set().union(*get))
+    return [[m, *(fmt(g.get(m)) for g in get)] for m in members]
 
 
-def _cues(cues: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    pairs = (cues or {}).get("pairs") or []
-    if not pairs:
+def _cues(cues: CueStripping | None) -> dict[str, Any] | None:
+    if cues is None or not cues.pairs:
         return None
     rows = [
-        [f"{p['original']} → {p['stripped']}", ", ".join(p["anchors"])]
+        [f"{p.original} → {p.stripped}", ", ".join(p.anchors)]
         + [
-            f"{fmt(p['before'][k])} → {fmt(p['after'][k])}"
+            f"{fmt(getattr(p.before, k))} → {fmt(getattr(p.after, k))}"
             for k in ("item_echo", "cluster_echo", "rbo", "stc")
         ]
-        for p in pairs
+        for p in cues.pairs
     ]
-    return {"svg": _svg(cue_pairs_svg(pairs)), "rows": rows, "counts": (cues or {}).get("counts") or {}}
+    return {"svg": _svg(cue_pairs_svg(cues.pairs)), "rows": rows, "counts": cues.counts}
 
 
-def _figures(results: Mapping[str, Any]) -> dict[str, Markup | None]:
-    qs = results["questions"]
+def _figures(results: ChoirResults) -> dict[str, Markup | None]:
+    qs = results.questions
     return {
         "width_lift": _svg(width_lift_svg(qs)),
-        "bins": _svg(bins_svg(results["width_bins"])),
-        "recover": _svg(recover_svg(results["recoverability"])),
+        "bins": _svg(bins_svg(results.width_bins)),
+        "recover": _svg(recover_svg(results.recoverability)),
         "echo": _svg(scatter_svg(qs, "echo_rate", "stc", "echo rate", "signal-to-chance", "choir-echo")),
         "rbo": _svg(
             scatter_svg(
@@ -132,20 +129,20 @@ def _figures(results: Mapping[str, Any]) -> dict[str, Markup | None]:
 
 
 def _provenance(
-    results: Mapping[str, Any], plan: Mapping[str, Any] | None, audit: Mapping[str, Any]
+    results: ChoirResults, plan: Mapping[str, Any] | None, audit: Mapping[str, Any]
 ) -> list[tuple[str, str]]:
-    d = results.get("design") or {}
+    d = results.design
     members = get(audit, "measure", "ensemble") or []
     evaluators = get(audit, "measure", "evaluators") or []
     inputs = get(plan, "inputs") or {}
     return provenance(
         [
-            ("Study", results.get("study")),
+            ("Study", results.study),
             ("Mode", get(plan, "mode")),
-            ("Members", d.get("models")),
+            ("Members", d.models),
             ("Member identity digests", {m.get("name"): m.get("identity_digest") for m in members}),
-            ("Embedder", results.get("embedder")),
-            ("Extraction", d.get("extraction")),
+            ("Embedder", results.embedder),
+            ("Extraction", d.extraction.to_json()),
             ("Ranking", get(plan, "ranking")),
             ("Evaluator identity digests", {m.get("name"): m.get("identity_digest") for m in evaluators}),
             (
@@ -153,8 +150,8 @@ def _provenance(
                 {k: v.get("sha256") for k, v in sorted(inputs.items()) if isinstance(v, Mapping)},
             ),
             ("Plan digest", get(plan, "plan_digest") or audit.get("plan_digest")),
-            ("Measurements SHA-256", get(results, "source", "measurements_sha256")),
-            ("Registration", get(results, "prereg", "name")),
+            ("Measurements SHA-256", results.source.measurements_sha256 if results.source else None),
+            ("Registration", results.prereg.name if results.prereg else None),
             # the run is logged to MLflow after the report is written: its name, not its id
             ("MLflow run", get(audit, "mlflow", "run_name")),
             ("MLflow experiment", get(audit, "mlflow", "experiment")),
@@ -166,27 +163,35 @@ def _provenance(
     )
 
 
+def _scored(results: ChoirResults) -> dict[str, Any]:
+    """What the shared page reads of the pipeline's envelope: the scored predictions and the
+    registration."""
+    out: dict[str, Any] = {"predictions": [p.to_json() for p in results.predictions or ()]}
+    if results.prereg is not None:
+        out["prereg"] = {"name": results.prereg.name}
+    return out
+
+
 def render_report(
-    results: Mapping[str, Any],
+    results: ChoirResults,
     plan: Mapping[str, Any] | None,
     audit: Mapping[str, Any] | None,
     rows: Iterable[Mapping[str, Any]] = (),
 ) -> str:
     audit = audit or {}
     alpha = get(plan, "config", "study", "alpha")
-    d = results.get("design") or {}
-    ranking = ranking_view(results.get("ranking"))
+    d = results.design
+    ranking = ranking_view(results.ranking)
     listed, total = samples(rows, plan)
-    members = d.get("models") or []
-    n_q = (results.get("summary") or {}).get("n_questions", 0)
+    log_audit = results.log_audit.to_json() if results.log_audit else None  # the shared section's reader
     page = page_of(
-        results,
+        _scored(results),
         plan,
         study="choir",
-        title=f"Free lists across models: {n_q} questions, {len(members)} members",
+        title=f"Free lists across models: {results.across_questions.n_questions} questions, {len(d.models)} members",
         question=QUESTION,
         verdict=verdict(results, alpha),
-        alerts=alerts(results) + log_alerts(results.get("log_audit"), "the lists"),
+        alerts=alerts(results) + log_alerts(log_audit, "the lists"),
         terms=TERMS + (["source-blind ranking"] if ranking else []),
         samples=listed,
         samples_total=total,
@@ -197,33 +202,33 @@ def render_report(
         __package__,
         TEMPLATE,
         page,
-        s=results["summary"],
+        s=results.across_questions,
         design=d,
         figs=_figures(results),
         ev=echo_view(results),
         cv=conditions_view(results),
-        log_audit=results.get("log_audit"),
+        log_audit=log_audit,
         log_unit="free lists",
         bins=[
-            [bin_label(b), str(b["n"])]
-            + [_interval(b[k]) for k in ("unconditioned_rbo", "same_persona_rbo", "stc", "relative_lift")]
-            for b in results["width_bins"]
-            if b["n"]
+            [bin_label(b), str(b.n)]
+            + [_interval(m) for m in (b.unconditioned_rbo, b.same_persona_rbo, b.stc, b.relative_lift)]
+            for b in results.width_bins
+            if b.n
         ],
-        empty_bins=[bin_label(b) for b in results["width_bins"] if not b["n"]],
+        empty_bins=[bin_label(b) for b in results.width_bins if not b.n],
         recover=[
             [
                 RECOVER_LABELS.get(k, k),
-                fmt(r["accuracy"]),
-                f"[{fmt(r['ci'][0])}, {fmt(r['ci'][1])}]",
-                *(fmt(r[x]) for x in ("chance", "null_mean", "p")),
-                str(r["n_cells"]),
+                fmt(r.accuracy),
+                f"[{fmt(r.ci.lo)}, {fmt(r.ci.hi)}]",
+                *(fmt(x) for x in (r.chance, r.null_mean, r.p)),
+                str(r.n_cells),
             ]
-            for k, r in _in_order(results["recoverability"])
+            for k, r in _in_order(results.recoverability)
         ],
-        recover_per_model=_per_model(results["recoverability"]),
-        cues=_cues(results.get("cue_stripping")),
+        recover_per_model=_per_model(results.recoverability),
+        cues=_cues(results.cue_stripping),
         ranking=ranking,
-        questions=_questions(results["questions"], question_texts(plan)),
-        salience=salience_view(results["questions"]),
+        questions=_questions(results.questions, question_texts(plan)),
+        salience=salience_view(results.questions),
     )

@@ -12,6 +12,14 @@ from typing import TYPE_CHECKING, Any
 from matplotlib.patches import Patch
 
 from lmaudit.figures import svg_figure
+from lmaudit.studies.choir.results import (
+    Cohort,
+    CohortCount,
+    CohortDecided,
+    Count,
+    Ranking,
+    RankingQuestion,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -22,25 +30,24 @@ _COLOUR = {"conditioned": "#2e7d32", "unconditioned": "#c2185b", None: "#bdbdbd"
 COHORTS = ("conditioned", "unconditioned")
 
 
-def figure(qs: Mapping[str, Any]) -> str | None:
-    rows = [(q, v) for q, v in qs.items() if v.get("cohorts")]
+def figure(qs: Mapping[str, RankingQuestion]) -> str | None:
+    rows = [(q, v.cohorts, v.agree_top) for q, v in qs.items() if v.cohorts is not None]
     if not rows:
         return None
 
     def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
-        for i, (_q, v) in enumerate(rows):
+        for i, (_q, cohorts, agree_top) in enumerate(rows):
             y = len(rows) - 1 - i
             for k, c in enumerate(COHORTS):
-                o = v["cohorts"][c]
-                src = o["advanced_source"]
+                o = cohorts[c]
+                src = o.advanced_source
                 ax.barh(y, 1.0, left=k, color=_COLOUR[src], edgecolor="white", height=0.7)
-                pool = o["advanced_pool"]
-                label = pool or ("tie" if o.get("tie") else "no valid ballot")
+                label = o.advanced_pool or ("tie" if o.tie else "no valid ballot")
                 ax.text(
                     k + 0.5,
                     y,
-                    label.replace("_", " ") + (" (stage 1)" if o.get("decided_by") == "stage1" else ""),
+                    label.replace("_", " ") + (" (stage 1)" if o.decided_by == "stage1" else ""),
                     ha="center",
                     va="center",
                     fontsize=7,
@@ -49,11 +56,11 @@ def figure(qs: Mapping[str, Any]) -> str | None:
             ax.text(
                 2.05,
                 y,
-                "agree" if v["agree_top"] else "differ" if v["agree_top"] is False else "—",
+                "agree" if agree_top else "differ" if agree_top is False else "—",
                 va="center",
                 fontsize=7,
             )
-        ax.set_yticks(range(len(rows)), [q for q, _ in reversed(rows)])
+        ax.set_yticks(range(len(rows)), [q for q, _, _ in reversed(rows)])
         ax.set_xticks([0.5, 1.5], ["conditioned cohort", "unconditioned cohort"])
         ax.set_xlim(0, 2.4)
         handles = [Patch(color=_COLOUR[s], label=f"{s}-source advanced pool") for s in COHORTS]
@@ -63,75 +70,76 @@ def figure(qs: Mapping[str, Any]) -> str | None:
     return svg_figure(draw, size=(5.4, 0.45 * len(rows) + 1.45), prefix="choir-rank", rc={"axes.grid": False})
 
 
-def _cell(o: Mapping[str, Any]) -> list[str]:
-    s1, s2 = o["stage1"], o.get("stage2") or {"n_valid": 0, "n_ballots": 0}
-    top = o.get("top")
-    if o.get("tie"):
-        pool = "tie: " + ", ".join(o.get("tied_pools") or []) if o.get("tied_pools") else "tie"
+def _cell(o: Cohort) -> list[str]:
+    s1, s2 = o.stage1, o.stage2
+    decided = o if isinstance(o, CohortDecided) else None
+    tied_pools = decided.tied_pools if decided else None
+    if o.tie:
+        pool = "tie: " + ", ".join(tied_pools) if tied_pools else "tie"
     else:
-        pool = str(o.get("advanced_pool") or "—")
-    if o.get("decided_by") == "stage1":
+        pool = str(o.advanced_pool or "—")
+    if o.decided_by == "stage1":
         pool += " (stage 1)"
-    status = o.get("top_status")
+    top = decided.top if decided else None
+    status = decided.top_status if decided else None
     return [
-        f"{s1['n_valid']}/{s1['n_ballots']}; {s2['n_valid']}/{s2['n_ballots']}",
+        f"{s1.n_valid}/{s1.n_ballots}; {s2.n_valid if s2 else 0}/{s2.n_ballots if s2 else 0}",
         pool,
-        str(top["text"]) if top else (f"— ({status})" if status and status != "ok" else "—"),
+        top.text if top else (f"— ({status})" if status and status != "ok" else "—"),
     ]
 
 
-def _frac(c: Mapping[str, Any]) -> str:
-    return f"{c['count']} of {c['n']}"
+def _frac(c: Count) -> str:
+    return f"{c.count} of {c.n}"
 
 
-def _decided(c: Mapping[str, Any]) -> str:
-    d = c.get("decided_by") or {}
+def _decided(c: CohortCount) -> str:
     return (
         ", ".join(
-            f"{n} by {'the finalist stage' if w == 'finalists' else 'stage 1 alone'}" for w, n in d.items()
+            f"{n} by {'the finalist stage' if w == 'finalists' else 'stage 1 alone'}"
+            for w, n in c.decided_by.items()
         )
         or "none"
     )
 
 
-def ranking_view(ranking: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def ranking_view(ranking: Ranking | None) -> dict[str, Any] | None:
     """What the report shows of the ranking (None without ballots): the summary sentence's
     numbers, the outcomes figure, one row per question and the invalid ballots by rule."""
-    if not ranking:
+    if ranking is None:
         return None
-    s = ranking["summary"]
-    qs = ranking["questions"]
-    st = s.get("by_stage") or {}
+    s = ranking.summary
+    qs = ranking.questions
     rows = []
     for q, v in qs.items():
-        if not v.get("cohorts"):
+        if v.cohorts is None:
             rows.append([q, "0", *["—"] * 7])
             continue
-        agree = {True: "yes", False: "no", None: "—"}[v["agree_top"]]
+        agree = {True: "yes", False: "no", None: "—"}[v.agree_top]
         rows.append(
             [
                 q,
-                str(v["n_candidates"]),
-                *_cell(v["cohorts"]["conditioned"]),
-                *_cell(v["cohorts"]["unconditioned"]),
+                str(v.n_candidates),
+                *_cell(v.cohorts.conditioned),
+                *_cell(v.cohorts.unconditioned),
                 agree,
             ]
         )
     return {
         "s": s,
-        "stage1": (st.get("stage1") or {}).get("n_ballots", 0),
-        "stage2": (st.get("stage2") or {}).get("n_ballots", 0),
-        "conditioned": _frac(s["conditioned_cohort"]),
-        "unconditioned": _frac(s["unconditioned_cohort"]),
-        "agree_top": _frac(s["agree_top"]),
-        "agree_family": _frac(s["agree_family"]),
+        "stage1": s.by_stage.stage1.n_ballots,
+        "stage2": s.by_stage.stage2.n_ballots,
+        "conditioned": _frac(s.conditioned_cohort),
+        "unconditioned": _frac(s.unconditioned_cohort),
+        "agree_top": _frac(s.agree_top),
+        "agree_family": _frac(s.agree_family),
         "ties": (
-            s["conditioned_cohort"].get("ties", 0),
-            s["unconditioned_cohort"].get("ties", 0),
-            s["agree_top"].get("ties", 0),
+            s.conditioned_cohort.ties or 0,
+            s.unconditioned_cohort.ties or 0,
+            s.agree_top.ties or 0,
         ),
-        "decided": (_decided(s["conditioned_cohort"]), _decided(s["unconditioned_cohort"])),
+        "decided": (_decided(s.conditioned_cohort), _decided(s.unconditioned_cohort)),
         "svg": figure(qs),
         "rows": rows,
-        "invalid": sorted((s.get("invalid_by_error") or {}).items()),
+        "invalid": sorted(s.invalid_by_error.items()),
     }

@@ -1,0 +1,121 @@
+"""The choir study's typed results: the body of ``results.json``, one class per section.
+
+:class:`ChoirResults` is the top; its sections follow the analysis: per question
+(:class:`QuestionResult`, :mod:`.question`: codebook, salience, agreement, signal-to-chance,
+lift, echo, cells), across questions (:mod:`.across`: :class:`AcrossQuestions`, width bins,
+recoverability, leakage, cue stripping, metric sensitivity, conditions, novelty against
+width), the source-blind ranking and the participants' calibration (:mod:`.ranking`), the
+design and an imported log's audit (:mod:`.design`). Every ``[lo, hi]`` pair is the shared
+:class:`~lmaudit.results.Interval`. The views the pipeline records (headline, metrics, tags,
+summary) are methods of :class:`ChoirResults`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from lmaudit.results import OMIT_NONE
+from lmaudit.studies.choir import views
+from lmaudit.studies.choir.results.across import (
+    AcrossQuestions,
+    BinMean,
+    CodebookMetricSensitivity,
+    ConditionSummary,
+    ContrastSummary,
+    CuePair,
+    CueStripping,
+    EchoCalibration,
+    Leakage,
+    NoveltyBin,
+    NoveltyByWidth,
+    Recovery,
+    WidthBin,
+)
+from lmaudit.studies.choir.results.design import Design, LlmExtraction, LogAudit, RefusedLists, RuleExtraction
+from lmaudit.studies.choir.results.question import Contrast, Echo, QuestionResult, SalienceTable
+from lmaudit.studies.choir.results.ranking import (
+    Calibration,
+    Cohort,
+    CohortCount,
+    CohortDecided,
+    Cohorts,
+    Count,
+    Ranking,
+    RankingQuestion,
+)
+from lmaudit.studies.envelope import StudyResults
+
+__all__ = [
+    "AcrossQuestions",
+    "BinMean",
+    "Calibration",
+    "ChoirResults",
+    "CodebookMetricSensitivity",
+    "Cohort",
+    "CohortCount",
+    "CohortDecided",
+    "Cohorts",
+    "ConditionSummary",
+    "Contrast",
+    "ContrastSummary",
+    "Count",
+    "CuePair",
+    "CueStripping",
+    "Design",
+    "Echo",
+    "EchoCalibration",
+    "Leakage",
+    "LlmExtraction",
+    "LogAudit",
+    "NoveltyBin",
+    "NoveltyByWidth",
+    "QuestionResult",
+    "Ranking",
+    "RankingQuestion",
+    "Recovery",
+    "RefusedLists",
+    "RuleExtraction",
+    "SalienceTable",
+    "WidthBin",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChoirResults(StudyResults):
+    """The choir study's results (seed 003)."""
+
+    study: str = "choir"
+    design: Design
+    # the embedder's backend identity, copied as the backend gave it (free-form); None when
+    # the lists are hand-coded (nothing embedded)
+    embedder: dict[str, Any] | None
+    codebook_source: str  # clustered | coded
+    across_questions: Annotated[AcrossQuestions, Field(alias="summary")]
+    questions: dict[str, QuestionResult]
+    width_bins: tuple[WidthBin, ...]
+    recoverability: dict[str, Recovery]  # model, persona, persona_within_model_loqo, ...
+    leakage: Leakage | None
+    cue_stripping: CueStripping | None
+    echo_calibration: EchoCalibration | None
+    codebook_metric_sensitivity: CodebookMetricSensitivity | None
+    conditions: ConditionSummary | None
+    novelty_by_width: NoveltyByWidth | None
+    ranking: Ranking | None
+    calibration: Calibration | None
+    log_audit: Annotated[LogAudit | None, OMIT_NONE] = None
+
+    def headline(self) -> float | None:
+        """The share of questions with above-chance unconditioned agreement (:func:`.views.headline`)."""
+        return views.headline(self)
+
+    def metrics(self) -> dict[str, float]:
+        return views.metrics(self)
+
+    def tags(self) -> dict[str, str]:
+        return views.tags(self)
+
+    def summary(self) -> str:
+        return views.summary(self)
