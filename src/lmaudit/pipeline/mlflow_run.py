@@ -278,6 +278,6 @@ def log_run_dir(out: Path, *, uri: str | None = None, again: bool = False) -> st
             f"{out}: already logged as MLflow run {sec['run_id']} in {target}; pass --again to log it as another run"
         )
     study = get_study(str(sec["study"]))
-    result = study.result(read_json(out / "results.json"))
+    result = study.result(read_json(out / "results.json"), str(out / "results.json"))
     with signals_raise(), run_lock(out, "log"):  # no live run writes the directory meanwhile
         return log_job(out, study, result, audit, uri=uri)

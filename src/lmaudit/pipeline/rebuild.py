@@ -43,6 +43,6 @@ def rebuild_report(run_dir: Path, conf_dir: Path) -> Path:
         cfg = compose(config_name="config", overrides=[f"study={name}", "stage=report", f"out_dir={run_dir}"])
     study = get_study(name)
     ctx = RunContext(cfg=cfg, stage="report", run_dir=run_dir, plan=plan, audit=audit)
-    html = study.report(study.result(results), ctx)
+    html = study.report(study.result(results, str(results_path)), ctx)
     with run_lock(run_dir, "report"):
         return atomic_write_text(run_dir / "report.html", html)

@@ -185,7 +185,7 @@ def _analyze(
     # from here on the results are the file's (its key order, its number formatting), so what
     # the run derives from them (views, report, MLflow) is what `lmaudit report` derives later
     results = read_json(results_path)
-    write_dvc_views(out, study, study.result(results))
+    write_dvc_views(out, study, study.result(results, str(results_path)))
     audit.update(
         "analyze",
         {
@@ -318,7 +318,7 @@ def _run_locked(
         raise InputError(f"{results_path}: no results; run stage=analyze first")
     else:
         results = read_json(results_path)
-    result = study.result(results)
+    result = study.result(results, str(results_path))
     section = study.audit_section(result)
     if section is not None:
         audit.data[study.name] = section
