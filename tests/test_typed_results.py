@@ -84,8 +84,6 @@ def test_scored_predictions_are_simple_or_compound() -> None:
     assert canonical_json(r.to_json()["predictions"]) == canonical_json([simple, compound])
 
 
-
-
 @pytest.mark.parametrize("path", RUNS, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
 def test_every_registered_run_reads_back_byte_for_byte(path: Path) -> None:
     doc = json.loads(path.read_text(encoding="utf-8"))

@@ -14,6 +14,7 @@ from scipy import stats
 from lmaudit.studies.judge.order_swap import COUNT_KEYS, OrderPair, block, classify, counts, order_swap
 from lmaudit.studies.judge.report.figures import order_swap_svg
 from lmaudit.studies.judge.report.order_swap import metrics, table
+from lmaudit.studies.judge.results import OrderSwap
 from svg_checks import texts, texts_off_canvas
 
 LABELS = ("A", "B", "TIE", None)
@@ -187,7 +188,7 @@ def test_metrics_name_every_count_and_both_readings() -> None:
         row("P0", "y", "B", turn=2),
         row("SWAP", "y", "A", turn=2),
     ]
-    m = metrics(order_swap(rows, 0.05))
+    m = metrics(OrderSwap.from_json(order_swap(rows, 0.05)))
     for k in COUNT_KEYS:
         assert f"order_swap.{k}" in m
     assert m["order_swap.flipped_first_rate"] == 0.5 and m["order_swap.first_rate"] == 0.5
@@ -203,8 +204,8 @@ def test_figure_rows_counts_and_bytes() -> None:
         row("P0", "y", "B", turn=2),
         row("SWAP", "y", "B", turn=2),
     ]
-    section = order_swap(rows, 0.05)
-    shown = [r for r in table(section) if r["group"] != "model pair"]
+    section = OrderSwap.from_json(order_swap(rows, 0.05))
+    shown = [r for r in table(section) if r.group != "model pair"]
     svg = order_swap_svg(shown, 0.05)
     assert svg == order_swap_svg(shown, 0.05)
     got = texts(svg)
@@ -217,5 +218,5 @@ def test_figure_rows_counts_and_bytes() -> None:
         "0/0 · 1/2",
     } <= set(got)
     assert texts_off_canvas(svg) == []
-    empty = [r for r in table(order_swap([row("P0", "x", "TIE"), row("SWAP", "x", "TIE")], 0.05))]
+    empty = table(OrderSwap.from_json(order_swap([row("P0", "x", "TIE"), row("SWAP", "x", "TIE")], 0.05)))
     assert order_swap_svg(empty, 0.05) == ""

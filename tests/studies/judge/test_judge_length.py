@@ -160,7 +160,7 @@ def test_the_pipeline_reports_length_for_alpaca_eval_annotations(make_cfg, tmp_p
     assert (got["decisive_unequal"], got["longer_won"]) == (30, longer)
     assert got["p_value"] == pytest.approx(stats.binomtest(longer, 30).pvalue, rel=1e-12)
     assert set(res["length"]["length_controlled"]["models"]) == {"model", "ref"}
-    metrics = get_study("judge").metrics(res)  # what MLflow logs
+    metrics = get_study("judge").result(res).metrics  # what MLflow logs
     assert metrics["length.longer_wins.chars.longer_won"] == longer
     assert "length.win_rate.model.raw" in metrics
     html = (tmp_path / "len/report.html").read_text()

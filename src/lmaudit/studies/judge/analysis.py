@@ -6,7 +6,6 @@ reading the hidden mapping to unblind; the views the pipeline logs are in :mod:`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from lmaudit.studies.judge.length import length_section
 from lmaudit.studies.judge.order_swap import order_swap
 from lmaudit.studies.judge.packets import load_candidates, load_mapping
 from lmaudit.studies.judge.planning import conditions, settings
+from lmaudit.studies.judge.results import JudgeResults
 
 __all__ = ["analyze_rows", "audit_section", "results_template"]
 
@@ -126,8 +126,8 @@ def _deviations(designs: list[dict[str, Any]], isolations: set[str]) -> list[dic
     return out
 
 
-def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
-    """Pure: measurement rows + config in, results dict out (no model, no clock)."""
+def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> JudgeResults:
+    """Pure: measurement rows + config in, typed results out (no model, no clock)."""
     designs, judg, readouts = [], [], []
     for i, r in enumerate(rows, start=1):
         kind = r.get("kind") if isinstance(r, dict) else None
@@ -216,26 +216,26 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     length = length_section(judg, alpha)  # only imports whose files hold the answers
     if length is not None:
         out["length"] = length
-    return out
+    return JudgeResults.from_json(out, source)
 
 
 CLASS_NAMES = (*CLASSES, NOT_CLASSIFIABLE)
 
 
-def audit_section(results: Mapping[str, Any]) -> dict[str, Any]:
+def audit_section(results: JudgeResults) -> dict[str, Any]:
     """The audit record's ``judge`` section: judge identity, rubric digest, isolation, seeds,
     deviations."""
-    d = results.get("design", {})
+    d = results.design
     return {
-        "judge": d.get("judge"),
-        "rubric_sha256": d.get("rubric_sha256"),
-        "isolation": d.get("isolation"),
-        "deviations": results.get("deviations", []),
-        "seed": d.get("seed"),
-        "seed_rule": d.get("seed_rule"),
-        "k": d.get("k"),
-        "mode": results.get("mode"),
-        "invalid": results.get("validity", {}).get("invalid"),
+        "judge": d.judge.to_json() if d.judge else None,
+        "rubric_sha256": d.rubric_sha256,
+        "isolation": list(d.isolation) if isinstance(d.isolation, tuple) else d.isolation,
+        "deviations": [x.to_json() for x in results.deviations],
+        "seed": d.seed,
+        "seed_rule": d.seed_rule,
+        "k": d.k,
+        "mode": results.mode,
+        "invalid": results.validity.invalid,
     }
 
 
@@ -246,7 +246,7 @@ def results_template(cfg: DictConfig) -> dict[str, Any]:
     conds, _ = conditions(cfg)
     src = import_source(s)
     if src is not None:
-        return analyze_rows(cfg, import_rows(src, conds), "<template>")
+        return analyze_rows(cfg, import_rows(src, conds), "<template>").to_json()
     ids = [c.prompt_id for c in load_candidates(s.candidates_path, s.prompt_ids)]
     rows: list[dict[str, Any]] = [{"kind": "design", "source": "judged", "isolation": s.isolation}]
     for c in conds:
@@ -270,4 +270,4 @@ def results_template(cfg: DictConfig) -> dict[str, Any]:
                         "reason": "-",
                     }
                 )
-    return analyze_rows(cfg, rows, "<template>")
+    return analyze_rows(cfg, rows, "<template>").to_json()
