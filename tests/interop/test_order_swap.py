@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from lmaudit.studies.judge.import_sections import OrderSwap
 from lmaudit.studies.judge.order_swap import COUNT_KEYS, OrderPair, block, classify, counts, order_swap
 from lmaudit.studies.judge.report.figures import order_swap_svg
 from lmaudit.studies.judge.report.order_swap import metrics, table
-from lmaudit.studies.judge.results import OrderSwap
 from svg_checks import texts, texts_off_canvas
 
 LABELS = ("A", "B", "TIE", None)

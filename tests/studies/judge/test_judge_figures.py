@@ -4,7 +4,7 @@ count of every non-empty bin, well-formed SVG, the same bytes twice."""
 from __future__ import annotations
 
 from lmaudit.studies.judge.report.figures import confidence_counts, confidence_svg, disagreement_svg
-from lmaudit.studies.judge.results import Comparison
+from lmaudit.studies.judge.sections import Comparison
 from svg_checks import texts, texts_off_canvas, tick_values
 
 VALUES = {"P0": [0.05, 0.3, 0.3, 0.95, 1.0], "PA": [0.7] * 3, "empty": []}

@@ -65,14 +65,6 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _typed(result: StudyResult) -> JudgeResults:
-    """The judge's typed results of a result the pipeline hands back."""
-    r = result.results
-    if not isinstance(r, JudgeResults):
-        raise TypeError(f"not the judge study's results: {type(r).__name__}")
-    return r
-
-
 @register_study
 class JudgeStudy(Study):
     """Does a content-preserving change of presentation flip an LLM judge (seed 001)?"""
@@ -117,13 +109,13 @@ class JudgeStudy(Study):
         plan_doc = ctx.plan.doc if ctx.plan is not None else None
         audit = dict(ctx.audit)
         rows = read_rows(audit, ctx.run_dir)
-        return render_report(results=_typed(result), plan=plan_doc, audit=audit, rows=rows)
+        return render_report(results=JudgeResults.of(result), plan=plan_doc, audit=audit, rows=rows)
 
     def audit_section(self, result: StudyResult) -> dict[str, Any] | None:
-        return analysis.audit_section(_typed(result))
+        return analysis.audit_section(JudgeResults.of(result))
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        return views.plot_data(_typed(result))
+        return views.plot_data(JudgeResults.of(result))
 
     def results_template(self, cfg: DictConfig) -> Mapping[str, Any] | None:
         return analysis.results_template(cfg)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from lmaudit.studies.judge.report.order_swap import TableRow
-    from lmaudit.studies.judge.results import Comparison, ExactInterval
+    from lmaudit.studies.judge.sections import Comparison, ExactInterval
 
 __all__ = ["BINS", "confidence_counts", "confidence_svg", "disagreement_svg", "order_swap_svg"]
 

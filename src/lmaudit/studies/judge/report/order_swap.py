@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lmaudit.studies.judge.results import (
+    from lmaudit.studies.judge.import_sections import (
         Flipped,
         LengthSection,
         OrderSwap,

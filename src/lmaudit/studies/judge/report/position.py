@@ -10,7 +10,8 @@ from lmaudit.reporting import fmt, num, pval
 from lmaudit.reporting.page import Verdict
 
 if TYPE_CHECKING:
-    from lmaudit.studies.judge.results import ExactInterval, JudgeResults
+    from lmaudit.studies.judge.results import JudgeResults
+    from lmaudit.studies.judge.sections import ExactInterval
 
 __all__ = ["pct", "position_answer", "randomized_answer"]
 

@@ -13,7 +13,8 @@ from lmaudit.studies.judge.report.position import pct, position_answer, randomiz
 
 if TYPE_CHECKING:
     from lmaudit.results import Interval
-    from lmaudit.studies.judge.results import JudgeResults, Shift
+    from lmaudit.studies.judge.results import JudgeResults
+    from lmaudit.studies.judge.sections import Shift
 
 __all__ = ["alerts", "pct", "verdict"]
 
