@@ -18,7 +18,8 @@ from lmaudit.studies.judge.length import length_section
 from lmaudit.studies.judge.order_swap import order_swap
 from lmaudit.studies.judge.packets import load_candidates, load_mapping
 from lmaudit.studies.judge.planning import conditions, settings
-from lmaudit.studies.judge.results import JudgeResults
+from lmaudit.studies.judge.results import Design, Deviation, JudgeResults, MappingFile, Params
+from lmaudit.studies.judge.sections import ConditionValidity, Validity
 
 __all__ = ["analyze_rows", "audit_section", "results_template"]
 
@@ -82,25 +83,25 @@ def _conditions(
     return [seen[k] for k in order]
 
 
-def _validity(judg_rows: list[dict[str, Any]], cids: list[str]) -> dict[str, Any]:
-    by: dict[str, Any] = {}
+def _validity(judg_rows: list[dict[str, Any]], cids: list[str]) -> Validity:
+    by: dict[str, ConditionValidity] = {}
     for cid in cids:
         rs = [r for r in judg_rows if r["condition"] == cid]
         finals = [r for r in rs if r["final"]]
-        by[cid] = {
-            "judgments": len(finals),
-            "valid": sum(bool(r["valid"]) for r in finals),
-            "invalid": sum(not r["valid"] for r in finals),
-            "attempts": len(rs),
-            "retries": sum(r["attempt"] > 0 for r in rs),
-            "recovered_by_retry": sum(bool(r["valid"]) and r["attempt"] > 0 for r in finals),
-            "errors": dict(Counter(str(r.get("error")) for r in rs if not r["valid"])),
-        }
+        by[cid] = ConditionValidity(
+            judgments=len(finals),
+            valid=sum(bool(r["valid"]) for r in finals),
+            invalid=sum(not r["valid"] for r in finals),
+            attempts=len(rs),
+            retries=sum(r["attempt"] > 0 for r in rs),
+            recovered_by_retry=sum(bool(r["valid"]) and r["attempt"] > 0 for r in finals),
+            errors=dict(Counter(str(r.get("error")) for r in rs if not r["valid"])),
+        )
     total = {
-        k: sum(v[k] for v in by.values())
+        k: sum(getattr(v, k) for v in by.values())
         for k in ("judgments", "valid", "invalid", "attempts", "retries", "recovered_by_retry")
     }
-    return {**total, "by_condition": by}
+    return Validity(**total, by_condition=by)
 
 
 def _deviations(designs: list[dict[str, Any]], isolations: set[str]) -> list[dict[str, Any]]:
@@ -200,23 +201,31 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> Ju
     design = {k: v for k, v in (designs[0] if designs else {}).items() if k != "kind"}
     design["isolation"] = sorted(isolations)[0] if len(isolations) == 1 else sorted(isolations)
     design["conditions"] = conds
-    out = {
-        "study": "judge",
-        "mode": mode,
-        "design": design,
-        "deviations": _deviations(designs, isolations),
-        "params": {"alpha": alpha, "reference": reference},
-        "mapping": {"path": mapping_path} if mapping_path else None,
-        "validity": _validity(judg, cids),
-        **result,
-    }
-    swapped = order_swap(judg, alpha)  # only imports of pairs judged in both orders
-    if swapped is not None:
-        out["order_swap"] = swapped
-    length = length_section(judg, alpha)  # only imports whose files hold the answers
-    if length is not None:
-        out["length"] = length
-    return JudgeResults.from_json(out, source)
+    deviations = _deviations(designs, isolations)
+    return JudgeResults(
+        study="judge",
+        mode=mode,
+        # the measurement's design record, read as the typed record it is (with the conditions
+        # and the isolation the judgments carry)
+        design=Design.from_json(design, f"{source}: design record"),
+        deviations=tuple(Deviation(id=str(d["id"]), description=str(d["description"])) for d in deviations),
+        params=Params(alpha=alpha, reference=reference),
+        mapping=MappingFile(path=mapping_path) if mapping_path else None,
+        validity=_validity(judg, cids),
+        n_prompts=result.n_prompts,
+        k=result.k,
+        conditions_analysed=result.conditions_analysed,
+        reference=result.reference,
+        conditions=result.conditions,
+        disagreement=result.disagreement,
+        classification=result.classification,
+        patterns=result.patterns,
+        items=result.items,
+        model_wins=result.model_wins,
+        readout=result.readout,
+        order_swap=order_swap(judg, alpha),  # only imports of pairs judged in both orders
+        length=length_section(judg, alpha),  # only imports whose files hold the answers
+    )
 
 
 CLASS_NAMES = (*CLASSES, NOT_CLASSIFIABLE)

@@ -13,7 +13,11 @@ from lmaudit.studies.judge.sections import ExactInterval
 
 __all__ = [
     "Flipped",
+    "LengthControlled",
     "LengthSection",
+    "LongerWins",
+    "ModelLength",
+    "ModelWinRate",
     "OrderSwap",
     "PairBlock",
     "PairCounts",
@@ -21,6 +25,7 @@ __all__ = [
     "PositionConsistency",
     "PreferenceFairness",
     "Randomized",
+    "Unpaired",
     "WinRates",
 ]
 

@@ -15,16 +15,27 @@ __all__ = [
     "Classification",
     "Comparison",
     "ConditionSummary",
+    "ConditionValidity",
     "Confidence",
+    "Disagreement",
     "ExactInterval",
+    "ItemChange",
     "ItemRow",
     "LabelCounts",
+    "LabelIntervals",
+    "LabelPValues",
+    "LabelProbs",
     "ModelWins",
     "NotEvaluable",
+    "OffLabels",
+    "Pattern",
+    "PatternRoles",
     "Patterns",
     "Readout",
     "Shift",
+    "SignTest",
     "Validity",
+    "Wins",
 ]
 
 LABELS = ("A", "B", "TIE")
@@ -134,15 +145,10 @@ class SignTest(JsonRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Comparison(JsonRecord):
-    """A condition's winner labels against the reference's, replicate by replicate (or the
-    reference against itself, replicate r against r + 1: ``repeat_pairs``)."""
+class Disagreement(JsonRecord):
+    """Winner-label disagreement over replicate-paired judgments: the changed pairs with their
+    exact interval, the pairs left out as invalid, and the exact sign test of the shift."""
 
-    id: str
-    comparison: str
-    condition: str
-    reference: str
-    repeat_pairs: Annotated[tuple[tuple[int, int], ...] | None, OMIT_NONE] = None
     changed: int
     n: int
     rate: float | None
@@ -151,6 +157,18 @@ class Comparison(JsonRecord):
     changed_prompts: tuple[str, ...]
     per_item: dict[str, ItemChange]
     sign_test: SignTest
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison(Disagreement):
+    """A condition's winner labels against the reference's, replicate by replicate (or the
+    reference against itself, replicate r against r + 1: ``repeat_pairs``)."""
+
+    id: str
+    comparison: str
+    condition: str
+    reference: str
+    repeat_pairs: Annotated[tuple[tuple[int, int], ...] | None, OMIT_NONE] = None
 
     @property
     def is_repeat(self) -> bool:
