@@ -15,7 +15,7 @@ from lmaudit.pipeline import run
 from lmaudit.provenance.digest import canonical_json
 from lmaudit.provenance.io import atomic_write_json
 from lmaudit.results import Interval
-from lmaudit.studies.judge.results import JudgeResults
+from lmaudit.studies.judge.results import CombinedDesign, JudgeResults
 from lmaudit.studies.judge.sections import NotEvaluable
 
 REPO = Path(__file__).resolve().parents[3]
@@ -119,7 +119,12 @@ def test_a_combined_sweeps_design_keeps_its_null_plan_digest(judge_cfg, tmp_path
     doc = json.loads((tmp_path / "both/results.json").read_text())
     assert doc["design"]["plan_digest"] is None and doc["design"]["job_plan_digests"] == ["a" * 64, "b" * 64]
     r = _reads_back_byte_for_byte(tmp_path / "both")
+    assert isinstance(r.design, CombinedDesign) and r.design.job_plan_digests == ("a" * 64, "b" * 64)
     assert canonical_json(r.to_json()["design"]) == canonical_json(doc["design"])
+    single = _reads_back_byte_for_byte(out)
+    assert (
+        not isinstance(single.design, CombinedDesign) and single.design.plan_digest == design["plan_digest"]
+    )
 
 
 def test_the_readout_shift_intervals_are_the_shared_interval(judge_cfg, tmp_path) -> None:

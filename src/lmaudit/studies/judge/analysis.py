@@ -18,7 +18,7 @@ from lmaudit.studies.judge.length import length_section
 from lmaudit.studies.judge.order_swap import order_swap
 from lmaudit.studies.judge.packets import load_candidates, load_mapping
 from lmaudit.studies.judge.planning import conditions, settings
-from lmaudit.studies.judge.results import Design, Deviation, JudgeResults, MappingFile, Params
+from lmaudit.studies.judge.results import CombinedDesign, Deviation, JudgeResults, MappingFile, Params
 from lmaudit.studies.judge.sections import ConditionValidity, Validity
 
 __all__ = ["analyze_rows", "audit_section", "results_template"]
@@ -207,7 +207,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> Ju
         mode=mode,
         # the measurement's design record, read as the typed record it is (with the conditions
         # and the isolation the judgments carry)
-        design=Design.from_json(design, f"{source}: design record"),
+        design=CombinedDesign.of(design, f"{source}: design record"),
         deviations=tuple(Deviation(id=str(d["id"]), description=str(d["description"])) for d in deviations),
         params=Params(alpha=alpha, reference=reference),
         mapping=MappingFile(path=mapping_path) if mapping_path else None,

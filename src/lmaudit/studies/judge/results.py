@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic.experimental.missing_sentinel import MISSING
-
 from lmaudit.results import OMIT_NONE, JsonRecord
 from lmaudit.studies.envelope import StudyResults
 from lmaudit.studies.judge import views
@@ -93,9 +91,7 @@ class Design(JsonRecord):
     max_tokens: Annotated[int | None, OMIT_NONE] = None
     max_attempts: Annotated[int | None, OMIT_NONE] = None
     rubric_sha256: Annotated[str | None, OMIT_NONE] = None
-    # null in a combined sweep's design (no single plan: job_plan_digests lists each job's)
-    plan_digest: str | MISSING | None = MISSING
-    job_plan_digests: Annotated[tuple[str, ...] | None, OMIT_NONE] = None  # a combined sweep
+    plan_digest: Annotated[str | None, OMIT_NONE] = None
     readout: Annotated[str | None, OMIT_NONE] = None
     # an import: lmaudit's own folder, or another tool's file
     import_dir: Annotated[str | None, OMIT_NONE] = None
@@ -126,6 +122,20 @@ class Design(JsonRecord):
         return next((c for c in self.conditions if c.id == cid), None)
 
 
+@dataclass(frozen=True, kw_only=True)
+class CombinedDesign(Design):
+    """The design of a combined sweep: no single plan (``plan_digest`` is null), each job's
+    plan digest listed."""
+
+    plan_digest: None
+    job_plan_digests: tuple[str, ...]
+
+    @classmethod
+    def of(cls, doc: dict[str, Any], source: str) -> Design:
+        """A design record read as what it is: a combined sweep's when it lists its jobs' plans."""
+        return (cls if "job_plan_digests" in doc else Design).from_json(doc, source)
+
+
 @dataclass(frozen=True)
 class Params(JsonRecord):
     alpha: float
@@ -149,7 +159,7 @@ class JudgeResults(StudyResults):
 
     study: Literal["judge"]
     mode: str  # judge | import
-    design: Design
+    design: Design | CombinedDesign
     deviations: tuple[Deviation, ...]
     params: Params
     mapping: MappingFile | None
