@@ -173,7 +173,7 @@ def test_one_randomized_order_per_pair_is_read_by_the_randomization_test(make_cf
     assert (got["ci"]["low"], got["ci"]["high"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
     assert "drawn at random" in got["assumption"]
     assert res["order_swap"]["counts"]["n"] == 0 and "win_rates" not in res["order_swap"]
-    metrics = get_study("judge").metrics(res)  # what MLflow logs
+    metrics = get_study("judge").result(res).metrics  # what MLflow logs
     assert metrics["order_swap.randomized.first_wins"] == 4 and metrics["order_swap.randomized.decisive"] == 6
     html = (tmp_path / "rand/report.html").read_text()
     assert 'id="order-randomized"' in html and "drawn at random" in html

@@ -170,7 +170,7 @@ def test_the_pipeline_analyses_a_pair_file(make_cfg, tmp_path) -> None:
     assert res["disagreement"][0]["comparison"] == "SWAP vs P0" and res["disagreement"][0]["changed"] == 4
     assert res["model_wins"]["by_condition"]["P0"]["wins"]["gpt-4"] == 3
     assert res["design"]["format"] == "fastchat" and res["deviations"] == []
-    metrics = get_study("judge").metrics(res)  # what MLflow logs
+    metrics = get_study("judge").result(res).metrics  # what MLflow logs
     assert metrics["order_swap.first_both"] == 2 and "order_swap.turn.2.flipped_first_rate" in metrics
     plan = json.loads((tmp_path / "fc/plan.json").read_text())
     assert plan["import_format"] == "fastchat" and plan["inputs"]["import"]["fastchat"]["path"] == str(path)
@@ -203,7 +203,7 @@ def test_position_consistency_fairness_and_balanced_win_rates(make_cfg, tmp_path
     assert w["gpt-4"]["shown_first_in_order_1"] == 5
     assert swap["win_rates"]["ranking"]["balanced"] == [["vicuna-13b"], ["gpt-4"], ["llama-13b"]]
     assert swap["win_rates"]["ranking"]["order_1"] == [["gpt-4"], ["llama-13b"], ["vicuna-13b"]]
-    metrics = get_study("judge").metrics(json.loads((tmp_path / "pc/results.json").read_text()))
+    metrics = get_study("judge").result(json.loads((tmp_path / "pc/results.json").read_text())).metrics
     assert metrics["order_swap.position_consistency"] == pytest.approx(0.2)
     assert metrics["order_swap.preference_fairness"] == pytest.approx(-1 / 3)
     assert metrics["order_swap.win_rate.gpt-4.balanced"] == pytest.approx(0.55)

@@ -65,13 +65,20 @@ def test_counts_and_per_verdict_wins_on_a_hand_built_case() -> None:
         pair("B", None),
     ]
     c = counts(pairs)
-    assert list(c) == list(COUNT_KEYS)
-    assert c == {"n": 9, "consistent": 2, "first_both": 2, "second_both": 1, "one_tie": 2, "invalid": 2}
-    assert c["n"] == sum(c[k] for k in COUNT_KEYS[1:])
+    assert list(c.to_json()) == list(COUNT_KEYS)
+    assert c.to_json() == {
+        "n": 9,
+        "consistent": 2,
+        "first_both": 2,
+        "second_both": 1,
+        "one_tie": 2,
+        "invalid": 2,
+    }
+    assert c.n == sum(getattr(c, k) for k in COUNT_KEYS[1:])
     b = block(pairs, 0.05)
-    assert b["flipped"]["first_both"] == 2 and b["flipped"]["n"] == 3
-    assert b["per_verdict"]["first"] == 1 + 4 + 1 and b["per_verdict"]["second"] == 1 + 2 + 1
-    assert b["per_verdict"]["n"] == 10 and b["per_verdict"]["rate"] == pytest.approx(0.6)
+    assert b.flipped.first_both == 2 and b.flipped.n == 3
+    assert b.per_verdict.first == 1 + 4 + 1 and b.per_verdict.second == 1 + 2 + 1
+    assert b.per_verdict.n == 10 and b.per_verdict.rate == pytest.approx(0.6)
 
 
 @pytest.mark.parametrize(
@@ -79,19 +86,19 @@ def test_counts_and_per_verdict_wins_on_a_hand_built_case() -> None:
 )
 def test_interval_and_p_match_scipy_binomtest(k, n, alpha) -> None:
     pairs = [pair("A", "B")] * k + [pair("B", "A")] * (n - k)
-    got = block(pairs, alpha)["flipped"]
+    got = block(pairs, alpha).flipped
     ref = stats.binomtest(k, n, 0.5)
     ci = ref.proportion_ci(confidence_level=1 - alpha, method="exact")
-    assert got["ci"]["low"] == pytest.approx(ci.low, abs=1e-12)
-    assert got["ci"]["high"] == pytest.approx(ci.high, abs=1e-12)
-    assert got["p"] == pytest.approx(ref.pvalue, rel=1e-12)
-    assert got["rate"] == pytest.approx(k / n)
+    assert got.ci.low == pytest.approx(ci.low, abs=1e-12)
+    assert got.ci.high == pytest.approx(ci.high, abs=1e-12)
+    assert got.p == pytest.approx(ref.pvalue, rel=1e-12)
+    assert got.rate == pytest.approx(k / n)
 
 
 def test_no_flipped_pair_gives_no_rate_and_p_one() -> None:
     b = block([pair("A", "A"), pair("TIE", "TIE")], 0.05)
-    assert b["flipped"]["n"] == 0 and b["flipped"]["rate"] is None and b["flipped"]["p"] == 1.0
-    assert (b["flipped"]["ci"]["low"], b["flipped"]["ci"]["high"]) == (0.0, 1.0)
+    assert b.flipped.n == 0 and b.flipped.rate is None and b.flipped.p == 1.0
+    assert (b.flipped.ci.low, b.flipped.ci.high) == (0.0, 1.0)
 
 
 def _sigmoid(x: float) -> float:
@@ -120,10 +127,10 @@ def _simulate(bias: float, n_pairs: int, seed: int) -> tuple[list[OrderPair], fl
 def test_a_planted_first_position_bias_is_recovered_within_its_interval() -> None:
     pairs, true_flipped, true_verdict = _simulate(bias=0.6, n_pairs=600, seed=1)
     b = block(pairs, 0.05)
-    f, v = b["flipped"], b["per_verdict"]
-    assert f["ci"]["low"] <= true_flipped <= f["ci"]["high"]
-    assert v["ci"]["low"] <= true_verdict <= v["ci"]["high"]
-    assert f["p"] < 1e-6 and v["p"] < 1e-6  # the bias is found
+    f, v = b.flipped, b.per_verdict
+    assert f.ci.low <= true_flipped <= f.ci.high
+    assert v.ci.low <= true_verdict <= v.ci.high
+    assert f.p < 1e-6 and v.p < 1e-6  # the bias is found
     assert true_flipped > true_verdict > 0.5  # the flipped pairs concentrate the bias
 
 
@@ -131,8 +138,8 @@ def test_an_unbiased_judge_is_not_rejected() -> None:
     pairs, true_flipped, true_verdict = _simulate(bias=0.0, n_pairs=600, seed=1)
     assert true_flipped == pytest.approx(0.5) and true_verdict == pytest.approx(0.5)
     b = block(pairs, 0.05)
-    assert b["flipped"]["p"] > 0.05 and b["per_verdict"]["p"] > 0.05
-    assert b["flipped"]["ci"]["low"] <= 0.5 <= b["flipped"]["ci"]["high"]
+    assert b.flipped.p > 0.05 and b.per_verdict.p > 0.05
+    assert b.flipped.ci.low <= 0.5 <= b.flipped.ci.high
 
 
 def test_the_flipped_interval_covers_the_truth_at_its_level() -> None:
@@ -141,8 +148,8 @@ def test_the_flipped_interval_covers_the_truth_at_its_level() -> None:
     covered = 0
     for seed in range(100):
         pairs, true_flipped, _ = _simulate(bias=0.6, n_pairs=300, seed=seed)
-        f = block(pairs, 0.05)["flipped"]
-        covered += f["ci"]["low"] <= true_flipped <= f["ci"]["high"]
+        f = block(pairs, 0.05).flipped
+        covered += f.ci.low <= true_flipped <= f.ci.high
     assert covered >= 89
 
 
@@ -160,7 +167,7 @@ def test_rows_are_paired_by_item_and_replicate_and_grouped() -> None:
     ]
     out = order_swap(rows, 0.05)
     assert out is not None
-    assert out["counts"] == {
+    assert out.counts.to_json() == {
         "n": 3,
         "consistent": 1,
         "first_both": 1,
@@ -168,11 +175,11 @@ def test_rows_are_paired_by_item_and_replicate_and_grouped() -> None:
         "one_tie": 0,
         "invalid": 1,
     }
-    assert out["unpaired"] == {"order_1_only": 1, "order_2_only": 0}
-    assert list(out["by_turn"]) == ["1", "2"]
-    assert list(out["by_model_pair"]) == ["m1 vs m2", "m1 vs m3"]  # names sorted, either orientation
-    assert out["by_model_pair"]["m1 vs m3"]["counts"]["invalid"] == 1
-    assert list(out["by_judge_prompt"]) == ["gpt-4/pair-v2"]
+    assert out.unpaired.to_json() == {"order_1_only": 1, "order_2_only": 0}
+    assert list(out.by_turn) == ["1", "2"]
+    assert list(out.by_model_pair) == ["m1 vs m2", "m1 vs m3"]  # names sorted, either orientation
+    assert out.by_model_pair["m1 vs m3"].counts.invalid == 1
+    assert list(out.by_judge_prompt) == ["gpt-4/pair-v2"]
 
 
 def test_rows_without_pairs_have_no_section() -> None:
@@ -187,7 +194,9 @@ def test_metrics_name_every_count_and_both_readings() -> None:
         row("P0", "y", "B", turn=2),
         row("SWAP", "y", "A", turn=2),
     ]
-    m = metrics(order_swap(rows, 0.05))
+    section = order_swap(rows, 0.05)
+    assert section is not None
+    m = metrics(section)
     for k in COUNT_KEYS:
         assert f"order_swap.{k}" in m
     assert m["order_swap.flipped_first_rate"] == 0.5 and m["order_swap.first_rate"] == 0.5
@@ -204,7 +213,8 @@ def test_figure_rows_counts_and_bytes() -> None:
         row("SWAP", "y", "B", turn=2),
     ]
     section = order_swap(rows, 0.05)
-    shown = [r for r in table(section) if r["group"] != "model pair"]
+    assert section is not None
+    shown = [r for r in table(section) if r.group != "model pair"]
     svg = order_swap_svg(shown, 0.05)
     assert svg == order_swap_svg(shown, 0.05)
     got = texts(svg)
@@ -217,5 +227,7 @@ def test_figure_rows_counts_and_bytes() -> None:
         "0/0 · 1/2",
     } <= set(got)
     assert texts_off_canvas(svg) == []
-    empty = [r for r in table(order_swap([row("P0", "x", "TIE"), row("SWAP", "x", "TIE")], 0.05))]
+    ties = order_swap([row("P0", "x", "TIE"), row("SWAP", "x", "TIE")], 0.05)
+    assert ties is not None
+    empty = table(ties)
     assert order_swap_svg(empty, 0.05) == ""

@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from lmaudit.tracking.paired import (
     design_difference,
     load_run,
 )
+
+if TYPE_CHECKING:
+    from lmaudit.studies.judge.results import JudgeResults
 
 #: the paired bootstrap of the draws study: resamples, level and seed (stated in the output)
 BOOT_RESAMPLES = 2000
@@ -187,19 +190,11 @@ def _judge_flips(r: RunFolder) -> dict[str, dict[str, bool]]:
     """condition -> prompt -> the verdict changed against the reference (in any replicate);
     prompts without a valid pair of verdicts (``n`` 0) are left out."""
     rename = _judge_free_ids(r)
-    out: dict[str, dict[str, bool]] = {}
-    for i, d in enumerate(r.results.get("disagreement") or []):
-        per = d.get("per_item") if isinstance(d, dict) else None
-        if not isinstance(per, dict) or not isinstance(d.get("id"), str):
-            raise InputError(
-                f"{r.path / 'results.json'}: disagreement[{i}]: field 'per_item' or 'id' missing"
-            )
-        out[d["id"]] = {
-            rename.get(str(k), str(k)): int(v.get("changed", 0)) > 0
-            for k, v in per.items()
-            if int(v.get("n", 0)) > 0
-        }
-    return out
+    results: JudgeResults = r.typed()
+    return {
+        d.id: {rename.get(k, k): v.changed > 0 for k, v in d.per_item.items() if v.n > 0}
+        for d in results.disagreement
+    }
 
 
 def pair_judge(a: RunFolder, b: RunFolder) -> Paired:
@@ -207,7 +202,7 @@ def pair_judge(a: RunFolder, b: RunFolder) -> Paired:
 
     fa, fb = _judge_flips(a), _judge_flips(b)
     conditions = _shared(fa, fb, "condition compared with the reference", a, b)
-    reference = a.results.get("reference")
+    reference = a.typed().reference
     out: list[dict[str, Any]] = []
     tables = []
     for c in conditions:

@@ -30,25 +30,21 @@ def test_interval_matches_scipy_exact_interval():
     cond = {f"i{i}": {r: ("B" if (i + r) % 3 == 0 else "A") for r in range(5)} for i in range(8)}
     d = disagreement(ref, cond, list(ref), alpha=0.05)
     k = sum((i + r) % 3 == 0 for i in range(8) for r in range(5))
-    assert (d["changed"], d["n"]) == (k, 40)
+    assert (d.changed, d.n) == (k, 40)
     ci = stats.binomtest(k, 40).proportion_ci(confidence_level=0.95, method="exact")
-    assert d["ci"]["low"] == pytest.approx(ci.low, abs=1e-10)
-    assert d["ci"]["high"] == pytest.approx(ci.high, abs=1e-10)
-    assert d["sign_test"] == {
-        "toward_A": 0,
-        "toward_B": k,
-        "p": pytest.approx(_sign_test_by_hand(0, k)),
-        "method": "exact binomial",
-    }
+    assert d.ci.low == pytest.approx(ci.low, abs=1e-10)
+    assert d.ci.high == pytest.approx(ci.high, abs=1e-10)
+    assert (d.sign_test.toward_A, d.sign_test.toward_B, d.sign_test.method) == (0, k, "exact binomial")
+    assert d.sign_test.p == pytest.approx(_sign_test_by_hand(0, k))
 
 
 def test_ties_count_as_disagreements_and_invalid_pairs_are_left_out():
     ref = {"a": {0: "A"}, "b": {0: "TIE"}, "c": {0: None}, "d": {0: "B"}}
     cond = {"a": {0: "TIE"}, "b": {0: "A"}, "c": {0: "A"}, "d": {0: None}}
     d = disagreement(ref, cond, ["a", "b", "c", "d"], alpha=0.05)
-    assert (d["changed"], d["n"], d["excluded_invalid"]) == (2, 2, 2)
-    assert d["changed_prompts"] == ["a", "b"]
-    assert (d["sign_test"]["toward_A"], d["sign_test"]["toward_B"]) == (1, 1)
+    assert (d.changed, d.n, d.excluded_invalid) == (2, 2, 2)
+    assert d.changed_prompts == ("a", "b")
+    assert (d.sign_test.toward_A, d.sign_test.toward_B) == (1, 1)
 
 
 @pytest.mark.parametrize(
@@ -100,13 +96,13 @@ def test_k_replicates_pair_by_index_and_give_a_repeat_baseline():
         js.append(Judgment("P0", "x", r, True, "A" if r < 3 else "B", 0.5))
         js.append(Judgment("PA", "x", r, True, "A", 0.9))
     res = analyze(js, conditions=conds, reference="P0", items=["x"], alpha=0.05)
-    dis = {d["comparison"]: d for d in res["disagreement"]}
-    assert (dis["PA vs P0"]["changed"], dis["PA vs P0"]["n"]) == (1, 4)
-    assert dis["P0 vs P0 (repeat)"]["repeat_pairs"] == [[0, 1], [2, 3]]
-    assert (dis["P0 vs P0 (repeat)"]["changed"], dis["P0 vs P0 (repeat)"]["n"]) == (1, 2)
-    assert res["k"] == 4 and res["classification"]["evaluable"] is False
-    assert res["conditions"]["P0"]["confidence"]["mean"] == 0.5
-    assert res["items"][0]["labels"] == {"P0": ["A", "A", "A", "B"], "PA": ["A", "A", "A", "A"]}
+    dis = {d.comparison: d for d in res.disagreement}
+    assert (dis["PA vs P0"].changed, dis["PA vs P0"].n) == (1, 4)
+    assert dis["P0 vs P0 (repeat)"].repeat_pairs == ((0, 1), (2, 3))
+    assert (dis["P0 vs P0 (repeat)"].changed, dis["P0 vs P0 (repeat)"].n) == (1, 2)
+    assert res.k == 4 and res.classification.evaluable is False
+    assert res.conditions["P0"].confidence.mean == 0.5
+    assert res.items[0].labels == {"P0": ("A", "A", "A", "B"), "PA": ("A", "A", "A", "A")}
 
 
 def test_swapped_condition_is_compared_in_the_original_orientation():
@@ -116,8 +112,8 @@ def test_swapped_condition_is_compared_in_the_original_orientation():
     res = analyze(
         js, conditions=conds, reference="P0", items=["x"], alpha=0.05, mapping={"x": {"A": "m1", "B": "m2"}}
     )
-    assert res["disagreement"][0]["changed"] == 0
-    assert res["model_wins"]["by_condition"]["SWAP"]["wins"] == {"m1": 1, "m2": 0}
+    assert res.disagreement[0].changed == 0
+    assert res.model_wins.by_condition["SWAP"].wins == {"m1": 1, "m2": 0}
 
 
 _WRAPPER = [
@@ -164,13 +160,11 @@ def test_attraction_and_aversion_endpoints_ignore_pab_where_the_classification_d
         "p5": {"P0": ["A"], "PA": [None], "PB": ["B"], "PAB": ["A"]},  # invalid side
     }
     res = analyze(_judged(grid), conditions=_WRAPPER, reference="P0", items=list(grid), alpha=0.05)
-    pat = res["patterns"]
-    assert (pat["attraction"]["count"], pat["aversion"]["count"], pat["n"], pat["n_both_decisive"]) == (
-        _patterns_by_hand(grid)
-    )
-    assert pat["attraction"]["prompts"] == ["p1", "p2"] and pat["aversion"]["prompts"] == ["p3"]
-    assert pat["excluded_invalid"] == 1
-    counts = res["classification"]["counts"]
+    pat = res.patterns
+    assert (pat.attraction.count, pat.aversion.count, pat.n, pat.n_both_decisive) == (_patterns_by_hand(grid))
+    assert pat.attraction.prompts == ("p1", "p2") and pat.aversion.prompts == ("p3",)
+    assert pat.excluded_invalid == 1
+    counts = res.classification.counts
     assert counts["WRAPPER_ATTRACTION_PATTERN"] == 1 and counts["COMMON_WRAPPER_OR_REPEAT_UNSTABLE"] == 2
 
 
@@ -184,10 +178,10 @@ def test_pattern_endpoints_match_their_definition_on_random_designs():
             f"i{i}": {c["id"]: [rng.choice(["A", "B", "TIE", None]) for _ in range(k)] for c in _WRAPPER}
             for i in range(rng.randint(1, 6))
         }
-        pat = analyze(_judged(grid), conditions=_WRAPPER, reference="P0", items=list(grid), alpha=0.05)[
-            "patterns"
-        ]
-        got = (pat["attraction"]["count"], pat["aversion"]["count"], pat["n"], pat["n_both_decisive"])
+        pat = analyze(
+            _judged(grid), conditions=_WRAPPER, reference="P0", items=list(grid), alpha=0.05
+        ).patterns
+        got = (pat.attraction.count, pat.aversion.count, pat.n, pat.n_both_decisive)
         assert got == _patterns_by_hand(grid), grid
 
 
@@ -195,7 +189,7 @@ def test_pattern_endpoints_need_both_unilateral_conditions():
     conds = [{"id": "P0", "wrap": [], "swap": False}, {"id": "PA", "wrap": ["A"], "swap": False}]
     grid = {"x": {"P0": ["A"], "PA": ["A"]}}
     res = analyze(_judged(grid), conditions=conds, reference="P0", items=["x"], alpha=0.05)
-    assert res["patterns"]["evaluable"] is False
+    assert res.patterns.evaluable is False
 
 
 def test_ranking_change_is_judged_across_the_four_wrapper_conditions_only():
@@ -208,24 +202,21 @@ def test_ranking_change_is_judged_across_the_four_wrapper_conditions_only():
     res = analyze(
         _judged(grid), conditions=conds, reference="P0", items=["x", "y"], alpha=0.05, mapping=mapping
     )
-    mw = res["model_wins"]
-    assert mw["ranking"]["SWAP"] != mw["ranking"]["P0"]  # SWAP's ranking differs and is reported
-    assert mw["ranking_compared"] == ["P0", "PA", "PB", "PAB"]
-    assert mw["ranking_changes"] is False
+    mw = res.model_wins
+    assert mw.ranking["SWAP"] != mw.ranking["P0"]  # SWAP's ranking differs and is reported
+    assert mw.ranking_compared == ("P0", "PA", "PB", "PAB")
+    assert mw.ranking_changes is False
     grid["y"]["PB"] = ["B"]
     grid["x"]["PB"] = ["B"]
     res = analyze(
         _judged(grid), conditions=conds, reference="P0", items=["x", "y"], alpha=0.05, mapping=mapping
     )
-    assert res["model_wins"]["ranking_changes"] is True
+    assert res.model_wins.ranking_changes is True
     # without the four roles every condition present decides
     two = [_WRAPPER[0], conds[-1]]
     sub = {i: {c: g[c] for c in ("P0", "SWAP")} for i, g in grid.items()}
     res = analyze(_judged(sub), conditions=two, reference="P0", items=["x", "y"], alpha=0.05, mapping=mapping)
-    assert (
-        res["model_wins"]["ranking_compared"] == ["P0", "SWAP"]
-        and res["model_wins"]["ranking_changes"] is True
-    )
+    assert res.model_wins.ranking_compared == ("P0", "SWAP") and res.model_wins.ranking_changes is True
 
 
 def test_each_items_confidences_are_its_own_in_replicate_order_whatever_the_judgment_order():
@@ -250,5 +241,5 @@ def test_each_items_confidences_are_its_own_in_replicate_order_whatever_the_judg
     }
     rng.shuffle(js)
     res = analyze(js, conditions=conds, reference="P0", items=items, alpha=0.05)
-    for row in res["items"]:
-        assert row["confidence"] == {c["id"]: want[(c["id"], row["item"])] for c in conds}
+    for row in res.items:
+        assert row.confidence == {c["id"]: tuple(want[(c["id"], row.item)]) for c in conds}

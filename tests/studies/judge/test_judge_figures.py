@@ -4,6 +4,7 @@ count of every non-empty bin, well-formed SVG, the same bytes twice."""
 from __future__ import annotations
 
 from lmaudit.studies.judge.report.figures import confidence_counts, confidence_svg, disagreement_svg
+from lmaudit.studies.judge.sections import Comparison
 from svg_checks import texts, texts_off_canvas, tick_values
 
 VALUES = {"P0": [0.05, 0.3, 0.3, 0.95, 1.0], "PA": [0.7] * 3, "empty": []}
@@ -30,20 +31,32 @@ def test_no_values_gives_no_figure() -> None:
     assert confidence_svg({"P0": []}) == ""
 
 
-def test_disagreement_rows_with_counts_on_the_canvas() -> None:
-    ci = {"low": 0.1, "high": 0.7}
-    rows = [
-        {"comparison": "PA vs P0", "changed": 4, "n": 10, "rate": 0.4, "ci": ci},
-        {"comparison": "a_long_condition_name vs P0", "changed": 0, "n": 10, "rate": 0.0, "ci": ci},
+def _comparison(name: str, changed: int, n: int, repeat: bool = False) -> Comparison:
+    return Comparison.from_json(
         {
-            "comparison": "P0 vs P0 (repeat)",
-            "changed": 1,
-            "n": 5,
-            "rate": 0.2,
-            "ci": ci,
-            "repeat_pairs": [[0, 1]],
-        },
-        {"comparison": "SWAP vs P0", "changed": 0, "n": 0, "rate": None, "ci": ci},  # no pair: no row
+            "id": name,
+            "comparison": name,
+            "condition": name.split()[0],
+            "reference": "P0",
+            **({"repeat_pairs": [[0, 1]]} if repeat else {}),
+            "changed": changed,
+            "n": n,
+            "rate": changed / n if n else None,
+            "ci": {"low": 0.1, "high": 0.7, "alpha": 0.05, "method": "clopper-pearson"},
+            "excluded_invalid": 0,
+            "changed_prompts": [],
+            "per_item": {},
+            "sign_test": {"toward_A": 0, "toward_B": 0, "p": 1.0, "method": "exact binomial"},
+        }
+    )
+
+
+def test_disagreement_rows_with_counts_on_the_canvas() -> None:
+    rows = [
+        _comparison("PA vs P0", 4, 10),
+        _comparison("a_long_condition_name vs P0", 0, 10),
+        _comparison("P0 vs P0 (repeat)", 1, 5, repeat=True),
+        _comparison("SWAP vs P0", 0, 0),  # no pair: no row
     ]
     svg = disagreement_svg(rows, 0.05)
     assert svg == disagreement_svg(rows, 0.05)

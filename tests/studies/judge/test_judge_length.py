@@ -42,12 +42,12 @@ def test_longer_wins_counts_and_test_match_scipy() -> None:
         v("A", 120, 100, a_words=10, b_words=30),  # longer in characters, shorter in words
     ]
     chars = longer_wins(verdicts, "chars", 0.05)
-    assert (chars["decisive_unequal"], chars["equal_length"], chars["longer_won"]) == (4, 1, 3)
-    assert chars["p_value"] == pytest.approx(stats.binomtest(3, 4).pvalue, rel=1e-12)
+    assert (chars.decisive_unequal, chars.equal_length, chars.longer_won) == (4, 1, 3)
+    assert chars.p_value == pytest.approx(stats.binomtest(3, 4).pvalue, rel=1e-12)
     ci = stats.binomtest(3, 4).proportion_ci(confidence_level=0.95, method="exact")
-    assert (chars["ci"]["low"], chars["ci"]["high"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
+    assert (chars.ci.low, chars.ci.high) == pytest.approx((ci.low, ci.high), rel=1e-9)
     words = longer_wins(verdicts, "words", 0.05)
-    assert (words["decisive_unequal"], words["longer_won"]) == (4, 2)
+    assert (words.decisive_unequal, words.longer_won) == (4, 2)
 
 
 def test_length_controlled_rate_matches_the_two_point_closed_form() -> None:
@@ -60,14 +60,14 @@ def test_length_controlled_rate_matches_the_two_point_closed_form() -> None:
         + [v("A", 500, 1500)] * wins_short
         + [v("B", 500, 1500)] * (n_short - wins_short)
     )
-    got = length_controlled(verdicts)["models"]["x"]
+    got = length_controlled(verdicts).models["x"]
     p_long, p_short = wins_long / n_long, wins_short / n_short
     logit = lambda p: math.log(p / (1 - p))  # noqa: E731
-    assert got["length_controlled"] == pytest.approx(sigmoid((logit(p_long) + logit(p_short)) / 2), abs=1e-4)
-    assert got["slope_per_1000_chars"] == pytest.approx((logit(p_long) - logit(p_short)) / 2, abs=1e-3)
-    assert got["win_rate"] == pytest.approx((wins_long + wins_short) / (n_long + n_short))
-    y = length_controlled(verdicts)["models"]["y"]  # the mirror image
-    assert y["length_controlled"] == pytest.approx(1 - got["length_controlled"], abs=1e-4)
+    assert got.length_controlled == pytest.approx(sigmoid((logit(p_long) + logit(p_short)) / 2), abs=1e-4)
+    assert got.slope_per_1000_chars == pytest.approx((logit(p_long) - logit(p_short)) / 2, abs=1e-3)
+    assert got.win_rate == pytest.approx((wins_long + wins_short) / (n_long + n_short))
+    y = length_controlled(verdicts).models["y"]  # the mirror image
+    assert y.length_controlled == pytest.approx(1 - got.length_controlled, abs=1e-4)
 
 
 def test_length_controlled_rate_recovers_a_planted_effect() -> None:
@@ -79,17 +79,17 @@ def test_length_controlled_rate_recovers_a_planted_effect() -> None:
     diff = rng.normal(0.5, 0.5, 4000)
     won = rng.random(4000) < 1 / (1 + np.exp(-(0.4 + 1.5 * diff)))
     verdicts = [v("A" if w else "B", 1000 + round(1000 * d), 1000) for d, w in zip(diff, won, strict=True)]
-    got = length_controlled(verdicts)["models"]["x"]
-    assert got["length_controlled"] == pytest.approx(sigmoid(0.4), abs=0.03)
-    assert got["slope_per_1000_chars"] == pytest.approx(1.5, abs=0.15)
-    assert got["win_rate"] > sigmoid(0.4) + 0.05  # the raw rate credits length
+    got = length_controlled(verdicts).models["x"]
+    assert got.length_controlled == pytest.approx(sigmoid(0.4), abs=0.03)
+    assert got.slope_per_1000_chars == pytest.approx(1.5, abs=0.15)
+    assert got.win_rate > sigmoid(0.4) + 0.05  # the raw rate credits length
 
 
 def test_no_fit_when_the_verdicts_cannot_identify_it() -> None:
-    got = length_controlled([v("A", 200, 100), v("A", 300, 100)])["models"]["x"]
-    assert not got["evaluable"] and got["length_controlled"] is None and "same way" in got["reason"]
+    got = length_controlled([v("A", 200, 100), v("A", 300, 100)]).models["x"]
+    assert not got.evaluable and got.length_controlled is None and "same way" in got.reason
     sep = length_controlled([v("A", 200, 100), v("B", 100, 200), v("A", 300, 100), v("B", 50, 100)])
-    assert not sep["models"]["x"]["evaluable"] and "separates" in sep["models"]["x"]["reason"]
+    assert not sep.models["x"].evaluable and "separates" in sep.models["x"].reason
 
 
 PAIR_V2 = (
@@ -160,7 +160,7 @@ def test_the_pipeline_reports_length_for_alpaca_eval_annotations(make_cfg, tmp_p
     assert (got["decisive_unequal"], got["longer_won"]) == (30, longer)
     assert got["p_value"] == pytest.approx(stats.binomtest(longer, 30).pvalue, rel=1e-12)
     assert set(res["length"]["length_controlled"]["models"]) == {"model", "ref"}
-    metrics = get_study("judge").metrics(res)  # what MLflow logs
+    metrics = get_study("judge").result(res).metrics  # what MLflow logs
     assert metrics["length.longer_wins.chars.longer_won"] == longer
     assert "length.win_rate.model.raw" in metrics
     html = (tmp_path / "len/report.html").read_text()

@@ -40,12 +40,12 @@ def test_randomized_counts_p_and_interval_match_scipy() -> None:
     got = randomized(verdicts, 0.1)
     decisive = [v for v in verdicts if v.winner in ("A", "B")]
     first = sum((v.order == 1) == (v.winner == "A") for v in decisive)
-    assert (got["decisive"], got["first_wins"]) == (len(decisive), first)
-    assert got["ties"] + got["invalid"] + got["decisive"] == got["verdicts"] == 300
+    assert (got.decisive, got.first_wins) == (len(decisive), first)
+    assert got.ties + got.invalid + got.decisive == got.verdicts == 300
     want = stats.binomtest(first, len(decisive), 0.5)
     ci = want.proportion_ci(confidence_level=0.9, method="exact")
-    assert got["p_value"] == pytest.approx(want.pvalue, rel=1e-12)
-    assert (got["ci"]["low"], got["ci"]["high"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
+    assert got.p_value == pytest.approx(want.pvalue, rel=1e-12)
+    assert (got.ci.low, got.ci.high) == pytest.approx((ci.low, ci.high), rel=1e-9)
 
 
 @pytest.mark.parametrize("bias", [0.0, 0.8])
@@ -66,12 +66,12 @@ def test_randomized_order_recovers_a_planted_position_bias(bias) -> None:
     ]
     got = randomized(verdicts, 0.01)
     closed = (1 / (1 + math.exp(-(2 + bias))) + 1 / (1 + math.exp(-(-2 + bias)))) / 2
-    assert got["ci"]["low"] <= closed <= got["ci"]["high"]
-    assert abs(got["rate"] - closed) < 0.03  # 4 binomial standard errors at n = 4000
+    assert got.ci.low <= closed <= got.ci.high
+    assert abs(got.rate - closed) < 0.03  # 4 binomial standard errors at n = 4000
     if bias == 0.0:
-        assert closed == pytest.approx(0.5, abs=1e-15) and got["p_value"] > 0.01
+        assert closed == pytest.approx(0.5, abs=1e-15) and got.p_value > 0.01
     else:
-        assert got["p_value"] < 1e-10
+        assert got.p_value < 1e-10
 
 
 def test_single_verdicts_are_the_pairs_judged_in_one_order() -> None:
@@ -114,22 +114,22 @@ def test_consistency_and_fairness_match_the_authors_counting() -> None:
     n = len(pairs)
     raw = recency * recency / (primacy + recency) - primacy * primacy / (primacy + recency)
     pf = (raw - (-n)) / (n - (-n)) * 2 - 1
-    assert got["position_consistency"]["consistent"] == consistent
-    assert got["position_consistency"]["rate"] == pytest.approx(consistent / (consistent + primacy + recency))
-    assert (got["preference_fairness"]["primacy"], got["preference_fairness"]["recency"]) == (
+    assert got.position_consistency.consistent == consistent
+    assert got.position_consistency.rate == pytest.approx(consistent / (consistent + primacy + recency))
+    assert (got.preference_fairness.primacy, got.preference_fairness.recency) == (
         primacy,
         recency,
     )
-    assert got["preference_fairness"]["value"] == pytest.approx(pf, abs=1e-12)
-    assert got["preference_fairness"]["value"] == pytest.approx((recency - primacy) / n, abs=1e-12)
-    assert got["preference_fairness"]["invalid"] == sum("N" in s for s in shown)
+    assert got.preference_fairness.value == pytest.approx(pf, abs=1e-12)
+    assert got.preference_fairness.value == pytest.approx((recency - primacy) / n, abs=1e-12)
+    assert got.preference_fairness.invalid == sum("N" in s for s in shown)
 
 
 def test_fairness_is_minus_one_for_a_judge_that_always_picks_the_first_shown() -> None:
     got = consistency_fairness([pair("A", "B")] * 5, 0.05)
-    assert got["preference_fairness"]["value"] == -1.0 and got["position_consistency"]["rate"] == 0.0
+    assert got.preference_fairness.value == -1.0 and got.position_consistency.rate == 0.0
     none = consistency_fairness([], 0.05)
-    assert none["preference_fairness"]["value"] is None and none["position_consistency"]["rate"] is None
+    assert none.preference_fairness.value is None and none.position_consistency.rate is None
 
 
 def test_win_rates_on_a_hand_built_case() -> None:
@@ -140,19 +140,19 @@ def test_win_rates_on_a_hand_built_case() -> None:
         pair(None, "A", "x", "z"),  # invalid: left out
     ]
     got = win_rates(pairs)
-    assert got["pairs"] == 3
-    x, y, z = (got["models"][m] for m in ("x", "y", "z"))
-    assert (x["pairs"], x["order_1"], x["order_2"], x["balanced"]) == (2, 1.0, 0.5, 0.75)
-    assert (y["pairs"], y["order_1"], y["order_2"], y["balanced"]) == (3, 0.5 / 3, 1 / 3, 0.25)
-    assert (z["pairs"], z["order_1"], z["order_2"], z["balanced"]) == (1, 0.5, 1.0, 0.75)
-    assert (x["shown_first_in_order_1"], y["shown_first_in_order_1"], z["shown_first_in_order_1"]) == (
+    assert got.pairs == 3
+    x, y, z = (got.models[m] for m in ("x", "y", "z"))
+    assert (x.pairs, x.order_1, x.order_2, x.balanced) == (2, 1.0, 0.5, 0.75)
+    assert (y.pairs, y.order_1, y.order_2, y.balanced) == (3, 0.5 / 3, 1 / 3, 0.25)
+    assert (z.pairs, z.order_1, z.order_2, z.balanced) == (1, 0.5, 1.0, 0.75)
+    assert (x.shown_first_in_order_1, y.shown_first_in_order_1, z.shown_first_in_order_1) == (
         2,
         1,
         0,
     )
-    for m in got["models"].values():
-        assert m["balanced"] == pytest.approx((m["order_1"] + m["order_2"]) / 2, abs=1e-15)
-    assert got["ranking"]["balanced"] == [["x", "z"], ["y"]] and got["ranking_changes"]
+    for m in got.models.values():
+        assert m.balanced == pytest.approx((m.order_1 + m.order_2) / 2, abs=1e-15)
+    assert got.ranking["balanced"] == (("x", "z"), ("y",)) and got.ranking_changes
 
 
 def test_a_judge_that_always_picks_the_first_shown_is_balanced_out() -> None:
@@ -162,8 +162,10 @@ def test_a_judge_that_always_picks_the_first_shown_is_balanced_out() -> None:
     pairs = [pair("A", "B", a, b) for a, b in itertools.combinations(models, 2)]
     got = win_rates(pairs)
     for i, m in enumerate(models):
-        w = got["models"][m]
-        assert w["balanced"] == 0.5
-        assert w["order_1"] == pytest.approx((len(models) - 1 - i) / (len(models) - 1))
-        assert w["order_2"] == pytest.approx(i / (len(models) - 1))
-    assert got["ranking"]["balanced"] == [models] and got["ranking"]["order_1"] == [[m] for m in models]
+        w = got.models[m]
+        assert w.balanced == 0.5
+        assert w.order_1 == pytest.approx((len(models) - 1 - i) / (len(models) - 1))
+        assert w.order_2 == pytest.approx(i / (len(models) - 1))
+    assert got.ranking["balanced"] == (tuple(models),) and got.ranking["order_1"] == tuple(
+        (m,) for m in models
+    )

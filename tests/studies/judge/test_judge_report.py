@@ -20,6 +20,7 @@ from markupsafe import escape
 from lmaudit.pipeline import run
 from lmaudit.provenance.digest import json_digest
 from lmaudit.studies.judge.report.verdict import verdict
+from lmaudit.studies.judge.results import JudgeResults
 from svg_checks import texts_off_canvas
 
 PLANTED = ("model.params.wrapper_attraction=10.0", "model.params.noise=0.5", "judge/condition=wrapper")
@@ -55,7 +56,7 @@ def test_the_page_leads_with_the_answer_and_ends_with_provenance(planted) -> Non
         )
     ]
     assert order == sorted(order)
-    v = verdict(results)
+    v = verdict(JudgeResults.from_json(results))
     assert v.answered and str(escape(v.headline)) in html
     assert '<section class="verdict " id="answer">' in html and "The run could not answer" not in html
     # the headline says what changed, in counts taken from the analysis
@@ -140,7 +141,7 @@ def test_every_output_invalid_without_a_readout_cannot_answer(judge_cfg, tmp_pat
     results, _, _, html = _read(tmp_path / "inv")
     total = results["validity"]["judgments"]
     assert results["validity"]["invalid"] == total == 4 * n
-    v = verdict(results)
+    v = verdict(JudgeResults.from_json(results))
     assert not v.answered
     assert v.headline.startswith(f"{total} of {total} judge outputs were invalid")
     assert '<section class="verdict unanswered" id="answer">' in html and "The run could not answer" in html
@@ -159,7 +160,7 @@ def test_every_output_invalid_is_answered_by_the_readout(judge_cfg, tmp_path) ->
     results, _, _, html = _read(tmp_path / "ro")
     total = results["validity"]["judgments"]
     assert results["validity"]["invalid"] == total == 4 * n
-    v = verdict(results)
+    v = verdict(JudgeResults.from_json(results))
     assert v.answered and v.headline.startswith("From the log-prob readout (the text verdicts cannot answer)")
     assert v.facts[0].startswith(f"{total} of {total} judge outputs were invalid")  # why, first
     for cid in ("PA", "PB", "PAB"):
@@ -189,7 +190,7 @@ def test_a_condition_without_a_valid_judgment_cannot_answer(judge_cfg, tmp_path)
     )
     results, _, _, html = _read(tmp_path / "both")
     assert results["conditions_analysed"] == ["P0", "PA"]
-    v = verdict(results)
+    v = verdict(JudgeResults.from_json(results))
     assert not v.answered
     assert (
         v.headline == "No valid judgment under PA (3 of 3 invalid): its verdicts cannot be compared with P0."
@@ -201,7 +202,7 @@ def test_a_condition_without_a_valid_judgment_cannot_answer(judge_cfg, tmp_path)
 def test_a_run_without_the_reference_cannot_answer(judge_cfg, tmp_path) -> None:
     run(judge_cfg("judge/condition=PA", rows=simple_rows(3), name="pa"))
     results, _, _, html = _read(tmp_path / "pa")
-    v = verdict(results)
+    v = verdict(JudgeResults.from_json(results))
     assert not v.answered
     assert v.headline.startswith("The reference condition P0 was not judged in this run (judged: PA)")
     assert "The run could not answer" in html and str(escape(v.headline)) in html
@@ -211,7 +212,7 @@ def test_a_run_without_the_reference_cannot_answer(judge_cfg, tmp_path) -> None:
 def test_chromium_renders_the_page_with_its_headline(judge_cfg, tmp_path) -> None:
     run(judge_cfg(*PLANTED, rows=simple_rows(4), name="shown"))
     report = tmp_path / "shown/report.html"
-    headline = verdict(json.loads((tmp_path / "shown/results.json").read_text())).headline
+    headline = verdict(JudgeResults.from_json((tmp_path / "shown/results.json").read_text())).headline
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,2400"]
     png = tmp_path / "shown.png"
     subprocess.run(

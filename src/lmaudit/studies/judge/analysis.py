@@ -6,7 +6,6 @@ reading the hidden mapping to unblind; the views the pipeline logs are in :mod:`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,8 @@ from lmaudit.studies.judge.length import length_section
 from lmaudit.studies.judge.order_swap import order_swap
 from lmaudit.studies.judge.packets import load_candidates, load_mapping
 from lmaudit.studies.judge.planning import conditions, settings
+from lmaudit.studies.judge.results import CombinedDesign, Deviation, JudgeResults, MappingFile, Params
+from lmaudit.studies.judge.sections import ConditionValidity, Validity
 
 __all__ = ["analyze_rows", "audit_section", "results_template"]
 
@@ -82,25 +83,25 @@ def _conditions(
     return [seen[k] for k in order]
 
 
-def _validity(judg_rows: list[dict[str, Any]], cids: list[str]) -> dict[str, Any]:
-    by: dict[str, Any] = {}
+def _validity(judg_rows: list[dict[str, Any]], cids: list[str]) -> Validity:
+    by: dict[str, ConditionValidity] = {}
     for cid in cids:
         rs = [r for r in judg_rows if r["condition"] == cid]
         finals = [r for r in rs if r["final"]]
-        by[cid] = {
-            "judgments": len(finals),
-            "valid": sum(bool(r["valid"]) for r in finals),
-            "invalid": sum(not r["valid"] for r in finals),
-            "attempts": len(rs),
-            "retries": sum(r["attempt"] > 0 for r in rs),
-            "recovered_by_retry": sum(bool(r["valid"]) and r["attempt"] > 0 for r in finals),
-            "errors": dict(Counter(str(r.get("error")) for r in rs if not r["valid"])),
-        }
+        by[cid] = ConditionValidity(
+            judgments=len(finals),
+            valid=sum(bool(r["valid"]) for r in finals),
+            invalid=sum(not r["valid"] for r in finals),
+            attempts=len(rs),
+            retries=sum(r["attempt"] > 0 for r in rs),
+            recovered_by_retry=sum(bool(r["valid"]) and r["attempt"] > 0 for r in finals),
+            errors=dict(Counter(str(r.get("error")) for r in rs if not r["valid"])),
+        )
     total = {
-        k: sum(v[k] for v in by.values())
+        k: sum(getattr(v, k) for v in by.values())
         for k in ("judgments", "valid", "invalid", "attempts", "retries", "recovered_by_retry")
     }
-    return {**total, "by_condition": by}
+    return Validity(**total, by_condition=by)
 
 
 def _deviations(designs: list[dict[str, Any]], isolations: set[str]) -> list[dict[str, Any]]:
@@ -126,8 +127,8 @@ def _deviations(designs: list[dict[str, Any]], isolations: set[str]) -> list[dic
     return out
 
 
-def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
-    """Pure: measurement rows + config in, results dict out (no model, no clock)."""
+def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> JudgeResults:
+    """Pure: measurement rows + config in, typed results out (no model, no clock)."""
     designs, judg, readouts = [], [], []
     for i, r in enumerate(rows, start=1):
         kind = r.get("kind") if isinstance(r, dict) else None
@@ -200,42 +201,50 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
     design = {k: v for k, v in (designs[0] if designs else {}).items() if k != "kind"}
     design["isolation"] = sorted(isolations)[0] if len(isolations) == 1 else sorted(isolations)
     design["conditions"] = conds
-    out = {
-        "study": "judge",
-        "mode": mode,
-        "design": design,
-        "deviations": _deviations(designs, isolations),
-        "params": {"alpha": alpha, "reference": reference},
-        "mapping": {"path": mapping_path} if mapping_path else None,
-        "validity": _validity(judg, cids),
-        **result,
-    }
-    swapped = order_swap(judg, alpha)  # only imports of pairs judged in both orders
-    if swapped is not None:
-        out["order_swap"] = swapped
-    length = length_section(judg, alpha)  # only imports whose files hold the answers
-    if length is not None:
-        out["length"] = length
-    return out
+    deviations = _deviations(designs, isolations)
+    return JudgeResults(
+        study="judge",
+        mode=mode,
+        # the measurement's design record, read as the typed record it is (with the conditions
+        # and the isolation the judgments carry)
+        design=CombinedDesign.of(design, f"{source}: design record"),
+        deviations=tuple(Deviation(id=str(d["id"]), description=str(d["description"])) for d in deviations),
+        params=Params(alpha=alpha, reference=reference),
+        mapping=MappingFile(path=mapping_path) if mapping_path else None,
+        validity=_validity(judg, cids),
+        n_prompts=result.n_prompts,
+        k=result.k,
+        conditions_analysed=result.conditions_analysed,
+        reference=result.reference,
+        conditions=result.conditions,
+        disagreement=result.disagreement,
+        classification=result.classification,
+        patterns=result.patterns,
+        items=result.items,
+        model_wins=result.model_wins,
+        readout=result.readout,
+        order_swap=order_swap(judg, alpha),  # only imports of pairs judged in both orders
+        length=length_section(judg, alpha),  # only imports whose files hold the answers
+    )
 
 
 CLASS_NAMES = (*CLASSES, NOT_CLASSIFIABLE)
 
 
-def audit_section(results: Mapping[str, Any]) -> dict[str, Any]:
+def audit_section(results: JudgeResults) -> dict[str, Any]:
     """The audit record's ``judge`` section: judge identity, rubric digest, isolation, seeds,
     deviations."""
-    d = results.get("design", {})
+    d = results.design
     return {
-        "judge": d.get("judge"),
-        "rubric_sha256": d.get("rubric_sha256"),
-        "isolation": d.get("isolation"),
-        "deviations": results.get("deviations", []),
-        "seed": d.get("seed"),
-        "seed_rule": d.get("seed_rule"),
-        "k": d.get("k"),
-        "mode": results.get("mode"),
-        "invalid": results.get("validity", {}).get("invalid"),
+        "judge": d.judge.to_json() if d.judge else None,
+        "rubric_sha256": d.rubric_sha256,
+        "isolation": list(d.isolation) if isinstance(d.isolation, tuple) else d.isolation,
+        "deviations": [x.to_json() for x in results.deviations],
+        "seed": d.seed,
+        "seed_rule": d.seed_rule,
+        "k": d.k,
+        "mode": results.mode,
+        "invalid": results.validity.invalid,
     }
 
 
@@ -246,7 +255,7 @@ def results_template(cfg: DictConfig) -> dict[str, Any]:
     conds, _ = conditions(cfg)
     src = import_source(s)
     if src is not None:
-        return analyze_rows(cfg, import_rows(src, conds), "<template>")
+        return analyze_rows(cfg, import_rows(src, conds), "<template>").to_json()
     ids = [c.prompt_id for c in load_candidates(s.candidates_path, s.prompt_ids)]
     rows: list[dict[str, Any]] = [{"kind": "design", "source": "judged", "isolation": s.isolation}]
     for c in conds:
@@ -270,4 +279,4 @@ def results_template(cfg: DictConfig) -> dict[str, Any]:
                         "reason": "-",
                     }
                 )
-    return analyze_rows(cfg, rows, "<template>")
+    return analyze_rows(cfg, rows, "<template>").to_json()

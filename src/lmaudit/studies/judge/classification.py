@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lmaudit.studies.judge.sections import NotEvaluable, Pattern, PatternRoles, Patterns
+
 __all__ = ["CLASSES", "NOT_CLASSIFIABLE", "Labels", "classify", "roles", "unilateral_patterns"]
 
 CLASSES = (
@@ -70,13 +72,15 @@ def classify(p0: str | None, pa: str | None, pb: str | None, pab: str | None) ->
     return CLASSES[4]
 
 
-def unilateral_patterns(labels: Labels, role: Mapping[str, str], items: Sequence[str]) -> dict[str, Any]:
+def unilateral_patterns(
+    labels: Labels, role: Mapping[str, str], items: Sequence[str]
+) -> Patterns | NotEvaluable:
     """Primary endpoints 4 and 5 of the seed: over (prompt, replicate) pairs with a valid verdict
     under both unilateral conditions, how many are ``WRAPPER_ATTRACTION_PATTERN`` (PA chooses A
     and PB chooses B) and how many ``WRAPPER_AVERSION_PATTERN`` (PA chooses B and PB chooses A);
     a TIE on either side is not decisive. PAB and P0 play no part."""
     if "PA" not in role or "PB" not in role:
-        return {"evaluable": False, "reason": "needs the conditions in the roles PA and PB"}
+        return NotEvaluable(evaluable=False, reason="needs the conditions in the roles PA and PB")
     pa, pb = labels.get(role["PA"], {}), labels.get(role["PB"], {})
     n = decisive = excluded = 0
     found: dict[str, dict[str, int]] = {"attraction": {}, "aversion": {}}
@@ -94,14 +98,16 @@ def unilateral_patterns(labels: Labels, role: Mapping[str, str], items: Sequence
             if x != y:
                 kind = "attraction" if x == "A" else "aversion"
                 found[kind][item] = found[kind].get(item, 0) + 1
-    return {
-        "evaluable": True,
-        "roles": {"PA": role["PA"], "PB": role["PB"]},
-        "n": n,
-        "n_both_decisive": decisive,
-        "excluded_invalid": excluded,
-        **{
-            kind: {"count": sum(per.values()), "prompts": sorted(per), "per_item": per}
-            for kind, per in found.items()
-        },
+    pattern = {
+        kind: Pattern(count=sum(per.values()), prompts=tuple(sorted(per)), per_item=per)
+        for kind, per in found.items()
     }
+    return Patterns(
+        evaluable=True,
+        roles=PatternRoles(PA=role["PA"], PB=role["PB"]),
+        n=n,
+        n_both_decisive=decisive,
+        excluded_invalid=excluded,
+        attraction=pattern["attraction"],
+        aversion=pattern["aversion"],
+    )

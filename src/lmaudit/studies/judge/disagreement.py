@@ -1,4 +1,5 @@
-"""The judge study's analysis: pure functions, judgments in, result dicts out (no model, no I/O).
+"""The judge study's analysis: pure functions, judgments in, typed result sections out (no
+model, no I/O).
 
 Winner labels are compared in the candidates' original A/B orientation (a swapped condition's
 displayed label is mapped back), within replicate: judgment ``r`` of a condition is paired
@@ -15,10 +16,10 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from lmaudit.stats.intervals import proportion_ci
+from lmaudit.stats.intervals import ProportionCI, proportion_ci
 from lmaudit.studies.judge.classification import (
     CLASSES,
     NOT_CLASSIFIABLE,
@@ -27,10 +28,29 @@ from lmaudit.studies.judge.classification import (
     roles,
     unilateral_patterns,
 )
+from lmaudit.studies.judge.readout import readout_section
+from lmaudit.studies.judge.sections import (
+    Classification,
+    Comparison,
+    ConditionSummary,
+    Confidence,
+    Disagreement,
+    ExactInterval,
+    ItemChange,
+    ItemRow,
+    LabelCounts,
+    ModelWins,
+    NotEvaluable,
+    Patterns,
+    Readout,
+    SignTest,
+    Wins,
+)
 
 __all__ = [
     "CLASSES",
     "NOT_CLASSIFIABLE",
+    "Endpoints",
     "Judgment",
     "analyze",
     "classify",
@@ -42,7 +62,6 @@ __all__ = [
     "unilateral_patterns",
 ]
 
-LABELS = ("A", "B", "TIE")
 _SCORE = {"A": 1, "TIE": 0, "B": -1}  # ordinal position of a verdict, for the paired sign test
 
 
@@ -68,6 +87,11 @@ def label_table(judgments: Sequence[Judgment]) -> Labels:
     return out
 
 
+def exact_interval(ci: ProportionCI) -> ExactInterval:
+    """A proportion's interval as the results record it."""
+    return ExactInterval(low=ci.low, high=ci.high, alpha=ci.alpha, method=ci.method)
+
+
 def sign_test(up: int, down: int) -> float:
     """Exact two-sided sign test (McNemar's exact test for two labels): ``up`` pairs moved one
     way, ``down`` the other; p = P(|X - n/2| >= |up - n/2|), X ~ Bin(up + down, 1/2)."""
@@ -85,12 +109,12 @@ def disagreement(
     items: Sequence[str],
     alpha: float,
     pairs: Sequence[tuple[int, int]] | None = None,
-) -> dict[str, Any]:
+) -> Disagreement:
     """Winner-label disagreement over replicate-paired judgments, with its exact interval and
     the exact sign test of the ordinal shift (A > TIE > B) against the reference."""
     changed = n = excluded = up = down = 0
     changed_items: list[str] = []
-    per_item: dict[str, dict[str, int]] = {}
+    per_item: dict[str, ItemChange] = {}
     for item in items:
         r_ref, r_cond = ref.get(item, {}), cond.get(item, {})
         use = pairs if pairs is not None else [(r, r) for r in sorted(set(r_ref) & set(r_cond))]
@@ -108,38 +132,43 @@ def disagreement(
                 up += _SCORE[y] > _SCORE[x]
                 down += _SCORE[y] < _SCORE[x]
         if n_item or item in ref or item in cond:
-            per_item[item] = {"changed": c_item, "n": n_item}
+            per_item[item] = ItemChange(changed=c_item, n=n_item)
         changed += c_item
         n += n_item
         if c_item:
             changed_items.append(item)
     ci = proportion_ci(changed, n, alpha)
-    return {
-        "changed": changed,
-        "n": n,
-        "rate": ci.estimate,
-        "ci": {"low": ci.low, "high": ci.high, "alpha": alpha, "method": ci.method},
-        "excluded_invalid": excluded,
-        "changed_prompts": changed_items,
-        "per_item": per_item,
-        "sign_test": {"toward_A": up, "toward_B": down, "p": sign_test(up, down), "method": "exact binomial"},
-    }
+    return Disagreement(
+        changed=changed,
+        n=n,
+        rate=ci.estimate,
+        ci=exact_interval(ci),
+        excluded_invalid=excluded,
+        changed_prompts=tuple(changed_items),
+        per_item=per_item,
+        sign_test=SignTest(toward_A=up, toward_B=down, p=sign_test(up, down), method="exact binomial"),
+    )
 
 
-def condition_summary(js: Sequence[Judgment]) -> dict[str, Any]:
+def condition_summary(js: Sequence[Judgment]) -> ConditionSummary:
     """A/B/TIE counts (original orientation), invalid count, mean and median confidence."""
     counts = Counter(j.winner for j in js if j.valid)
     conf = [float(j.confidence) for j in js if j.valid and j.confidence is not None]
-    return {
-        "counts": {**{lab: counts.get(lab, 0) for lab in LABELS}, "INVALID": sum(not j.valid for j in js)},
-        "n_judgments": len(js),
-        "confidence": {
-            "n": len(conf),
-            "mean": math.fsum(conf) / len(conf) if conf else None,
-            "median": statistics.median(conf) if conf else None,
-            "values": sorted(conf),
-        },
-    }
+    return ConditionSummary(
+        counts=LabelCounts(
+            A=counts.get("A", 0),
+            B=counts.get("B", 0),
+            TIE=counts.get("TIE", 0),
+            INVALID=sum(not j.valid for j in js),
+        ),
+        n_judgments=len(js),
+        confidence=Confidence(
+            n=len(conf),
+            mean=math.fsum(conf) / len(conf) if conf else None,
+            median=statistics.median(conf) if conf else None,
+            values=tuple(sorted(conf)),
+        ),
+    )
 
 
 def model_wins(
@@ -147,15 +176,16 @@ def model_wins(
     mapping: Mapping[str, Mapping[str, str]] | None,
     reference: str,
     compared: Sequence[str] | None = None,
-) -> dict[str, Any]:
+) -> ModelWins | NotEvaluable:
     """Wins per model after unblinding, the ranking per condition, and whether it changes
     across the conditions ``compared`` (default: all of them; the analysis passes the seed's
     P0/PA/PB/PAB where those roles are present, so a further condition such as SWAP has its
     ranking reported but does not decide ``ranking_changes``)."""
     if mapping is None:
-        return {"evaluable": False, "reason": "no model mapping was given"}
+        return NotEvaluable(evaluable=False, reason="no model mapping was given")
     models = sorted({m for sides in mapping.values() for m in sides.values()})
-    out: dict[str, Any] = {"evaluable": True, "models": models, "by_condition": {}, "ranking": {}}
+    by_condition: dict[str, Wins] = {}
+    ranking: dict[str, tuple[tuple[str, ...], ...]] = {}
     for cid, js in by_cond.items():
         wins = dict.fromkeys(models, 0)
         ties = 0
@@ -166,69 +196,19 @@ def model_wins(
                 ties += 1
             else:
                 wins[mapping[j.item][j.winner]] += 1
-        out["by_condition"][cid] = {"wins": wins, "TIE": ties}
+        by_condition[cid] = Wins(wins=wins, TIE=ties)
         levels = sorted(set(wins.values()), reverse=True)
-        out["ranking"][cid] = [sorted(m for m in models if wins[m] == v) for v in levels]
-    ref_rank = out["ranking"].get(reference)
-    over = [c for c in (compared if compared is not None else out["ranking"]) if c in out["ranking"]]
-    out["ranking_compared"] = over
-    out["ranking_changes"] = None if ref_rank is None else any(out["ranking"][c] != ref_rank for c in over)
-    return out
-
-
-def _mean_interval(xs: Sequence[float], alpha: float) -> dict[str, Any]:
-    """The mean of per-prompt values with its Student-t interval and two-sided p against zero
-    over prompts (None where fewer than two prompts or no spread leave them undefined)."""
-    from scipy import stats  # imported where used: registering the study stays light
-
-    mean = math.fsum(xs) / len(xs)
-    if len(xs) < 2 or min(xs) == max(xs):
-        return {"mean": mean, "ci": None, "p": None}
-    res = stats.ttest_1samp(list(xs), 0.0)
-    ci = res.confidence_interval(1 - alpha)
-    return {"mean": mean, "ci": [float(ci.low), float(ci.high)], "p": float(res.pvalue)}
-
-
-def _readouts(
-    readouts: Sequence[Mapping[str, Any]], conds: Sequence[str], reference: str, alpha: float
-) -> dict[str, Any]:
-    """Per condition the mean P(A), P(B), P(TIE) and the mass off the three labels over prompts
-    (each prompt's replicates averaged first) and, against the reference on the same prompts, the
-    mean shift of each label's probability with its interval over prompts."""
-    by: dict[str, dict[str, list[dict[str, float]]]] = {}
-    other: dict[str, dict[str, list[float]]] = {}
-    for r in readouts:
-        by.setdefault(r["condition"], {}).setdefault(r["item"], []).append(r["probs_original"])
-        other.setdefault(r["condition"], {}).setdefault(r["item"], []).append(float(r.get("other") or 0.0))
-    out: dict[str, Any] = {}
-    ref = by.get(reference, {})
-    for cid in conds:
-        items = by.get(cid)
-        if not items:
-            continue
-        mean_item = {i: {v: math.fsum(p[v] for p in ps) / len(ps) for v in LABELS} for i, ps in items.items()}
-        off = [math.fsum(xs) / len(xs) for xs in other[cid].values()]
-        entry: dict[str, Any] = {
-            "n_items": len(mean_item),
-            "mean": {v: math.fsum(m[v] for m in mean_item.values()) / len(mean_item) for v in LABELS},
-            "other": {"mean": math.fsum(off) / len(off), "max": max(off)},
-            "items": mean_item,
-        }
-        common = [i for i in mean_item if i in ref]
-        if cid != reference and common:
-            ref_mean = {i: {v: math.fsum(p[v] for p in ref[i]) / len(ref[i]) for v in LABELS} for i in common}
-            shift = {i: {v: mean_item[i][v] - ref_mean[i][v] for v in LABELS} for i in common}
-            per_label = {v: _mean_interval([shift[i][v] for i in common], alpha) for v in LABELS}
-            entry["shift_vs_reference"] = {
-                "mean": {v: per_label[v]["mean"] for v in LABELS},
-                "ci": {v: per_label[v]["ci"] for v in LABELS},
-                "p": {v: per_label[v]["p"] for v in LABELS},
-                "n": len(common),
-                "interval": f"Student t over prompts, {100 * (1 - alpha):g}%",
-                "items": shift,
-            }
-        out[cid] = entry
-    return out
+        ranking[cid] = tuple(tuple(sorted(m for m in models if wins[m] == v)) for v in levels)
+    ref_rank = ranking.get(reference)
+    over = tuple(c for c in (compared if compared is not None else ranking) if c in ranking)
+    return ModelWins(
+        evaluable=True,
+        models=tuple(models),
+        by_condition=by_condition,
+        ranking=ranking,
+        ranking_compared=over,
+        ranking_changes=None if ref_rank is None else any(ranking[c] != ref_rank for c in over),
+    )
 
 
 def _seed_roles(role: Mapping[str, str], reference: str) -> list[str] | None:
@@ -237,6 +217,29 @@ def _seed_roles(role: Mapping[str, str], reference: str) -> list[str] | None:
     if all(r in role for r in ("P0", "PA", "PB", "PAB")) and role["P0"] == reference:
         return [role[r] for r in ("P0", "PA", "PB", "PAB")]
     return None
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Every endpoint of the judge study computed from the final judgments: the sections of
+    :class:`~lmaudit.studies.judge.results.JudgeResults` that :func:`analyze` fills in."""
+
+    n_prompts: int
+    k: int
+    conditions_analysed: tuple[str, ...]
+    reference: str
+    conditions: dict[str, ConditionSummary]
+    disagreement: tuple[Comparison, ...]
+    classification: Classification
+    patterns: Patterns | NotEvaluable
+    items: tuple[ItemRow, ...]
+    model_wins: ModelWins | NotEvaluable
+    readout: dict[str, Readout]
+
+
+def _fields(d: Disagreement) -> dict[str, Any]:
+    """A disagreement's fields, one level deep (its sections stay records)."""
+    return {f.name: getattr(d, f.name) for f in fields(Disagreement)}
 
 
 def analyze(
@@ -248,7 +251,7 @@ def analyze(
     alpha: float,
     mapping: Mapping[str, Mapping[str, str]] | None = None,
     readouts: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+) -> Endpoints:
     """Every endpoint of the judge study from final judgments (see the module docstring)."""
     present = {j.condition for j in judgments}
     conds = [c for c in conditions if c["id"] in present]
@@ -265,38 +268,34 @@ def analyze(
                 continue
             d = disagreement(labels[reference], labels[cid], items, alpha)
             comparisons.append(
-                {
-                    "id": cid,
-                    "comparison": f"{cid} vs {reference}",
-                    "condition": cid,
-                    "reference": reference,
-                    **d,
-                }
+                Comparison(
+                    id=cid,
+                    comparison=f"{cid} vs {reference}",
+                    condition=cid,
+                    reference=reference,
+                    **_fields(d),
+                )
             )
         if k >= 2:
             pairs = [(r, r + 1) for r in range(0, k - 1, 2)]
             d = disagreement(labels[reference], labels[reference], items, alpha, pairs=pairs)
             comparisons.append(
-                {
-                    "id": f"{reference}-repeat",
-                    "comparison": f"{reference} vs {reference} (repeat)",
-                    "condition": reference,
-                    "reference": reference,
-                    "repeat_pairs": [list(p) for p in pairs],
-                    **d,
-                }
+                Comparison(
+                    id=f"{reference}-repeat",
+                    comparison=f"{reference} vs {reference} (repeat)",
+                    condition=reference,
+                    reference=reference,
+                    repeat_pairs=tuple(pairs),
+                    **_fields(d),
+                )
             )
 
     role = roles(conds)
-    classification: dict[str, Any] = {
-        "evaluable": all(r in role for r in ("P0", "PA", "PB", "PAB")),
-        "roles": role,
-        "order": list(CLASSES),
-    }
+    evaluable = all(r in role for r in ("P0", "PA", "PB", "PAB"))
     per_item_class: dict[str, list[str]] = {}
-    if classification["evaluable"]:
-        pooled: Counter[str] = Counter()
-        by_rep = []
+    pooled: Counter[str] = Counter()
+    by_rep = []
+    if evaluable:
         for r in range(k):
             rep: Counter[str] = Counter()
             for item in items:
@@ -306,8 +305,13 @@ def analyze(
                 rep[cls] += 1
             pooled += rep
             by_rep.append({c: rep.get(c, 0) for c in (*CLASSES, NOT_CLASSIFIABLE)})
-        classification["counts"] = {c: pooled.get(c, 0) for c in (*CLASSES, NOT_CLASSIFIABLE)}
-        classification["by_replicate"] = by_rep
+    classification = Classification(
+        evaluable=evaluable,
+        roles=role,
+        order=CLASSES,
+        counts={c: pooled.get(c, 0) for c in (*CLASSES, NOT_CLASSIFIABLE)} if evaluable else None,
+        by_replicate=tuple(by_rep) if evaluable else None,
+    )
 
     # each condition's confidences by item, in replicate order: one pass over the judgments
     # (a scan of every judgment per item made the analysis quadratic in the prompts)
@@ -315,27 +319,26 @@ def analyze(
     for cid in cids:
         for j in sorted(by_cond[cid], key=lambda j: j.replicate):
             confidence[cid].setdefault(j.item, []).append(j.confidence)
-    grid = []
-    for item in items:
-        row: dict[str, Any] = {
-            "item": item,
-            "labels": {cid: [labels[cid].get(item, {}).get(r) for r in range(k)] for cid in cids},
-            "confidence": {cid: confidence[cid].get(item, []) for cid in cids},
-        }
-        if item in per_item_class:
-            row["classification"] = per_item_class[item]
-        grid.append(row)
+    grid = tuple(
+        ItemRow(
+            item=item,
+            labels={cid: tuple(labels[cid].get(item, {}).get(r) for r in range(k)) for cid in cids},
+            confidence={cid: tuple(confidence[cid].get(item, [])) for cid in cids},
+            classification=tuple(per_item_class[item]) if item in per_item_class else None,
+        )
+        for item in items
+    )
 
-    return {
-        "n_prompts": len(items),
-        "k": k,
-        "conditions_analysed": cids,
-        "reference": reference,
-        "conditions": summary,
-        "disagreement": comparisons,
-        "classification": classification,
-        "patterns": unilateral_patterns(labels, role, items),
-        "items": grid,
-        "model_wins": model_wins(by_cond, mapping, reference, _seed_roles(role, reference)),
-        "readout": _readouts(readouts, cids, reference, alpha),
-    }
+    return Endpoints(
+        n_prompts=len(items),
+        k=k,
+        conditions_analysed=tuple(cids),
+        reference=reference,
+        conditions=summary,
+        disagreement=tuple(comparisons),
+        classification=classification,
+        patterns=unilateral_patterns(labels, role, items),
+        items=grid,
+        model_wins=model_wins(by_cond, mapping, reference, _seed_roles(role, reference)),
+        readout=readout_section(readouts, cids, reference, alpha),
+    )

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.stats.intervals import proportion_ci
-from lmaudit.studies.judge.disagreement import sign_test
+from lmaudit.studies.judge.disagreement import exact_interval, sign_test
+from lmaudit.studies.judge.import_sections import LengthControlled, LengthSection, LongerWins, ModelLength
 
 __all__ = ["UNITS", "LengthVerdict", "length_controlled", "length_section", "longer_wins", "verdicts_of"]
 
@@ -64,7 +65,7 @@ def verdicts_of(rows: Iterable[Mapping[str, Any]]) -> list[LengthVerdict]:
     return out
 
 
-def longer_wins(verdicts: Sequence[LengthVerdict], unit: str, alpha: float) -> dict[str, Any]:
+def longer_wins(verdicts: Sequence[LengthVerdict], unit: str, alpha: float) -> LongerWins:
     """Decisive verdicts on answers of unequal length (in ``unit``) won by the longer answer."""
     longer = n = equal = 0
     for v in verdicts:
@@ -77,15 +78,15 @@ def longer_wins(verdicts: Sequence[LengthVerdict], unit: str, alpha: float) -> d
         n += 1
         longer += (v.winner == "A") == (a > b)
     ci = proportion_ci(longer, n, alpha)
-    return {
-        "decisive_unequal": n,
-        "equal_length": equal,
-        "longer_won": longer,
-        "rate": ci.estimate,
-        "p_value": sign_test(longer, n - longer),
-        "ci": {"low": ci.low, "high": ci.high, "alpha": alpha, "method": ci.method},
-        "test": "exact two-sided binomial, p = 1/2",
-    }
+    return LongerWins(
+        decisive_unequal=n,
+        equal_length=equal,
+        longer_won=longer,
+        rate=ci.estimate,
+        p_value=sign_test(longer, n - longer),
+        ci=exact_interval(ci),
+        test="exact two-sided binomial, p = 1/2",
+    )
 
 
 def _fit(x: Sequence[float], y: Sequence[int]) -> tuple[float, float] | str:
@@ -111,7 +112,7 @@ def _fit(x: Sequence[float], y: Sequence[int]) -> tuple[float, float] | str:
     return float(m.intercept_[0]), float(m.coef_[0, 0])
 
 
-def length_controlled(verdicts: Sequence[LengthVerdict]) -> dict[str, Any]:
+def length_controlled(verdicts: Sequence[LengthVerdict]) -> LengthControlled:
     """Per model: its decisive verdicts, raw share won, and the win rate read at zero length
     difference from the logistic regression on the difference in thousands of characters."""
     data: dict[str, tuple[list[float], list[int]]] = {}
@@ -125,36 +126,46 @@ def length_controlled(verdicts: Sequence[LengthVerdict]) -> dict[str, Any]:
             xs, ys = data.setdefault(model, ([], []))
             xs.append((mine["chars"] - theirs["chars"]) / SCALE)
             ys.append(int(v.winner == side))
-    models: dict[str, Any] = {}
+    models: dict[str, ModelLength] = {}
     for m in sorted(data):
         xs, ys = data[m]
         fit = _fit(xs, ys)
-        entry: dict[str, Any] = {"decisive": len(ys), "won": sum(ys), "win_rate": sum(ys) / len(ys)}
+        decisive, won = len(ys), sum(ys)
         if isinstance(fit, str):
-            entry.update(evaluable=False, reason=fit, length_controlled=None, slope_per_1000_chars=None)
+            models[m] = ModelLength(
+                decisive=decisive,
+                won=won,
+                win_rate=won / decisive,
+                evaluable=False,
+                reason=fit,
+                length_controlled=None,
+                slope_per_1000_chars=None,
+            )
         else:
             b0, b1 = fit
-            entry.update(
+            models[m] = ModelLength(
+                decisive=decisive,
+                won=won,
+                win_rate=won / decisive,
                 evaluable=True,
                 length_controlled=1.0 / (1.0 + math.exp(-b0)),
                 slope_per_1000_chars=b1,
             )
-        models[m] = entry
-    return {
-        "model": "logit P(win) = b0 + b1 * (own - other length) / 1000 characters; read at 0: 1 / (1 + exp(-b0))",
-        "models": models,
-    }
+    return LengthControlled(
+        model="logit P(win) = b0 + b1 * (own - other length) / 1000 characters; read at 0: 1 / (1 + exp(-b0))",
+        models=models,
+    )
 
 
-def length_section(rows: Iterable[Mapping[str, Any]], alpha: float) -> dict[str, Any] | None:
+def length_section(rows: Iterable[Mapping[str, Any]], alpha: float) -> LengthSection | None:
     """The ``length`` section, or ``None`` when no verdict's pair records its answers' lengths."""
     verdicts = verdicts_of(rows)
     if not verdicts:
         return None
-    return {
-        "verdicts": len(verdicts),
-        "decisive": sum(v.winner in ("A", "B") for v in verdicts),
-        "primary": "chars",
-        "longer_wins": {u: longer_wins(verdicts, u, alpha) for u in UNITS},
-        "length_controlled": length_controlled(verdicts),
-    }
+    return LengthSection(
+        verdicts=len(verdicts),
+        decisive=sum(v.winner in ("A", "B") for v in verdicts),
+        primary="chars",
+        longer_wins={u: longer_wins(verdicts, u, alpha) for u in UNITS},
+        length_controlled=length_controlled(verdicts),
+    )

@@ -30,7 +30,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lmaudit.stats.intervals import proportion_ci
-from lmaudit.studies.judge.disagreement import sign_test
+from lmaudit.studies.judge.disagreement import exact_interval, sign_test
+from lmaudit.studies.judge.import_sections import (
+    Flipped,
+    OrderSwap,
+    PairBlock,
+    PairCounts,
+    PerVerdict,
+    Unpaired,
+)
 from lmaudit.studies.judge.position import (
     OrderPair,
     consistency_fairness,
@@ -56,12 +64,12 @@ def classify(order_1: str | None, order_2: str | None) -> str:
     return "first_both" if order_1 == "A" else "second_both"
 
 
-def counts(pairs: Iterable[OrderPair]) -> dict[str, int]:
+def counts(pairs: Iterable[OrderPair]) -> PairCounts:
     out = dict.fromkeys(COUNT_KEYS, 0)
     for p in pairs:
         out["n"] += 1
         out[classify(p.order_1, p.order_2)] += 1
-    return out
+    return PairCounts(**out)
 
 
 def verdict_wins(pairs: Iterable[OrderPair]) -> tuple[int, int]:
@@ -75,32 +83,28 @@ def verdict_wins(pairs: Iterable[OrderPair]) -> tuple[int, int]:
     return first, second
 
 
+TEST = "exact two-sided binomial, p = 1/2"
+
+
 def _binomial(k: int, n: int, alpha: float) -> dict[str, Any]:
+    """The fields of a first-position win rate: ``k`` of ``n``, its interval and exact test."""
     ci = proportion_ci(k, n, alpha)
-    return {
-        "rate": ci.estimate,
-        "ci": {"low": ci.low, "high": ci.high, "alpha": alpha, "method": ci.method},
-        "p": sign_test(k, n - k),
-        "test": "exact two-sided binomial, p = 1/2",
-    }
+    return {"n": n, "rate": ci.estimate, "ci": exact_interval(ci), "p": sign_test(k, n - k), "test": TEST}
 
 
-def block(pairs: Sequence[OrderPair], alpha: float) -> dict[str, Any]:
+def block(pairs: Sequence[OrderPair], alpha: float) -> PairBlock:
     """Counts and both readings of the first-position win rate for one group of pairs."""
     c = counts(pairs)
-    fb, sb = c["first_both"], c["second_both"]
+    fb, sb = c.first_both, c.second_both
     first, second = verdict_wins(pairs)
-    return {
-        "counts": c,
-        "flipped": {"first_both": fb, "n": fb + sb, **_binomial(fb, fb + sb, alpha)},
-        "per_verdict": {
-            "first": first,
-            "second": second,
-            "n": first + second,
-            **_binomial(first, first + second, alpha),
-        },
-        **consistency_fairness(pairs, alpha),
-    }
+    shi = consistency_fairness(pairs, alpha)
+    return PairBlock(
+        counts=c,
+        flipped=Flipped(first_both=fb, **_binomial(fb, fb + sb, alpha)),
+        per_verdict=PerVerdict(first=first, second=second, **_binomial(first, first + second, alpha)),
+        position_consistency=shi.position_consistency,
+        preference_fairness=shi.preference_fairness,
+    )
 
 
 def pairs_from_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[OrderPair], dict[str, int]]:
@@ -136,7 +140,7 @@ def pairs_from_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[OrderPair],
     return pairs, unpaired
 
 
-def _groups(pairs: Sequence[OrderPair], key: str, alpha: float) -> dict[str, Any]:
+def _groups(pairs: Sequence[OrderPair], key: str, alpha: float) -> dict[str, PairBlock]:
     by: dict[Any, list[OrderPair]] = {}
     for p in pairs:
         v = getattr(p, key)
@@ -145,7 +149,7 @@ def _groups(pairs: Sequence[OrderPair], key: str, alpha: float) -> dict[str, Any
     return {str(k): block(by[k], alpha) for k in sorted(by)}
 
 
-def order_swap(rows: Iterable[Mapping[str, Any]], alpha: float) -> dict[str, Any] | None:
+def order_swap(rows: Iterable[Mapping[str, Any]], alpha: float) -> OrderSwap | None:
     """The ``order_swap`` section, or ``None`` when no row carries a ``pair`` (a run that did
     not import pairwise verdicts with their order). ``randomized`` is there when some pairs were
     judged in one order only, ``win_rates`` when some were judged in both."""
@@ -154,23 +158,24 @@ def order_swap(rows: Iterable[Mapping[str, Any]], alpha: float) -> dict[str, Any
         return None
     pairs, unpaired = pairs_from_rows(rows)
     singles = single_verdicts(rows)
-    extra: dict[str, Any] = {}
-    if singles:
-        extra["randomized"] = randomized(singles, alpha)
-    if pairs:
-        extra["win_rates"] = win_rates(pairs)
-    return {
-        "orders": {"1": f"{ORDER_1}: A (model_1) shown first", "2": f"{ORDER_2}: B (model_2) shown first"},
-        "first_position_win": "order 1: A wins; order 2: B wins",
-        "primary": "flipped: first_both out of first_both + second_both (sign test over the pairs whose "
+    overall = block(pairs, alpha)
+    return OrderSwap(
+        orders={"1": f"{ORDER_1}: A (model_1) shown first", "2": f"{ORDER_2}: B (model_2) shown first"},
+        first_position_win="order 1: A wins; order 2: B wins",
+        primary="flipped: first_both out of first_both + second_both (sign test over the pairs whose "
         "winner flipped with the order)",
-        "secondary": "per_verdict: first-position wins out of every decisive verdict of the valid pairs, "
+        secondary="per_verdict: first-position wins out of every decisive verdict of the valid pairs, "
         "both orders (verdicts of one pair are not independent)",
-        "alpha": alpha,
-        **block(pairs, alpha),
-        "unpaired": unpaired,
-        "by_judge_prompt": _groups(pairs, "judge_prompt", alpha),
-        "by_model_pair": _groups(pairs, "model_pair", alpha),
-        "by_turn": _groups(pairs, "turn", alpha),
-        **extra,
-    }
+        alpha=alpha,
+        counts=overall.counts,
+        flipped=overall.flipped,
+        per_verdict=overall.per_verdict,
+        position_consistency=overall.position_consistency,
+        preference_fairness=overall.preference_fairness,
+        unpaired=Unpaired(**unpaired),
+        by_judge_prompt=_groups(pairs, "judge_prompt", alpha),
+        by_model_pair=_groups(pairs, "model_pair", alpha),
+        by_turn=_groups(pairs, "turn", alpha),
+        randomized=randomized(singles, alpha) if singles else None,
+        win_rates=win_rates(pairs) if pairs else None,
+    )

@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.stats.intervals import proportion_ci
-from lmaudit.studies.judge.disagreement import sign_test
+from lmaudit.studies.judge.disagreement import exact_interval, sign_test
+from lmaudit.studies.judge.import_sections import (
+    ModelWinRate,
+    PositionConsistency,
+    PreferenceFairness,
+    Randomized,
+    WinRates,
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,7 @@ class OrderPair:
 
 __all__ = [
     "ASSUMPTION",
+    "ShiMeasures",
     "SingleVerdict",
     "consistency_fairness",
     "randomized",
@@ -90,26 +98,26 @@ def _first_won(v: SingleVerdict) -> bool:
     return (v.order, v.winner) in ((1, "A"), (2, "B"))
 
 
-def randomized(verdicts: Sequence[SingleVerdict], alpha: float) -> dict[str, Any]:
+def randomized(verdicts: Sequence[SingleVerdict], alpha: float) -> Randomized:
     """First-position wins among the decisive single-order verdicts: the exact two-sided binomial
     test of p = 1/2 and the Clopper-Pearson interval."""
     decisive = [v for v in verdicts if v.winner in ("A", "B")]
     first = sum(_first_won(v) for v in decisive)
     ci = proportion_ci(first, len(decisive), alpha)
-    return {
-        "verdicts": len(verdicts),
-        "order_1": sum(v.order == 1 for v in verdicts),
-        "order_2": sum(v.order == 2 for v in verdicts),
-        "ties": sum(v.winner == "TIE" for v in verdicts),
-        "invalid": sum(v.winner is None for v in verdicts),
-        "decisive": len(decisive),
-        "first_wins": first,
-        "rate": ci.estimate,
-        "p_value": sign_test(first, len(decisive) - first),
-        "ci": {"low": ci.low, "high": ci.high, "alpha": alpha, "method": ci.method},
-        "test": "exact two-sided binomial, p = 1/2",
-        "assumption": ASSUMPTION,
-    }
+    return Randomized(
+        verdicts=len(verdicts),
+        order_1=sum(v.order == 1 for v in verdicts),
+        order_2=sum(v.order == 2 for v in verdicts),
+        ties=sum(v.winner == "TIE" for v in verdicts),
+        invalid=sum(v.winner is None for v in verdicts),
+        decisive=len(decisive),
+        first_wins=first,
+        rate=ci.estimate,
+        p_value=sign_test(first, len(decisive) - first),
+        ci=exact_interval(ci),
+        test="exact two-sided binomial, p = 1/2",
+        assumption=ASSUMPTION,
+    )
 
 
 def _primacy(p: OrderPair) -> bool:
@@ -117,7 +125,15 @@ def _primacy(p: OrderPair) -> bool:
     return p.order_1 == "A" or p.order_2 == "B"
 
 
-def consistency_fairness(pairs: Sequence[OrderPair], alpha: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ShiMeasures:
+    """Shi et al.'s two measures of one group of pairs."""
+
+    position_consistency: PositionConsistency
+    preference_fairness: PreferenceFairness
+
+
+def consistency_fairness(pairs: Sequence[OrderPair], alpha: float) -> ShiMeasures:
     """Position consistency and preference fairness of Shi et al. over pairs judged in both orders.
 
     In displayed labels (A: shown first) a pair's two verdicts are consistent (AB, BA, CC, C a
@@ -143,34 +159,24 @@ def consistency_fairness(pairs: Sequence[OrderPair], alpha: float) -> dict[str, 
     raw = (recency * recency - primacy * primacy) / inc if inc else 0.0
     fairness = (recency - primacy) / n if n else None  # the rescaled raw score, in closed form
     ci = proportion_ci(consistent, consistent + inc, alpha)
-    return {
-        "position_consistency": {
-            "consistent": consistent,
-            "n": consistent + inc,
-            "rate": ci.estimate,
-            "ci": {"low": ci.low, "high": ci.high, "alpha": alpha, "method": ci.method},
-        },
-        "preference_fairness": {
-            "value": fairness,
-            "primacy": primacy,
-            "recency": recency,
-            "raw": raw,
-            "n": n,
-            "invalid": invalid,
-        },
-    }
+    return ShiMeasures(
+        PositionConsistency(
+            consistent=consistent, n=consistent + inc, rate=ci.estimate, ci=exact_interval(ci)
+        ),
+        PreferenceFairness(value=fairness, primacy=primacy, recency=recency, raw=raw, n=n, invalid=invalid),
+    )
 
 
 def _score(winner: str | None, side: str) -> float:
     return 1.0 if winner == side else 0.5 if winner == "TIE" else 0.0
 
 
-def _ranking(rates: Mapping[str, float]) -> list[list[str]]:
+def _ranking(rates: Mapping[str, float]) -> tuple[tuple[str, ...], ...]:
     levels = sorted(set(rates.values()), reverse=True)
-    return [sorted(m for m, r in rates.items() if r == v) for v in levels]
+    return tuple(tuple(sorted(m for m, r in rates.items() if r == v)) for v in levels)
 
 
-def win_rates(pairs: Sequence[OrderPair]) -> dict[str, Any]:
+def win_rates(pairs: Sequence[OrderPair]) -> WinRates:
     """Each model's win rate (a win 1, a TIE 1/2, a loss 0, averaged over its verdicts) over the
     pairs with a valid verdict in both orders: ``balanced`` counts both orders of every pair,
     ``order_1`` only the verdicts with A shown first, ``order_2`` only those with B shown first
@@ -186,24 +192,26 @@ def win_rates(pairs: Sequence[OrderPair]) -> dict[str, Any]:
             s["1"].append(_score(p.order_1, side))
             s["2"].append(_score(p.order_2, side))
             as_a[model] = as_a.get(model, 0) + (side == "A")
-    models: dict[str, Any] = {}
+    models: dict[str, ModelWinRate] = {}
     for m in sorted(scores):
         one, two = scores[m]["1"], scores[m]["2"]
         r1, r2 = math.fsum(one) / len(one), math.fsum(two) / len(two)
-        models[m] = {
-            "pairs": len(one),
-            "shown_first_in_order_1": as_a[m],
-            "balanced": math.fsum(one + two) / (2 * len(one)),
-            "order_1": r1,
-            "order_2": r2,
-            "order_1_minus_order_2": r1 - r2,
-        }
-    ranking = {k: _ranking({m: v[k] for m, v in models.items()}) for k in ("balanced", "order_1", "order_2")}
-    return {
-        "scoring": "win 1, TIE 1/2, loss 0, averaged over the model's verdicts",
-        "pairs": sum(1 for p in pairs if p.order_1 is not None and p.order_2 is not None),
-        "models": models,
-        "ranking": ranking,
-        "ranking_changes": ranking["order_1"] != ranking["balanced"]
-        or ranking["order_2"] != ranking["balanced"],
+        models[m] = ModelWinRate(
+            pairs=len(one),
+            shown_first_in_order_1=as_a[m],
+            balanced=math.fsum(one + two) / (2 * len(one)),
+            order_1=r1,
+            order_2=r2,
+            order_1_minus_order_2=r1 - r2,
+        )
+    ranking = {
+        k: _ranking({m: getattr(v, k) for m, v in models.items()}) for k in ("balanced", "order_1", "order_2")
     }
+    return WinRates(
+        scoring="win 1, TIE 1/2, loss 0, averaged over the model's verdicts",
+        pairs=sum(1 for p in pairs if p.order_1 is not None and p.order_2 is not None),
+        models=models,
+        ranking=ranking,
+        ranking_changes=ranking["order_1"] != ranking["balanced"]
+        or ranking["order_2"] != ranking["balanced"],
+    )

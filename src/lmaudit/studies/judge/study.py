@@ -1,7 +1,8 @@
 """The judge study behind the pipeline (seed 001): does a content-preserving change of
 presentation flip an LLM judge's pairwise verdicts? Each hook is one call: the plan in
 :mod:`.planning`, judging (or reading an import) in :mod:`.measure`, the results in
-:mod:`.analysis`, the recorded views in :mod:`.views`, the page in :mod:`.report`."""
+:mod:`.analysis` (typed: :class:`.results.JudgeResults`, whose methods are the recorded views),
+figure data in :mod:`.views`, the page in :mod:`.report`."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from lmaudit.studies.judge.config import (
 )
 from lmaudit.studies.judge.freeze import protocol_artifacts
 from lmaudit.studies.judge.report.page import render_report
+from lmaudit.studies.judge.results import JudgeResults
 from lmaudit.studies.registry import register_study
 
 __all__ = ["COMPARE_COLUMNS", "JudgeStudy"]
@@ -78,6 +80,7 @@ class JudgeStudy(Study):
     }
     compare_columns = COMPARE_COLUMNS
     has_yaml = True
+    result_type = JudgeResults
 
     def default_run_name(self, cfg: DictConfig) -> str:
         return planning.default_run_name(cfg)
@@ -102,29 +105,17 @@ class JudgeStudy(Study):
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
         return self.result(analysis.analyze_rows(cfg, measurements.rows, measurements.source))
 
-    def headline(self, results: Mapping[str, Any]) -> float | None:
-        return views.headline(results)
-
-    def metrics(self, results: Mapping[str, Any]) -> dict[str, float]:
-        return views.metrics(results)
-
-    def tags(self, results: Mapping[str, Any]) -> dict[str, str]:
-        return views.tags(results)
-
-    def summary(self, results: Mapping[str, Any]) -> str:
-        return views.summary(results)
-
     def report(self, result: StudyResult, ctx: RunContext) -> str:
         plan_doc = ctx.plan.doc if ctx.plan is not None else None
         audit = dict(ctx.audit)
         rows = read_rows(audit, ctx.run_dir)
-        return render_report(results=result.doc, plan=plan_doc, audit=audit, rows=rows)
+        return render_report(results=JudgeResults.of(result), plan=plan_doc, audit=audit, rows=rows)
 
     def audit_section(self, result: StudyResult) -> dict[str, Any] | None:
-        return analysis.audit_section(result.doc)
+        return analysis.audit_section(JudgeResults.of(result))
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        return views.plot_data(result.doc)
+        return views.plot_data(JudgeResults.of(result))
 
     def results_template(self, cfg: DictConfig) -> Mapping[str, Any] | None:
         return analysis.results_template(cfg)

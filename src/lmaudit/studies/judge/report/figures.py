@@ -13,6 +13,9 @@ from lmaudit.figures import svg_figure
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from lmaudit.studies.judge.report.order_swap import TableRow
+    from lmaudit.studies.judge.sections import Comparison, ExactInterval
+
 __all__ = ["BINS", "confidence_counts", "confidence_svg", "disagreement_svg", "order_swap_svg"]
 
 BINS = 10
@@ -51,9 +54,9 @@ def confidence_svg(values_by_condition: Mapping[str, Sequence[float]]) -> str:
     return svg_figure(draw, size=(4.8, 0.75 * len(conds) + 0.6), prefix="judge-conf")
 
 
-def _interval(ax: Any, y: float, ci: Mapping[str, float], rate: float, colour: str, size: float) -> None:
+def _interval(ax: Any, y: float, ci: ExactInterval, rate: float | None, colour: str, size: float) -> None:
     """A rate (dot) and its interval (bar) on row ``y``."""
-    ax.plot([ci["low"], ci["high"]], [y, y], color=colour, linewidth=2.2, alpha=0.55)
+    ax.plot([ci.low, ci.high], [y, y], color=colour, linewidth=2.2, alpha=0.55)
     ax.plot([rate], [y], "o", color=colour, markersize=size)
 
 
@@ -79,11 +82,11 @@ def _share_axes(ax: Any, ys: list[int], labels: list[str], xlabel: str) -> None:
     ax.set_xlabel(xlabel)
 
 
-def disagreement_svg(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> str:
+def disagreement_svg(comparisons: Sequence[Comparison], alpha: float) -> str:
     """Each comparison's share of changed verdicts (dot) and its exact ``1 - alpha`` interval
     (bar), one row each, the repeat baseline grey and its rate a dashed line; ``""`` when no
     comparison has a pair."""
-    rows = [d for d in comparisons if d.get("n")]
+    rows = [d for d in comparisons if d.n]
     if not rows:
         return ""
 
@@ -91,48 +94,46 @@ def disagreement_svg(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> 
         ax = fig.add_subplot()
         ys = list(range(len(rows)))[::-1]
         for y, d in zip(ys, rows, strict=True):
-            base = "repeat_pairs" in d
+            base = d.is_repeat
             colour = "#777777" if base else "#c62828"
-            _interval(ax, y, d["ci"], d["rate"], colour, 6)
-            _count_label(ax, y, f"{d['changed']}/{d['n']}")
-            if base:
-                ax.axvline(d["rate"], color="#777777", linestyle="--", linewidth=0.9)
+            _interval(ax, y, d.ci, d.rate, colour, 6)
+            _count_label(ax, y, f"{d.changed}/{d.n}")
+            if base and d.rate is not None:
+                ax.axvline(d.rate, color="#777777", linestyle="--", linewidth=0.9)
         _share_axes(
             ax,
             ys,
-            [str(d["comparison"]) for d in rows],
+            [d.comparison for d in rows],
             f"share of paired verdicts that changed (dot), exact {100 * (1 - alpha):g}% interval (bar)",
         )
 
     return svg_figure(draw, size=(6.4, 0.42 * len(rows) + 0.9), prefix="judge-dis")
 
 
-def order_swap_svg(rows: Sequence[Mapping[str, Any]], alpha: float) -> str:
+def order_swap_svg(rows: Sequence[TableRow], alpha: float) -> str:
     """Per group of pairs (rows of :func:`.order_swap_report.table`), the first-position win
     rate among the pairs that flipped (red) and among all decisive verdicts (grey), each with
     its exact ``1 - alpha`` interval, against the dashed line of no position bias (50%);
     ``""`` when no row has a decisive verdict."""
-    rows = [r for r in rows if r["per_verdict"]["n"] or r["flipped"]["n"]]
+    rows = [r for r in rows if r.per_verdict.n or r.flipped.n]
     if not rows:
         return ""
-    readings = (("flipped", "#c62828", 0.13), ("per_verdict", "#777777", -0.13))
 
     def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
         ys = list(range(len(rows)))[::-1]
         ax.axvline(0.5, color="#444444", linestyle="--", linewidth=0.9)
         for y, r in zip(ys, rows, strict=True):
-            for key, colour, dy in readings:
-                b = r[key]
-                if not b["n"]:
-                    continue
-                _interval(ax, y + dy, b["ci"], b["rate"], colour, 5)
-            f, v = r["flipped"], r["per_verdict"]
-            _count_label(ax, y, f"{f['first_both']}/{f['n']} · {v['first']}/{v['n']}")
+            f, v = r.flipped, r.per_verdict
+            readings = ((f.n, f.ci, f.rate, "#c62828", 0.13), (v.n, v.ci, v.rate, "#777777", -0.13))
+            for n, ci, rate, colour, dy in readings:
+                if n:
+                    _interval(ax, y + dy, ci, rate, colour, 5)
+            _count_label(ax, y, f"{f.first_both}/{f.n} · {v.first}/{v.n}")
         _share_axes(
             ax,
             ys,
-            [f"{r['group']}: {r['name']}" if r["group"] != "overall" else "all pairs" for r in rows],
+            [f"{r.group}: {r.name}" if r.group != "overall" else "all pairs" for r in rows],
             "first-position wins: flipped pairs (red), all decisive verdicts (grey); "
             f"exact {100 * (1 - alpha):g}% intervals",
         )

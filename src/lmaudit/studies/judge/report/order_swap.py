@@ -1,67 +1,82 @@
-"""The ``order_swap`` section's views: MLflow metrics, the summary line, figure data for
-``dvc plots`` and the rows of the report's position tables (one per group of pairs)."""
+"""The ``order_swap`` and ``length`` sections' views: MLflow metrics, the summary line, figure
+data for ``dvc plots`` and the rows of the report's position tables (one per group of pairs)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["GROUPS", "length_metrics", "length_summary", "metrics", "plot_rows", "summary", "table"]
+if TYPE_CHECKING:
+    from lmaudit.studies.judge.import_sections import (
+        Flipped,
+        LengthSection,
+        OrderSwap,
+        PairBlock,
+        PairCounts,
+        PerVerdict,
+        PositionConsistency,
+        PreferenceFairness,
+        Randomized,
+    )
 
-# the section's groupings: results key, metric prefix, the report's heading
-GROUPS = (
-    ("by_judge_prompt", "prompt", "judge prompt"),
-    ("by_turn", "turn", "turn"),
-    ("by_model_pair", "pair", "model pair"),
-)
+__all__ = ["TableRow", "length_metrics", "length_summary", "metrics", "plot_rows", "summary", "table"]
+
+COUNT_KEYS = ("n", "consistent", "first_both", "second_both", "one_tie", "invalid")
 
 
 def _key(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-/ ]", "_", name)
 
 
-def _block_metrics(b: Mapping[str, Any], prefix: str, full: bool) -> dict[str, float]:
+def _block_metrics(b: PairBlock, prefix: str, full: bool) -> dict[str, float]:
     out: dict[str, float] = {}
-    names = b["counts"] if full else ("n", "first_both", "second_both")
+    names = COUNT_KEYS if full else ("n", "first_both", "second_both")
     for k in names:
-        out[f"{prefix}.{k}"] = b["counts"][k]
-    for reading, short in (("flipped", "flipped_first"), ("per_verdict", "first")):
-        r = b[reading]
-        if r["rate"] is not None:
-            out[f"{prefix}.{short}_rate"] = r["rate"]
-        out[f"{prefix}.{short}_ci_low"] = r["ci"]["low"]
-        out[f"{prefix}.{short}_ci_high"] = r["ci"]["high"]
-        out[f"{prefix}.{short}_p"] = r["p"]
+        out[f"{prefix}.{k}"] = getattr(b.counts, k)
+    readings: tuple[tuple[Flipped | PerVerdict, str], ...] = (
+        (b.flipped, "flipped_first"),
+        (b.per_verdict, "first"),
+    )
+    for r, short in readings:
+        if r.rate is not None:
+            out[f"{prefix}.{short}_rate"] = r.rate
+        out[f"{prefix}.{short}_ci_low"] = r.ci.low
+        out[f"{prefix}.{short}_ci_high"] = r.ci.high
+        out[f"{prefix}.{short}_p"] = r.p
     return out
 
 
-def _shi_metrics(b: Mapping[str, Any], prefix: str) -> dict[str, float]:
-    pc, pf = b["position_consistency"], b["preference_fairness"]
-    out = {
-        f"{prefix}.position_consistency_ci_low": pc["ci"]["low"],
-        f"{prefix}.position_consistency_ci_high": pc["ci"]["high"],
-        f"{prefix}.primacy": pf["primacy"],
-        f"{prefix}.recency": pf["recency"],
+def _shi_metrics(b: PairBlock, prefix: str) -> dict[str, float]:
+    pc, pf = b.position_consistency, b.preference_fairness
+    out: dict[str, float] = {
+        f"{prefix}.position_consistency_ci_low": pc.ci.low,
+        f"{prefix}.position_consistency_ci_high": pc.ci.high,
+        f"{prefix}.primacy": pf.primacy,
+        f"{prefix}.recency": pf.recency,
     }
-    if pc["rate"] is not None:
-        out[f"{prefix}.position_consistency"] = pc["rate"]
-    if pf["value"] is not None:
-        out[f"{prefix}.preference_fairness"] = pf["value"]
+    if pc.rate is not None:
+        out[f"{prefix}.position_consistency"] = pc.rate
+    if pf.value is not None:
+        out[f"{prefix}.preference_fairness"] = pf.value
     return out
 
 
-def _randomized_metrics(r: Mapping[str, Any]) -> dict[str, float]:
-    out = {f"order_swap.randomized.{k}": r[k] for k in ("verdicts", "decisive", "first_wins")}
-    if r["rate"] is not None:
-        out["order_swap.randomized.first_rate"] = r["rate"]
-    out["order_swap.randomized.ci_low"] = r["ci"]["low"]
-    out["order_swap.randomized.ci_high"] = r["ci"]["high"]
-    out["order_swap.randomized.p"] = r["p_value"]
+def _randomized_metrics(r: Randomized) -> dict[str, float]:
+    out: dict[str, float] = {
+        "order_swap.randomized.verdicts": r.verdicts,
+        "order_swap.randomized.decisive": r.decisive,
+        "order_swap.randomized.first_wins": r.first_wins,
+    }
+    if r.rate is not None:
+        out["order_swap.randomized.first_rate"] = r.rate
+    out["order_swap.randomized.ci_low"] = r.ci.low
+    out["order_swap.randomized.ci_high"] = r.ci.high
+    out["order_swap.randomized.p"] = r.p_value
     return out
 
 
-def metrics(section: Mapping[str, Any]) -> dict[str, float]:
+def metrics(section: OrderSwap) -> dict[str, float]:
     """``order_swap.<count>``, ``order_swap.{flipped_first,first}_{rate,ci_low,ci_high,p}``,
     ``order_swap.{position_consistency,preference_fairness,primacy,recency}`` overall; per group
     ``order_swap.<group>.<name>.`` with n, first_both, second_both, the rates, position
@@ -69,16 +84,18 @@ def metrics(section: Mapping[str, Any]) -> dict[str, float]:
     ``order_swap.win_rate.<model>.{balanced,order_1,order_2}`` where present."""
     out = _block_metrics(section, "order_swap", full=True)
     out.update(_shi_metrics(section, "order_swap"))
-    for key, short, _ in GROUPS:
-        for name, b in section[key].items():
+    for short, _, blocks in section.groups():
+        for name, b in blocks.items():
             prefix = f"order_swap.{short}.{_key(name)}"
             out.update(_block_metrics(b, prefix, full=False))
             out.update(_shi_metrics(b, prefix))
-    if "randomized" in section:
-        out.update(_randomized_metrics(section["randomized"]))
-    for model, w in (section.get("win_rates") or {}).get("models", {}).items():
-        for reading in ("balanced", "order_1", "order_2"):
-            out[f"order_swap.win_rate.{_key(model)}.{reading}"] = w[reading]
+    if section.randomized is not None:
+        out.update(_randomized_metrics(section.randomized))
+    if section.win_rates is not None:
+        for model, w in section.win_rates.models.items():
+            out[f"order_swap.win_rate.{_key(model)}.balanced"] = w.balanced
+            out[f"order_swap.win_rate.{_key(model)}.order_1"] = w.order_1
+            out[f"order_swap.win_rate.{_key(model)}.order_2"] = w.order_2
     return out
 
 
@@ -86,93 +103,110 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def summary(section: Mapping[str, Any]) -> str:
-    c, f, v = section["counts"], section["flipped"], section["per_verdict"]
+def summary(section: OrderSwap) -> str:
+    c, f, v = section.counts, section.flipped, section.per_verdict
     parts = []
-    if c["n"]:
-        pc, pf = section["position_consistency"], section["preference_fairness"]
+    if c.n:
+        pc, pf = section.position_consistency, section.preference_fairness
         parts.append(
-            f"order swap: {c['n']} pairs, consistent {c['consistent']}, first_both {c['first_both']}, "
-            f"second_both {c['second_both']}, one_tie {c['one_tie']}, invalid {c['invalid']}; "
-            f"first position wins {_pct(f['rate'])} of flipped pairs (p {f['p']:.3g}), "
-            f"{_pct(v['rate'])} of verdicts (p {v['p']:.3g}); position consistency {_pct(pc['rate'])}, "
-            f"preference fairness {'n/a' if pf['value'] is None else format(pf['value'], '+.3f')}"
+            f"order swap: {c.n} pairs, consistent {c.consistent}, first_both {c.first_both}, "
+            f"second_both {c.second_both}, one_tie {c.one_tie}, invalid {c.invalid}; "
+            f"first position wins {_pct(f.rate)} of flipped pairs (p {f.p:.3g}), "
+            f"{_pct(v.rate)} of verdicts (p {v.p:.3g}); position consistency {_pct(pc.rate)}, "
+            f"preference fairness {'n/a' if pf.value is None else format(pf.value, '+.3f')}"
         )
-    r = section.get("randomized")
-    if r:
+    r = section.randomized
+    if r is not None:
         parts.append(
-            f"randomized order: first shown wins {r['first_wins']}/{r['decisive']} decisive verdicts "
-            f"({_pct(r['rate'])}, p {r['p_value']:.3g})"
+            f"randomized order: first shown wins {r.first_wins}/{r.decisive} decisive verdicts "
+            f"({_pct(r.rate)}, p {r.p_value:.3g})"
         )
     return " | ".join(parts) or "order swap: no pairwise verdicts"
 
 
-def length_metrics(section: Mapping[str, Any]) -> dict[str, float]:
+def length_metrics(section: LengthSection) -> dict[str, float]:
     """``length.longer_wins.{chars,words}.{decisive_unequal,longer_won,rate,ci_low,ci_high,p}`` and
     ``length.win_rate.<model>.{raw,length_controlled}``."""
     out: dict[str, float] = {}
-    for unit, r in section["longer_wins"].items():
+    for unit, r in section.longer_wins.items():
         prefix = f"length.longer_wins.{unit}"
-        out[f"{prefix}.decisive_unequal"] = r["decisive_unequal"]
-        out[f"{prefix}.longer_won"] = r["longer_won"]
-        if r["rate"] is not None:
-            out[f"{prefix}.rate"] = r["rate"]
-        out[f"{prefix}.ci_low"] = r["ci"]["low"]
-        out[f"{prefix}.ci_high"] = r["ci"]["high"]
-        out[f"{prefix}.p"] = r["p_value"]
-    for model, m in section["length_controlled"]["models"].items():
-        out[f"length.win_rate.{_key(model)}.raw"] = m["win_rate"]
-        if m["length_controlled"] is not None:
-            out[f"length.win_rate.{_key(model)}.length_controlled"] = m["length_controlled"]
+        out[f"{prefix}.decisive_unequal"] = r.decisive_unequal
+        out[f"{prefix}.longer_won"] = r.longer_won
+        if r.rate is not None:
+            out[f"{prefix}.rate"] = r.rate
+        out[f"{prefix}.ci_low"] = r.ci.low
+        out[f"{prefix}.ci_high"] = r.ci.high
+        out[f"{prefix}.p"] = r.p_value
+    for model, m in section.length_controlled.models.items():
+        out[f"length.win_rate.{_key(model)}.raw"] = m.win_rate
+        if m.length_controlled is not None:
+            out[f"length.win_rate.{_key(model)}.length_controlled"] = m.length_controlled
     return out
 
 
-def length_summary(section: Mapping[str, Any]) -> str:
-    c = section["longer_wins"]["chars"]
+def length_summary(section: LengthSection) -> str:
+    c = section.longer_wins["chars"]
     return (
-        f"length: the longer answer wins {c['longer_won']}/{c['decisive_unequal']} decisive verdicts "
-        f"({_pct(c['rate'])}, p {c['p_value']:.3g})"
+        f"length: the longer answer wins {c.longer_won}/{c.decisive_unequal} decisive verdicts "
+        f"({_pct(c.rate)}, p {c.p_value:.3g})"
     )
 
 
-def _row(group: str, name: str, b: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "group": group,
-        "name": name,
-        **b["counts"],
-        "flipped": b["flipped"],
-        "per_verdict": b["per_verdict"],
-        "position_consistency": b["position_consistency"],
-        "preference_fairness": b["preference_fairness"],
-    }
+@dataclass(frozen=True)
+class TableRow:
+    """A row of the report's position tables: one group of pairs."""
+
+    group: str
+    name: str
+    block: PairBlock
+
+    @property
+    def counts(self) -> PairCounts:
+        return self.block.counts
+
+    @property
+    def flipped(self) -> Flipped:
+        return self.block.flipped
+
+    @property
+    def per_verdict(self) -> PerVerdict:
+        return self.block.per_verdict
+
+    @property
+    def position_consistency(self) -> PositionConsistency:
+        return self.block.position_consistency
+
+    @property
+    def preference_fairness(self) -> PreferenceFairness:
+        return self.block.preference_fairness
 
 
-def table(section: Mapping[str, Any]) -> list[dict[str, Any]]:
+def table(section: OrderSwap) -> list[TableRow]:
     """One row per group of pairs: overall first, then each judge prompt, turn and model pair."""
-    rows = [_row("overall", "all pairs", section)]
-    for key, _, label in GROUPS:
-        rows += [_row(label, name, b) for name, b in section[key].items()]
+    rows = [TableRow("overall", "all pairs", section)]
+    for _, label, blocks in section.groups():
+        rows += [TableRow(label, name, b) for name, b in blocks.items()]
     return rows
 
 
-def plot_rows(section: Mapping[str, Any]) -> list[dict[str, Any]]:
+def plot_rows(section: OrderSwap) -> list[dict[str, Any]]:
     """Figure data for ``dvc plots``: each group's counts and both first-position win rates."""
     out = []
     for r in table(section):
-        f, v = r["flipped"], r["per_verdict"]
+        f, v = r.flipped, r.per_verdict
         out.append(
             {
-                "group": r["group"],
-                "name": r["name"],
-                **{k: r[k] for k in ("n", "consistent", "first_both", "second_both", "one_tie", "invalid")},
-                "flipped_first_rate": f["rate"] if f["rate"] is not None else "",
-                "flipped_ci_low": f["ci"]["low"],
-                "flipped_ci_high": f["ci"]["high"],
-                "flipped_p": f["p"],
-                "first_rate": v["rate"] if v["rate"] is not None else "",
-                "first_ci_low": v["ci"]["low"],
-                "first_ci_high": v["ci"]["high"],
-                "first_p": v["p"],
+                "group": r.group,
+                "name": r.name,
+                **{k: getattr(r.counts, k) for k in COUNT_KEYS},
+                "flipped_first_rate": f.rate if f.rate is not None else "",
+                "flipped_ci_low": f.ci.low,
+                "flipped_ci_high": f.ci.high,
+                "flipped_p": f.p,
+                "first_rate": v.rate if v.rate is not None else "",
+                "first_ci_low": v.ci.low,
+                "first_ci_high": v.ci.high,
+                "first_p": v.p,
             }
         )
     return out

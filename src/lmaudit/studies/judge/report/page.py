@@ -13,16 +13,19 @@ matplotlib's SVG (:mod:`.figures`), which escapes its text.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from lmaudit.reporting import get
-from lmaudit.reporting.page import page_of, provenance, render
+from lmaudit.reporting import config_json, get
+from lmaudit.reporting.page import Page, provenance, render
 from lmaudit.studies.judge.report.figures import confidence_svg, disagreement_svg, order_swap_svg
 from lmaudit.studies.judge.report.order_swap import table as order_swap_table
 from lmaudit.studies.judge.report.samples import questions, samples
-from lmaudit.studies.judge.report.verdict import alerts, primary, repeat, tool_format, verdict
+from lmaudit.studies.judge.report.verdict import alerts, verdict
+
+if TYPE_CHECKING:
+    from lmaudit.studies.judge.results import JudgeResults
 
 __all__ = ["render_report"]
 
@@ -65,53 +68,62 @@ def _inputs(plan: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
 
 
 def _provenance(
-    results: Mapping[str, Any], plan: Mapping[str, Any] | None, audit: Mapping[str, Any]
+    results: JudgeResults, plan: Mapping[str, Any] | None, audit: Mapping[str, Any]
 ) -> list[tuple[str, str]]:
-    design = results.get("design") or {}
+    design = results.design
     sampling = {
-        k: design.get(k) for k in ("temperature", "top_p", "max_tokens", "max_attempts") if k in design
+        k: v
+        for k, v in (
+            ("temperature", design.temperature),
+            ("top_p", design.top_p),
+            ("max_tokens", design.max_tokens),
+            ("max_attempts", design.max_attempts),
+        )
+        if v is not None
     }
-    reg = results.get("prereg") or {}
+    execution = design.execution or {}
+    judge = design.judge
+    reg = results.prereg
     rows: list[tuple[str, Any]] = [
-        ("Study", results.get("study")),
-        ("Mode", results.get("mode")),
-        ("Judge", get(design, "judge", "name") or get(design, "execution", "judge")),
+        ("Study", results.study),
+        ("Mode", results.mode),
+        ("Judge", judge.name if judge else execution.get("judge")),
         (
             "Judge identity digest",
-            get(design, "judge", "identity_digest") or get(audit, "measure", "backend_digest"),
+            judge.identity_digest if judge else get(audit, "measure", "backend_digest"),
         ),
-        ("Isolation", design.get("isolation")),
-        ("Judgments per prompt and condition (k)", results.get("k")),
-        ("Seed (judgment seeds derive from it)", design.get("seed")),
-        ("Seed rule", design.get("seed_rule")),
+        ("Isolation", design.isolation),
+        ("Judgments per prompt and condition (k)", results.k),
+        ("Seed (judgment seeds derive from it)", design.seed),
+        ("Seed rule", design.seed_rule),
         ("Sampling", sampling or None),
-        ("Rubric SHA-256", design.get("rubric_sha256")),
-        ("Log-prob readout", design.get("readout")),
+        ("Rubric SHA-256", design.rubric_sha256),
+        ("Log-prob readout", design.readout),
         *(
-            [("Import folder", design.get("import_dir")), ("Execution record", design.get("execution"))]
-            if results.get("mode") == "import" and not design.get("format")
+            [("Import folder", design.import_dir), ("Execution record", design.execution)]
+            if results.mode == "import" and not design.format
             else []
         ),
         *(
             [
-                ("Import file", design.get("import_path")),
-                ("Import format", design.get("format")),
-                ("Execution record", design.get("execution")),
+                ("Import file", design.import_path),
+                ("Import format", design.format),
+                ("Execution record", design.execution),
             ]
-            if design.get("format")
+            if design.format
             else []
         ),
-        ("Mapping file", get(results, "mapping", "path")),
+        ("Mapping file", results.mapping.path if results.mapping else None),
         *_inputs(plan),
-        *([("Frozen protocol", FROZEN)] if results.get("mode") == "judge" else []),
+        *([("Frozen protocol", FROZEN)] if results.mode == "judge" else []),
         ("Plan digest", get(plan, "plan_digest") or audit.get("plan_digest")),
-        ("Measurements SHA-256", get(results, "source", "measurements_sha256")),
+        ("Measurements SHA-256", results.source.measurements_sha256 if results.source else None),
     ]
-    if reg:
+    if reg is not None:
         rows += [
-            ("Registration", reg.get("name")),
-            ("Registration frozen (UTC)", reg.get("frozen_utc")),
-            ("Registration file SHA-256", get(reg, "registration_file", "sha256")),
+            ("Registration", reg.name),
+            ("Registration frozen (UTC)", reg.frozen_utc),
+            ("Registration file SHA-256", reg.registration_file.sha256),
         ]
     rows += [
         # the run is logged to MLflow after the report is written: its name, not its id
@@ -127,92 +139,93 @@ def _provenance(
     return provenance(unique.values())
 
 
-def _classes(results: Mapping[str, Any]) -> dict[str, str]:
+def _classes(results: JudgeResults) -> dict[str, str]:
     """Each prompt's classes over its replicates: the class, how many replicates, and which."""
     out = {}
-    for it in results.get("items") or []:
+    for it in results.items:
+        if not it.classification:
+            continue
         by: dict[str, list[int]] = {}
-        for r, c in enumerate(it.get("classification") or []):
+        for r, c in enumerate(it.classification):
             by.setdefault(c, []).append(r)
-        if len(it.get("classification") or []) == 1:
-            out[it["item"]] = next(iter(by))
+        if len(it.classification) == 1:
+            out[it.item] = next(iter(by))
         else:
-            out[it["item"]] = "; ".join(
+            out[it.item] = "; ".join(
                 f"{c} ×{len(rs)} (replicate{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))})"
                 for c, rs in by.items()
             )
     return out
 
 
-def _import_terms(results: Mapping[str, Any]) -> list[str]:
+def _import_terms(results: JudgeResults) -> list[str]:
     """An imported file's terms: its two orders, flipped pairs where pairs were judged in both,
     and the tool's invalid verdicts; none of the wrappers' or the rubric's."""
     out = ["order 1 / order 2"]
-    if primary(results):
+    if results.primary:
         out.append("disagreement")
-    if get(results, "order_swap", "counts", "n"):
+    if results.order_swap is not None and results.order_swap.counts.n:
         out.append("flipped pair")
-    if get(results, "validity", "invalid"):
+    if results.validity.invalid:
         out.append("imported invalid verdict")
     return out
 
 
-def _terms(results: Mapping[str, Any]) -> list[str]:
-    if tool_format(results):
+def _terms(results: JudgeResults) -> list[str]:
+    if results.tool_format:
         return _import_terms(results)
-    conds = get(results, "design", "conditions") or []
     out = ["P0 / PA / PB / PAB", "invalid output"]
-    if primary(results):
+    if results.primary:
         out.insert(1, "disagreement")
-    if any(c.get("swap") for c in conds):
+    if any(c.swap for c in results.design.conditions):
         out.append("SWAP")
-    if repeat(results) is not None:
+    if results.repeat is not None:
         out.append("repeat baseline")
-    if get(results, "patterns", "evaluable"):
+    if results.patterns.evaluable:
         out.append("attraction / aversion")
-    if get(results, "classification", "evaluable"):
+    if results.classification.evaluable:
         out.append("prompt classes")
-    if results.get("readout"):
+    if results.readout:
         out.append("log-prob readout")
     return out
 
 
 def render_report(
     *,
-    results: Mapping[str, Any],
+    results: JudgeResults,
     plan: Mapping[str, Any] | None,
     audit: Mapping[str, Any] | None,
     rows: Iterable[Mapping[str, Any]] = (),
 ) -> str:
     audit = audit or {}
-    conds = list(results.get("conditions_analysed") or [])
-    summaries = results.get("conditions") or {}
-    values = {cid: get(summaries, cid, "confidence", "values") or [] for cid in conds}
+    conds = list(results.conditions_analysed)
+    values = {cid: results.conditions[cid].confidence.values for cid in conds if cid in results.conditions}
     conf_svg = confidence_svg(values)
-    alpha = float(get(results, "params", "alpha") or 0.05)
-    dis_svg = disagreement_svg(results.get("disagreement") or [], alpha)
-    swap = results.get("order_swap")
-    swap_rows = order_swap_table(swap) if swap else []
-    figure_rows = [r for r in swap_rows if r["group"] != "model pair"]
-    swap_svg = order_swap_svg(figure_rows, alpha) if swap else ""
+    alpha = results.alpha
+    dis_svg = disagreement_svg(results.disagreement, alpha)
+    swap = results.order_swap
+    swap_rows = order_swap_table(swap) if swap is not None else []
+    figure_rows = [r for r in swap_rows if r.group != "model pair"]
+    swap_svg = order_swap_svg(figure_rows, alpha) if swap is not None else ""
     shown, total = samples(rows, plan, results)
-    isolation = get(results, "design", "isolation")
+    isolation = results.design.isolation
     note = "Each prompt under each condition: the judge prompt exactly as rendered and every verdict the judge wrote."
     if isolation == "shared":
         note += " Not a fresh context per judgment: each was made in one conversation with the earlier turns (not shown)."
     elif isolation != "fresh":
         note += " Whether each judgment had a fresh context is not recorded."
-    judge = get(results, "design", "judge", "name")
-    tool = tool_format(results)
+    judge = results.design.judge.name if results.design.judge else None
+    tool = results.tool_format
     title = (
-        f"Judge position bias: {results.get('n_prompts', 0)} pairs imported from {tool}"
+        f"Judge position bias: {results.n_prompts} pairs imported from {tool}"
         if tool
-        else f"Judge presentation sensitivity: {results.get('n_prompts', 0)} prompts, "
+        else f"Judge presentation sensitivity: {results.n_prompts} prompts, "
         f"conditions {', '.join(conds) or 'none'}"
     )
-    page = page_of(
-        results,
-        plan,
+    page = Page(
+        predictions=[p.to_json() for p in results.predictions or ()],
+        registration=results.prereg.name if results.prereg else None,
+        config=config_json(plan),
         study="judge",
         title=title + (f" ({judge})" if judge else ""),
         question=IMPORT_QUESTION if tool else QUESTION,
@@ -230,22 +243,22 @@ def render_report(
         page,
         results=results,
         conds=conds,
-        primary=primary(results),
-        repeat=repeat(results),
-        cls=results.get("classification") or {},
-        pat=results.get("patterns") or {},
-        readout=results.get("readout") or {},
-        wins=results.get("model_wins") or {},
-        validity=results.get("validity") or {},
+        primary=list(results.primary),
+        repeat=results.repeat,
+        cls=results.classification,
+        pat=results.patterns,
+        readout=results.readout,
+        wins=results.model_wins,
+        validity=results.validity,
         questions=questions(plan),
         classes=_classes(results),
         confidence_svg=Markup(conf_svg) if conf_svg else None,
         disagreement_svg=Markup(dis_svg) if dis_svg else None,
         order_swap=swap,
-        length=results.get("length"),
+        length=results.length,
         order_swap_rows=swap_rows,
         order_swap_svg=Markup(swap_svg) if swap_svg else None,
         level=f"{100 * (1 - alpha):g}",
         tool=tool,
-        n_valid=int(get(results, "validity", "valid") or 0),
+        n_valid=results.validity.valid,
     )

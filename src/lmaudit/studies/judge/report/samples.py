@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmaudit.reporting import get
 from lmaudit.reporting.page import MAX_SAMPLES, Sample
+
+if TYPE_CHECKING:
+    from lmaudit.studies.judge.results import JudgeResults
 
 __all__ = ["question", "questions", "samples"]
 
@@ -106,19 +109,19 @@ def _prompt(it: Mapping[str, Any] | None, imported: bool) -> str:
 
 
 def samples(
-    rows: Iterable[Mapping[str, Any]], plan: Mapping[str, Any] | None, results: Mapping[str, Any]
+    rows: Iterable[Mapping[str, Any]], plan: Mapping[str, Any] | None, results: JudgeResults
 ) -> tuple[list[Sample], int]:
     """One sample per prompt and condition, in the results' prompt and condition order."""
     judged = _group(rows)
     packets = _packet_items(plan)
     qs = questions(plan)
-    ref = str(results.get("reference") or "P0")
-    ref_labels = {it["item"]: (it.get("labels") or {}).get(ref) for it in results.get("items") or []}
-    items = [str(it["item"]) for it in results.get("items") or []]
+    ref = results.reference
+    ref_labels = {it.item: it.labels.get(ref) for it in results.items}
+    items = [it.item for it in results.items]
     out: list[Sample] = []
     total = 0
     for pid in items:
-        for cid in results.get("conditions_analysed") or []:
+        for cid in results.conditions_analysed:
             rs = judged.get((cid, pid))
             if not rs:
                 continue
@@ -126,7 +129,7 @@ def samples(
             if len(out) >= MAX_SAMPLES:
                 continue
             finals = [r for r in rs if r.get("final")]
-            refl = ref_labels.get(pid) or []
+            refl = ref_labels.get(pid) or ()
             moved = [
                 int(r.get("replicate") or 0)
                 for r in finals
@@ -157,7 +160,7 @@ def samples(
                 Sample(
                     id=f"{pid} · {cid}",
                     title=_short(qs.get(pid, pid)),
-                    prompt=_prompt(packets.get((cid, pid)), results.get("mode") == "import"),
+                    prompt=_prompt(packets.get((cid, pid)), results.mode == "import"),
                     answer=first + "\n\n" + "\n\n".join(parts),
                     facts=facts,
                     flagged=bool(moved),
@@ -166,10 +169,9 @@ def samples(
     return out, total
 
 
-def _condition(results: Mapping[str, Any], cid: str) -> str:
-    for c in get(results, "design", "conditions") or []:
-        if c.get("id") == cid:
-            wrap = c.get("wrap") or []
-            what = f"wraps {' and '.join(wrap)}" if wrap else "no wrapper"
-            return what + (", A and B exchanged" if c.get("swap") else "")
-    return cid
+def _condition(results: JudgeResults, cid: str) -> str:
+    c = results.design.condition(cid)
+    if c is None:
+        return cid
+    what = f"wraps {' and '.join(c.wrap)}" if c.wrap else "no wrapper"
+    return what + (", A and B exchanged" if c.swap else "")
