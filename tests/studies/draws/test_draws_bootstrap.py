@@ -86,7 +86,9 @@ def test_the_results_carry_the_interval_seeded_and_in_any_file_order() -> None:
         for i, seq in enumerate(family(rng, 45, 10, 0.3))
     ]
     res = analyze_records(recs, SMALL, exclude_patterns=[])
-    ci = res["families"]["m"]["rho_hat_ci"]
-    assert ci["n_prompts"] == 15 and ci["low"] <= res["families"]["m"]["rho_hat"] <= ci["high"]
+    ci = res.families["m"].rho_hat_ci
+    rho_hat = res.families["m"].rho_hat
+    assert ci.n_prompts == 15 and ci.interval is not None and rho_hat is not None
+    assert ci.interval.contains(rho_hat)
     again = analyze_records(list(reversed(recs)), SMALL, exclude_patterns=[])
-    assert again["families"]["m"]["rho_hat_ci"] == ci  # prompts are resampled in sorted order
+    assert again.families["m"].rho_hat_ci == ci  # prompts are resampled in sorted order

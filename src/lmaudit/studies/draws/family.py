@@ -61,19 +61,6 @@ class GroupedDiagnostic:
     pvalue: float  # P(grouped count >= observed) under permutation (exact)
     flagged: bool
 
-    def to_json(self) -> dict[str, Any]:
-        n = self.n_informative
-        return {
-            "source": self.source,
-            "n_informative": n,
-            "n_grouped": self.n_grouped,
-            "share_grouped": self.n_grouped / n if n else None,
-            "expected": self.expected,
-            "expected_share": self.expected / n if n else None,
-            "p": self.pvalue,
-            "flagged": self.flagged,
-        }
-
 
 def bound(grid: Sequence[float], share_le: FloatArray, level: float) -> tuple[float | None, str, str]:
     """Largest grid ``rho`` with ``share_le >= level``: ``(value, status, label)``."""
@@ -110,36 +97,6 @@ class ColumnResult:
     drift_pvalue: float
     null_repeats: FloatArray = field(repr=False)
     extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self, grid: Sequence[float], *, null: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "n_sequences": self.n_sequences,
-            "n_informative": self.n_informative,
-            "n_uninformative": self.n_sequences - self.n_informative,
-            "n_draws": self.n_draws,
-            "R": self.repeats,
-            "E0": self.expected,
-            "T": self.statistic,
-            "p": self.pvalue,
-            "rho_hat": self.rho_hat,
-            "rho_upper": self.rho_upper,
-            "rho_upper_status": self.rho_upper_status,
-            "rho_upper_label": self.rho_upper_label,
-            "rho_cal": self.rho_cal,
-            "critical_value": self.critical_value,
-            "power": {f"{r:g}": v for r, v in self.power.items()},
-            "drift": {"T_drift": self.drift, "p": self.drift_pvalue},
-            "rho_curve": {"rho": [float(r) for r in grid], "share_le": [float(s) for s in self.share_le]},
-            **self.extra,
-        }
-        if null:
-            values, counts = np.unique(self.null_repeats, return_counts=True)
-            out["null"] = {
-                "T": [round(float(v) - self.expected, 9) for v in values],
-                "count": [int(c) for c in counts],
-                "B": int(self.null_repeats.size),
-            }
-        return out
 
 
 @dataclass
