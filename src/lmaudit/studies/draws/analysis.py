@@ -20,6 +20,7 @@ from lmaudit.errors import InputError
 from lmaudit.interop import audit as log_audit
 from lmaudit.interop import scores as log_scores
 from lmaudit.stats.multiplicity import holm
+from lmaudit.studies.draws.eval_logs import EpochsPersist, ErrorBar, LogAudit, NormaliseRule
 from lmaudit.studies.draws.family import (
     AnalysisParams,
     ColumnResult,
@@ -37,16 +38,12 @@ from lmaudit.studies.draws.results import (
     DrawsResults,
     DriftBeyondPersistence,
     DriftTest,
-    EpochsPersist,
-    ErrorBar,
     Excluded,
     Family,
     FamilyWithoutFlagged,
     GroupedRow,
     Holm,
     HolmRow,
-    LogAudit,
-    NormaliseRule,
     Params,
     PermutationNull,
     Refused,

@@ -4,16 +4,18 @@ its parts, read back field by field by ``from_json`` (:class:`lmaudit.results.Js
 One shape for every mode: sampled draws (``mode`` "sample", the normalisation rule of the
 config), imported draws (``mode`` "import"), and imported eval logs (inspect_ai, lm-eval),
 which add the ``log_audit`` section and, where the logs scored their samples, ``error_bars``.
-A run whose every sequence was excluded has no family (``families`` empty).
+A run whose every sequence was excluded has no family (``families`` empty). The logs' sections
+and the normalisation rule are in :mod:`.eval_logs`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 from lmaudit.results import OMIT_NONE, Interval, JsonRecord
 from lmaudit.studies.draws import views
+from lmaudit.studies.draws.eval_logs import ErrorBar, LogAudit, NormaliseRule
 from lmaudit.studies.envelope import StudyResults
 
 __all__ = [
@@ -23,23 +25,15 @@ __all__ = [
     "DrawsResults",
     "DriftBeyondPersistence",
     "DriftTest",
-    "EpochsPersist",
-    "ErrorBar",
     "Excluded",
     "Family",
     "FamilyWithoutFlagged",
     "GroupedRow",
     "Holm",
     "HolmRow",
-    "LogAudit",
-    "LogFamily",
-    "LogFile",
-    "LogIssue",
-    "NormaliseRule",
     "Params",
     "PermutationNull",
     "Refused",
-    "ReportedScore",
     "RhoCurve",
     "RhoHatInterval",
     "SourceRow",
@@ -279,120 +273,6 @@ class Data(JsonRecord):
     analysed_sequences: int
     families: tuple[str, ...]
     refused: Refused
-
-
-@dataclass(frozen=True)
-class NormaliseRule(JsonRecord):
-    """How a completion became a categorical answer (``study.normalise``)."""
-
-    kind: str
-    pattern: str | None
-    labels: tuple[str, ...]
-    case_sensitive: bool
-
-
-# --- imported eval logs ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LogFile(JsonRecord):
-    """One log file as read: its settings (``facts``), what was kept, its issue codes."""
-
-    files: tuple[str, ...]
-    family: str
-    source: str
-    facts: dict[str, Any]  # free-form: the settings each tool's log records, copied as read
-    counts: dict[str, int]
-    issues: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class LogFamily(JsonRecord):
-    sources: tuple[str, ...]
-    temperature: tuple[str, ...]
-    greedy: bool
-    issues: dict[str, int]
-
-
-@dataclass(frozen=True, kw_only=True)
-class LogIssue(JsonRecord):
-    """One issue of one log file: how many answers, what was done, what it means."""
-
-    family: str
-    source: str
-    files: tuple[str, ...]
-    issue: str
-    count: int
-    action: str
-    detail: Annotated[str | None, OMIT_NONE] = None
-
-
-@dataclass(frozen=True)
-class LogAudit(JsonRecord):
-    """What the imported logs get wrong (:mod:`lmaudit.interop.audit`)."""
-
-    format: str
-    normalise: NormaliseRule | None
-    files: tuple[LogFile, ...]
-    families: dict[str, LogFamily]
-    issues: tuple[LogIssue, ...]
-    totals: dict[str, int]
-    n_excluded: int
-    greedy_families: tuple[str, ...]
-    unidentified_families: tuple[str, ...]
-
-    @property
-    def draws_read(self) -> int:
-        """Answers the logs hold, kept or not."""
-        return sum(int(f.counts.get("draws_read", 0)) for f in self.files)
-
-
-@dataclass(frozen=True)
-class ReportedScore(JsonRecord):
-    """What one log reports of its score (:mod:`lmaudit.interop.scores`)."""
-
-    files: tuple[str, ...]
-    accuracy: float | None
-    stderr: float | None
-    over: str
-    reducer: str | None
-
-
-@dataclass(frozen=True)
-class EpochsPersist(JsonRecord):
-    """Beside an error bar, this study's question: do the model's epochs persist?"""
-
-    reject: bool
-    holm_p: float
-    rho_hat: float | None
-    rho_upper_label: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class ErrorBar(JsonRecord):
-    """The mean of a model's scores on a task with its naive and sample-clustered standard
-    errors, and the stderr the log reports."""
-
-    format: str
-    scorer: str
-    n: int
-    clusters: int
-    accuracy: float
-    binary: bool
-    se_naive: float | None
-    se_clustered: float
-    design_effect: float | None
-    icc: float | None
-    log_stderr: float | None
-    log_accuracy: float | None
-    logs: tuple[ReportedScore, ...]
-    sentence: str
-    epochs_persist: EpochsPersist | None
-
-    @property
-    def clustered_over_log(self) -> float | None:
-        """The clustered standard error over the log's own (None: the log reports none, or 0)."""
-        return self.se_clustered / self.log_stderr if self.log_stderr else None
 
 
 # --- the results -------------------------------------------------------------------------------

@@ -78,13 +78,12 @@ class DrawsStudy(Study):
         plan_doc = ctx.plan.doc if ctx.plan is not None else None
         audit = dict(ctx.audit)
         rows = read_rows(audit, ctx.run_dir)
-        return render_report(results=_typed(result), plan=plan_doc, audit=audit, rows=rows)
+        return render_report(results=self._typed(result), plan=plan_doc, audit=audit, rows=rows)
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        return views.plot_data(_typed(result))
+        return views.plot_data(self._typed(result))
 
-
-def _typed(result: StudyResult) -> DrawsResults:
-    """The result's typed results (a draws result always holds them: :attr:`DrawsStudy.result_type`)."""
-    assert isinstance(result.results, DrawsResults), type(result.results)
-    return result.results
+    def _typed(self, result: StudyResult) -> DrawsResults:
+        """The result's typed results (a draws result always holds them: :attr:`result_type`)."""
+        assert isinstance(result.results, DrawsResults), type(result.results)
+        return result.results
