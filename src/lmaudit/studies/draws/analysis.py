@@ -36,7 +36,6 @@ from lmaudit.studies.draws.results import (
     Data,
     Deduplicated,
     DrawsResults,
-    DriftBeyondPersistence,
     DriftTest,
     Excluded,
     Family,
@@ -48,7 +47,6 @@ from lmaudit.studies.draws.results import (
     PermutationNull,
     Refused,
     RhoCurve,
-    RhoHatInterval,
     SourceRow,
 )
 
@@ -141,12 +139,13 @@ def _family(
     """One family's result, with its Holm-corrected p (registered, and without flagged sources)."""
     grouped = sorted((_grouped(g) for g in fa.grouped), key=lambda g: g.source)
     wf = fa.without_flagged
+    assert fa.family.rho_hat_ci is not None, "analyze_family is given each sequence's prompt"
     return Family(
         **_column_fields(fa.family, grid),
-        rho_hat_ci=RhoHatInterval(**fa.family.extra["rho_hat_ci"]),
+        rho_hat_ci=fa.family.rho_hat_ci,
         null=_null(fa.family),
         n_deduplicated=n_deduplicated,
-        drift_beyond_persistence=DriftBeyondPersistence(**fa.drift_robust),
+        drift_beyond_persistence=fa.drift_robust,
         grouped=tuple(grouped),
         flagged_sources=tuple(g.source for g in grouped if g.flagged),
         without_flagged=None

@@ -25,13 +25,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.stats.permutation import monte_carlo_pvalue, poisson_binomial_sf, upper_critical_value
 from lmaudit.studies.draws.bootstrap import rho_hat_interval
+from lmaudit.studies.draws.results import DriftBeyondPersistence, RhoHatInterval
 from lmaudit.studies.draws.sequences import SequenceSet, encode, sequence_stats
 from lmaudit.studies.draws.simulate import permutation_null, persistence_null
 
@@ -96,7 +96,7 @@ class ColumnResult:
     drift: float
     drift_pvalue: float
     null_repeats: FloatArray = field(repr=False)
-    extra: dict[str, Any] = field(default_factory=dict)
+    rho_hat_ci: RhoHatInterval | None = None  # the family column's, given its prompts
 
 
 @dataclass
@@ -105,7 +105,7 @@ class FamilyAnalysis:
     sources: list[ColumnResult]
     grouped: list[GroupedDiagnostic]
     without_flagged: ColumnResult | None
-    drift_robust: dict[str, Any]
+    drift_robust: DriftBeyondPersistence
 
 
 def _rng(seed: int, key: str, stream: int) -> np.random.Generator:
@@ -206,7 +206,7 @@ def analyze_family(
         )
     fam = results[0]
     if prompts is not None:
-        fam.extra["rho_hat_ci"] = rho_hat_interval(
+        fam.rho_hat_ci = rho_hat_interval(
             (st.repeats - st.e0).astype(np.float64), st.room, prompts, inf, _rng(params.seed, name, 3)
         )
     excess = float((st.drift[inf] - st.drift_e0[inf]).sum())
@@ -222,7 +222,7 @@ def analyze_family(
 
 def _drift_beyond_persistence(
     sub: SequenceSet, fam: ColumnResult, excess: float, params: AnalysisParams, name: str
-) -> dict[str, Any]:
+) -> DriftBeyondPersistence:
     """Excess drift ``sum (D - E[D | counts])`` against datasets simulated at ``rho_cal``
     (persistence, no drift). Not registered: persistence alone inflates ``D`` (runs fall
     unevenly into the two halves), so the registered drift test also answers to persistence."""
@@ -231,4 +231,6 @@ def _drift_beyond_persistence(
     assert d_sim is not None
     null = d_sim[0, :, 0]
     p = monte_carlo_pvalue(null, excess, tol=TOL)
-    return {"rho": rho, "excess": excess, "p": p, "null_mean": float(null.mean()), "n_sims": params.n_sims}
+    return DriftBeyondPersistence(
+        rho=rho, excess=excess, p=p, null_mean=float(null.mean()), n_sims=params.n_sims
+    )
