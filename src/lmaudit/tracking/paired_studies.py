@@ -253,8 +253,7 @@ def _draws_sequences(r: RunFolder) -> dict[str, dict[SeqKey, tuple[float, float]
         for n, row in _measurement_rows(r, "the draws comparison pairs the sequences")
         if row.get("kind", "sequence") == "sequence"
     ]
-    patterns = (r.results.get("params") or {}).get("exclude_patterns") or []
-    kept, _ = exclude(records, [str(p) for p in patterns])
+    kept, _ = exclude(records, r.typed().params.exclude_patterns)
     kept, _ = dedup_prefixes(kept)
     out: dict[str, dict[SeqKey, tuple[float, float]]] = {}
     if not kept:

@@ -90,7 +90,7 @@ def test_drift_detects_a_planted_drift() -> None:
     rng = np.random.default_rng(8)
     res = analyze_family("f", family(rng, 40, 20, 0.0, drift=True), ["s"] * 40, FAST)
     assert res.family.drift_pvalue <= 0.01
-    assert res.drift_robust["p"] <= 0.05
+    assert res.drift_robust.p <= 0.05
 
 
 def test_drift_beyond_persistence_does_not_answer_to_persistence_alone() -> None:
@@ -105,7 +105,7 @@ def test_drift_beyond_persistence_does_not_answer_to_persistence_alone() -> None
     for _ in range(n_sets):
         res = analyze_family("f", family(rng, 30, 16, 0.4), ["s"] * 30, params)
         registered.append(res.family.drift_pvalue <= 0.05)
-        robust.append(res.drift_robust["p"] <= 0.05)
+        robust.append(res.drift_robust.p <= 0.05)
     assert float(np.mean(robust)) <= 0.05 + _margin(0.05, n_sets)
     assert float(np.mean(registered)) > 0.5
 

@@ -36,9 +36,9 @@ def test_the_interval_matches_an_independent_percentile_bootstrap() -> None:
     ratios = t[idx].sum(axis=1) / r[idx].sum(axis=1)
     lo, hi = np.percentile(ratios, [2.5, 97.5])
     # Monte Carlo error of each end: about 0.0015 here (B = 9999 and 20,000); 0.006 is four of them
-    assert got["low"] == pytest.approx(lo, abs=0.006) and got["high"] == pytest.approx(hi, abs=0.006)
-    assert got["n_prompts"] == len(keys) and got["B"] == N_RESAMPLES and got["method"] == "percentile"
-    assert got["low"] < t.sum() / r.sum() < got["high"]
+    assert got.low == pytest.approx(lo, abs=0.006) and got.high == pytest.approx(hi, abs=0.006)
+    assert got.n_prompts == len(keys) and got.B == N_RESAMPLES and got.method == "percentile"
+    assert got.low < t.sum() / r.sum() < got.high
 
 
 def test_two_prompts_give_the_two_prompt_ratios_exactly() -> None:
@@ -50,7 +50,7 @@ def test_two_prompts_give_the_two_prompt_ratios_exactly() -> None:
     ra = (ex[0] + ex[1]) / (room[0] + room[1])
     rb = (ex[2] + ex[3]) / (room[2] + room[3])
     got = rho_hat_interval(ex, room, prompts, inf, np.random.default_rng(3))
-    assert (got["low"], got["high"]) == pytest.approx((min(ra, rb), max(ra, rb)), abs=1e-12)
+    assert (got.low, got.high) == pytest.approx((min(ra, rb), max(ra, rb)), abs=1e-12)
 
 
 def test_one_ratio_everywhere_is_a_point_and_one_prompt_has_no_interval() -> None:
@@ -58,24 +58,19 @@ def test_one_ratio_everywhere_is_a_point_and_one_prompt_has_no_interval() -> Non
     ex, room, inf = _stats(seqs)
     got = rho_hat_interval(ex, room, list("abcdef"), inf, np.random.default_rng(4))
     ratio = ex[0] / room[0]
-    assert (got["low"], got["high"]) == pytest.approx((ratio, ratio), abs=1e-12)
+    assert (got.low, got.high) == pytest.approx((ratio, ratio), abs=1e-12)
     one = rho_hat_interval(ex, room, ["a"] * 6, inf, np.random.default_rng(4))
-    assert (
-        one["low"] is None
-        and one["high"] is None
-        and one["n_prompts"] == 1
-        and "fewer than two" in one["reason"]
-    )
+    assert one.low is None and one.high is None and one.n_prompts == 1 and "fewer than two" in one.reason
 
 
 def test_prompts_without_an_informative_sequence_are_not_resampled() -> None:
     rng = np.random.default_rng(5)
     seqs = family(rng, 20, 10, 0.2)
     prompts = [f"p{i}" for i in range(20)]
-    base = analyze_family("f", seqs, ["s"] * 20, SMALL, prompts).family.extra["rho_hat_ci"]
+    base = analyze_family("f", seqs, ["s"] * 20, SMALL, prompts).family.rho_hat_ci
     more = analyze_family(
         "f", [*seqs, [2] * 10, [1] * 10], ["s"] * 22, SMALL, [*prompts, "q1", "q2"]
-    ).family.extra["rho_hat_ci"]
+    ).family.rho_hat_ci
     assert more == base  # one-answer sequences add nothing to either sum and are not drawn
 
 
@@ -86,7 +81,9 @@ def test_the_results_carry_the_interval_seeded_and_in_any_file_order() -> None:
         for i, seq in enumerate(family(rng, 45, 10, 0.3))
     ]
     res = analyze_records(recs, SMALL, exclude_patterns=[])
-    ci = res["families"]["m"]["rho_hat_ci"]
-    assert ci["n_prompts"] == 15 and ci["low"] <= res["families"]["m"]["rho_hat"] <= ci["high"]
+    ci = res.families["m"].rho_hat_ci
+    rho_hat = res.families["m"].rho_hat
+    assert ci.n_prompts == 15 and ci.interval is not None and rho_hat is not None
+    assert ci.interval.contains(rho_hat)
     again = analyze_records(list(reversed(recs)), SMALL, exclude_patterns=[])
-    assert again["families"]["m"]["rho_hat_ci"] == ci  # prompts are resampled in sorted order
+    assert again.families["m"].rho_hat_ci == ci  # prompts are resampled in sorted order

@@ -10,9 +10,10 @@ from draws_helpers import FAST, family
 from lmaudit.studies.draws.analysis import analyze_records
 from lmaudit.studies.draws.importer import SequenceRecord
 from lmaudit.studies.draws.report.page import render_report
+from lmaudit.studies.draws.results import DrawsResults
 
 
-def _results() -> dict:
+def _results() -> DrawsResults:
     rng = np.random.default_rng(1)
     recs = [
         SequenceRecord("<b>fam</b>", "src&1", "c", f"p{i}", tuple(s), None)
@@ -34,8 +35,10 @@ def test_report_renders_without_plan_or_audit(tmp_path: Path) -> None:
     assert "not recorded" in html
 
 
-def test_report_survives_an_empty_results_dict() -> None:
-    html = render_report(results={}, plan=None, audit=None)
+def test_report_survives_results_without_a_family() -> None:
+    empty = analyze_records([], FAST, exclude_patterns=["pred-*"])
+    assert empty.families == {} and empty.n_families == 0
+    html = render_report(results=empty, plan=None, audit=None)
     assert "The run could not answer" in html and "the run holds no sequences" in html
     assert "None: this run is not a registered one" in html
 

@@ -11,11 +11,13 @@ without an informative sequence add nothing to either sum and are not resampled.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Sequence
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from lmaudit.studies.draws.results import RhoHatInterval
 
 __all__ = ["CONFIDENCE", "METHOD", "N_RESAMPLES", "rho_hat_interval"]
 
@@ -35,24 +37,24 @@ def rho_hat_interval(
     prompts: Sequence[Hashable],
     informative: NDArray[np.bool_],
     rng: np.random.Generator,
-) -> dict[str, Any]:
+) -> RhoHatInterval:
     """The percentile bootstrap interval of ``sum excess / sum room`` over prompts, per
     sequence ``excess = R - E0``, ``room = n - 1 - E0`` and its prompt; the interval is None
     (with the reason) below two prompts with an informative sequence."""
     picked = [prompts[int(i)] for i in np.flatnonzero(informative)]
     keys = sorted(set(picked), key=repr)
     index = {k: j for j, k in enumerate(keys)}
-    out: dict[str, Any] = {
-        "low": None,
-        "high": None,
-        "confidence": CONFIDENCE,
-        "method": METHOD,
-        "B": N_RESAMPLES,
-        "unit": "prompt (condition, probe)",
-        "n_prompts": len(keys),
-    }
+    out = RhoHatInterval(
+        low=None,
+        high=None,
+        confidence=CONFIDENCE,
+        method=METHOD,
+        B=N_RESAMPLES,
+        unit="prompt (condition, probe)",
+        n_prompts=len(keys),
+    )
     if len(keys) < 2:
-        return {**out, "reason": "fewer than two prompts with an informative sequence"}
+        return dataclasses.replace(out, reason="fewer than two prompts with an informative sequence")
     which = np.asarray([index[p] for p in picked], dtype=np.int64)
     ex, rm = excess[informative], room[informative]
     order = np.lexsort((rm, ex, which))  # summed in one order whatever the file's: the same bits
@@ -71,4 +73,6 @@ def rho_hat_interval(
         method=METHOD,
         rng=rng,
     )
-    return {**out, "low": float(res.confidence_interval.low), "high": float(res.confidence_interval.high)}
+    return dataclasses.replace(
+        out, low=float(res.confidence_interval.low), high=float(res.confidence_interval.high)
+    )

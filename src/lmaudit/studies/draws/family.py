@@ -25,13 +25,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from lmaudit.stats.permutation import monte_carlo_pvalue, poisson_binomial_sf, upper_critical_value
 from lmaudit.studies.draws.bootstrap import rho_hat_interval
+from lmaudit.studies.draws.results import DriftBeyondPersistence, RhoHatInterval
 from lmaudit.studies.draws.sequences import SequenceSet, encode, sequence_stats
 from lmaudit.studies.draws.simulate import permutation_null, persistence_null
 
@@ -60,19 +60,6 @@ class GroupedDiagnostic:
     expected: float  # sum of permutation probabilities of being fully grouped
     pvalue: float  # P(grouped count >= observed) under permutation (exact)
     flagged: bool
-
-    def to_json(self) -> dict[str, Any]:
-        n = self.n_informative
-        return {
-            "source": self.source,
-            "n_informative": n,
-            "n_grouped": self.n_grouped,
-            "share_grouped": self.n_grouped / n if n else None,
-            "expected": self.expected,
-            "expected_share": self.expected / n if n else None,
-            "p": self.pvalue,
-            "flagged": self.flagged,
-        }
 
 
 def bound(grid: Sequence[float], share_le: FloatArray, level: float) -> tuple[float | None, str, str]:
@@ -109,37 +96,7 @@ class ColumnResult:
     drift: float
     drift_pvalue: float
     null_repeats: FloatArray = field(repr=False)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self, grid: Sequence[float], *, null: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "n_sequences": self.n_sequences,
-            "n_informative": self.n_informative,
-            "n_uninformative": self.n_sequences - self.n_informative,
-            "n_draws": self.n_draws,
-            "R": self.repeats,
-            "E0": self.expected,
-            "T": self.statistic,
-            "p": self.pvalue,
-            "rho_hat": self.rho_hat,
-            "rho_upper": self.rho_upper,
-            "rho_upper_status": self.rho_upper_status,
-            "rho_upper_label": self.rho_upper_label,
-            "rho_cal": self.rho_cal,
-            "critical_value": self.critical_value,
-            "power": {f"{r:g}": v for r, v in self.power.items()},
-            "drift": {"T_drift": self.drift, "p": self.drift_pvalue},
-            "rho_curve": {"rho": [float(r) for r in grid], "share_le": [float(s) for s in self.share_le]},
-            **self.extra,
-        }
-        if null:
-            values, counts = np.unique(self.null_repeats, return_counts=True)
-            out["null"] = {
-                "T": [round(float(v) - self.expected, 9) for v in values],
-                "count": [int(c) for c in counts],
-                "B": int(self.null_repeats.size),
-            }
-        return out
+    rho_hat_ci: RhoHatInterval | None = None  # the family column's, given its prompts
 
 
 @dataclass
@@ -148,7 +105,7 @@ class FamilyAnalysis:
     sources: list[ColumnResult]
     grouped: list[GroupedDiagnostic]
     without_flagged: ColumnResult | None
-    drift_robust: dict[str, Any]
+    drift_robust: DriftBeyondPersistence
 
 
 def _rng(seed: int, key: str, stream: int) -> np.random.Generator:
@@ -249,7 +206,7 @@ def analyze_family(
         )
     fam = results[0]
     if prompts is not None:
-        fam.extra["rho_hat_ci"] = rho_hat_interval(
+        fam.rho_hat_ci = rho_hat_interval(
             (st.repeats - st.e0).astype(np.float64), st.room, prompts, inf, _rng(params.seed, name, 3)
         )
     excess = float((st.drift[inf] - st.drift_e0[inf]).sum())
@@ -265,7 +222,7 @@ def analyze_family(
 
 def _drift_beyond_persistence(
     sub: SequenceSet, fam: ColumnResult, excess: float, params: AnalysisParams, name: str
-) -> dict[str, Any]:
+) -> DriftBeyondPersistence:
     """Excess drift ``sum (D - E[D | counts])`` against datasets simulated at ``rho_cal``
     (persistence, no drift). Not registered: persistence alone inflates ``D`` (runs fall
     unevenly into the two halves), so the registered drift test also answers to persistence."""
@@ -274,4 +231,6 @@ def _drift_beyond_persistence(
     assert d_sim is not None
     null = d_sim[0, :, 0]
     p = monte_carlo_pvalue(null, excess, tol=TOL)
-    return {"rho": rho, "excess": excess, "p": p, "null_mean": float(null.mean()), "n_sims": params.n_sims}
+    return DriftBeyondPersistence(
+        rho=rho, excess=excess, p=p, null_mean=float(null.mean()), n_sims=params.n_sims
+    )

@@ -1,11 +1,11 @@
 """The draws study behind the pipeline (seed 004): do a model's sampled answers persist from
 one draw to the next? Each hook is one call: the plan in :mod:`.planning`, sampling (or
-reading sequences drawn elsewhere) in :mod:`.measure`, the results in :mod:`.analysis`, the
-recorded views in :mod:`.views`, the page in :mod:`.report`."""
+reading sequences drawn elsewhere) in :mod:`.measure`, the typed results (:mod:`.results`) in
+:mod:`.analysis`, the recorded views in :mod:`.views` (methods of the results), the page in
+:mod:`.report`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from omegaconf import DictConfig
@@ -16,6 +16,7 @@ from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study
 from lmaudit.studies.draws import analysis, measure, planning, views
 from lmaudit.studies.draws.config import DrawsStudyConfig
 from lmaudit.studies.draws.report.page import render_report
+from lmaudit.studies.draws.results import DrawsResults
 from lmaudit.studies.registry import register_study
 
 __all__ = ["COMPARE_COLUMNS", "DrawsStudy"]
@@ -52,6 +53,7 @@ class DrawsStudy(Study):
     data_keys = planning.DATA_KEYS
     compare_columns = COMPARE_COLUMNS
     has_yaml = True
+    result_type = DrawsResults
 
     def default_run_name(self, cfg: DictConfig) -> str:
         return planning.default_run_name(cfg)
@@ -72,23 +74,16 @@ class DrawsStudy(Study):
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
         return self.result(analysis.analyze_rows(cfg, measurements.iter_rows(), measurements.source))
 
-    def headline(self, results: Mapping[str, Any]) -> float | None:
-        return views.headline(results)
-
-    def metrics(self, results: Mapping[str, Any]) -> dict[str, float]:
-        return views.metrics(results)
-
-    def tags(self, results: Mapping[str, Any]) -> dict[str, str]:
-        return views.tags(results)
-
-    def summary(self, results: Mapping[str, Any]) -> str:
-        return views.summary(results)
-
     def report(self, result: StudyResult, ctx: RunContext) -> str:
         plan_doc = ctx.plan.doc if ctx.plan is not None else None
         audit = dict(ctx.audit)
         rows = read_rows(audit, ctx.run_dir)
-        return render_report(results=result.doc, plan=plan_doc, audit=audit, rows=rows)
+        return render_report(results=self._typed(result), plan=plan_doc, audit=audit, rows=rows)
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        return views.plot_data(result.doc)
+        return views.plot_data(self._typed(result))
+
+    def _typed(self, result: StudyResult) -> DrawsResults:
+        """The result's typed results (a draws result always holds them: :attr:`result_type`)."""
+        assert isinstance(result.results, DrawsResults), type(result.results)
+        return result.results

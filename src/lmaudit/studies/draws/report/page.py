@@ -1,7 +1,7 @@
 """The draws study's report: one self-contained ``report.html`` (inline CSS and SVG, no scripts).
 
 The page (:mod:`lmaudit.reporting.page`) leads with the verdict; :func:`render_report` takes the
-results dict, the plan (or ``None`` when a measurement file was re-analysed without one), the
+typed results (:class:`..results.DrawsResults`), the plan (or ``None`` when a measurement file was re-analysed without one), the
 audit record and the measurement rows, and returns the page (the pipeline writes it). Text is
 escaped by Jinja2's autoescape; the figures are matplotlib's SVG (:mod:`.figures`), which
 escapes its text.
@@ -14,11 +14,12 @@ from typing import Any
 
 from markupsafe import Markup
 
-from lmaudit.reporting import fmt, get, pval, text
+from lmaudit.reporting import config_json, fmt, get, pval, text
 from lmaudit.reporting.log_audit import log_alerts
-from lmaudit.reporting.page import MAX_SAMPLES, Sample, Verdict, page_of, provenance, render, value
+from lmaudit.reporting.page import MAX_SAMPLES, Page, Sample, Verdict, provenance, render, value
 from lmaudit.studies.draws.bootstrap import CONFIDENCE, N_RESAMPLES
 from lmaudit.studies.draws.report.figures import null_svg, rho_curve_svg
+from lmaudit.studies.draws.results import DrawsResults, Family
 
 __all__ = ["render_report"]
 
@@ -28,10 +29,10 @@ QUESTION = (
 )
 
 
-def _families(results: Mapping[str, Any]) -> list[dict[str, Any]]:
-    alpha = float(get(results, "params", "alpha") or 0.05)
+def _families(results: DrawsResults) -> list[dict[str, Any]]:
+    alpha = results.params.alpha
     out = []
-    for i, (name, f) in enumerate(sorted((results.get("families") or {}).items())):
+    for i, (name, f) in enumerate(sorted(results.families.items())):
         null = null_svg(f, f"null{i}")
         curve = rho_curve_svg(f, alpha, f"rho{i}")
         out.append(
@@ -40,23 +41,22 @@ def _families(results: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "f": f,
                 "null_svg": Markup(null) if null else None,
                 "curve_svg": Markup(curve) if curve else None,
-                "power": sorted(((float(k), v) for k, v in (f.get("power") or {}).items())),
-                "sources": sorted((f.get("sources") or {}).items()),
+                "power": f.power_by_rho(),
+                "sources": sorted(f.sources.items()),
             }
         )
     return out
 
 
-def _ci(f: Mapping[str, Any]) -> str:
+def _ci(f: Family) -> str:
     """A family's ρ̂ with its bootstrap interval over prompts, as the facts show it."""
-    ci = f.get("rho_hat_ci") or {}
-    if ci.get("low") is None or ci.get("high") is None:
-        why = ci.get("reason")
-        return f"ρ̂ = {fmt(f.get('rho_hat'))}" + (f" (no interval: {why})" if why else "")
-    level = f"{100 * float(ci.get('confidence') or 0.95):g}%"
+    ci = f.rho_hat_ci
+    if ci.interval is None:
+        return f"ρ̂ = {fmt(f.rho_hat)}" + (f" (no interval: {ci.reason})" if ci.reason else "")
+    level = f"{100 * ci.confidence:g}%"
     return (
-        f"ρ̂ = {fmt(f.get('rho_hat'))}, {level} interval [{fmt(ci['low'])}, {fmt(ci['high'])}] "
-        f"({ci.get('method')} bootstrap over {ci.get('n_prompts')} prompts, B = {ci.get('B')})"
+        f"ρ̂ = {fmt(f.rho_hat)}, {level} interval [{fmt(ci.interval.lo)}, {fmt(ci.interval.hi)}] "
+        f"({ci.method} bootstrap over {ci.n_prompts} prompts, B = {ci.B})"
     )
 
 
@@ -64,16 +64,17 @@ def _families_word(n: int) -> str:
     return "family" if n == 1 else "families"
 
 
-def _log_lead(results: Mapping[str, Any]) -> str:
+def _log_lead(results: DrawsResults) -> str:
     """For imported logs, what their users came for first: how many draws are cache copies or
     errors (left out), and which families were generated greedily ("" when neither)."""
-    audit = results.get("log_audit") or {}
-    totals = audit.get("totals") or {}
-    read = sum(int((f.get("counts") or {}).get("draws_read") or 0) for f in audit.get("files") or [])
+    audit = results.log_audit
+    if audit is None:
+        return ""
+    read = audit.draws_read
     parts = []
-    copies = int(totals.get("cache_copies") or 0)
-    presumed = int(totals.get("presumed_cache_copies") or 0)
-    errors = int(totals.get("errors") or 0)
+    copies = audit.totals.get("cache_copies", 0)
+    presumed = audit.totals.get("presumed_cache_copies", 0)
+    errors = audit.totals.get("errors", 0)
     if copies:
         parts.append(
             f"{copies} of {read} draws in the imported logs are cache copies (served from a cache, not drawn)"
@@ -85,7 +86,7 @@ def _log_lead(results: Mapping[str, Any]) -> str:
     if errors:
         parts.append(f"{errors} of {read} are errors")
     out = "; ".join(parts) + ": left out of every test below." if parts else ""
-    greedy = audit.get("greedy_families") or []
+    greedy = audit.greedy_families
     if greedy:
         out += (" " if out else "") + (
             f"{', '.join(greedy)} {'was' if len(greedy) == 1 else 'were'} generated greedily (temperature 0 "
@@ -94,43 +95,38 @@ def _log_lead(results: Mapping[str, Any]) -> str:
     return out
 
 
-def _without_flagged(fams: Mapping[str, Mapping[str, Any]]) -> tuple[int, int, list[str]]:
+def _without_flagged(fams: Mapping[str, Family]) -> tuple[int, int, list[str]]:
     """``(families rejecting, families with a source left, families with none left)`` once the
     flagged sources are dropped (a family with no flagged source keeps its registered result)."""
     k = n = 0
     emptied = []
     for name, f in sorted(fams.items()):
-        wf = f.get("without_flagged")
-        if wf is not None and not wf.get("n_sequences"):
+        if f.emptied:
             emptied.append(name)
             continue
         n += 1
-        k += bool((wf or f).get("reject"))
+        k += f.reject_without_flagged
     return k, n, emptied
 
 
-def _verdict(results: Mapping[str, Any]) -> Verdict:
-    fams = results.get("families") or {}
-    alpha = get(results, "params", "alpha") or 0.05
+def _verdict(results: DrawsResults) -> Verdict:
+    fams = results.families
+    alpha = results.params.alpha
     lead = _log_lead(results)
     prefix = lead + " " if lead else ""
     if not fams:
         return Verdict(prefix + "Nothing was analysed: the run holds no sequences.", answered=False)
-    n, k = len(fams), int(results.get("n_rejected") or 0)
+    n, k = len(fams), results.n_rejected
     level = f"Holm-corrected across {n} families at α = {alpha:g}" if n > 1 else f"at α = {alpha:g}"
     facts = [
-        f"{name}: {'persistence' if f.get('reject') else 'not rejected'}; T = {fmt(f.get('T'), '.2f')}, "
-        f"{'Holm p' if n > 1 else 'p'} = {pval(f.get('holm_p'))}, {_ci(f)}, ρ_upper {f.get('rho_upper_label', '—')}, "
-        f"{f.get('n_informative', 0)} of {f.get('n_sequences', 0)} sequences informative"
+        f"{name}: {'persistence' if f.reject else 'not rejected'}; T = {fmt(f.T, '.2f')}, "
+        f"{'Holm p' if n > 1 else 'p'} = {pval(f.holm_p)}, {_ci(f)}, ρ_upper {f.rho_upper_label}, "
+        f"{f.n_informative} of {f.n_sequences} sequences informative"
         for name, f in sorted(fams.items())
     ]
-    facts += [  # imported scores: their error bars, clustered by sample (the dependence epochs carry)
-        f"{name}, {task}: {e.get('sentence')}."
-        for name, tasks in sorted((results.get("error_bars") or {}).items())
-        for task, e in sorted(tasks.items())
-        if e.get("sentence")
-    ]
-    if all(not f.get("n_informative") for f in fams.values()):
+    # imported scores: their error bars, clustered by sample (the dependence epochs carry)
+    facts += [f"{name}, {task}: {e.sentence}." for name, task, e in results.error_bar_entries() if e.sentence]
+    if all(not f.n_informative for f in fams.values()):
         return Verdict(
             prefix
             + "No sequence left has two different answers, so ordering carries no information: the test "
@@ -145,9 +141,9 @@ def _verdict(results: Mapping[str, Any]) -> Verdict:
             f"No persistence found: none of the {n} {_families_word(n)} rejects chance ordering ({level}; "
             "see ρ_upper for how much persistence is ruled out)."
         )
-    if not results.get("any_flagged"):
+    if not results.any_flagged:
         return Verdict(prefix + head, facts)
-    flagged = sorted(f"{s} in {name}" for name, f in fams.items() for s in f.get("flagged_sources") or [])
+    flagged = sorted(f"{s} in {name}" for name, s in results.flagged)
     why = (
         f"{', '.join(flagged)} {'has' if len(flagged) == 1 else 'have'} more fully grouped sequences (AAABBB) "
         "than chance gives, which strong persistence and sequences rebuilt from a distribution both produce"
@@ -171,30 +167,31 @@ def _verdict(results: Mapping[str, Any]) -> Verdict:
     )
 
 
-def _alerts(results: Mapping[str, Any]) -> list[str]:
-    data = results.get("data") or {}
+def _alerts(results: DrawsResults) -> list[str]:
     out = []
-    refused = data.get("refused") or {}
-    if refused.get("sequences"):
+    refused = results.data.refused
+    if refused.sequences:
         out.append(
-            f"The server refused {refused['draws']} draw(s) in {refused['sequences']} sequence(s) "
-            f"({value(refused.get('reasons'))}): those sequences are counted here and left out of every "
+            f"The server refused {refused.draws} draw(s) in {refused.sequences} sequence(s) "
+            f"({value(refused.reasons)}): those sequences are counted here and left out of every "
             "test below; they were not cached and are asked again by the next run."
         )
-    # rebuilt-looking sources, cache copies, errors and greedy families are stated in the answer
-    return out + log_alerts(results.get("log_audit"), in_answer=True)
+    # rebuilt-looking sources, cache copies, errors and greedy families are stated in the answer;
+    # the rest of what the logs get wrong in the words every study that reads logs shares
+    audit = results.log_audit
+    return out + log_alerts(audit.to_json() if audit is not None else None, in_answer=True)
 
 
-def _terms(results: Mapping[str, Any]) -> list[str]:
+def _terms(results: DrawsResults) -> list[str]:
     """The glossary terms that apply: none without a family, Holm only across several, ρ only
     when some sequence is informative."""
-    fams = results.get("families") or {}
+    fams = results.families
     if not fams:
         return []
     out = ["R / E0 / T"]
     if len(fams) > 1:
         out.append("Holm")
-    if any(f.get("n_informative") for f in fams.values()):
+    if any(f.n_informative for f in fams.values()):
         out.append("ρ̂ / ρ_upper")
     return out
 
@@ -237,17 +234,17 @@ def _samples(rows: Iterable[Mapping[str, Any]], plan: Mapping[str, Any] | None) 
 
 def render_report(
     *,
-    results: Mapping[str, Any],
+    results: DrawsResults,
     plan: Mapping[str, Any] | None,
     audit: Mapping[str, Any] | None,
     rows: Iterable[Mapping[str, Any]] = (),
 ) -> str:
     audit = audit or {}
-    imported = results.get("mode") == "import"
+    imported = results.mode == "import"
     model = "not used (imported draws)" if imported else get(plan, "config", "model", "name")
     rows_prov = [
-        ("Study", results.get("study")),
-        ("Mode", results.get("mode")),
+        ("Study", results.study),
+        ("Mode", results.mode),
         ("Model", model),
         ("Backend identity digest", get(audit, "measure", "backend_digest")),
         ("Import file", get(plan, "inputs", "import", "path")),
@@ -255,8 +252,8 @@ def render_report(
         *([("Import format", fmt)] if (fmt := get(plan, "inputs", "import", "format")) else []),
         ("Probes SHA-256", get(plan, "inputs", "probes", "sha256")),
         ("Plan digest", get(plan, "plan_digest") or audit.get("plan_digest")),
-        ("Measurements SHA-256", get(results, "source", "measurements_sha256")),
-        ("Normalisation", results.get("normalise")),
+        ("Measurements SHA-256", results.source.measurements_sha256 if results.source else None),
+        ("Normalisation", results.normalise.to_json() if results.normalise else None),
         # the run is logged to MLflow after the report is written: its name, not its id
         ("MLflow run", get(audit, "mlflow", "run_name")),
         ("MLflow experiment", get(audit, "mlflow", "experiment")),
@@ -266,10 +263,8 @@ def render_report(
         ("Analysed (UTC)", get(audit, "analyze", "finished_utc")),
     ]
     samples, total = _samples(rows, plan)
-    n = results.get("n_families", 0)
-    page = page_of(
-        results,
-        plan,
+    n = results.n_families
+    page = Page(
         study="draws",
         title=f"Draw-to-draw persistence: {n} {'family' if n == 1 else 'families'}"
         + (f" ({model})" if model and not imported else ""),
@@ -277,6 +272,10 @@ def render_report(
         verdict=_verdict(results),
         alerts=_alerts(results),
         terms=_terms(results),
+        # the page's shared predictions section reads each scored prediction's JSON
+        predictions=[p.to_json() for p in results.predictions or ()],
+        registration=results.prereg.name if results.prereg else None,
+        config=config_json(plan),
         samples=samples,
         samples_total=total,
         samples_note="Each sequence: the probe as asked (the conversation before it) and the draws in order.",
@@ -290,10 +289,10 @@ def render_report(
         results=results,
         families=families,
         power_rhos=sorted({r for fam in families for r, _ in fam["power"]}),
-        params=results.get("params") or {},
-        data=results.get("data") or {},
-        sources=results.get("sources") or [],
-        log_audit=results.get("log_audit"),
+        params=results.params,
+        data=results.data,
+        sources=results.sources,
+        log_audit=results.log_audit,
         ci_level=f"{100 * CONFIDENCE:g}%",
         ci_b=N_RESAMPLES,
     )
