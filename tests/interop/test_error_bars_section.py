@@ -32,12 +32,12 @@ def test_every_epoch_agreeing_the_naive_log_stderr_understates() -> None:
     naive = math.sqrt(0.75 * 0.25 / 12)
     (entry,) = error_bars_section([_row("x.eval", clusters, naive)])["m"].values()
     # cluster sums of (x - 3/4): 3/4 x 3 three times, -9/4 once -> sqrt(27/16 + 81/16) / 12
-    assert entry["se_clustered"] == pytest.approx(math.sqrt(108 / 16) / 12, abs=1e-12)
-    assert entry["design_effect"] == pytest.approx(3.0, abs=1e-12)  # k = 3 epochs, ICC 1
-    assert entry["icc"] == pytest.approx(1.0, abs=1e-12)
-    assert entry["sentence"] == (
+    assert entry.se_clustered == pytest.approx(math.sqrt(108 / 16) / 12, abs=1e-12)
+    assert entry.design_effect == pytest.approx(3.0, abs=1e-12)  # k = 3 epochs, ICC 1
+    assert entry.icc == pytest.approx(1.0, abs=1e-12)
+    assert entry.sentence == (
         f"the log's stderr {naive:.3f} understates the uncertainty; clustered by sample it is "
-        f"{entry['se_clustered']:.3f} (x1.7); treating the 12 scores as independent gives {naive:.3f} "
+        f"{entry.se_clustered:.3f} (x1.7); treating the 12 scores as independent gives {naive:.3f} "
         "(design effect 3.00)"
     )
 
@@ -55,9 +55,9 @@ def test_the_three_readings_and_no_log_stderr() -> None:
 def test_logs_of_one_model_and_task_are_pooled_by_sample() -> None:
     rows = [_row("a.eval", {"s1": [1.0], "s2": [0.0]}, 0.5), _row("b.eval", {"s1": [1.0], "s3": [1.0]}, 0.0)]
     entry = error_bars_section(rows)["m"]["t"]
-    assert (entry["n"], entry["clusters"]) == (4, 3)  # s1 is one sample in both logs
-    assert entry["log_stderr"] is None and [x["stderr"] for x in entry["logs"]] == [0.5, 0.0]
-    assert entry["sentence"].startswith("the log reports no stderr")
+    assert (entry.n, entry.clusters) == (4, 3)  # s1 is one sample in both logs
+    assert entry.log_stderr is None and [x.stderr for x in entry.logs] == [0.5, 0.0]
+    assert entry.sentence.startswith("the log reports no stderr")
     metrics = error_bars_metrics(error_bars_section(rows), str)
     assert metrics["error_bars.m.t.n"] == 4.0 and "error_bars.m.t.log_stderr" not in metrics
 

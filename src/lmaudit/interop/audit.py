@@ -13,6 +13,7 @@ from typing import Any
 
 from lmaudit.errors import InputError
 from lmaudit.interop.records import Found, LogSequence, LogSource
+from lmaudit.interop.sections import LogAudit
 from lmaudit.provenance.digest import file_sha256, json_digest
 
 __all__ = [
@@ -70,8 +71,9 @@ def _temperature(t: Any) -> str:
     return "default" if t is None else f"{float(t):g}"
 
 
-def log_audit_section(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``log_audit`` results section of the ``log_audit`` rows (pure)."""
+def log_audit_section(rows: Iterable[Mapping[str, Any]], source: str = "<log_audit rows>") -> LogAudit:
+    """The ``log_audit`` results section of the ``log_audit`` rows (pure); rows that do not
+    make one are refused in one line naming ``source`` and the field."""
     files = sorted(rows, key=lambda r: (str(r["family"]), str(r["source"]), list(r["files"])))
     issues: list[dict[str, Any]] = []
     families: dict[str, dict[str, Any]] = {}
@@ -95,7 +97,7 @@ def log_audit_section(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     for fam in families.values():
         fam["temperature"].sort()
     excluded = sum(int(i["count"]) for i in issues if i["action"] == "excluded")
-    return {
+    section = {
         "format": ",".join(sorted({str(r["format"]) for r in files})),
         "normalise": files[0].get("normalise") if files else None,
         "files": [
@@ -118,16 +120,17 @@ def log_audit_section(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             n for n, f in families.items() if "unidentified_model" in f["issues"]
         ),
     }
+    return LogAudit.from_json(section, source)
 
 
-def log_audit_metrics(section: Mapping[str, Any]) -> dict[str, float]:
+def log_audit_metrics(section: LogAudit) -> dict[str, float]:
     """MLflow metrics of the section: totals per issue, and counts of files and named families."""
-    out = {f"log_audit.{_UNSAFE.sub('_', code)}": float(n) for code, n in section["totals"].items()}
-    out["log_audit.n_files"] = float(len(section["files"]))
-    out["log_audit.n_excluded"] = float(section["n_excluded"])
-    out["log_audit.n_issues"] = float(len(section["issues"]))
-    out["log_audit.n_greedy_families"] = float(len(section["greedy_families"]))
-    out["log_audit.n_unidentified_families"] = float(len(section["unidentified_families"]))
+    out = {f"log_audit.{_UNSAFE.sub('_', code)}": float(n) for code, n in section.totals.items()}
+    out["log_audit.n_files"] = float(len(section.files))
+    out["log_audit.n_excluded"] = float(section.n_excluded)
+    out["log_audit.n_issues"] = float(len(section.issues))
+    out["log_audit.n_greedy_families"] = float(len(section.greedy_families))
+    out["log_audit.n_unidentified_families"] = float(len(section.unidentified_families))
     return out
 
 
@@ -146,15 +149,15 @@ def audit_row(src: LogSource, counts: Mapping[str, int], **extra: Any) -> dict[s
     }
 
 
-def log_audit_tags(section: Mapping[str, Any]) -> dict[str, str]:
+def log_audit_tags(section: LogAudit) -> dict[str, str]:
     """MLflow tags of the section: the issue totals and the greedy families."""
     return {
-        "log_audit.issues": ",".join(f"{k}={v}" for k, v in section["totals"].items())[:500] or "none",
-        "log_audit.greedy_families": ",".join(section["greedy_families"])[:500] or "none",
+        "log_audit.issues": ",".join(f"{k}={v}" for k, v in section.totals.items())[:500] or "none",
+        "log_audit.greedy_families": ",".join(section.greedy_families)[:500] or "none",
     }
 
 
-def log_audit_line(section: Mapping[str, Any]) -> str:
+def log_audit_line(section: LogAudit) -> str:
     """The section in a run's one-line summary."""
-    issues = ", ".join(f"{k} {v}" for k, v in section["totals"].items())
-    return f"log audit ({section['format']}): {issues or 'no issues'}"
+    issues = ", ".join(f"{k} {v}" for k, v in section.totals.items())
+    return f"log audit ({section.format}): {issues or 'no issues'}"

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lmaudit.errors import InputError
+from lmaudit.interop.sections import ErrorBar
 from lmaudit.stats.clustered import clustered_mean
 
 __all__ = ["AGREES", "check_scores", "error_bars_metrics", "error_bars_section", "sentence"]
@@ -81,8 +82,11 @@ def sentence(entry: Mapping[str, Any]) -> str:
     )
 
 
-def error_bars_section(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """``{model: {task: entry}}`` of the ``log_audit`` rows that carry scores (pure)."""
+def error_bars_section(
+    rows: Iterable[Mapping[str, Any]], source: str = "<log_audit rows>"
+) -> dict[str, dict[str, ErrorBar]]:
+    """``{model: {task: error bar}}`` of the ``log_audit`` rows that carry scores (pure); the
+    study's own question beside each (``epochs_persist``) is left for it to fill in."""
     pooled: dict[tuple[str, str], dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: (str(r["family"]), str(r["source"]), list(r["files"]))):
         scores = r.get("scores")
@@ -98,7 +102,7 @@ def error_bars_section(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str,
         for sid, values in scores["clusters"].items():
             cell["clusters"].setdefault(str(sid), []).extend(float(v) for v in values)
         cell["logs"].append({"files": list(r["files"]), **scores["log"]})
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, ErrorBar]] = {}
     for (family, task), cell in sorted(pooled.items()):
         groups = [cell["clusters"][sid] for sid in sorted(cell["clusters"])]
         cm = clustered_mean(groups)
@@ -120,11 +124,11 @@ def error_bars_section(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str,
             "logs": cell["logs"],
         }
         entry["sentence"] = sentence(entry)
-        out.setdefault(family, {})[task] = entry
+        out.setdefault(family, {})[task] = ErrorBar.from_json({**entry, "epochs_persist": None}, source)
     return out
 
 
-def error_bars_metrics(section: Mapping[str, Mapping[str, Any]], key: Any) -> dict[str, float]:
+def error_bars_metrics(section: Mapping[str, Mapping[str, ErrorBar]], key: Any) -> dict[str, float]:
     """MLflow metrics ``error_bars.<model key>.<task key>.<number>`` (``key``: a name as a metric
     key takes it),
     and over every model and task the largest design effect and the largest ratio of the
@@ -132,8 +136,8 @@ def error_bars_metrics(section: Mapping[str, Mapping[str, Any]], key: Any) -> di
     ``error_bars.max_clustered_over_log``)."""
     out: dict[str, float] = {}
     entries = [e for tasks in section.values() for e in tasks.values()]
-    effects = [float(e["design_effect"]) for e in entries if e.get("design_effect") is not None]
-    ratios = [float(e["se_clustered"]) / float(e["log_stderr"]) for e in entries if e.get("log_stderr")]
+    effects = [e.design_effect for e in entries if e.design_effect is not None]
+    ratios = [r for e in entries if (r := e.clustered_over_log) is not None]
     if effects:
         out["error_bars.max_design_effect"] = max(effects)
     if ratios:
@@ -151,6 +155,6 @@ def error_bars_metrics(section: Mapping[str, Mapping[str, Any]], key: Any) -> di
                 "icc",
                 "log_stderr",
             ):
-                if e.get(name) is not None:
-                    out[f"{base}.{name}"] = float(e[name])
+                if (v := getattr(e, name)) is not None:
+                    out[f"{base}.{name}"] = float(v)
     return out

@@ -31,7 +31,6 @@ from lmaudit.studies.choir.results import (
     EchoCalibration,
     Leakage,
     LlmExtraction,
-    LogAudit,
     NoveltyByWidth,
     QuestionResult,
     Recovery,
@@ -173,7 +172,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> Ch
         novelty_by_width=_part(NoveltyByWidth, out["novelty_by_width"]),
         ranking=ranking,
         calibration=analyze_calibration(calibration, cohort_tops(ranking)),
-        log_audit=LogAudit.from_json(log_audit_section(audits)) if audits else None,
+        log_audit=log_audit_section(audits, f"{source}: log_audit rows") if audits else None,
     )
 
 

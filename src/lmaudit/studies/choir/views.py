@@ -77,7 +77,7 @@ def metrics(results: ChoirResults) -> dict[str, float]:
                 out[f"{_key(q)}.{name}"] = float(x)
     out.update(_condition_metrics(results))
     if results.log_audit is not None:
-        out.update(log_audit_metrics(results.log_audit.to_json()))
+        out.update(log_audit_metrics(results.log_audit))
     sens = results.codebook_metric_sensitivity
     if sens is not None:
         for metric, means in (("cosine", sens.cosine), ("euclidean", sens.euclidean)):
@@ -141,7 +141,7 @@ def tags(results: ChoirResults) -> dict[str, str]:
             f"cohorts agree on the top candidate {rank.agree_top.fraction}"
         )
     if results.log_audit is not None:
-        out.update(log_audit_tags(results.log_audit.to_json()))
+        out.update(log_audit_tags(results.log_audit))
     return out
 
 
@@ -165,7 +165,7 @@ def summary(results: ChoirResults) -> str:
             f"{rank.agree_top.fraction}, {rank.n_invalid} invalid ballots"
         )
     if results.log_audit is not None:
-        parts.append(log_audit_line(results.log_audit.to_json()))
+        parts.append(log_audit_line(results.log_audit))
     return " | ".join(parts)
 
 

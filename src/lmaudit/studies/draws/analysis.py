@@ -19,8 +19,8 @@ from omegaconf import DictConfig
 from lmaudit.errors import InputError
 from lmaudit.interop import audit as log_audit
 from lmaudit.interop import scores as log_scores
+from lmaudit.interop.sections import EpochsPersist, ErrorBar, NormaliseRule
 from lmaudit.stats.multiplicity import holm
-from lmaudit.studies.draws.eval_logs import EpochsPersist, ErrorBar, LogAudit, NormaliseRule
 from lmaudit.studies.draws.family import (
     AnalysisParams,
     ColumnResult,
@@ -254,12 +254,12 @@ def _refused(rows: list[dict[str, Any]]) -> Refused:
 
 
 def _error_bars(
-    audit_rows: list[dict[str, Any]], families: Mapping[str, Family]
+    audit_rows: list[dict[str, Any]], families: Mapping[str, Family], source: str
 ) -> dict[str, dict[str, ErrorBar]]:
     """The error bars of the logs' scores (:mod:`lmaudit.interop.scores`), each beside this
     study's question: do the model's epochs persist?"""
     out: dict[str, dict[str, ErrorBar]] = {}
-    for family, tasks in log_scores.error_bars_section(audit_rows).items():
+    for family, tasks in log_scores.error_bars_section(audit_rows, f"{source}: log_audit rows").items():
         fam = families.get(family)
         persist = (
             EpochsPersist(
@@ -269,10 +269,7 @@ def _error_bars(
             else None
         )
         out[family] = {
-            task: dataclasses.replace(
-                ErrorBar.from_json({**entry, "epochs_persist": None}), epochs_persist=persist
-            )
-            for task, entry in tasks.items()
+            task: dataclasses.replace(entry, epochs_persist=persist) for task, entry in tasks.items()
         }
     return out
 
@@ -328,8 +325,8 @@ def analyze_rows(cfg: DictConfig, rows: Iterable[dict[str, Any]], source: str) -
     if not audit_rows:
         return results
     # another tool's log; its answers were normalised when the log was read: that rule
-    section = LogAudit.from_json(log_audit.log_audit_section(audit_rows), f"{source}: log_audit rows")
-    error_bars = _error_bars(audit_rows, results.families)
+    section = log_audit.log_audit_section(audit_rows, f"{source}: log_audit rows")
+    error_bars = _error_bars(audit_rows, results.families, source)
     return dataclasses.replace(
         results, log_audit=section, normalise=section.normalise, error_bars=error_bars or None
     )

@@ -5,7 +5,7 @@ One shape for every mode: sampled draws (``mode`` "sample", the normalisation ru
 config), imported draws (``mode`` "import"), and imported eval logs (inspect_ai, lm-eval),
 which add the ``log_audit`` section and, where the logs scored their samples, ``error_bars``.
 A run whose every sequence was excluded has no family (``families`` empty). The logs' sections
-and the normalisation rule are in :mod:`.eval_logs`.
+and the normalisation rule are in :mod:`lmaudit.interop.sections`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated
 
+from lmaudit.interop.sections import ErrorBar, LogAudit, NormaliseRule
 from lmaudit.results import OMIT_NONE, Interval, JsonRecord
 from lmaudit.studies.draws import views
-from lmaudit.studies.draws.eval_logs import ErrorBar, LogAudit, NormaliseRule
 from lmaudit.studies.envelope import StudyResults
 
 __all__ = [

@@ -59,10 +59,9 @@ def metrics(results: DrawsResults) -> dict[str, float]:
         for r, v in f.power.items():
             out[f"{k}power_{r}"] = float(v)
     if results.log_audit is not None:
-        out.update(log_audit.log_audit_metrics(results.log_audit.to_json()))
+        out.update(log_audit.log_audit_metrics(results.log_audit))
     if results.error_bars:
-        bars = {m: {t: e.to_json() for t, e in tasks.items()} for m, tasks in results.error_bars.items()}
-        out.update(log_scores.error_bars_metrics(bars, metric_key))
+        out.update(log_scores.error_bars_metrics(results.error_bars, metric_key))
     return out
 
 
@@ -79,7 +78,7 @@ def tags(results: DrawsResults) -> dict[str, str]:
     t["mode"] = results.mode
     t["flagged_sources"] = ",".join(f"{n}:{s}" for n, s in results.flagged) or "none"
     if results.log_audit is not None:
-        t.update(log_audit.log_audit_tags(results.log_audit.to_json()))
+        t.update(log_audit.log_audit_tags(results.log_audit))
     return t
 
 
@@ -106,7 +105,7 @@ def summary(results: DrawsResults) -> str:
         f"draws: {results.n_families} families, {d.analysed_sequences} sequences "
         f"({d.excluded.n} excluded, {d.deduplicated.n_dropped} prefix duplicates dropped) | "
         f"{results.n_rejected} rejected (Holm) | {fams}"
-        + (f" | {log_audit.log_audit_line(audit.to_json())}" if audit is not None else "")
+        + (f" | {log_audit.log_audit_line(audit)}" if audit is not None else "")
         + (f" | error bars: {bars}" if bars else "")
     )
 

@@ -183,7 +183,7 @@ def render_report(
     d = results.design
     ranking = ranking_view(results.ranking)
     listed, total = samples(rows, plan)
-    log_audit = results.log_audit.to_json() if results.log_audit else None  # the shared section's reader
+    log_audit = results.log_audit
     page = page_of(
         _scored(results),
         plan,

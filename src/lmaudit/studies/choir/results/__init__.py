@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from lmaudit.interop.sections import LogAudit
 from lmaudit.results import OMIT_NONE
 from lmaudit.studies.choir import views
 from lmaudit.studies.choir.results.across import (
@@ -34,7 +35,7 @@ from lmaudit.studies.choir.results.across import (
     Recovery,
     WidthBin,
 )
-from lmaudit.studies.choir.results.design import Design, LlmExtraction, LogAudit, RefusedLists, RuleExtraction
+from lmaudit.studies.choir.results.design import Design, LlmExtraction, RefusedLists, RuleExtraction
 from lmaudit.studies.choir.results.question import Contrast, Echo, QuestionResult, SalienceTable
 from lmaudit.studies.choir.results.ranking import (
     Calibration,

@@ -1,5 +1,5 @@
-"""What a choir run analysed (members, questions, conditions, lists, how items were extracted)
-and the audit of imported logs."""
+"""What a choir run analysed (members, questions, conditions, lists, how items were extracted);
+the audit of imported logs is the shared :class:`lmaudit.interop.sections.LogAudit`."""
 
 from __future__ import annotations
 
@@ -48,38 +48,3 @@ class Design(JsonRecord):
     degenerate_items: int
     refused_lists: RefusedLists
     extraction: LlmExtraction | RuleExtraction
-
-
-@dataclass(frozen=True)
-class LogFile(JsonRecord):
-    """An imported log file (or group of files) and what its reader found."""
-
-    files: tuple[str, ...]
-    family: str
-    source: str
-    facts: dict[str, Any]  # the log's settings as its reader reports them (free-form)
-    counts: dict[str, int]
-    issues: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class LogFamily(JsonRecord):
-    sources: tuple[str, ...]
-    temperature: tuple[float | str, ...]
-    greedy: bool
-    issues: dict[str, int]
-
-
-@dataclass(frozen=True)
-class LogAudit(JsonRecord):
-    """The settings and issues of imported logs (docs/interop.md)."""
-
-    format: str
-    normalise: Any  # the reader's normalisation setting, copied (free-form)
-    files: tuple[LogFile, ...]
-    families: dict[str, LogFamily]
-    issues: tuple[dict[str, Any], ...]  # one per issue and file, with the reader's own fields (free-form)
-    totals: dict[str, int]
-    n_excluded: int
-    greedy_families: tuple[str, ...]
-    unidentified_families: tuple[str, ...]

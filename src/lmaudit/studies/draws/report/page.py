@@ -179,7 +179,7 @@ def _alerts(results: DrawsResults) -> list[str]:
     # rebuilt-looking sources, cache copies, errors and greedy families are stated in the answer;
     # the rest of what the logs get wrong in the words every study that reads logs shares
     audit = results.log_audit
-    return out + log_alerts(audit.to_json() if audit is not None else None, in_answer=True)
+    return out + log_alerts(audit, in_answer=True)
 
 
 def _terms(results: DrawsResults) -> list[str]:

@@ -1,6 +1,7 @@
-"""The sections imported eval logs (inspect_ai, lm-eval) add to the draws study's results:
-what the logs get wrong (``log_audit``, built by :mod:`lmaudit.interop.audit`) and the error
-bars of their scores (``error_bars``, :mod:`lmaudit.interop.scores`), typed."""
+"""The typed sections imported eval logs (inspect_ai, lm-eval) add to a study's results: what
+the logs get wrong (``log_audit``, built by :mod:`lmaudit.interop.audit`, in the draws and
+choir results) and the error bars of their scores (``error_bars``, :mod:`lmaudit.interop.scores`,
+in the draws results)."""
 
 from __future__ import annotations
 
