@@ -21,6 +21,7 @@ from lmaudit.pipeline import run
 from lmaudit.reporting.page import read_rows
 from lmaudit.studies.qq.report.page import render_report
 from lmaudit.studies.qq.report.verdict import verdict
+from lmaudit.studies.qq.results import QQResults
 from svg_checks import texts_off_canvas
 
 SECTIONS = (
@@ -165,7 +166,7 @@ def test_nothing_raw_and_the_same_bytes_from_the_same_records(make_cfg, tmp_path
     assert "Report generated" not in page
     docs = _load(out)
     again = render_report(
-        results=docs["results"],
+        results=QQResults.from_json(docs["results"]),
         plan=docs["plan"],
         audit=docs["audit_record"],
         rows=read_rows(docs["audit_record"], out),

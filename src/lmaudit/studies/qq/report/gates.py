@@ -73,18 +73,8 @@ def _g3(gate: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _g1(gate: Mapping[str, Any]) -> dict[str, Any]:
-    """Gate G1 with each recorded ``label=[pieces]`` written ``label → piece + piece``."""
-    import ast
-
-    pieces = []
-    for p in gate.get("label_pieces") or []:
-        label, _, rest = str(p).partition("=")
-        try:
-            parts = ast.literal_eval(rest)
-        except (ValueError, SyntaxError):
-            parts = None
-        ok = isinstance(parts, list)
-        pieces.append(f"{label} → {' + '.join(map(str, parts))}" if ok and parts else str(p))
+    """Gate G1 with each recorded label's pieces written ``label → piece + piece``."""
+    pieces = [f"{p['label']} → {' + '.join(p['pieces'])}" for p in gate.get("label_pieces") or []]
     return {**gate, "label_pieces": pieces}
 
 

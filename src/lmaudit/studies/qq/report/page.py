@@ -34,6 +34,7 @@ from lmaudit.studies.qq.report.figures import (
 from lmaudit.studies.qq.report.gates import gate_views
 from lmaudit.studies.qq.report.samples import samples, wordings
 from lmaudit.studies.qq.report.verdict import alerts, terms, verdict
+from lmaudit.studies.qq.results import QQResults
 
 __all__ = ["NOT_RECORDED", "render_report"]
 
@@ -237,14 +238,14 @@ def _title(results: Mapping[str, Any], model: Any) -> str:
 
 def render_report(
     *,
-    results: Mapping[str, Any],
+    results: QQResults,
     plan: Mapping[str, Any] | None,
     audit: Mapping[str, Any] | None,
     rows: Iterable[Mapping[str, Any]] = (),
 ) -> str:
     """The report page as a string (the pipeline writes it, atomically)."""
     audit = audit or {}
-    clean = _clean(results)
+    clean = _clean(results.to_json())
     fig1 = saturation_cdf_svg(clean)
     fig2 = label_effect_svg(clean, ANNOTATE_ABOVE)
     gates = gate_views(clean, plan)
