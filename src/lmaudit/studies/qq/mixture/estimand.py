@@ -196,7 +196,7 @@ def diagnose_item(
 ) -> ItemDiagnostics:
     """Diagnostics of one item from its aggregate result and its ``(id, weight, result)``
     components (results with ``verdict``, ``gamma_class``, ``q`` and ``saturated``, such as
-    :class:`~lmaudit.studies.qq.result.ItemResult`)."""
+    :class:`~lmaudit.studies.qq.results.ItemResult`)."""
     qs = _f([c.q for _, _, c in components])
     w = _f([wt for _, wt, _ in components])
     mean = float(np.sum(w * qs))
