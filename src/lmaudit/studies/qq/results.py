@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -130,25 +130,40 @@ class _Stats(JsonRecord):
     max_other: float
 
 
-def _stats(
-    q: float, oe_a: float, oe_b: float, u: float, v: float, envs: Sequence[Interval]
-) -> dict[str, float | Interval]:
+class _StatFields(TypedDict):
+    q: float
+    oe_a: float
+    oe_b: float
+    oss: float
+    gamma: float
+    u: float
+    v: float
+    q_env: Interval
+    oe_a_env: Interval
+    oe_b_env: Interval
+    envelope_width: float
+    gamma_bounds: Interval
+
+
+def _stats(q: float, oe_a: float, oe_b: float, u: float, v: float, envs: Sequence[Interval]) -> _StatFields:
+    """The statistics fields of ``q``, ``OE_A``, ``OE_B``, ``u``, ``v`` and the envelopes
+    ``(q, OE_A, OE_B, Γ bounds)``, with the values derived from them."""
     q_env, oe_a_env, oe_b_env, gamma_bounds = envs
     oss = abs(oe_a) + abs(oe_b)
-    return {
-        "q": q,
-        "oe_a": oe_a,
-        "oe_b": oe_b,
-        "oss": oss,
-        "gamma": abs(q) - oss,
-        "u": u,
-        "v": v,
-        "q_env": q_env,
-        "oe_a_env": oe_a_env,
-        "oe_b_env": oe_b_env,
-        "envelope_width": q_env.width,
-        "gamma_bounds": gamma_bounds,
-    }
+    return _StatFields(
+        q=q,
+        oe_a=oe_a,
+        oe_b=oe_b,
+        oss=oss,
+        gamma=abs(q) - oss,
+        u=u,
+        v=v,
+        q_env=q_env,
+        oe_a_env=oe_a_env,
+        oe_b_env=oe_b_env,
+        envelope_width=q_env.width,
+        gamma_bounds=gamma_bounds,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,7 +196,7 @@ class MappingResult(_Stats):
         return cls(
             mapping=mapping,
             cells=cells,
-            **_stats(q, oe_a, oe_b, positions[0].p, positions[3].p, envs),  # type: ignore[arg-type]
+            **_stats(q, oe_a, oe_b, positions[0].p, positions[3].p, envs),
             verdict=verdict,
             gamma_class=gamma_class,
             precision=precision,
@@ -258,7 +273,7 @@ class ItemResult(_Stats):
         return cls(
             item=item,
             stratum=stratum,
-            **_stats(q, oe_a, oe_b, u, v, envs),  # type: ignore[arg-type]
+            **_stats(q, oe_a, oe_b, u, v, envs),
             verdict=verdict,
             gamma_class=gamma_class,
             precision=precision,
