@@ -5,6 +5,7 @@ once, one coherent verdict, and nothing read off an empty column."""
 
 from __future__ import annotations
 
+import dataclasses
 import html as htmllib
 import json
 import random
@@ -18,7 +19,9 @@ import numpy as np
 import pytest
 
 from lmaudit.pipeline import run
+from lmaudit.studies.qq.report.gates import gate_views
 from lmaudit.studies.qq.report.verdict import verdict
+from lmaudit.studies.qq.results import QQResults
 
 TESTS = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(TESTS / "interop")]  # the interop tests' helpers: logs made by the tools themselves
@@ -109,19 +112,19 @@ def test_qq_names_a_label_effect_in_the_headline_only_when_it_is_large(make_cfg,
     # the same run with items whose |ΔOSS| clears the threshold: the headline says so, with the numbers
     from lmaudit.studies.qq.summary import across_items
 
+    typed = QQResults.from_json(res)
     planted_effect = across_items(
-        [0.0] * 4,
-        [False] * 4,
-        [0.5, 0.55, 0.6, 0.52],
-        large_threshold=res["params"]["memorization_threshold"],
-    ).to_json()
-    large = {**res, "summary": planted_effect}
-    gates = {**res["gates"], "G2": {**res["gates"]["G2"], "median_other": 0.0}}
-    le = planted_effect["label_effect"]
+        [0.0] * 4, [False] * 4, [0.5, 0.55, 0.6, 0.52], large_threshold=typed.params.memorization_threshold
+    )
+    large = dataclasses.replace(typed, across_items=planted_effect)
+    gates = gate_views(typed, None)
+    gates["G2"] = {**gates["G2"], "median_other": 0.0}
+    le = planted_effect.label_effect
+    assert le is not None and le.ci is not None and le.mean is not None
     got = verdict(large, gates)
     assert got.answered and (
-        f"The label mapping changes the answers: mean |ΔOSS| between label mappings {le['mean']:.3f} over 4 items "
-        f"(95% t interval [{le['ci'][0]:.3f}, {le['ci'][1]:.3f}])" in got.headline
+        f"The label mapping changes the answers: mean |ΔOSS| between label mappings {le.mean:.3f} over 4 items "
+        f"(95% t interval [{le.ci.lo:.3f}, {le.ci.hi:.3f}])" in got.headline
     )
 
 

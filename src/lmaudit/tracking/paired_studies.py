@@ -76,23 +76,13 @@ def _num(v: float | None) -> str:
 
 @dataclass(frozen=True)
 class QQItem:
-    abs_q: float | None
-    oss: float | None
+    abs_q: float
+    oss: float
     verdict: str
 
 
 def _qq_items(r: RunFolder) -> dict[str, QQItem]:
-    out: dict[str, QQItem] = {}
-    for i, it in enumerate(r.results.get("items") or []):
-        if not isinstance(it, dict) or not isinstance(it.get("item"), str):
-            raise InputError(f"{r.path / 'results.json'}: items[{i}]: field 'item' missing")
-        q, oss = it.get("q"), it.get("oss")
-        out[it["item"]] = QQItem(
-            abs(float(q)) if q is not None else None,
-            float(oss) if oss is not None else None,
-            str(it.get("verdict", "")),
-        )
-    return out
+    return {it.item: QQItem(abs(it.q), it.oss, it.verdict) for it in r.typed().items}
 
 
 def pair_qq(a: RunFolder, b: RunFolder) -> Paired:
@@ -102,11 +92,10 @@ def pair_qq(a: RunFolder, b: RunFolder) -> Paired:
     changed = 0
     for k in _shared(ia, ib, "item", a, b):
         x, y = ia[k], ib[k]
-        diff = None if x.abs_q is None or y.abs_q is None else y.abs_q - x.abs_q
-        if diff is not None:
-            diffs.append(diff)
+        diff = y.abs_q - x.abs_q
+        diffs.append(diff)
         changed += x.verdict != y.verdict
-        oss = None if x.oss is None or y.oss is None else y.oss - x.oss
+        oss = y.oss - x.oss
         rows.append(
             {
                 "item": k,

@@ -1,32 +1,73 @@
-"""The QQ report's figures from a small hand-made results dict: well-formed SVG with the
+"""The QQ report's figures from small hand-made typed results: well-formed SVG with the
 seed's titles, axis labels and legend entries, axes fitted to the data, the same bytes twice."""
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import itertools
 import re
 from typing import Any
 
 import pytest
 
+from lmaudit.results import Interval
+from lmaudit.studies.qq import envelope as env
+from lmaudit.studies.qq.gates import G1Gate, G3Gate, Gates
+from lmaudit.studies.qq.params import QQParams
 from lmaudit.studies.qq.report.figures import label_effect_svg, saturation_cdf_svg
+from lmaudit.studies.qq.results import (
+    Cell,
+    Counts,
+    ItemResult,
+    Joint,
+    MappingResult,
+    Mass,
+    PositionEstimate,
+    QQResults,
+    Saturation,
+)
+from lmaudit.studies.qq.summary import across_items
 from svg_checks import SVG, parse, texts, texts_off_canvas, tick_values
 
-
-def _mapping(name: str, q: float, ds: list[float]) -> dict[str, Any]:
-    return {"mapping": name, "q": q, "oss": 0.5, "cells": [{"positions": [{"d": d} for d in ds]}]}
+ZERO = Interval(0.0, 0.0)
 
 
-def _results(q: tuple[float, float] = (0.004, -0.003), yes_no_d: float = 0.05) -> dict[str, Any]:
-    return {
-        "items": [
-            {"item": "s1-01", "mappings": [_mapping("map1", q[0], [2e-4, 0.3]), _mapping("map2", q[1], [0.2, 0.4])]},
-            {"item": "s1-02", "mappings": [_mapping("map1", 0.008, [0.1]), _mapping("map2", 0.009, [0.1])]},
-            {"item": "s3-01", "mappings": [_mapping("yesno", 0.0, [yes_no_d, 0.45])]},
-        ],
-        "saturation": {"threshold": 0.99},
-    }  # fmt: skip
+def _stats(q: float, oss: float) -> dict[str, Any]:
+    """The statistics fields of a mapping or item: only ``q`` and OSS matter to the figures."""
+    return dict(q=q, oe_a=0.0, oe_b=0.0, oss=oss, gamma=0.0, u=0.5, v=0.5, q_env=ZERO, oe_a_env=ZERO,
+                oe_b_env=ZERO, envelope_width=0.0, gamma_bounds=ZERO, verdict="SATISFIED",
+                gamma_class="NONCONTEXTUAL", precision=0.0, max_other=0.0)  # fmt: skip
+
+
+def _mapping(name: str, q: float, ds: list[float]) -> MappingResult:
+    positions = tuple(PositionEstimate(1, "A", None, 0.0, 0.0, 0.0, 1.0 - d, d) for d in ds)
+    return MappingResult(
+        mapping=name, cells=(Cell("AB", Joint(0.0, 0.0, 0.0, 0.0), positions),), **_stats(q, 0.5)
+    )
+
+
+def _item(item: str, *mappings: MappingResult) -> ItemResult:
+    return ItemResult(item=item, stratum="S1", s=0.0, n_positions=0, n_saturated_positions=0, saturated=False,
+                      label_effect=None, mappings=mappings, **_stats(0.0, 0.0))  # fmt: skip
+
+
+def _typed(*items: ItemResult) -> QQResults:
+    """Typed results around ``items`` (every other section empty or not run)."""
+    none = Counts(dict.fromkeys(env.VERDICTS, 0), dict.fromkeys(env.GAMMA_CLASSES, 0), 0)
+    mass = Mass(0.0, 0.01, True, 0.0)
+    return QQResults(params=QQParams(), n_items=len(items), counts=none,
+                     across_items=across_items([], [], [], large_threshold=0.3),
+                     saturation=Saturation(0.99, 0, len(items), ()), mass=mass, memorization=None, fits=(),
+                     items=items, sampled=(),
+                     gates=Gates(G1Gate("NOT_RUN", 0), mass.gate(), G3Gate("NOT_RUN", ())))  # fmt: skip
+
+
+def _results(q: tuple[float, float] = (0.004, -0.003), yes_no_d: float = 0.05) -> QQResults:
+    return _typed(
+        _item("s1-01", _mapping("map1", q[0], [2e-4, 0.3]), _mapping("map2", q[1], [0.2, 0.4])),
+        _item("s1-02", _mapping("map1", 0.008, [0.1]), _mapping("map2", 0.009, [0.1])),
+        _item("s3-01", _mapping("yesno", 0.0, [yes_no_d, 0.45])),
+    )
 
 
 def test_figure_1_has_its_labels_and_legend_and_is_deterministic() -> None:
@@ -70,10 +111,8 @@ def test_figure_2_fits_small_label_effects_and_labels_large_ones() -> None:
 
 
 def test_nothing_to_draw_gives_none() -> None:
-    assert saturation_cdf_svg({"items": []}) is None
-    one = copy.deepcopy(_results())
-    for item in one["items"]:
-        item["mappings"] = item["mappings"][:1]
+    assert saturation_cdf_svg(_typed()) is None
+    one = _typed(*(dataclasses.replace(it, mappings=it.mappings[:1]) for it in _results().items))
     assert label_effect_svg(one) is None
 
 
@@ -105,8 +144,7 @@ def test_figure_2_tick_labels_never_run_together(q: float) -> None:
 
 
 def test_figure_1_starts_near_its_data_and_keeps_its_legend_off_the_curves() -> None:
-    far = {"items": [{"item": "s1-01", "mappings": [_mapping("map1", 0.0, [0.05, 0.2, 0.4])]}],
-           "saturation": {"threshold": 0.99}}  # fmt: skip
+    far = _typed(_item("s1-01", _mapping("map1", 0.0, [0.05, 0.2, 0.4])))
     svg = saturation_cdf_svg(far) or ""
     assert min(tick_values(svg, "x")) == 1e-2  # the threshold line, not an empty decade below it
     ys = {"".join(t.itertext()): float(t.get("y", "nan")) for t in parse(svg).iter(f"{SVG}text")}

@@ -35,6 +35,7 @@ from lmaudit.studies.qq.mixture.plan import Component
 from lmaudit.studies.qq.planning import cells_for
 from lmaudit.studies.qq.report.page import render_report
 from lmaudit.studies.qq.result import QQParams
+from lmaudit.studies.qq.results import QQResults
 
 TOL = 1e-12
 REPO = Path(__file__).resolve().parents[3]
@@ -65,7 +66,7 @@ def mixture(
         rows += agent_rows(cells, build_sim_agent(agent), "logprob", tag)
         comps.append(Component(PERSONAS[k], kw.get("temperature", 1.0), a, b))
     results, _ = analyze_mixture(rows, comps, "logprob", 1.0, QQParams(), "<test>")
-    return results
+    return results.to_json()
 
 
 def component(results: dict[str, Any], k: int) -> dict[str, dict[str, Any]]:
@@ -182,7 +183,7 @@ def test_opposite_violations_average_away_with_the_flag_raised(cells: list[Any])
         assert diags[iid]["q_spread"]["range"] == pytest.approx(1.2 * abs(u - v), abs=TOL)
         away += both
     assert away >= 5 and res["mixture"]["counts"]["averaged_away"] == away
-    page = render_report(results=res, plan=None, audit=None)
+    page = render_report(results=QQResults.from_json(res), plan=None, audit=None)
     assert f"The mixture averages away QQ violations on {away} items" in page
 
 
@@ -311,10 +312,10 @@ def test_diagnose_item_counts_and_spread() -> None:
         ("c", 0.5, r("SATISFIED", 0.0, False)),
     ]
     d = diagnose_item("x", r("SATISFIED", 0.0, False), comps, plain=r("VIOLATED", 0.1, True))
-    assert d.averaged_away and d.violating == ("a", "b")
+    assert d.averaged_away and d.violating_components == ("a", "b")
     assert d.component_verdicts == {"SATISFIED": 1, "VIOLATED": 2, "INDETERMINATE": 0}
-    assert (d.q_min, d.q_max) == (-0.3, 0.3)
-    assert d.q_sd == pytest.approx((0.25 * 0.09 * 2) ** 0.5, abs=TOL)
-    assert d.n_components_saturated == 2 and d.dispersion_restored is True
+    assert (d.q_spread.min, d.q_spread.max, d.q_spread.range) == (-0.3, 0.3, 0.6)
+    assert d.q_spread.sd == pytest.approx((0.25 * 0.09 * 2) ** 0.5, abs=TOL)
+    assert d.saturated.components == 2 and d.dispersion_restored is True
     kept = diagnose_item("x", r("INDETERMINATE", 0.0, True), comps, plain=None)
     assert not kept.averaged_away and kept.dispersion_restored is None

@@ -75,7 +75,7 @@ def test_temperatures_read_the_personas_forward_pass(make_cfg: Any, tmp_path: Pa
     mixed_plain = [r for r in rows if r["kind"] == "position" and "persona" not in r]
     assert [r for r in again if r["kind"] == "position"] == mixed_plain
 
-    res = analyze_rows(cfg, rows, "<tiny>")
+    res = analyze_rows(cfg, rows, "<tiny>").to_json()
     comps = {c["id"]: c for c in res["mixture"]["components"]}
     assert comps["none/T1"]["items"] == res["mixture"]["plain"]["items"]  # the plain estimand is a component
     reference = reference_model(tiny)

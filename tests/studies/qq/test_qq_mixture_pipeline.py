@@ -53,7 +53,7 @@ def test_a_mixture_run_on_sim_agents(make_cfg: Any, tmp_path: Path) -> None:
     farmer = [r for r in positions if r.get("persona") == "iowa-farmer"]
     assert len(plain) == len(farmer) == 3 * 10  # 3 items: 2 A/B x 2 mappings x 2 orders + 1 Yes/No x 2 orders
     assert sum(r["kind"] == "g1" for r in rows) == 2 * 3 * 10  # G1 on every rendered context
-    metrics = get_study("qq").metrics(json.loads((out / "results.json").read_text()))
+    metrics = get_study("qq").result(json.loads((out / "results.json").read_text())).metrics
     assert (
         metrics["mixture.n_components"] == 6 and "mixture.component.iowa-farmer/T0.5.n_satisfied" in metrics
     )
@@ -226,7 +226,9 @@ def test_the_mixture_registration_names_real_metrics(make_cfg: Any) -> None:
         OmegaConf.to_container(cfg.prereg.predictions, resolve=True), "qq_mixture_pilot"
     )
     assert len(preds) >= 5
-    assert unknown_metrics(preds, results_template(cfg)) == []  # a sim agent's results: no model call
+    assert (
+        unknown_metrics(preds, results_template(cfg).to_json()) == []
+    )  # a sim agent's results: no model call
 
 
 def test_mlflow_records_the_component_level_diagnostics(make_cfg: Any, tmp_path: Path) -> None:

@@ -14,11 +14,14 @@ import pytest
 
 from lmaudit.backends.base import LabelRequest
 from lmaudit.backends.sim import build_sim_agent
+from lmaudit.studies.envelope import MeasurementSource
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.diagnostics import g3_check
-from lmaudit.studies.qq.estimation import QQParams, analyze
+from lmaudit.studies.qq.estimation import QQParams, QQResult, analyze
+from lmaudit.studies.qq.gates import G1Gate, G3Check, G3Gate, Gates, LabelPieces
 from lmaudit.studies.qq.records import Measurement, request_meta
 from lmaudit.studies.qq.report.page import render_report
+from lmaudit.studies.qq.results import Counts, QQResults
 
 LABEL_OF = {"map1": {"y": "A", "n": "B"}, "map2": {"y": "B", "n": "A"}, "yesno": {"y": "Yes", "n": "No"}}
 SIM_ITEMS = {"s1-01": "S1", "s1-02": "S1", "s1-04": "S1", "s2-01": "S2", "s3-01": "S3", "s3-03": "S3"}
@@ -73,18 +76,20 @@ def _sampled(m: Measurement, n: int = 50) -> Measurement:
     return dataclasses.replace(m, probs={}, other=0.0, estimand="sampled", n_draws=n, counts=counts)
 
 
-def _g3_entry(results: dict[str, Any], item: str, mapping: str, order: str, attempt: int) -> dict[str, Any]:
+def _g3_entry(result: QQResult, item: str, mapping: str, order: str, attempt: int) -> G3Check:
     """A G3 check as the study records it; attempt 1 gets shuffled counts (a failing check)."""
-    it = next(r for r in results["items"] if r["item"] == item)
-    cell = next(
-        c for m in it["mappings"] if m["mapping"] == mapping for c in m["cells"] if c["order"] == order
-    )
-    joint = np.array([cell["joint"][k] for k in ("yy", "yn", "ny", "nn")])
+    joint = next(m for m in result.item(item).mappings if m.mapping == mapping).joint(order).ravel()
     counts = np.round(np.roll(joint, 1 if attempt == 1 and item == "s1-01" else 0) * 200).astype(int)
     res = g3_check(joint.reshape(2, 2), counts.reshape(2, 2), 0.01)
-    return {"item": item, "mapping": mapping, "order": order, "attempt": attempt, "n": 200,
-            "accepted": int(counts.sum()), "attempts": {"position1": 231, "position2_y": 120, "position2_n": 97}, **res.to_json(), "passed": res.passed,
-            "complete": True}  # fmt: skip
+
+    def rows(a: np.ndarray) -> Any:
+        return tuple(tuple(r) for r in a.tolist())
+
+    return G3Check(item=item, mapping=mapping, order=order, attempt=attempt, n=res.n,
+                   accepted=int(counts.sum()), attempts={"position1": 231, "position2_y": 120, "position2_n": 97},
+                   alpha=res.alpha, alpha_cell=res.alpha_cell, logprob_joint=rows(res.logprob_joint),
+                   counts=rows(res.counts), low=rows(res.low), high=rows(res.high), inside=rows(res.inside),
+                   passed=res.passed, complete=True)  # fmt: skip
 
 
 def make_results(
@@ -92,26 +97,19 @@ def make_results(
     ab_mappings: tuple[str, ...] = ("map1", "map2"),
     *,
     sampled: bool = True,
-) -> dict[str, Any]:
-    """``analyze(...).to_json()`` of sim + hand-made records, plus ``gates`` and ``source``."""
+) -> QQResults:
+    """The typed results of sim + hand-made records, with gates and ``source``."""
     cfg = agent_cfg or {"agent": "mixture_repetition", "seed": 3, "label_bias": 3.0, "other_mass": 2e-7,
                         "r_AB": {"y": 0.9, "n": 0.1}, "r_BA": {"y": 0.3, "n": 0.8},
                         "items": {"s3-03": {"u": 0.9999, "v": 0.0001}}}  # fmt: skip
     ms = _measurements(cfg, ab_mappings)
     extra = [_sampled(m) for m in ms if m.item == "s1-01"] if sampled else []
-    result = analyze(ms + extra, QQParams(memorization_pairs=MATCHED)).to_json()
-    mass = result["mass"]
-    checks = [_g3_entry(result, "s1-01", ab_mappings[0], "AB", 1), _g3_entry(result, "s1-01", ab_mappings[0], "AB", 2),
-              _g3_entry(result, "s3-01", "yesno", "BA", 1)]  # fmt: skip
-    g2 = {"status": "PASS" if mass["g2_pass"] else "FAIL", "max_other": mass["max_other"],
-          "threshold": mass["g2_max_other"], "max_envelope_width": mass["max_envelope_width"]}  # fmt: skip
-    result["gates"] = {
-        "G1": {"status": "PASS", "checked": 24, "failed": 0, "label_pieces": ["A=['A']", "B=['B']"]},
-        "G2": g2,
-        "G3": {"status": "PASS", "alpha": 0.01, "checks": checks, "retries": 1},
-    }
-    result["source"] = {"measurements_sha256": MEAS_SHA, "plan_digest": PLAN_DIGEST}
-    return result
+    result = analyze(ms + extra, QQParams(memorization_pairs=MATCHED))
+    checks = (_g3_entry(result, "s1-01", ab_mappings[0], "AB", 1), _g3_entry(result, "s1-01", ab_mappings[0], "AB", 2),
+              _g3_entry(result, "s3-01", "yesno", "BA", 1))  # fmt: skip
+    pieces = (LabelPieces("A", ("A",)), LabelPieces("B", ("B",)))
+    gates = Gates(G1Gate("PASS", 24, 0, pieces), result.mass.gate(), G3Gate("PASS", checks, 0.01, 1))
+    return dataclasses.replace(result.results(gates), source=MeasurementSource(MEAS_SHA))
 
 
 PLAN: dict[str, Any] = {
@@ -183,18 +181,23 @@ class Parsed(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def results() -> dict[str, Any]:
+def results() -> QQResults:
     return make_results()
 
 
-def _render(results: dict[str, Any], plan: Any = PLAN, audit: Any = None) -> tuple[str, Parsed]:
+@pytest.fixture(scope="module")
+def typed(results: QQResults) -> QQResults:
+    return results
+
+
+def _render(results: QQResults, plan: Any = PLAN, audit: Any = None) -> tuple[str, Parsed]:
     audit = AUDIT if audit is None else audit
     html = render_report(results=results, plan=plan, audit=audit)
     return html, Parsed(html)
 
 
 @pytest.fixture(scope="module")
-def report(results: dict[str, Any]) -> tuple[str, Parsed]:
+def report(results: QQResults) -> tuple[str, Parsed]:
     """The full report (both mappings, plan and audit), rendered once for the module."""
     return _render(results)
 
@@ -210,31 +213,32 @@ def test_report_is_well_formed_and_self_contained(report: tuple[str, Parsed]) ->
     assert ids and len(ids) == len(set(ids))  # two inline SVGs, no clashing element ids
     refs = {r for pair in re.findall(r'url\(#([^)]+)\)|href="#([^"]+)"', html) for r in pair if r}
     assert refs and refs <= set(ids)
-    minimal: dict[str, Any] = {"study": "qq", "n_items": 0, "items": []}
+    none = Counts(dict.fromkeys(env.VERDICTS, 0), dict.fromkeys(env.GAMMA_CLASSES, 0), 0)
+    minimal = dataclasses.replace(make_results(), n_items=0, items=(), counts=none)
     empty = render_report(results=minimal, plan=None, audit={})
     assert "The run could not answer" in empty and "No item was analysed." in empty
 
 
-def test_every_item_with_its_verdict_and_row_colour(
-    report: tuple[str, Parsed], results: dict[str, Any]
-) -> None:
+def test_every_item_with_its_verdict_and_row_colour(report: tuple[str, Parsed], results: QQResults) -> None:
     _, doc = report
+    doc_items = results.to_json()["items"]
     table = doc.table_with("QQ verdict")
     header = table[0][1]
     rows = {cells[0]: (cls, dict(zip(header, cells, strict=True))) for cls, cells in table[1:]}
     assert set(rows) == set(ITEMS)
     css = {"SATISFIED": "sat", "VIOLATED": "viol", "INDETERMINATE": "indet"}
-    for it in results["items"]:
+    for it in doc_items:
         cls, row = rows[it["item"]]
         assert row["QQ verdict"] == it["verdict"] and row["Γ class"] == it["gamma_class"]
         assert row["q"] == f"{it['q']:+.3f}" and row["stratum"] == it["stratum"]
         assert row["saturated"] == ("Y" if it["saturated"] else "N")
         assert cls == css[it["verdict"]]
-    assert len({r["verdict"] for r in results["items"]}) > 1  # the fixture exercises several verdicts
+    assert len({r["verdict"] for r in doc_items}) > 1  # the fixture exercises several verdicts
 
 
-def test_summary_header_gates_and_diagnostics(report: tuple[str, Parsed], results: dict[str, Any]) -> None:
+def test_summary_header_gates_and_diagnostics(report: tuple[str, Parsed], typed: QQResults) -> None:
     html, doc = report
+    results = typed.to_json()
     v = results["counts"]["verdict"]
     assert f"{v['VIOLATED']} VIOLATED, {v['INDETERMINATE']} INDETERMINATE of {len(ITEMS)} items" in doc.text
     assert f"Saturated: {results['counts']['saturated']} of {len(ITEMS)} items" in doc.text
@@ -253,12 +257,12 @@ def test_summary_header_gates_and_diagnostics(report: tuple[str, Parsed], result
 
 
 def test_two_figures_and_label_effect_table_with_both_mappings(
-    report: tuple[str, Parsed], results: dict[str, Any]
+    report: tuple[str, Parsed], results: QQResults
 ) -> None:
     html, doc = report
     assert html.count("<svg") == 2
     table = doc.table_with("|Δq|")
-    ab = [it for it in results["items"] if it["stratum"] != "S3"]
+    ab = [it for it in results.to_json()["items"] if it["stratum"] != "S3"]
     assert {cells[0] for _, cells in table[1:]} == {it["item"] for it in ab}
     for _, cells in table[1:]:
         it = next(i for i in ab if i["item"] == cells[0])
@@ -279,15 +283,15 @@ def test_single_mapping_gives_one_figure_and_a_note() -> None:
     assert "Sampled estimand" not in doc.text
 
 
-def test_malicious_item_id_is_escaped_everywhere(results: dict[str, Any]) -> None:
+def test_malicious_item_id_is_escaped_everywhere(results: QQResults) -> None:
     bad = '<script>alert("x")</script>'
-    r = copy.deepcopy(results)
+    r = results.to_json()
     it = next(i for i in r["items"] if i["item"] == "s1-02")
     it["item"] = bad
     m1, m2 = it["mappings"]
     m1["q"], m2["q"] = -0.6, 0.7  # far off the diagonal: annotated in Figure 2 too
     r["gates"]["G3"]["checks"][0]["item"] = bad
-    html, doc = _render(r)
+    html, doc = _render(QQResults.from_json(r))
     assert "<script" not in html.lower()
     assert html.count("&lt;script&gt;") >= 4  # verdict table, label-effect table, G3 table, figure
     start = html.rindex("<svg")
@@ -296,10 +300,9 @@ def test_malicious_item_id_is_escaped_everywhere(results: dict[str, Any]) -> Non
     assert bad in [cells[0] for _, cells in doc.table_with("QQ verdict")[1:]]
 
 
-def test_renders_without_plan_audit_or_optional_sections(results: dict[str, Any]) -> None:
-    r = copy.deepcopy(results)
-    for key in ("gates", "source", "memorization", "fits", "sampled", "saturation"):
-        r.pop(key)
+def test_renders_without_plan_audit_or_optional_sections(results: QQResults) -> None:
+    gates = Gates(G1Gate("NOT_RUN", 0), results.mass.gate(), G3Gate("NOT_RUN", ()))
+    r = dataclasses.replace(results, gates=gates, source=None, memorization=None, fits=(), sampled=())
     html, doc = _render(r, plan=None, audit={})
     assert doc.errors == [] and doc.stack == []
     header = dict(cells for _, cells in doc.table_with("Study"))
@@ -326,7 +329,11 @@ def test_base_model_mass_elsewhere_is_stated_plainly() -> None:
     assert 'class="badge fail">G2 FAIL<' in html
     g2 = dict(cells for _, cells in doc.table_with("max other mass"))
     others = [
-        p["other"] for it in r["items"] for m in it["mappings"] for c in m["cells"] for p in c["positions"]
+        p["other"]
+        for it in r.to_json()["items"]
+        for m in it["mappings"]
+        for c in m["cells"]
+        for p in c["positions"]
     ]
     share = sum(o > 0.5 for o in others) / len(others)  # sim positions only: hand-made ones have little
     assert g2["median other mass"] == "0.8" and g2["positions with other mass > 0.5"] == f"{100 * share:.1f}%"

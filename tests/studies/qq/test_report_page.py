@@ -4,6 +4,7 @@ and provenance last; nothing raw, every figure's text on its canvas, and it load
 
 from __future__ import annotations
 
+import dataclasses
 import html as htmllib
 import json
 import re
@@ -19,8 +20,10 @@ from test_report import make_results
 
 from lmaudit.pipeline import run
 from lmaudit.reporting.page import read_rows
+from lmaudit.studies.qq.report.gates import gate_views
 from lmaudit.studies.qq.report.page import render_report
 from lmaudit.studies.qq.report.verdict import verdict
+from lmaudit.studies.qq.results import QQResults
 from svg_checks import texts_off_canvas
 
 SECTIONS = (
@@ -102,8 +105,9 @@ def test_a_run_that_cannot_answer_says_why_first(make_cfg, tmp_path) -> None:
 
 def test_the_verdict_names_each_reason_and_the_saturation_caveat(make_cfg, tmp_path) -> None:
     out = _sim_run(make_cfg, tmp_path, name="sim")
-    res = _load(out)["results"]
-    gates = {**res["gates"], "G2": {**res["gates"]["G2"], "median_other": 0.0}}
+    res = QQResults.from_json(_load(out)["results"])
+    gates = gate_views(res, None)
+    gates["G2"] = {**gates["G2"], "median_other": 0.0}
     assert verdict(res, gates).answered and verdict(res, gates).headline == ANSWERED
     failed = {**gates, "G1": {**gates["G1"], "status": "FAIL", "failed": 3}}
     failed["G3"] = {
@@ -120,7 +124,7 @@ def test_the_verdict_names_each_reason_and_the_saturation_caveat(make_cfg, tmp_p
     assert v.headline.endswith(
         "As measured, 18 of 18 items satisfy the QQ equality, 0 violate it and 0 are INDETERMINATE."
     )
-    saturated = {**res, "counts": {**res["counts"], "saturated": 12}}
+    saturated = dataclasses.replace(res, counts=dataclasses.replace(res.counts, saturated=12))
     s = verdict(saturated, gates)
     assert s.answered and s.headline.endswith(
         "But 12 of 18 items are saturated (near-deterministic answers), so these verdicts say little about "
@@ -165,7 +169,7 @@ def test_nothing_raw_and_the_same_bytes_from_the_same_records(make_cfg, tmp_path
     assert "Report generated" not in page
     docs = _load(out)
     again = render_report(
-        results=docs["results"],
+        results=QQResults.from_json(docs["results"]),
         plan=docs["plan"],
         audit=docs["audit_record"],
         rows=read_rows(docs["audit_record"], out),

@@ -16,6 +16,7 @@ from lmaudit.pipeline import run
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.estimation import QQParams, analyze
 from lmaudit.studies.qq.records import Measurement
+from lmaudit.studies.qq.results import UndefinedPosition
 from lmaudit.studies.registry import get_study
 from qq_sim_run import run_two_sim_items
 from stub_server import stub_model_args
@@ -56,7 +57,12 @@ def test_an_item_with_an_undefined_position_is_excluded_and_the_others_analysed(
     alone = analyze(good)  # the same item analysed without the other one
     assert res.items == alone.items and res.fits == alone.fits
     (x,) = res.excluded
-    assert (x.item, x.stratum, x.undefined, x.max_other) == ("b", "S1", (("map1", "AB", 2, "y"),), 1.0)
+    assert (x.item, x.stratum, x.undefined, x.max_other) == (
+        "b",
+        "S1",
+        (UndefinedPosition("map1", "AB", 2, "y"),),
+        1.0,
+    )
     assert res.max_other == 1.0 and not res.g2_pass  # gate G2 sees the unassigned mass
     doc = res.to_json()
     assert doc["n_items"] == 1 and doc["counts"]["excluded"] == 1
@@ -75,7 +81,7 @@ def test_no_sampled_draw_on_either_label_excludes_the_item() -> None:
     res = analyze([*good, *bad], params)
     assert res.items == analyze(good, params).items
     (x,) = res.excluded
-    assert x.undefined == (("map1", "BA", 2, "y"),) and x.max_other == 1.0
+    assert x.undefined == (UndefinedPosition("map1", "BA", 2, "y"),) and x.max_other == 1.0
     assert not res.g2_pass
     # its per-position interval is the whole of [0, 1]: no draw on a label says nothing
     iv = next(s for s in res.sampled if (s.item, s.order, s.position, s.first_answer) == ("b", "BA", 2, "y"))
@@ -134,7 +140,7 @@ def test_the_run_analyses_every_other_item_and_fails_g2(
     assert res["gates"]["G3"]["status"] == "FAIL"
     html = (tmp_path / "run" / "report.html").read_text()
     assert "Excluded: 1 item (s1-01) with no probability on either label" in html
-    metrics = get_study("qq").metrics(json.loads((tmp_path / "run" / "results.json").read_text()))
+    metrics = get_study("qq").result(json.loads((tmp_path / "run" / "results.json").read_text())).metrics
     assert metrics["n_excluded"] == 1
 
 

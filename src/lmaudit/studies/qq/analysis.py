@@ -5,6 +5,7 @@ no clock."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from omegaconf import DictConfig
@@ -18,12 +19,13 @@ from lmaudit.studies.qq.analysis_bank import (
 )
 from lmaudit.studies.qq.config import EstimandConfig
 from lmaudit.studies.qq.estimation import QQParams, analyze
-from lmaudit.studies.qq.gates import gate_g1, gate_g3, split_rows
+from lmaudit.studies.qq.gates import Gates, gate_g1, gate_g3, split_rows
 from lmaudit.studies.qq.measure import agent_rows
 from lmaudit.studies.qq.mixture.analysis import analyze_mixture
 from lmaudit.studies.qq.mixture.plan import components_of
 from lmaudit.studies.qq.planning import _typed, cells_for, mixture_cells, plan_config
 from lmaudit.studies.qq.records import check_label_assignment
+from lmaudit.studies.qq.results import QQResults
 
 __all__ = ["analysis_params", "analyze_rows", "results_template"]
 
@@ -42,8 +44,8 @@ def analysis_params(cfg: DictConfig, pairs: dict[str, str]) -> QQParams:
     )
 
 
-def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> dict[str, Any]:
-    """Pure: measurement rows + config in, results dict out (no model, no clock)."""
+def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> QQResults:
+    """Pure: measurement rows + config in, typed results out (no model, no clock)."""
     positions, g1, g3_rows = split_rows(rows, source)
     bank_path = str(cfg.study["items"].path)
     bank = load_analysis_bank(bank_path)  # ids, strata, options, pairings: all analysis needs
@@ -58,26 +60,16 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> di
         )
     else:
         try:
-            result = analyze(positions, params).to_json()
+            result = analyze(positions, params).results()
         except ValueError as e:
             raise InputError(f"{source}: {e}") from None
-    mass = result["mass"]
-    g2 = {
-        "status": "PASS" if mass["g2_pass"] else "FAIL",
-        "max_other": mass["max_other"],
-        "threshold": mass["g2_max_other"],
-        "max_envelope_width": mass["max_envelope_width"],
-    }
-    gates = {
-        "G1": gate_g1(g1),
-        "G2": g2,
-        "G3": gate_g3(g3_rows, positions, float(cfg.study.gates.g3.alpha)),
-    }
-    result["gates"] = gates
-    return result
+    gates = Gates(
+        gate_g1(g1), result.mass.gate(), gate_g3(g3_rows, positions, float(cfg.study.gates.g3.alpha))
+    )
+    return dataclasses.replace(result, gates=gates)
 
 
-def results_template(cfg: DictConfig) -> dict[str, Any]:
+def results_template(cfg: DictConfig) -> QQResults:
     """A results dict of this plan's exact shape (from a projective sim agent; no model, no I/O
     beyond the banks), used to check at freeze time that predictions name real metrics."""
     cells = cells_for(cfg)

@@ -169,11 +169,10 @@ def _missed(truth: QQResult, result: QQResult) -> NDArray[np.int64]:
     assert result.sampling is not None
     out = []
     for t, reg in zip(truth.items, result.sampling.items, strict=True):
-        bounds = dict(reg.bounds)
         miss = any(
-            not (lo <= p.p <= hi)
+            not b.contains(p.p)
             for m in t.mappings
-            for p, (lo, hi) in zip(m.positions, bounds[m.mapping], strict=True)
+            for p, b in zip(m.positions, reg.p_bounds[m.mapping], strict=True)
         )
         out.append(int(miss))
     return np.array(out, dtype=np.int64)
@@ -223,7 +222,7 @@ def calibrate(
             CalibrationPoint(
                 n=int(n),
                 reps=int(reps),
-                alpha=params.sampled_alpha,
+                alpha=params.region_alpha,
                 epsilon=params.epsilon,
                 items=tuple(it.item for it in exact.items),
                 q_true=q_true,

@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from lmaudit.results import JsonRecord
 from lmaudit.stats.intervals import bonferroni, clopper_pearson
 from lmaudit.studies.qq.config import QQStudyConfig
 from lmaudit.studies.qq.records import Measurement
@@ -26,6 +26,7 @@ __all__ = [
     "MemorizationPair",
     "MemorizationResult",
     "SampledInterval",
+    "SaturationCount",
     "discriminant_fits",
     "distance_from_determinism",
     "fit_through_origin",
@@ -53,6 +54,14 @@ def n_saturated_positions(p: ArrayLike, threshold: float = QQStudyConfig.saturat
     return int(np.count_nonzero(np.maximum(pf, 1.0 - pf) > threshold))
 
 
+@dataclass(frozen=True)
+class SaturationCount(JsonRecord):
+    """Items saturated at one threshold."""
+
+    threshold: float
+    n_saturated: int
+
+
 def is_saturated(p: ArrayLike, threshold: float = QQStudyConfig.saturation_threshold) -> bool:
     """An item is saturated if strictly more than half of its positions are near-deterministic."""
     n = np.size(p)
@@ -63,54 +72,26 @@ def is_saturated(p: ArrayLike, threshold: float = QQStudyConfig.saturation_thres
 
 
 @dataclass(frozen=True)
-class MemorizationPair:
+class MemorizationPair(JsonRecord):
     s1: str
     s2: str
     oss_s1: float
     oss_s2: float
-
-    @property
-    def abs_diff(self) -> float:
-        return abs(self.oss_s1 - self.oss_s2)
+    abs_diff: float  # |oss_s1 - oss_s2|
+    exceeds: bool  # abs_diff > the alert's threshold
 
 
 @dataclass(frozen=True)
-class MemorizationResult:
+class MemorizationResult(JsonRecord):
     """Descriptive alert: ``|OSS_S1 - OSS_S2| > threshold`` on at least ``min_pairs`` pairs."""
 
-    pairs: tuple[MemorizationPair, ...]
-    missing: tuple[tuple[str, str], ...]  # (s1, s2) pairs with an item absent from the results
     threshold: float
     min_pairs: int
-
-    @property
-    def n_exceeding(self) -> int:
-        return sum(p.abs_diff > self.threshold for p in self.pairs)
-
-    @property
-    def alert(self) -> bool:
-        return self.n_exceeding >= self.min_pairs
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "threshold": self.threshold,
-            "min_pairs": self.min_pairs,
-            "n_pairs": len(self.pairs),
-            "n_exceeding": self.n_exceeding,
-            "alert": self.alert,
-            "pairs": [
-                {
-                    "s1": p.s1,
-                    "s2": p.s2,
-                    "oss_s1": p.oss_s1,
-                    "oss_s2": p.oss_s2,
-                    "abs_diff": p.abs_diff,
-                    "exceeds": p.abs_diff > self.threshold,
-                }
-                for p in self.pairs
-            ],
-            "missing": [list(m) for m in self.missing],
-        }
+    n_pairs: int
+    n_exceeding: int
+    alert: bool
+    pairs: tuple[MemorizationPair, ...]
+    missing: tuple[tuple[str, str], ...]  # (s1, s2) pairs with an item absent from the results
 
 
 def memorization_alert(
@@ -127,17 +108,28 @@ def memorization_alert(
     missing: list[tuple[str, str]] = []
     for s2, s1 in pairs.items():
         if s1 in oss and s2 in oss:
-            found.append(MemorizationPair(s1=s1, s2=s2, oss_s1=float(oss[s1]), oss_s2=float(oss[s2])))
+            a, b = float(oss[s1]), float(oss[s2])
+            diff = abs(a - b)
+            found.append(MemorizationPair(s1, s2, a, b, diff, diff > threshold))
         else:
             missing.append((s1, s2))
-    return MemorizationResult(tuple(found), tuple(missing), float(threshold), int(min_pairs))
+    n_exceeding = sum(p.exceeds for p in found)
+    return MemorizationResult(
+        float(threshold),
+        int(min_pairs),
+        len(found),
+        n_exceeding,
+        n_exceeding >= min_pairs,
+        tuple(found),
+        tuple(missing),
+    )
 
 
 # ---------------------------------------------------------------- Prop. 5 fits
 
 
 @dataclass(frozen=True)
-class FitResult:
+class FitResult(JsonRecord):
     """Least-squares fit ``q ≈ k x`` through the origin across the items of a stratum.
 
     ``rmse = sqrt(mean((q - k x)²))``; ``r2 = 1 - Σ(q - k x)² / Σ q²`` (uncentred; ``None``
@@ -153,22 +145,7 @@ class FitResult:
     rmse: float
     r2: float | None
     epsilon: float
-
-    @property
-    def decision(self) -> str:
-        return "rejected" if self.rmse > self.epsilon else "compatible"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "stratum": self.stratum,
-            "family": self.family,
-            "n": self.n,
-            "k": self.k,
-            "rmse": self.rmse,
-            "r2": self.r2,
-            "epsilon": self.epsilon,
-            "decision": self.decision,
-        }
+    decision: str  # "rejected" when rmse > epsilon, else "compatible"
 
 
 def _fsum(values: NDArray[np.float64]) -> float:
@@ -190,14 +167,16 @@ def fit_through_origin(
     k = _fsum(xf * qf) / sxx if sxx > 0 else 0.0
     ss_res = _fsum((qf - k * xf) ** 2)
     sqq = _fsum(qf * qf)
+    rmse = float(np.sqrt(ss_res / xf.size))
     return FitResult(
         stratum=stratum,
         family=family,
         n=int(xf.size),
         k=k,
-        rmse=float(np.sqrt(ss_res / xf.size)),
+        rmse=rmse,
         r2=(1.0 - ss_res / sqq) if sqq > 0 else None,
         epsilon=float(epsilon),
+        decision="rejected" if rmse > epsilon else "compatible",
     )
 
 
@@ -220,7 +199,7 @@ def discriminant_fits(
 
 
 @dataclass(frozen=True)
-class SampledInterval:
+class SampledInterval(JsonRecord):
     """Exact Clopper-Pearson interval for ``P(y | y or n)`` at one sampled position."""
 
     item: str
@@ -231,29 +210,10 @@ class SampledInterval:
     k: int  # draws answered y
     n: int  # draws answered y or n
     n_other: int  # draws answered anything else
+    estimate: float | None  # k / n (None: no draw on either label)
     low: float
     high: float
     alpha: float
-
-    @property
-    def estimate(self) -> float | None:
-        return self.k / self.n if self.n > 0 else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "item": self.item,
-            "mapping": self.mapping,
-            "order": self.order,
-            "position": self.position,
-            "first_answer": self.first_answer,
-            "k": self.k,
-            "n": self.n,
-            "n_other": self.n_other,
-            "estimate": self.estimate,
-            "low": self.low,
-            "high": self.high,
-            "alpha": self.alpha,
-        }
 
 
 def sampled_counts(m: Measurement) -> tuple[int, int, int]:
@@ -279,10 +239,23 @@ def sampled_intervals(measurements: Iterable[Measurement], alpha: float = 0.05) 
         if m.estimand != "sampled" or m.counts is None:
             continue
         k_y, k_n, k_other = sampled_counts(m)
-        lo, hi = clopper_pearson(k_y, k_y + k_n, alpha)
+        n = k_y + k_n
+        lo, hi = clopper_pearson(k_y, n, alpha)
+        estimate = k_y / n if n > 0 else None
         out.append(
             SampledInterval(
-                m.item, m.mapping, m.order, m.position, m.first_answer, k_y, k_y + k_n, k_other, lo, hi, alpha
+                m.item,
+                m.mapping,
+                m.order,
+                m.position,
+                m.first_answer,
+                k_y,
+                n,
+                k_other,
+                estimate,
+                lo,
+                hi,
+                alpha,
             )
         )
     return out
@@ -313,19 +286,6 @@ class G3Result:
     @property
     def passed(self) -> bool:
         return bool(np.all(self.inside))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "alpha": self.alpha,
-            "alpha_cell": self.alpha_cell,
-            "logprob_joint": self.logprob_joint.tolist(),
-            "counts": self.counts.tolist(),
-            "low": self.low.tolist(),
-            "high": self.high.tolist(),
-            "inside": self.inside.tolist(),
-            "passed": self.passed,
-        }
 
 
 def g3_check(logprob_joint: ArrayLike, counts: ArrayLike, alpha: float = 0.01) -> G3Result:

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from lmaudit.results import Interval
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq import sampling_error
 from lmaudit.studies.qq.diagnostics import (
@@ -46,15 +47,15 @@ from lmaudit.studies.qq.diagnostics import (
     sampled_counts,
     sampled_intervals,
 )
+from lmaudit.studies.qq.params import QQParams
 from lmaudit.studies.qq.records import ORDERS, Measurement
-from lmaudit.studies.qq.result import (
+from lmaudit.studies.qq.result import QQResult
+from lmaudit.studies.qq.results import (
     ExcludedItem,
-    Interval,
     ItemResult,
     MappingResult,
     PositionEstimate,
-    QQParams,
-    QQResult,
+    UndefinedPosition,
 )
 from lmaudit.studies.qq.sampling_error import SamplingRegion
 
@@ -187,6 +188,16 @@ def _iv(lo: ArrayLike, hi: ArrayLike) -> Interval:
     return Interval(float(np.asarray(lo)), float(np.asarray(hi)))
 
 
+def _envs(e: env.StatEnvelope, g_lo: ArrayLike, g_hi: ArrayLike) -> tuple[Interval, ...]:
+    """The envelopes of ``q``, ``OE_A``, ``OE_B`` and the Γ bounds, as intervals."""
+    return (
+        _iv(e.q_lo, e.q_hi),
+        _iv(e.oe_a_lo, e.oe_a_hi),
+        _iv(e.oe_b_lo, e.oe_b_hi),
+        _iv(g_lo, g_hi),
+    )
+
+
 def analyze(measurements: Iterable[Measurement], params: QQParams | None = None) -> QQResult:
     """Analyse QQ measurement records (those of ``params.estimand``) into a :class:`QQResult`.
 
@@ -212,8 +223,8 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
         first = excluded[0]
         raise ValueError(
             f"no item can be analysed: each has a position with no probability on either label "
-            f"(p_y = p_n = 0), e.g. item {first.item!r}, mapping {first.undefined[0][0]!r}, order "
-            f"{first.undefined[0][1]!r}, position {first.undefined[0][2]}"
+            f"(p_y = p_n = 0), e.g. item {first.item!r}, mapping {first.undefined[0].mapping!r}, order "
+            f"{first.undefined[0].order!r}, position {first.undefined[0].position}"
         )
     masses = masses[keep]
     p_y, p_n, other, residual = masses[..., 0], masses[..., 1], masses[..., 2], masses[..., 3]
@@ -223,7 +234,7 @@ def analyze(measurements: Iterable[Measurement], params: QQParams | None = None)
     if params.estimand == "sampled":
         # frequencies are estimates: decide over the item's simultaneous region (step 4)
         lo, hi, region = sampling_error.region(
-            keys, [[_draw_counts(m) for m in ms] for _, _, ms in kept], params.sampled_alpha
+            keys, [[_draw_counts(m) for m in ms] for _, _, ms in kept], params.region_alpha
         )
         box = env.box_envelope(lo, hi)
     else:
@@ -248,14 +259,17 @@ def _undefined(
     """The items with a position where ``p_y = p_n = 0`` (``masses``: ``(R, 6, 4)`` of
     :func:`_masses`), in order of first appearance, each with those positions and its largest
     unassigned mass over every position."""
-    undefined: dict[str, list[tuple[str, str, int, str | None]]] = {}
+    undefined: dict[str, list[UndefinedPosition]] = {}
     most: dict[str, float] = {}
     for r, (item, mapping, _) in enumerate(rows):
         most[item] = max(most.get(item, 0.0), float(masses[r, :, 2].max()))
         for i in np.flatnonzero(masses[r, :, 0] + masses[r, :, 1] <= 0.0):
             order, position, first = env.POSITIONS[int(i)]
-            undefined.setdefault(item, []).append((mapping, order, position, first))
-    return [ExcludedItem(item, strata[item], tuple(where), most[item]) for item, where in undefined.items()]
+            undefined.setdefault(item, []).append(UndefinedPosition(mapping, order, position, first))
+    return [
+        ExcludedItem(item=item, stratum=strata[item], undefined=tuple(where), max_other=most[item])
+        for item, where in undefined.items()
+    ]
 
 
 def _draw_counts(m: Measurement) -> tuple[int, int, int]:
@@ -298,32 +312,28 @@ def assemble(
         margin = margins[r]
         verdict, gclass = decide(box.take(r), float(g_lo[r]), float(g_hi[r]), margin)
         positions = tuple(
-            PositionEstimate(
-                order,
+            PositionEstimate.of(
                 position,
                 _QUESTION[(order, position)],
                 first,
-                p_y=float(p_y[r, i]),
-                p_n=float(p_n[r, i]),
-                other=float(other[r, i]),
-                p=float(p[r, i]),
+                float(p_y[r, i]),
+                float(p_n[r, i]),
+                float(other[r, i]),
+                float(p[r, i]),
             )
             for i, (order, position, first) in enumerate(env.POSITIONS)
         )
         mapping_results.setdefault(item, []).append(
-            MappingResult(
-                mapping=mapping,
-                positions=positions,
-                q=float(q[r]),
-                oe_a=float(oe_a[r]),
-                oe_b=float(oe_b[r]),
-                q_env=_iv(box.q_lo[r], box.q_hi[r]),
-                oe_a_env=_iv(box.oe_a_lo[r], box.oe_a_hi[r]),
-                oe_b_env=_iv(box.oe_b_lo[r], box.oe_b_hi[r]),
-                gamma_bounds=_iv(g_lo[r], g_hi[r]),
-                verdict=verdict,
-                gamma_class=gclass,
-                precision=margin,
+            MappingResult.of(
+                mapping,
+                positions,
+                float(q[r]),
+                float(oe_a[r]),
+                float(oe_b[r]),
+                _envs(box.take(r), g_lo[r], g_hi[r]),
+                verdict,
+                gclass,
+                margin,
             )
         )
 
@@ -338,25 +348,24 @@ def assemble(
         verdict, gclass = decide(pooled, float(lo), float(hi), margin)
         p_all = p[sl].ravel()
         items.append(
-            ItemResult(
-                item=item,
-                stratum=strata[item],
-                mappings=tuple(mrs),
-                q=float(np.mean(q[sl])),
-                oe_a=float(np.mean(oe_a[sl])),
-                oe_b=float(np.mean(oe_b[sl])),
-                u=float(np.mean(p[sl, 0])),
-                v=float(np.mean(p[sl, 3])),
-                q_env=_iv(pooled.q_lo, pooled.q_hi),
-                oe_a_env=_iv(pooled.oe_a_lo, pooled.oe_a_hi),
-                oe_b_env=_iv(pooled.oe_b_lo, pooled.oe_b_hi),
-                gamma_bounds=_iv(lo, hi),
-                verdict=verdict,
-                gamma_class=gclass,
-                n_positions=int(p_all.size),
-                n_saturated_positions=n_saturated_positions(p_all, params.saturation_threshold),
-                saturated=is_saturated(p_all, params.saturation_threshold),
-                precision=margin,
+            ItemResult.of(
+                item,
+                strata[item],
+                mrs,
+                float(np.mean(q[sl])),
+                float(np.mean(oe_a[sl])),
+                float(np.mean(oe_b[sl])),
+                float(np.mean(p[sl, 0])),
+                float(np.mean(p[sl, 3])),
+                _envs(pooled, lo, hi),
+                verdict,
+                gclass,
+                margin,
+                (
+                    int(p_all.size),
+                    n_saturated_positions(p_all, params.saturation_threshold),
+                    is_saturated(p_all, params.saturation_threshold),
+                ),
             )
         )
 

@@ -36,11 +36,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from lmaudit.results import Interval, JsonRecord
 from lmaudit.stats.intervals import bonferroni, clopper_pearson
 
 FloatArray = NDArray[np.float64]
@@ -73,40 +73,24 @@ def position_bounds(
 
 
 @dataclass(frozen=True)
-class ItemRegion:
+class ItemRegion(JsonRecord):
     """One item's region: its bounds' count and level, and each position's ``P(y)`` range."""
 
     item: str
     n_bounds: int
     alpha_bound: float
     min_draws: int  # the fewest draws at any of its positions
-    bounds: tuple[tuple[str, tuple[tuple[float, float], ...]], ...]  # (mapping, six (lo, hi))
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "item": self.item,
-            "n_bounds": self.n_bounds,
-            "alpha_bound": self.alpha_bound,
-            "min_draws": self.min_draws,
-            "p_bounds": {m: [list(b) for b in bs] for m, bs in self.bounds},
-        }
+    p_bounds: dict[str, tuple[Interval, ...]]  # mapping -> its six positions' P(y) range
 
 
-@dataclass(frozen=True)
-class SamplingRegion:
+@dataclass(frozen=True, kw_only=True)
+class SamplingRegion(JsonRecord):
     """How a sampled run's decisions carry sampling error (``results.sampling_error``)."""
 
-    alpha: float  # family-wise level per item
-    items: tuple[ItemRegion, ...]
     method: str = METHOD
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "alpha": self.alpha,
-            "scope": "item",
-            "items": [r.to_json() for r in self.items],
-        }
+    alpha: float  # family-wise level per item
+    scope: str = "item"
+    items: tuple[ItemRegion, ...]
 
 
 def region(
@@ -133,9 +117,10 @@ def region(
                 n_bounds=bounds_per_item(m),
                 alpha_bound=per_bound[item],
                 min_draws=int(c[rows, :, 2].min()),
-                bounds=tuple(
-                    (keys[r][1], tuple((float(lo[r, i]), float(hi[r, i])) for i in range(6))) for r in rows
-                ),
+                p_bounds={
+                    keys[r][1]: tuple(Interval(float(lo[r, i]), float(hi[r, i])) for i in range(6))
+                    for r in rows
+                },
             )
         )
     return lo, hi, SamplingRegion(alpha=float(alpha), items=tuple(items))

@@ -17,6 +17,7 @@ from lmaudit.studies.qq import analysis, measure, planning, views
 from lmaudit.studies.qq.analysis_bank import bank_digest
 from lmaudit.studies.qq.config import GROUPS, QQStudyConfig
 from lmaudit.studies.qq.report.page import render_report
+from lmaudit.studies.qq.results import QQResults
 from lmaudit.studies.registry import register_study
 
 __all__ = ["COMPARE_COLUMNS", "QQStudy"]
@@ -50,6 +51,7 @@ class QQStudy(Study):
     groups: ClassVar[Mapping[str, type]] = GROUPS
     compare_columns = COMPARE_COLUMNS
     has_yaml = True
+    result_type = QQResults
 
     def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
         return planning.plan_config(cfg)
@@ -72,26 +74,20 @@ class QQStudy(Study):
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
         return self.result(analysis.analyze_rows(cfg, measurements.rows, measurements.source))
 
-    def headline(self, results: Mapping[str, Any]) -> float | None:
-        return views.headline(results)
-
-    def metrics(self, results: Mapping[str, Any]) -> dict[str, float]:
-        return views.metrics(results)
-
-    def tags(self, results: Mapping[str, Any]) -> dict[str, str]:
-        return views.tags(results)
-
-    def summary(self, results: Mapping[str, Any]) -> str:
-        return views.summary(results)
-
     def report(self, result: StudyResult, ctx: RunContext) -> str:
         plan_doc = ctx.plan.doc if ctx.plan is not None else None
         audit = dict(ctx.audit)
         rows = read_rows(audit, ctx.run_dir)
-        return render_report(results=result.doc, plan=plan_doc, audit=audit, rows=rows)
+        return render_report(results=self.typed(result), plan=plan_doc, audit=audit, rows=rows)
 
     def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        return views.plot_data(result.doc)
+        return views.plot_data(self.typed(result))
 
     def results_template(self, cfg: DictConfig) -> Mapping[str, Any] | None:
-        return analysis.results_template(cfg)
+        return analysis.results_template(cfg).to_json()
+
+    @staticmethod
+    def typed(result: StudyResult) -> QQResults:
+        """A result's typed results (the study's own: :attr:`result_type`)."""
+        assert isinstance(result.results, QQResults)
+        return result.results

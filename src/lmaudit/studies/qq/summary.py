@@ -24,18 +24,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from lmaudit.results import Interval, JsonRecord
 from lmaudit.stats.intervals import clopper_pearson
 
 __all__ = [
     "CONFIDENCE",
     "AcrossItems",
+    "LabelEffectSummary",
     "MeanSummary",
     "ShareSummary",
     "across_items",
+    "label_effect_summary",
     "mean_summary",
     "share_summary",
 ]
@@ -45,42 +47,34 @@ CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
-class MeanSummary:
+class MeanSummary(JsonRecord):
     """The mean of one value per item, with its t interval (None below two items)."""
 
     n: int
     mean: float | None
-    ci: tuple[float, float] | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "mean": self.mean,
-            "ci": None if self.ci is None else [self.ci[0], self.ci[1]],
-            "method": "t interval over items",
-        }
+    ci: Interval | None
+    method: str = "t interval over items"
 
 
-@dataclass(frozen=True)
-class ShareSummary:
+@dataclass(frozen=True, kw_only=True)
+class ShareSummary(JsonRecord):
     """``k`` of ``n`` items, with the exact Clopper-Pearson interval (None for no item)."""
 
     k: int
     n: int
-    ci: tuple[float, float] | None
+    share: float | None  # k / n (None: no item)
+    ci: Interval | None
+    method: str = "Clopper-Pearson (exact)"
 
-    @property
-    def share(self) -> float | None:
-        return self.k / self.n if self.n else None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "k": self.k,
-            "n": self.n,
-            "share": self.share,
-            "ci": None if self.ci is None else [self.ci[0], self.ci[1]],
-            "method": "Clopper-Pearson (exact)",
-        }
+@dataclass(frozen=True, kw_only=True)
+class LabelEffectSummary(MeanSummary):
+    """The mean |ΔOSS| between label mappings over the items measured under two or more, and
+    whether it is *large*: the lower end of its interval above ``large_threshold``."""
+
+    quantity: str = "|delta OSS| between label mappings, per item"
+    large_threshold: float
+    large: bool
 
 
 def mean_summary(values: Sequence[float], confidence: float = CONFIDENCE) -> MeanSummary:
@@ -95,52 +89,48 @@ def mean_summary(values: Sequence[float], confidence: float = CONFIDENCE) -> Mea
     if n < 2:
         return MeanSummary(n, mean, None)
     if float(np.ptp(x)) == 0.0:  # no spread: scipy warns and the interval is the point
-        return MeanSummary(n, mean, (mean, mean))
+        return MeanSummary(n, mean, Interval(mean, mean))
     from scipy.special import stdtrit  # imported here: plans and reports do not need it
 
     half = float(stdtrit(n - 1, 0.5 + confidence / 2)) * float(x.std(ddof=1)) / math.sqrt(n)
-    return MeanSummary(n, mean, (max(mean - half, 0.0), mean + half))
+    return MeanSummary(n, mean, Interval(max(mean - half, 0.0), mean + half))
 
 
 def share_summary(k: int, n: int, confidence: float = CONFIDENCE) -> ShareSummary:
     """``k`` of ``n`` with its exact Clopper-Pearson interval (None when ``n = 0``)."""
     if n == 0:
-        return ShareSummary(k, n, None)
+        return ShareSummary(k=k, n=n, share=None, ci=None)
     lo, hi = clopper_pearson(k, n, 1.0 - confidence)
-    return ShareSummary(k, n, (lo, hi))
+    return ShareSummary(k=k, n=n, share=k / n, ci=Interval(float(lo), float(hi)))
 
 
 @dataclass(frozen=True)
-class AcrossItems:
+class AcrossItems(JsonRecord):
     """What the items of a run say together (``results.summary``)."""
 
     confidence: float
-    abs_q: MeanSummary
-    violated: ShareSummary
-    label_effect: MeanSummary | None  # |ΔOSS| between mappings; None when no item has two
-    large_threshold: float
+    mean_abs_q: MeanSummary
+    share_violated: ShareSummary
+    label_effect: LabelEffectSummary | None  # |ΔOSS| between mappings; None when no item has two
 
     @property
     def label_effect_large(self) -> bool:
         """Whether the mean |ΔOSS| exceeds the threshold at the interval's level (one-sided)."""
-        le = self.label_effect
-        return bool(le is not None and le.ci is not None and le.ci[0] > self.large_threshold)
+        return self.label_effect is not None and self.label_effect.large
 
-    def to_json(self) -> dict[str, Any]:
-        le = None
-        if self.label_effect is not None:
-            le = {
-                **self.label_effect.to_json(),
-                "quantity": "|delta OSS| between label mappings, per item",
-                "large_threshold": self.large_threshold,
-                "large": self.label_effect_large,
-            }
-        return {
-            "confidence": self.confidence,
-            "mean_abs_q": self.abs_q.to_json(),
-            "share_violated": self.violated.to_json(),
-            "label_effect": le,
-        }
+
+def label_effect_summary(
+    delta_oss: Sequence[float], threshold: float, confidence: float
+) -> LabelEffectSummary:
+    """The mean |ΔOSS| with its interval, large when the interval's lower end exceeds ``threshold``."""
+    m = mean_summary(delta_oss, confidence)
+    return LabelEffectSummary(
+        n=m.n,
+        mean=m.mean,
+        ci=m.ci,
+        large_threshold=threshold,
+        large=m.ci is not None and m.ci.lo > threshold,
+    )
 
 
 def across_items(
@@ -154,8 +144,7 @@ def across_items(
     """The summaries of one value per decided item (``delta_oss``: items with two mappings or more)."""
     return AcrossItems(
         confidence=confidence,
-        abs_q=mean_summary(abs_q, confidence),
-        violated=share_summary(int(sum(bool(v) for v in violated)), len(violated), confidence),
-        label_effect=mean_summary(delta_oss, confidence) if len(delta_oss) else None,
-        large_threshold=large_threshold,
+        mean_abs_q=mean_summary(abs_q, confidence),
+        share_violated=share_summary(int(sum(bool(v) for v in violated)), len(violated), confidence),
+        label_effect=label_effect_summary(delta_oss, large_threshold, confidence) if len(delta_oss) else None,
     )

@@ -37,8 +37,21 @@ from lmaudit.studies.qq.mixture.estimand import (
     temper,
 )
 from lmaudit.studies.qq.mixture.plan import NO_PERSONA, Component
+from lmaudit.studies.qq.mixture.section import (
+    ComponentItem,
+    ComponentSummary,
+    Distances,
+    EstimandCounts,
+    MixtureCounts,
+    MixtureSaturation,
+    MixtureSection,
+    NearDeterministic,
+    PlainSummary,
+)
+from lmaudit.studies.qq.params import QQParams
 from lmaudit.studies.qq.records import Measurement
-from lmaudit.studies.qq.result import ItemResult, QQParams, QQResult
+from lmaudit.studies.qq.result import QQResult
+from lmaudit.studies.qq.results import ItemResult, QQResults
 from lmaudit.studies.qq.sampling_error import ItemRegion, SamplingRegion
 
 __all__ = ["aggregate", "analyze_mixture", "component_rows", "mixture_section", "tempered"]
@@ -96,8 +109,8 @@ def _region_bounds(
     """``(lo, hi)`` of every component's ``P(y)`` at each (item, mapping) of ``keys``: ``(K, R, 6)``."""
     out = []
     for region in regions:
-        by_key = {(it.item, m): bs for it in region.items for m, bs in it.bounds}
-        out.append([by_key[k] for k in keys])
+        by_key = {(it.item, m): bs for it in region.items for m, bs in it.p_bounds.items()}
+        out.append([[(b.lo, b.hi) for b in by_key[k]] for k in keys])
     b = np.array(out, dtype=np.float64)  # (K, R, 6, 2)
     return b[..., 0], b[..., 1]
 
@@ -112,7 +125,7 @@ def _aggregate_region(regions: Sequence[SamplingRegion], alpha: float) -> Sampli
                 n_bounds=sum(r.n_bounds for r in per_comp),
                 alpha_bound=min(r.alpha_bound for r in per_comp),
                 min_draws=min(r.min_draws for r in per_comp),
-                bounds=(),  # each component's bounds: its own region, decided at alpha / K
+                p_bounds={},  # each component's bounds: its own region, decided at alpha / K
             )
         )
     return SamplingRegion(alpha=alpha, items=tuple(items))
@@ -162,35 +175,32 @@ def aggregate(
         box,
         [float(x) for x in margins],
         dataclasses.replace(params, estimand="mixture"),
-        sampling=None if regions is None else _aggregate_region(regions, params.sampled_alpha),
+        sampling=None if regions is None else _aggregate_region(regions, params.region_alpha),
     )
 
 
-def _compact(it: ItemResult) -> dict[str, Any]:
-    return {
-        "item": it.item,
-        "q": it.q,
-        "oss": it.oss,
-        "q_env": it.q_env.to_json(),
-        "gamma_bounds": it.gamma_bounds.to_json(),
-        "verdict": it.verdict,
-        "gamma_class": it.gamma_class,
-        "saturated": it.saturated,
-        "n_saturated_positions": it.n_saturated_positions,
-        "max_other": it.max_other,
-    }
+def _compact(it: ItemResult) -> ComponentItem:
+    return ComponentItem(
+        it.item,
+        it.q,
+        it.oss,
+        it.q_env,
+        it.gamma_bounds,
+        it.verdict,
+        it.gamma_class,
+        it.saturated,
+        it.n_saturated_positions,
+        it.max_other,
+    )
 
 
 def _summary(r: QQResult) -> dict[str, Any]:
+    """The fields an estimand's summary shares (:class:`.section.ComponentSummary`, ``PlainSummary``)."""
     return {
-        "counts": {
-            "verdict": r.verdict_counts(),
-            "gamma_class": r.gamma_counts(),
-            "saturated": sum(it.saturated for it in r.items),
-        },
+        "counts": EstimandCounts(r.verdict_counts(), r.gamma_counts(), sum(it.saturated for it in r.items)),
         "saturation_sensitivity": r.saturation_counts(),
         "max_other": r.max_other,
-        "items": [_compact(it) for it in r.items],
+        "items": tuple(_compact(it) for it in r.items),
     }
 
 
@@ -200,7 +210,7 @@ def _near_deterministic(p: Sequence[float], threshold: float) -> float:
 
 def mixture_section(
     agg: QQResult, plain: QQResult, results: Sequence[QQResult], comps: Sequence[Component], base: str
-) -> dict[str, Any]:
+) -> MixtureSection:
     """The ``mixture`` section of results.json: components, the plain estimand, per-item
     diagnostics, study counts and the distances of Fig. 1 (aggregate, plain, each family)."""
     threshold = agg.params.saturation_threshold
@@ -221,37 +231,47 @@ def mixture_section(
     def dist(p: Sequence[float]) -> list[float]:
         return sorted(float(d) for d in 1.0 - np.maximum(np.asarray(p), 1.0 - np.asarray(p)))
 
-    return {
-        "base": base,
-        "order_matched": all(c.weight == c.weight_ba for c in comps),
-        "n_components": len(comps),
-        "components": [{**c.to_json(), **_summary(r)} for c, r in zip(comps, results, strict=True)],
-        "plain": {"estimand": base, **_summary(plain)},
-        "items": [d.to_json() for d in diags],
-        "counts": {
-            "averaged_away": sum(d.averaged_away for d in diags),
-            "dispersion_restored": sum(bool(d.dispersion_restored) for d in diags),
-            "component_verdicts": {v: sum(d.component_verdicts[v] for d in diags) for v in env.VERDICTS},
-            "saturated": {
-                "aggregate": sum(it.saturated for it in agg.items),
-                "plain": sum(it.saturated for it in plain.items),
-                "components_min": min(n_sat),
-                "components_max": max(n_sat),
-                "components_mean": float(np.mean(n_sat)),
-            },
-        },
-        "near_deterministic": {
-            "threshold": threshold,
-            "aggregate": _near_deterministic(p_agg, threshold),
-            "plain": _near_deterministic(p_plain, threshold),
-            "families": {k: _near_deterministic(v, threshold) for k, v in families.items()},
-        },
-        "distances": {
-            "aggregate": dist(p_agg),
-            "plain": dist(p_plain),
-            "families": {k: dist(v) for k, v in families.items()},
-        },
-    }
+    return MixtureSection(
+        base=base,
+        order_matched=all(c.weight == c.weight_ba for c in comps),
+        n_components=len(comps),
+        components=tuple(
+            ComponentSummary(
+                id=c.id,
+                persona=c.persona,
+                temperature=c.temperature,
+                weight=c.weight,
+                weight_ba=c.weight_ba,
+                **_summary(r),
+            )
+            for c, r in zip(comps, results, strict=True)
+        ),
+        plain=PlainSummary(estimand=base, **_summary(plain)),
+        items=tuple(diags),
+        counts=MixtureCounts(
+            averaged_away=sum(d.averaged_away for d in diags),
+            dispersion_restored=sum(bool(d.dispersion_restored) for d in diags),
+            component_verdicts={v: sum(d.component_verdicts[v] for d in diags) for v in env.VERDICTS},
+            saturated=MixtureSaturation(
+                aggregate=sum(it.saturated for it in agg.items),
+                plain=sum(it.saturated for it in plain.items),
+                components_min=min(n_sat),
+                components_max=max(n_sat),
+                components_mean=float(np.mean(n_sat)),
+            ),
+        ),
+        near_deterministic=NearDeterministic(
+            threshold=threshold,
+            aggregate=_near_deterministic(p_agg, threshold),
+            plain=_near_deterministic(p_plain, threshold),
+            families={k: _near_deterministic(v, threshold) for k, v in families.items()},
+        ),
+        distances=Distances(
+            aggregate=tuple(dist(p_agg)),
+            plain=tuple(dist(p_plain)),
+            families={k: tuple(dist(v)) for k, v in families.items()},
+        ),
+    )
 
 
 def analyze_mixture(
@@ -261,8 +281,9 @@ def analyze_mixture(
     plain_temperature: float,
     params: QQParams,
     source: str,
-) -> tuple[dict[str, Any], list[Measurement]]:
-    """``(results dict, the plain estimand's records)`` of a mixture run's rows."""
+) -> tuple[QQResults, list[Measurement]]:
+    """``(results, the plain estimand's records)`` of a mixture run's rows (gates G1 and G3
+    not run: :func:`lmaudit.studies.qq.analysis.analyze_rows` adds them)."""
     plain_rows, by_comp = component_rows(rows, comps, base, plain_temperature, source)
     at_base = dataclasses.replace(params, estimand=base)
 
@@ -286,7 +307,8 @@ def analyze_mixture(
     for what, r in named:
         if r.excluded:  # one estimand's item left out: the aggregate has no joint to mix there
             x = r.excluded[0]
-            mapping, order, position, first = x.undefined[0]
+            u = x.undefined[0]
+            mapping, order, position, first = u.mapping, u.order, u.position, u.first_answer
             raise InputError(
                 f"{source}: {what}: item {x.item!r}, mapping {mapping!r}, order {order!r}, position "
                 f"{position} (first answer {first!r}): no probability on either label (p_y = p_n = 0); "
@@ -294,7 +316,7 @@ def analyze_mixture(
             )
     regions: list[SamplingRegion] | None = None
     if base == "sampled":  # the aggregate's region: every component's at alpha / K
-        wide = dataclasses.replace(at_base, sampled_alpha=bonferroni(params.sampled_alpha, len(comps)))
+        wide = dataclasses.replace(at_base, sampled_alpha=bonferroni(params.region_alpha, len(comps)))
         regions = []
         for c in comps:
             region = analyze(records(c), wide).sampling  # the records passed run() above
@@ -304,13 +326,9 @@ def analyze_mixture(
         agg = aggregate(results, comps, params, regions)
     except ValueError as e:
         raise InputError(f"{source}: {e}") from None
-    out = agg.to_json()
     max_other = max([plain.max_other, *(r.max_other for r in results)])
-    out["mass"] = {
-        "max_other": max_other,  # every measured position, as gate G2 reads it
-        "g2_max_other": params.g2_max_other,
-        "g2_pass": max_other < params.g2_max_other,
-        "max_envelope_width": out["mass"]["max_envelope_width"],
-    }
-    out["mixture"] = mixture_section(agg, plain, results, comps, base)
-    return out, plain_ms
+    mass = dataclasses.replace(  # every measured position, as gate G2 reads it
+        agg.mass, max_other=max_other, g2_pass=max_other < params.g2_max_other
+    )
+    section = mixture_section(agg, plain, results, comps, base)
+    return agg.results(mass=mass, mixture=section), plain_ms

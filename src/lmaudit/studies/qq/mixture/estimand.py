@@ -27,10 +27,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from lmaudit.results import JsonRecord
 from lmaudit.studies.qq import envelope as env
 
 __all__ = [
     "ItemDiagnostics",
+    "QSpread",
+    "SaturatedFlags",
     "check_weights",
     "diagnose_item",
     "mix_positions",
@@ -150,7 +153,26 @@ def mixture_envelope(
 
 
 @dataclass(frozen=True)
-class ItemDiagnostics:
+class QSpread(JsonRecord):
+    """The spread of the components' ``q`` at one item."""
+
+    min: float
+    max: float
+    range: float  # max - min
+    sd: float  # weighted (AB weights) standard deviation
+
+
+@dataclass(frozen=True)
+class SaturatedFlags(JsonRecord):
+    """Whether the aggregate is saturated, how many components are, and the plain estimand."""
+
+    aggregate: bool
+    components: int
+    plain: bool | None  # None: no plain estimand measured
+
+
+@dataclass(frozen=True)
+class ItemDiagnostics(JsonRecord):
     """One item's components beside its aggregate (and the plain estimand, when measured)."""
 
     item: str
@@ -158,40 +180,12 @@ class ItemDiagnostics:
     gamma_class: str
     component_verdicts: dict[str, int]  # verdict -> number of components
     component_gamma_classes: dict[str, int]
-    violating: tuple[str, ...]  # components VIOLATED beyond epsilon
+    violating_components: tuple[str, ...]  # components VIOLATED beyond epsilon
     averaged_away: bool  # some component VIOLATED, the aggregate SATISFIED
     q: float  # the aggregate's
-    q_min: float
-    q_max: float
-    q_sd: float  # weighted (AB weights) standard deviation of the components' q
-    saturated: bool  # the aggregate's
-    n_components_saturated: int
-    plain_saturated: bool | None
+    q_spread: QSpread
+    saturated: SaturatedFlags
     dispersion_restored: bool | None  # plain saturated, aggregate not (None: no plain)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "item": self.item,
-            "verdict": self.verdict,
-            "gamma_class": self.gamma_class,
-            "component_verdicts": dict(self.component_verdicts),
-            "component_gamma_classes": dict(self.component_gamma_classes),
-            "violating_components": list(self.violating),
-            "averaged_away": self.averaged_away,
-            "q": self.q,
-            "q_spread": {
-                "min": self.q_min,
-                "max": self.q_max,
-                "range": self.q_max - self.q_min,
-                "sd": self.q_sd,
-            },
-            "saturated": {
-                "aggregate": self.saturated,
-                "components": self.n_components_saturated,
-                "plain": self.plain_saturated,
-            },
-            "dispersion_restored": self.dispersion_restored,
-        }
 
 
 def diagnose_item(
@@ -202,7 +196,7 @@ def diagnose_item(
 ) -> ItemDiagnostics:
     """Diagnostics of one item from its aggregate result and its ``(id, weight, result)``
     components (results with ``verdict``, ``gamma_class``, ``q`` and ``saturated``, such as
-    :class:`~lmaudit.studies.qq.result.ItemResult`)."""
+    :class:`~lmaudit.studies.qq.results.ItemResult`)."""
     qs = _f([c.q for _, _, c in components])
     w = _f([wt for _, wt, _ in components])
     mean = float(np.sum(w * qs))
@@ -217,14 +211,12 @@ def diagnose_item(
         component_gamma_classes={
             g: sum(c.gamma_class == g for _, _, c in components) for g in env.GAMMA_CLASSES
         },
-        violating=violating,
+        violating_components=violating,
         averaged_away=bool(violating) and aggregate.verdict == env.SATISFIED,
         q=float(aggregate.q),
-        q_min=float(qs.min()),
-        q_max=float(qs.max()),
-        q_sd=sd,
-        saturated=bool(aggregate.saturated),
-        n_components_saturated=sum(bool(c.saturated) for _, _, c in components),
-        plain_saturated=plain_sat,
+        q_spread=QSpread(float(qs.min()), float(qs.max()), float(qs.max()) - float(qs.min()), sd),
+        saturated=SaturatedFlags(
+            bool(aggregate.saturated), sum(bool(c.saturated) for _, _, c in components), plain_sat
+        ),
         dispersion_restored=None if plain_sat is None else plain_sat and not aggregate.saturated,
     )

@@ -1,6 +1,6 @@
 """The mixture section of the QQ report (``estimand=mixture``): the component-level diagnostics
 beside the aggregate verdicts, and Fig. 1 for the aggregate, the plain estimand and each
-component family. Reads only ``results["mixture"]``; returns None for any other run."""
+component family. Reads only ``results.mixture``; returns None for any other run."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lmaudit.figures import svg_figure
-from lmaudit.reporting import num as _num
 from lmaudit.studies.qq.report.figures import cdf_axes, cdf_left, cdf_step
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from lmaudit.studies.qq.mixture.section import MixtureSection
+    from lmaudit.studies.qq.results import QQResults
 
 __all__ = ["mixture_alerts", "mixture_cdf_svg", "mixture_view"]
 
@@ -20,24 +22,24 @@ _STYLE = {"aggregate": ("#1f77b4", 2.4, "-"), "plain": ("#333333", 1.8, "--")}
 _FAMILY_COLOURS = ("#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 
 
-def _curves(mix: Mapping[str, Any]) -> list[tuple[str, list[float]]]:
-    d = mix.get("distances") or {}
-    curves = [("aggregate", d.get("aggregate") or []), ("plain", d.get("plain") or [])]
-    curves += [(f"family {k}", v or []) for k, v in (d.get("families") or {}).items()]
+def _curves(mix: MixtureSection) -> list[tuple[str, list[float]]]:
+    d = mix.distances
+    curves = [("aggregate", d.aggregate), ("plain", d.plain)]
+    curves += [(f"family {k}", v) for k, v in d.families.items()]
     return [(name, [float(x) for x in v]) for name, v in curves if v]
 
 
-def mixture_cdf_svg(results: Mapping[str, Any]) -> str | None:
+def mixture_cdf_svg(results: QQResults) -> str | None:
     """Fig. 1 of a mixture run: the distance-from-determinism CDF of the aggregate, the plain
     estimand and each component family (all their components' positions pooled)."""
-    mix = results.get("mixture")
-    if not isinstance(mix, Mapping):
+    mix = results.mixture
+    if mix is None:
         return None
     curves = _curves(mix)
     if not curves:
         return None
-    threshold = _num((mix.get("near_deterministic") or {}).get("threshold"))
-    cut = None if threshold is None else 1.0 - threshold
+    threshold = mix.near_deterministic.threshold
+    cut = 1.0 - threshold
     lo = cdf_left(min(min(v) for _, v in curves), cut)
 
     def draw(fig: Figure) -> None:
@@ -58,44 +60,42 @@ def mixture_cdf_svg(results: Mapping[str, Any]) -> str | None:
     return svg_figure(draw, size=(6.6, 4.8), prefix="figm1")
 
 
-def mixture_view(results: Mapping[str, Any]) -> dict[str, Any] | None:
+def mixture_view(results: QQResults) -> dict[str, Any] | None:
     """What the template shows of a mixture run: counts, per-item diagnostics, components."""
-    mix = results.get("mixture")
-    if not isinstance(mix, Mapping):
+    mix = results.mixture
+    if mix is None:
         return None
-    items = [it for it in mix.get("items") or [] if isinstance(it, Mapping)]
-    plain = {
-        str(it.get("item")): it
-        for it in (mix.get("plain") or {}).get("items") or []
-        if isinstance(it, Mapping)
-    }
+    plain = {it.item: it for it in mix.plain.items}
     rows = []
-    for it in items:
-        spread = it.get("q_spread") or {}
-        sat = it.get("saturated") or {}
-        p = plain.get(str(it.get("item"))) or {}
+    for it in mix.items:
+        p = plain.get(it.item)
         rows.append(
             {
-                **it,
-                "q_min": spread.get("min"),
-                "q_max": spread.get("max"),
-                "q_sd": spread.get("sd"),
-                "sat_aggregate": sat.get("aggregate"),
-                "sat_components": sat.get("components"),
-                "sat_plain": sat.get("plain"),
-                "plain_verdict": p.get("verdict"),
-                "plain_q": p.get("q"),
+                "item": it.item,
+                "verdict": it.verdict,
+                "q": it.q,
+                "component_verdicts": it.component_verdicts,
+                "averaged_away": it.averaged_away,
+                "violating_components": it.violating_components,
+                "dispersion_restored": it.dispersion_restored,
+                "q_min": it.q_spread.min,
+                "q_max": it.q_spread.max,
+                "q_sd": it.q_spread.sd,
+                "sat_aggregate": it.saturated.aggregate,
+                "sat_components": it.saturated.components,
+                "sat_plain": it.saturated.plain,
+                "plain_verdict": None if p is None else p.verdict,
+                "plain_q": None if p is None else p.q,
             }
         )
     return {
-        "base": mix.get("base"),
-        "order_matched": mix.get("order_matched"),
-        "n_components": mix.get("n_components"),
-        "counts": mix.get("counts") or {},
-        "near": mix.get("near_deterministic") or {},
+        "base": mix.base,
+        "order_matched": mix.order_matched,
+        "n_components": mix.n_components,
+        "counts": mix.counts,
+        "near": mix.near_deterministic,
         "items": rows,
-        "components": [c for c in mix.get("components") or [] if isinstance(c, Mapping)],
-        "plain": mix.get("plain") or {},
+        "components": mix.components,
     }
 
 
@@ -103,10 +103,10 @@ def mixture_alerts(view: Mapping[str, Any] | None) -> list[str]:
     """What the aggregate verdicts hide, loudly: items whose component violations are averaged away."""
     if not view:
         return []
-    away = [it for it in view.get("items") or [] if it.get("averaged_away")]
+    away = [it for it in view["items"] if it["averaged_away"]]
     if not away:
         return []
-    names = ", ".join(f"{it.get('item')} ({', '.join(it.get('violating_components') or [])})" for it in away)
+    names = ", ".join(f"{it['item']} ({', '.join(it['violating_components'])})" for it in away)
     return [
         f"The mixture averages away QQ violations on {len(away)} item{'' if len(away) == 1 else 's'}: "
         f"the aggregate is SATISFIED where these components VIOLATE it: {names}. A mixture's "

@@ -8,24 +8,25 @@
   dashed diagonal of mapping-invariance, on equal axes symmetric about 0 that fit the data;
   items deviating by more than ``annotate_above`` are labelled.
 
-Both take the results dict of ``QQResult.to_json()`` and return ``None`` when there is
-nothing to draw. Text in the SVG is XML-escaped by matplotlib and never parsed as mathtext,
+Both take the typed results (:class:`~lmaudit.studies.qq.results.QQResults`) and return
+``None`` when there is nothing to draw. Text in the SVG is XML-escaped by matplotlib and never parsed as mathtext,
 so any item id is safe to inline.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lmaudit.figures import svg_figure
-from lmaudit.reporting import num as _num
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from lmaudit.studies.qq.results import PositionEstimate, QQResults
 
 __all__ = [
     "D_CLIP",
@@ -45,25 +46,18 @@ GROUP_AB, GROUP_YN = "A/B items", "Yes/No items"
 _COLOURS = {GROUP_AB: "#1f77b4", GROUP_YN: "#d62728", "all": "#333333"}
 
 
-def iter_positions(results: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """``(mapping name, position dict)`` for every measured position of every item."""
-    for item in results.get("items") or []:
-        for m in item.get("mappings") or []:
-            for cell in m.get("cells") or []:
-                for pos in cell.get("positions") or []:
-                    yield str(m.get("mapping", "")), pos
+def iter_positions(results: QQResults) -> Iterator[tuple[str, PositionEstimate]]:
+    """``(mapping name, position)`` for every measured position of every item."""
+    for _, m, _, pos in results.positions():
+        yield m.mapping, pos
 
 
-def position_distances(results: Mapping[str, Any]) -> dict[str, list[float]]:
+def position_distances(results: QQResults) -> dict[str, list[float]]:
     """Distance from determinism per stratum group: Yes/No mapping vs A/B-labelled mappings."""
     out: dict[str, list[float]] = {GROUP_AB: [], GROUP_YN: []}
     for mapping, pos in iter_positions(results):
-        d = _num(pos.get("d"))
-        if d is None:
-            p = _num(pos.get("p"))
-            d = None if p is None else 1.0 - max(p, 1.0 - p)
-        if d is not None:
-            out[GROUP_YN if mapping == YESNO_MAPPING else GROUP_AB].append(d)
+        if math.isfinite(pos.d):
+            out[GROUP_YN if mapping == YESNO_MAPPING else GROUP_AB].append(pos.d)
     return out
 
 
@@ -112,15 +106,13 @@ def cdf_axes(ax: Any, lo: float, cut: float | None, threshold: float | None, xla
     ax.set_title(title)
 
 
-def saturation_cdf_svg(results: Mapping[str, Any]) -> str | None:
+def saturation_cdf_svg(results: QQResults) -> str | None:
     """Seed Figure 1; ``None`` when no position has a finite ``p``."""
     groups = {k: v for k, v in position_distances(results).items() if v}
     if not groups:
         return None
-    threshold = _num((results.get("saturation") or {}).get("threshold"))
-    if threshold is None:
-        threshold = _num((results.get("params") or {}).get("saturation_threshold"))
-    cut = None if threshold is None else 1.0 - threshold
+    threshold = results.saturation.threshold
+    cut = 1.0 - threshold
     curves: list[tuple[str, list[float]]] = list(groups.items())
     if len(groups) > 1:
         curves.append(("all", [d for v in groups.values() for d in v]))
@@ -157,11 +149,11 @@ def saturation_cdf_svg(results: Mapping[str, Any]) -> str | None:
     return svg_figure(draw, size=(6.6, 4.3), prefix="fig1")
 
 
-def mapping_pair(results: Mapping[str, Any]) -> tuple[str, str] | None:
+def mapping_pair(results: QQResults) -> tuple[str, str] | None:
     """The two A/B label mappings to compare (``map1``, ``map2`` when present), or ``None``."""
     names: set[str] = set()
-    for item in results.get("items") or []:
-        own = {str(m.get("mapping")) for m in item.get("mappings") or []} - {YESNO_MAPPING}
+    for item in results.items:
+        own = {m.mapping for m in item.mappings} - {YESNO_MAPPING}
         if len(own) >= 2:
             names |= own
     if {"map1", "map2"} <= names:
@@ -170,7 +162,7 @@ def mapping_pair(results: Mapping[str, Any]) -> tuple[str, str] | None:
     return (ordered[0], ordered[1]) if len(ordered) >= 2 else None
 
 
-def label_effect_points(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+def label_effect_points(results: QQResults) -> list[dict[str, Any]]:
     """Per item measured under both mappings of :func:`mapping_pair`: ``q`` and OSS of each.
 
     Rows: ``item, q1, q2, delta_q, oss1, oss2, delta_oss`` (``|Δ|`` of mapping 2 vs 1).
@@ -179,30 +171,29 @@ def label_effect_points(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     if pair is None:
         return []
     rows: list[dict[str, Any]] = []
-    for item in results.get("items") or []:
-        by = {str(m.get("mapping")): m for m in item.get("mappings") or []}
+    for item in results.items:
+        by = {m.mapping: m for m in item.mappings}
         if pair[0] not in by or pair[1] not in by:
             continue
-        q1, q2 = _num(by[pair[0]].get("q")), _num(by[pair[1]].get("q"))
-        o1, o2 = _num(by[pair[0]].get("oss")), _num(by[pair[1]].get("oss"))
+        m1, m2 = by[pair[0]], by[pair[1]]
         rows.append(
             {
-                "item": str(item.get("item", "")),
-                "q1": q1,
-                "q2": q2,
-                "delta_q": None if q1 is None or q2 is None else abs(q2 - q1),
-                "oss1": o1,
-                "oss2": o2,
-                "delta_oss": None if o1 is None or o2 is None else abs(o2 - o1),
+                "item": item.item,
+                "q1": m1.q,
+                "q2": m2.q,
+                "delta_q": abs(m2.q - m1.q),
+                "oss1": m1.oss,
+                "oss2": m2.oss,
+                "delta_oss": abs(m2.oss - m1.oss),
             }
         )
     return rows
 
 
-def label_effect_svg(results: Mapping[str, Any], annotate_above: float = 0.3) -> str | None:
+def label_effect_svg(results: QQResults, annotate_above: float = 0.3) -> str | None:
     """Seed Figure 2; ``None`` when fewer than two A/B mappings were measured for any item."""
     pair = mapping_pair(results)
-    pts = [r for r in label_effect_points(results) if r["q1"] is not None and r["q2"] is not None]
+    pts = label_effect_points(results)
     if pair is None or not pts:
         return None
     x = np.array([r["q1"] for r in pts])

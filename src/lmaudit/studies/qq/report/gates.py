@@ -4,43 +4,48 @@ labels, G3's spot checks with their four joint cells unpacked."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmaudit.reporting import get as _get
-from lmaudit.reporting import num as _num
 from lmaudit.studies.qq.report.figures import iter_positions
+
+if TYPE_CHECKING:
+    from lmaudit.studies.qq.gates import G1Gate, G3Check, G3Gate
+    from lmaudit.studies.qq.results import QQResults
 
 __all__ = ["gate_views"]
 
 JOINT_CELLS = ("yy", "yn", "ny", "nn")
 
 
-def _g2(
-    results: Mapping[str, Any], gate: Mapping[str, Any], plan: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """Gate G2 (falling back to ``results["mass"]``) and how much mass lies off the labels."""
-    mass: Mapping[str, Any] = results.get("mass") or {}
-    g2 = {
-        "max_other": mass.get("max_other"),
-        "threshold": mass.get("g2_max_other"),
-        "max_envelope_width": mass.get("max_envelope_width"),
-        **gate,
+def _g1(gate: G1Gate) -> dict[str, Any]:
+    """Gate G1 with each recorded label's pieces written ``label → piece + piece``."""
+    return {
+        "status": gate.status,
+        "checked": gate.checked,
+        "failed": gate.failed or 0,
+        "label_pieces": [f"{p.label} → {' + '.join(p.pieces)}" for p in gate.label_pieces or ()],
     }
-    if "status" not in g2 and "g2_pass" in mass:
-        g2["status"] = "PASS" if mass["g2_pass"] else "FAIL"
-    others = sorted(o for _, p in iter_positions(results) if (o := _num(p.get("other"))) is not None)
+
+
+def _g2(results: QQResults, plan: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Gate G2 and how much mass lies off the labels."""
+    g2 = results.gates.G2
+    others = sorted(p.other for _, p in iter_positions(results))
     median = others[len(others) // 2] if others else None
-    mx = _num(g2.get("max_other"))
     if median is not None and median > 0.5:
         case = "mostly_other"  # e.g. a base model: most mass is not on the labels at most positions
-    elif mx is not None and mx > 0.5:
+    elif g2.max_other > 0.5:
         case = "some_other"
-    elif g2.get("status") == "FAIL":
+    elif g2.status == "FAIL":
         case = "fail"
     else:
-        case = "labels" if mx is not None else "unknown"
+        case = "labels"
     return {
-        **g2,
+        "status": g2.status,
+        "max_other": g2.max_other,
+        "threshold": g2.threshold,
+        "max_envelope_width": g2.max_envelope_width,
         "median_other": median,
         "case": case,
         "share_mostly_other": sum(o > 0.5 for o in others) / len(others) if others else None,
@@ -48,52 +53,47 @@ def _g2(
     }
 
 
-def _at(a: Any, r: int, k: int) -> Any:
-    try:
-        return a[r][k]
-    except (TypeError, IndexError, KeyError):
-        return None
+def _check(c: G3Check) -> dict[str, Any]:
+    """One spot check with its four joint cells unpacked (log-prob value, CP interval, inside)."""
+    cells = []
+    for i in range(len(JOINT_CELLS)):
+        r, k = divmod(i, 2)
+        arrays = (c.logprob_joint, c.low, c.high, c.inside)
+        cells.append(
+            dict(
+                zip(
+                    ("lp", "lo", "hi", "inside"),
+                    (None if a is None else a[r][k] for a in arrays),
+                    strict=True,
+                )
+            )
+        )
+    return {
+        "item": c.item,
+        "mapping": c.mapping,
+        "order": c.order,
+        "attempt": c.attempt,
+        "n": c.n,
+        "accepted": c.accepted,
+        "complete": c.complete,
+        "passed": c.passed,
+        "cells": cells,
+        "draws": sum(c.attempts.values()),
+        "draws_detail": ", ".join(f"{k} {v}" for k, v in sorted(c.attempts.items())),
+    }
 
 
-def _g3(gate: Mapping[str, Any]) -> dict[str, Any]:
-    """Gate G3 with each check's four joint cells unpacked (log-prob value, CP interval, inside)."""
-    checks = []
-    for c in gate.get("checks") or []:
-        arrays = [c.get(k) for k in ("logprob_joint", "low", "high", "inside")]
-        cells = [
-            dict(zip(("lp", "lo", "hi", "inside"), (_at(a, *divmod(i, 2)) for a in arrays), strict=True))
-            for i in range(len(JOINT_CELLS))
-        ]
-        att = c.get("attempts")  # draws per position (dict) as the study records them, or a total
-        per_position = att if isinstance(att, Mapping) else {}
-        draws = sum(v for v in per_position.values() if _num(v) is not None) if per_position else att
-        detail = ", ".join(f"{k} {v}" for k, v in sorted(per_position.items()))
-        checks.append({**c, "cells": cells, "draws": draws, "draws_detail": detail})
-    return {**gate, "checks": checks}
+def _g3(gate: G3Gate) -> dict[str, Any]:
+    """Gate G3 with each check's four joint cells unpacked."""
+    return {
+        "status": gate.status,
+        "alpha": gate.alpha,
+        "retries": gate.retries or 0,
+        "checks": [_check(c) for c in gate.checks],
+    }
 
 
-def _g1(gate: Mapping[str, Any]) -> dict[str, Any]:
-    """Gate G1 with each recorded ``label=[pieces]`` written ``label → piece + piece``."""
-    import ast
-
-    pieces = []
-    for p in gate.get("label_pieces") or []:
-        label, _, rest = str(p).partition("=")
-        try:
-            parts = ast.literal_eval(rest)
-        except (ValueError, SyntaxError):
-            parts = None
-        ok = isinstance(parts, list)
-        pieces.append(f"{label} → {' + '.join(map(str, parts))}" if ok and parts else str(p))
-    return {**gate, "label_pieces": pieces}
-
-
-def gate_views(results: Mapping[str, Any], plan: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+def gate_views(results: QQResults, plan: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     """The three gates as the page shows them (G1 pieces spelt out, G2 with the mass off the
     labels, G3's joint cells unpacked)."""
-    gates: Mapping[str, Any] = results.get("gates") or {}
-    return {
-        "G1": _g1(gates.get("G1") or {}),
-        "G2": _g2(results, gates.get("G2") or {}, plan),
-        "G3": _g3(gates.get("G3") or {}),
-    }
+    return {"G1": _g1(results.gates.G1), "G2": _g2(results, plan), "G3": _g3(results.gates.G3)}

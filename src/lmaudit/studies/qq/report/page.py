@@ -3,9 +3,9 @@
 The page (:mod:`lmaudit.reporting.page`) leads with the verdict (:mod:`.verdict`), then the
 registered predictions, the study's sections (gates, per-item verdicts, figures, diagnostics),
 each item as asked and answered (:mod:`.samples`) and provenance. :func:`render_report` takes the
-results dict (``QQResult.to_json()`` plus ``gates`` and ``source``), the plan (or ``None`` when a
-measurement file was re-analysed without one), the audit record and the measurement rows; every
-optional part may be missing and then reads "not recorded". Text is escaped by Jinja2's
+typed results (:class:`~lmaudit.studies.qq.results.QQResults`), the plan (or ``None`` when a
+measurement file was re-analysed without one), the audit record and the measurement rows; a part
+of the plan or the audit record that is missing reads "not recorded". Text is escaped by Jinja2's
 autoescape; the figures are SVG written by matplotlib, which escapes its own text.
 """
 
@@ -23,6 +23,7 @@ from lmaudit.reporting import NOT_RECORDED, fmt
 from lmaudit.reporting import get as _get
 from lmaudit.reporting import num as _num
 from lmaudit.reporting.page import page_of, provenance, render
+from lmaudit.results import Interval
 from lmaudit.studies.qq.mixture.report import mixture_alerts, mixture_cdf_svg, mixture_view
 from lmaudit.studies.qq.report.figures import (
     iter_positions,
@@ -34,6 +35,7 @@ from lmaudit.studies.qq.report.figures import (
 from lmaudit.studies.qq.report.gates import gate_views
 from lmaudit.studies.qq.report.samples import samples, wordings
 from lmaudit.studies.qq.report.verdict import alerts, terms, verdict
+from lmaudit.studies.qq.results import ItemResult, QQResults
 
 __all__ = ["NOT_RECORDED", "render_report"]
 
@@ -54,21 +56,17 @@ def _signed(x: Any, nd: int = 3) -> str:
     return fmt(x, f"+.{nd}f")
 
 
-def _interval(x: Any, nd: int = 3) -> str:
-    if isinstance(x, list | tuple) and len(x) == 2:
-        return f"[{_signed(x[0], nd)}, {_signed(x[1], nd)}]"
-    return "—"
+def _interval(x: Interval, nd: int = 3) -> str:
+    return f"[{_signed(x.lo, nd)}, {_signed(x.hi, nd)}]"
 
 
-def _plain_ci(x: Any) -> str:
-    if isinstance(x, list | tuple) and len(x) == 2:
-        return f"[{fmt(x[0])}, {fmt(x[1])}]"
-    return "— (fewer than two items)"
+def _plain_ci(x: Interval | None) -> str:
+    return "— (fewer than two items)" if x is None else f"[{fmt(x.lo)}, {fmt(x.hi)}]"
 
 
-def _pct_ci(x: Any) -> str:
-    if isinstance(x, list | tuple) and len(x) == 2 and _num(x[0]) is not None and _num(x[1]) is not None:
-        return f"[{100 * float(x[0]):.1f}%, {100 * float(x[1]):.1f}%]"
+def _pct_ci(x: Interval | None) -> str:
+    if x is not None and _num(x.lo) is not None and _num(x.hi) is not None:
+        return f"[{100 * x.lo:.1f}%, {100 * x.hi:.1f}%]"
     return "—"
 
 
@@ -88,17 +86,15 @@ def _pick(src: Mapping[str, Any], *paths: str) -> Any:
     return None
 
 
-def _discriminant(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _discriminant(results: QQResults) -> list[dict[str, Any]]:
     """Per stratum: which rows of the discriminant table the observed pattern falls under."""
-    items = [it for it in results.get("items") or [] if isinstance(it, Mapping)]
-    fits = results.get("fits") or []
     out = []
-    for stratum in sorted({str(it.get("stratum")) for it in items}):
-        rs = [it for it in items if str(it.get("stratum")) == stratum]
+    for stratum in sorted({it.stratum for it in results.items}):
+        rs = [it for it in results.items if it.stratum == stratum]
         n = len(rs)
-        verdicts = [it.get("verdict") for it in rs]
-        gclass = [it.get("gamma_class") for it in rs]
-        decision = {f.get("family"): f.get("decision") for f in fits if str(f.get("stratum")) == stratum}
+        verdicts = [it.verdict for it in rs]
+        gclass = [it.gamma_class for it in rs]
+        decision = {f.family: f.decision for f in results.fits if f.stratum == stratum}
         n_viol, n_ctx = verdicts.count("VIOLATED"), gclass.count("CONTEXTUAL")
         rows: list[str] = []
         if n_ctx:
@@ -111,7 +107,7 @@ def _discriminant(results: Mapping[str, Any]) -> list[dict[str, Any]]:
                 g == "NONCONTEXTUAL" for g in gclass
             ):
                 rows.append("noncontextual")
-        n_sat = sum(bool(it.get("saturated")) for it in rs)
+        n_sat = sum(it.saturated for it in rs)
         notes = []
         if n_viol == 0 and verdicts.count("INDETERMINATE"):
             notes.append("some verdicts are INDETERMINATE: no pattern row applies to them")
@@ -132,43 +128,22 @@ def _discriminant(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _items(results: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Verdict-table rows: the item dict plus its row class and the Y/N saturation flag."""
+def _items(results: QQResults) -> list[tuple[ItemResult, str, str]]:
+    """Verdict-table rows: each item with its row class and its Y/N saturation flag."""
     return [
-        {
-            **it,
-            "css": VERDICT_CSS.get(str(it.get("verdict")), "unknown"),
-            "sat": NOT_RECORDED if it.get("saturated") is None else ("Y" if it["saturated"] else "N"),
-        }
-        for it in results.get("items") or []
+        (it, VERDICT_CSS.get(it.verdict, "unknown"), "Y" if it.saturated else "N") for it in results.items
     ]
 
 
-_DICT_KEYS = (
-    "params",
-    "counts",
-    "saturation",
-    "mass",
-    "memorization",
-    "gates",
-    "source",
-    "mixture",
-    "sampling_error",
-    "summary",
-)
-_LIST_KEYS = ("items", "fits", "sampled")
-
-
-def _clean(results: Mapping[str, Any]) -> dict[str, Any]:
-    """Top-level sections of the wrong type are treated as missing (rendered "not recorded")."""
-    out = {k: v for k, v in results.items() if k not in _DICT_KEYS + _LIST_KEYS}
-    out.update({k: results[k] for k in _DICT_KEYS if isinstance(results.get(k), Mapping)})
-    for k in _LIST_KEYS:
-        if isinstance(results.get(k), list):
-            out[k] = [x for x in results[k] if isinstance(x, Mapping)]
-    gates = out.get("gates") or {}
-    out["gates"] = {g: v for g, v in gates.items() if isinstance(v, Mapping)}
-    return out
+def _recorded(results: QQResults) -> dict[str, Any]:
+    """What the provenance table shows of the results (``results.*`` rows)."""
+    return {
+        "study": results.study,
+        "n_items": results.n_items,
+        "params": results.params.to_json(),
+        "prereg": None if results.prereg is None else results.prereg.to_json(),
+        "source": None if results.source is None else results.source.to_json(),
+    }
 
 
 # each row: label, then dotted paths into results / plan / audit, the first one present wins
@@ -186,7 +161,7 @@ PROVENANCE_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Registration", ("results.prereg.name",)),
     ("Registration file digest", ("results.prereg.file_digest",)),
     ("Requests planned", ("plan.n_requests", "audit.plan.n_requests")),
-    ("Plan digest", ("results.source.plan_digest", "plan.plan_digest", "audit.plan_digest")),
+    ("Plan digest", ("plan.plan_digest", "audit.plan_digest")),
     ("Measurement file", ("audit.measure.measurements.path", "audit.analyze.measurements")),
     ("Measurement rows", ("audit.measure.measurements.rows",)),
     ("Measurements SHA-256", ("results.source.measurements_sha256", "audit.analyze.measurements_sha256", "audit.measure.measurements.sha256")),
@@ -228,8 +203,8 @@ def _model_name(plan: Mapping[str, Any] | None, audit: Mapping[str, Any]) -> str
         return None
 
 
-def _title(results: Mapping[str, Any], model: Any) -> str:
-    n = results.get("n_items", len(results.get("items") or []))
+def _title(results: QQResults, model: Any) -> str:
+    n = results.n_items
     return f"Question order and the QQ equality: {n} item{'' if n == 1 else 's'}" + (
         f" ({model})" if model else ""
     )
@@ -237,23 +212,22 @@ def _title(results: Mapping[str, Any], model: Any) -> str:
 
 def render_report(
     *,
-    results: Mapping[str, Any],
+    results: QQResults,
     plan: Mapping[str, Any] | None,
     audit: Mapping[str, Any] | None,
     rows: Iterable[Mapping[str, Any]] = (),
 ) -> str:
     """The report page as a string (the pipeline writes it, atomically)."""
     audit = audit or {}
-    clean = _clean(results)
-    fig1 = saturation_cdf_svg(clean)
-    fig2 = label_effect_svg(clean, ANNOTATE_ABOVE)
-    gates = gate_views(clean, plan)
-    readings = _discriminant(clean)
-    mappings = sorted({m for m, _ in iter_positions(clean)})
+    fig1 = saturation_cdf_svg(results)
+    fig2 = label_effect_svg(results, ANNOTATE_ABOVE)
+    gates = gate_views(results, plan)
+    readings = _discriminant(results)
+    mappings = sorted({m for m, _ in iter_positions(results)})
     pick = functools.partial(
         _pick,
         {
-            "results": clean,
+            "results": _recorded(results),
             "plan": plan,
             "audit": audit,
             "measured_mappings": mappings or None,
@@ -262,18 +236,21 @@ def render_report(
     )
     # a mixture's persona rows are its components', shown in the mixture section: the items
     # as asked are the plain estimand's
-    shown, total = samples(clean, plan, [r for r in rows if "persona" not in r])
-    mixture = mixture_view(clean)
-    figm = mixture_cdf_svg(clean)
+    shown, total = samples(results, plan, [r for r in rows if "persona" not in r])
+    mixture = mixture_view(results)
+    figm = mixture_cdf_svg(results)
     page = page_of(
-        clean,
+        {
+            "predictions": [p.to_json() for p in results.predictions or ()],
+            "prereg": None if results.prereg is None else {"name": results.prereg.name},
+        },
         plan,
         study="qq",
-        title=_title(clean, pick("plan.config.model.name")),
+        title=_title(results, pick("plan.config.model.name")),
         question=QUESTION,
-        verdict=verdict(clean, gates),
-        alerts=alerts(clean, gates) + mixture_alerts(mixture),
-        terms=terms(clean),
+        verdict=verdict(results, gates),
+        alerts=alerts(results, gates) + mixture_alerts(mixture),
+        terms=terms(results),
         samples=shown,
         samples_total=total,
         samples_note=(
@@ -293,31 +270,31 @@ def render_report(
         __package__,
         TEMPLATE,
         page,
-        n_items=clean.get("n_items", len(clean.get("items") or [])),
+        n_items=results.n_items,
         gates=gates,
-        gate_list=[(g, str(gates[g].get("status") or "NOT_RUN")) for g in ("G1", "G2", "G3")],
-        items=_items(clean),
+        gate_list=[(g, str(gates[g]["status"])) for g in ("G1", "G2", "G3")],
+        items=_items(results),
         wordings=wordings(plan),
         # matplotlib escapes all text in its SVG output, so the markup is safe to inline
         fig1=None if fig1 is None else Markup(fig1),
         fig2=None if fig2 is None else Markup(fig2),
         mixture=mixture,
         figm=None if figm is None else Markup(figm),
-        pair=mapping_pair(clean),
-        label_effect=label_effect_points(clean),
+        pair=mapping_pair(results),
+        label_effect=label_effect_points(results),
         annotate_above=ANNOTATE_ABOVE,
-        saturation=clean.get("saturation") or {},
-        memorization=clean.get("memorization"),
-        fits=clean.get("fits") or [],
+        saturation=results.saturation,
+        memorization=results.memorization,
+        fits=results.fits,
         hits={k: [r["stratum"] for r in readings if k in r["rows"]] for k in DISCRIMINANT_ROWS},
         readings=readings,
-        params=clean.get("params") or {},
-        sampled=clean.get("sampled") or [],
-        summary=clean.get("summary") or {},
-        level=f"{100 * float(_get(clean, 'summary', 'confidence', default=0.95)):g}%",
+        params=results.params,
+        sampled=results.sampled,
+        summary=results.across_items,
+        level=f"{100 * results.across_items.confidence:g}%",
         pct_ci=_pct_ci,
         plain_ci=_plain_ci,
-        sampling_error=clean.get("sampling_error"),
+        sampling_error=results.sampling_error,
         VERDICT_CSS=VERDICT_CSS,
         STATUS_CSS=STATUS_CSS,
         sci=_sci,

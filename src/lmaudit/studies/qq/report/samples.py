@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmaudit.reporting import fmt, get, text
 from lmaudit.reporting.page import MAX_SAMPLES, Sample
+
+if TYPE_CHECKING:
+    from lmaudit.studies.qq.results import ItemResult, QQResults
 
 __all__ = ["samples", "wordings"]
 
@@ -92,12 +95,12 @@ def _where(cell: Mapping[str, Any], position: int, first: str | None) -> str:
 
 
 def _item_sample(
-    item: Mapping[str, Any],
+    item: ItemResult,
     cells: list[Mapping[str, Any]],
     measured: Mapping[tuple[Any, ...], list[Mapping[str, Any]]],
     wording: tuple[str, str] | None,
 ) -> Sample:
-    iid = str(item.get("item"))
+    iid = item.item
     prompts: list[str] = []
     answers: list[tuple[str, str]] = []
     for cell in cells:
@@ -110,23 +113,18 @@ def _item_sample(
             answers.append((where, "; ".join(_read_out(r, labels) for r in rows) or "not measured"))
     if not cells:
         answers = _unplanned(iid, measured)
-    verdict = str(item.get("verdict") or "—")
-    head = f"{verdict} · q = {fmt(item.get('q'), '+.3f')} · OSS = {fmt(item.get('oss'))} · Γ {item.get('gamma_class') or '—'}"
-    per_mapping = [
-        (f"q, OSS ({m.get('mapping')})", f"{fmt(m.get('q'), '+.3f')}, {fmt(m.get('oss'))}")
-        for m in item.get("mappings") or []
-        if isinstance(m, Mapping)
-    ]
-    env = item.get("q_env") or [None, None]
+    verdict = item.verdict
+    head = f"{verdict} · q = {fmt(item.q, '+.3f')} · OSS = {fmt(item.oss)} · Γ {item.gamma_class}"
+    per_mapping = [(f"q, OSS ({m.mapping})", f"{fmt(m.q, '+.3f')}, {fmt(m.oss)}") for m in item.mappings]
     facts = [
         ("QQ verdict", verdict),
-        ("q (pooled)", fmt(item.get("q"), "+.3f")),
-        ("q envelope", f"[{fmt(env[0], '+.3f')}, {fmt(env[-1], '+.3f')}]"),
-        ("OSS", fmt(item.get("oss"))),
-        ("Γ class", str(item.get("gamma_class") or "—")),
-        ("saturated", "yes" if item.get("saturated") else "no"),
-        ("max other mass", fmt(item.get("max_other"), ".3g")),
-        ("stratum", text(item.get("stratum"))),
+        ("q (pooled)", fmt(item.q, "+.3f")),
+        ("q envelope", f"[{fmt(item.q_env.lo, '+.3f')}, {fmt(item.q_env.hi, '+.3f')}]"),
+        ("OSS", fmt(item.oss)),
+        ("Γ class", item.gamma_class),
+        ("saturated", "yes" if item.saturated else "no"),
+        ("max other mass", fmt(item.max_other, ".3g")),
+        ("stratum", text(item.stratum)),
         *per_mapping,
     ]
     title = f"A: {wording[0]}  ·  B: {wording[1]}" if wording else "wording not recorded (no plan)"
@@ -141,7 +139,7 @@ def _item_sample(
 
 
 def samples(
-    results: Mapping[str, Any], plan: Mapping[str, Any] | None, rows: Iterable[Mapping[str, Any]]
+    results: QQResults, plan: Mapping[str, Any] | None, rows: Iterable[Mapping[str, Any]]
 ) -> tuple[list[Sample], int]:
     """One sample per analysed item (at most ``MAX_SAMPLES``) and how many items there are."""
     measured: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
@@ -152,9 +150,8 @@ def samples(
     for c in _cells(plan):
         by_item.setdefault(str(c.get("item")), []).append(c)
     words = wordings(plan)
-    items = [it for it in results.get("items") or [] if isinstance(it, Mapping)]
+    items = results.items
     out = [
-        _item_sample(it, by_item.get(str(it.get("item")), []), measured, words.get(str(it.get("item"))))
-        for it in items[:MAX_SAMPLES]
+        _item_sample(it, by_item.get(it.item, []), measured, words.get(it.item)) for it in items[:MAX_SAMPLES]
     ]
     return out, len(items)

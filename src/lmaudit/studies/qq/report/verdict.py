@@ -4,10 +4,14 @@ answer at all) and the alerts, built from the results and the gates as the repor
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmaudit.reporting import fmt, num
 from lmaudit.reporting.page import Verdict
+
+if TYPE_CHECKING:
+    from lmaudit.results import Interval
+    from lmaudit.studies.qq.results import QQResults
 
 __all__ = [
     "TERMS",
@@ -41,14 +45,13 @@ _ITEM_TERMS = frozenset(
 )
 
 
-def terms(results: Mapping[str, Any]) -> list[str]:
+def terms(results: QQResults) -> list[str]:
     """The glossary terms of :data:`TERMS` that apply to this run: item terms only when an item
     was decided, "mapping" only when more than one label mapping was measured."""
-    items = [it for it in results.get("items") or [] if isinstance(it, Mapping)]
-    mappings = {m.get("mapping") for it in items for m in it.get("mappings") or [] if isinstance(m, Mapping)}
+    mappings = {m.mapping for it in results.items for m in it.mappings}
     out = []
     for t in TERMS:
-        if (t in _ITEM_TERMS and not items) or (t == "mapping" and len(mappings) < 2):
+        if (t in _ITEM_TERMS and not results.items) or (t == "mapping" and len(mappings) < 2):
             continue
         out.append(t)
     return out
@@ -59,55 +62,43 @@ def _g(x: Any) -> str:
 
 
 def _status(gate: Mapping[str, Any]) -> str:
-    return str(gate.get("status") or "NOT_RUN")
+    return str(gate["status"])
 
 
 def failed_g3(g3: Mapping[str, Any]) -> tuple[int, int]:
     """``(failed, spot-checked cells)`` of gate G3, each cell decided by its last attempt."""
     final: dict[tuple[Any, ...], bool] = {}
-    for c in g3.get("checks") or []:
-        final[(c.get("item"), c.get("mapping"), c.get("order"))] = bool(c.get("passed"))
+    for c in g3["checks"]:
+        final[(c["item"], c["mapping"], c["order"])] = bool(c["passed"])
     return sum(not ok for ok in final.values()), len(final)
 
 
-def _counts(results: Mapping[str, Any]) -> tuple[int, dict[str, int], dict[str, int], int]:
-    items = [it for it in results.get("items") or [] if isinstance(it, Mapping)]
-    n = int(results.get("n_items") or len(items))
-    counts = results.get("counts") or {}
-    v = {k: int((counts.get("verdict") or {}).get(k) or 0) for k in VERDICTS}
-    if not any(v.values()):  # counts not recorded: count the items
-        v = {k: sum(it.get("verdict") == k for it in items) for k in VERDICTS}
-    g = {
-        k: int((counts.get("gamma_class") or {}).get(k) or 0)
-        for k in ("NONCONTEXTUAL", "CONTEXTUAL", "INDETERMINATE")
-    }
-    n_sat = counts.get("saturated")
-    if n_sat is None:
-        n_sat = sum(bool(it.get("saturated")) for it in items)
-    return n, v, g, int(n_sat)
+def _counts(results: QQResults) -> tuple[int, dict[str, int], dict[str, int], int]:
+    c = results.counts
+    return results.n_items, c.verdict, c.gamma_class, c.saturated
 
 
-def _reasons(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def _reasons(results: QQResults, gates: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Why the run could not answer (empty when it could)."""
     n, v, _, _ = _counts(results)
     out = []
     g1, g2, g3 = gates["G1"], gates["G2"], gates["G3"]
     if _status(g1) == "FAIL":
         out.append(
-            f"gate G1 failed: {g1.get('failed')} of {g1.get('checked')} rendered contexts split an answer "
+            f"gate G1 failed: {g1['failed']} of {g1['checked']} rendered contexts split an answer "
             "label into more than one token, so the label probabilities do not measure the answer"
         )
-    median = num(g2.get("median_other"))
+    median = num(g2["median_other"])
     mostly_other = median is not None and median > 0.5
     if _status(g2) == "FAIL":
         out.append(
-            f"gate G2 failed: {_g(g2.get('max_other'))} of the mass is off the labels at the worst position "
-            f"(G2 needs < {_g(g2.get('threshold'))})"
+            f"gate G2 failed: {_g(g2['max_other'])} of the mass is off the labels at the worst position "
+            f"(G2 needs < {_g(g2['threshold'])})"
             + (
                 f", and at most positions most of it is (median {_g(median)}: typical of a base model, or "
                 "of a prompt that does not elicit a label), so the envelopes are too wide to decide anything"
                 if mostly_other
-                else f"; the widest q envelope is {_g(g2.get('max_envelope_width'))}"
+                else f"; the widest q envelope is {_g(g2['max_envelope_width'])}"
             )
         )
     if _status(g3) == "FAIL":
@@ -126,22 +117,20 @@ def _reasons(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]])
     elif v["INDETERMINATE"] == n:
         why = (
             "its range over the sampling region straddles the margin; more draws narrow it"
-            if isinstance(results.get("sampling_error"), Mapping)
+            if results.sampling_error is not None
             else "its envelope straddles the margin"
         )
         out.append(f"every one of the {n} items is INDETERMINATE ({why})")
     return out
 
 
-def sampling_caveat(results: Mapping[str, Any]) -> str | None:
+def sampling_caveat(results: QQResults) -> str | None:
     """What a sampled run's verdicts allow for (None when the probabilities were read, not sampled)."""
-    region = results.get("sampling_error")
-    if not isinstance(region, Mapping):
+    region = results.sampling_error
+    if region is None:
         return None
-    alpha = num(region.get("alpha"))
-    level = "" if alpha is None else f"{1 - alpha:.0%} "
-    draws = [num(it.get("min_draws")) for it in region.get("items") or [] if isinstance(it, Mapping)]
-    fewest = min((d for d in draws if d is not None), default=None)
+    level = f"{1 - region.alpha:.0%} "
+    fewest = min((it.min_draws for it in region.items), default=None)
     return (
         "The answers were sampled"
         + ("" if fewest is None else f" (at least {fewest:.0f} draws per position)")
@@ -159,31 +148,29 @@ def _tally(n: int, v: Mapping[str, int]) -> str:
     )
 
 
-def _ci(ci: Any, spec: str) -> str:
-    if not isinstance(ci, list | tuple) or len(ci) != 2:
+def _ci(ci: Interval | None, spec: str) -> str:
+    if ci is None:
         return "no interval below two items"
-    return f"[{fmt(ci[0], spec)}, {fmt(ci[1], spec)}]"
+    return f"[{fmt(ci.lo, spec)}, {fmt(ci.hi, spec)}]"
 
 
-def _pct_ci(ci: Any) -> str:
-    if not isinstance(ci, list | tuple) or len(ci) != 2 or num(ci[0]) is None or num(ci[1]) is None:
+def _pct_ci(ci: Interval | None) -> str:
+    if ci is None or num(ci.lo) is None or num(ci.hi) is None:
         return "no interval"
-    return f"[{100 * ci[0]:.1f}%, {100 * ci[1]:.1f}%]"
+    return f"[{100 * ci.lo:.1f}%, {100 * ci.hi:.1f}%]"
 
 
-def across_facts(results: Mapping[str, Any]) -> list[str]:
-    """The across-item summaries in a sentence each (``results.summary``; none before it existed)."""
-    summ = results.get("summary")
-    if not isinstance(summ, Mapping):
-        return []
-    level = f"{100 * float(summ.get('confidence') or 0.95):g}%"
-    aq, sv = summ.get("mean_abs_q") or {}, summ.get("share_violated") or {}
-    if not sv.get("n"):
+def across_facts(results: QQResults) -> list[str]:
+    """The across-item summaries in a sentence each (``results.summary``)."""
+    summ = results.across_items
+    level = f"{100 * summ.confidence:g}%"
+    aq, sv = summ.mean_abs_q, summ.share_violated
+    if not sv.n:
         return ["Across items: no item was analysed, so there is nothing to summarise."]
     out = [
-        f"Across the {sv['n']} items analysed: {sv.get('k')} VIOLATED ({100 * float(sv.get('share') or 0):.1f}%, "
-        f"{level} Clopper-Pearson interval {_pct_ci(sv.get('ci'))}); mean |q| {fmt(aq.get('mean'))} "
-        f"({level} t interval over items {_ci(aq.get('ci'), '.3f')})."
+        f"Across the {sv.n} items analysed: {sv.k} VIOLATED ({100 * float(sv.share or 0):.1f}%, "
+        f"{level} Clopper-Pearson interval {_pct_ci(sv.ci)}); mean |q| {fmt(aq.mean)} "
+        f"({level} t interval over items {_ci(aq.ci, '.3f')})."
     ]
     line = label_effect_line(results, large_only=False)
     if line:
@@ -191,34 +178,34 @@ def across_facts(results: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def label_effect_line(results: Mapping[str, Any], *, large_only: bool) -> str | None:
+def label_effect_line(results: QQResults, *, large_only: bool) -> str | None:
     """The label-mapping effect (mean |ΔOSS| between mappings) in a sentence; with
     ``large_only``, only when it is large (the lower end of its interval above the threshold)."""
-    le = (results.get("summary") or {}).get("label_effect")
-    if not isinstance(le, Mapping) or (large_only and not le.get("large")):
+    le = results.across_items.label_effect
+    if le is None or (large_only and not le.large):
         return None
-    level = f"{100 * float((results.get('summary') or {}).get('confidence') or 0.95):g}%"
+    level = f"{100 * results.across_items.confidence:g}%"
     where = (
-        f"mean |ΔOSS| between label mappings {fmt(le.get('mean'))} over {le.get('n')} "
-        f"item{'' if le.get('n') == 1 else 's'} ({level} t interval {_ci(le.get('ci'), '.3f')})"
+        f"mean |ΔOSS| between label mappings {fmt(le.mean)} over {le.n} "
+        f"item{'' if le.n == 1 else 's'} ({level} t interval {_ci(le.ci, '.3f')})"
     )
-    if le.get("large"):
+    if le.large:
         return (
-            f"The label mapping changes the answers: {where}, above the threshold {_g(le.get('large_threshold'))} "
+            f"The label mapping changes the answers: {where}, above the threshold {_g(le.large_threshold)} "
             "at that level."
         )
     return (
-        f"Label-mapping effect: {where}; not shown to exceed the threshold {_g(le.get('large_threshold'))} "
+        f"Label-mapping effect: {where}; not shown to exceed the threshold {_g(le.large_threshold)} "
         "(the interval's lower end must)."
     )
 
 
-def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) -> Verdict:
-    """The answer: how many items satisfy, violate or are indeterminate, or why the run cannot say."""
+def verdict(results: QQResults, gates: Mapping[str, Mapping[str, Any]]) -> Verdict:
+    """The answer: how many items satisfy, violate or are indeterminate, or why the run cannot say;
+    ``gates`` as the page shows them (:func:`lmaudit.studies.qq.report.gates.gate_views`)."""
     n, v, g, n_sat = _counts(results)
-    params = results.get("params") or {}
-    eps = _g(params.get("epsilon"))
-    threshold = _g((results.get("saturation") or {}).get("threshold") or params.get("saturation_threshold"))
+    eps = _g(results.params.epsilon)
+    threshold = _g(results.saturation.threshold)
     g1, g2, g3 = gates["G1"], gates["G2"], gates["G3"]
     bad3, n3 = failed_g3(g3)
     facts = [
@@ -231,24 +218,24 @@ def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) 
     ]
     # a failed gate is stated once, in the headline (_reasons): the facts list the others
     shown = {
-        "G1": f"G1 {_status(g1)} ({g1.get('checked') or 0} rendered contexts checked, {g1.get('failed') or 0} failed)",
-        "G2": f"G2 {_status(g2)} (max other mass {_g(g2.get('max_other'))}, must stay below {_g(g2.get('threshold'))})",
+        "G1": f"G1 {_status(g1)} ({g1['checked'] or 0} rendered contexts checked, {g1['failed'] or 0} failed)",
+        "G2": f"G2 {_status(g2)} (max other mass {_g(g2['max_other'])}, must stay below {_g(g2['threshold'])})",
         "G3": f"G3 {_status(g3)} ({n3 - bad3} of {n3} spot checks agree)",
     }
     ok = [text for name, text in shown.items() if _status(gates[name]) != "FAIL"]
     if ok:
         facts.append(f"{'Gates' if len(ok) == len(shown) else 'Other gates'}: {'; '.join(ok)}.")
-    median = num(g2.get("median_other"))
+    median = num(g2["median_other"])
     if _status(g2) != "FAIL" and not (median is not None and median > 0.5):
         facts.append(
-            f"Mass off the labels: at most {_g(g2.get('max_other'))} at any position, median "
-            f"{_g(g2.get('median_other'))}; the widest q envelope is {_g(g2.get('max_envelope_width'))}."
+            f"Mass off the labels: at most {_g(g2['max_other'])} at any position, median "
+            f"{_g(g2['median_other'])}; the widest q envelope is {_g(g2['max_envelope_width'])}."
         )
-    excluded = [x for x in results.get("excluded") or [] if isinstance(x, Mapping)]
+    excluded = results.excluded or ()
     if excluded:
         facts.append(
             f"Excluded: {len(excluded)} item{'' if len(excluded) == 1 else 's'} "
-            f"({', '.join(str(x.get('item')) for x in excluded)}) with no probability on either label "
+            f"({', '.join(x.item for x in excluded)}) with no probability on either label "
             "at some position (p_y = p_n = 0), where P(y | y or n) is undefined; they are not among "
             f"the {n} items decided."
         )
@@ -283,7 +270,7 @@ def verdict(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) 
     return Verdict(head, facts)
 
 
-def alerts(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def alerts(results: QQResults, gates: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """What else went wrong, loudly: gates not run, saturation, memorization. A failed gate (and,
     in a run that answers, saturation) is stated once, in the answer (:func:`verdict`)."""
     n, _, _, n_sat = _counts(results)
@@ -300,10 +287,10 @@ def alerts(results: Mapping[str, Any], gates: Mapping[str, Mapping[str, Any]]) -
             f"{n_sat} of {n} items are saturated: their answer distributions are near-deterministic, so "
             "the QQ verdicts are weakly informative (the seed's central caveat)."
         )
-    mem = results.get("memorization")
-    if isinstance(mem, Mapping) and mem.get("alert"):
+    mem = results.memorization
+    if mem is not None and mem.alert:
         out.append(
-            f"Memorization alert: {mem.get('n_exceeding')} of {mem.get('n_pairs')} matched pairs differ in "
-            f"OSS by more than {mem.get('threshold')}."
+            f"Memorization alert: {mem.n_exceeding} of {mem.n_pairs} matched pairs differ in "
+            f"OSS by more than {mem.threshold}."
         )
     return out
