@@ -18,13 +18,16 @@ import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from lmaudit import __version__
 from lmaudit.reporting import NOT_RECORDED, fmt, num, pval, text
 from lmaudit.reporting.terms import GLOSSARY
+
+if TYPE_CHECKING:
+    from lmaudit.studies.envelope import ScoredPrediction, StudyResults
 
 __all__ = [
     "Page",
@@ -78,7 +81,7 @@ class Page:
     verdict: Verdict
     alerts: Sequence[str] = ()
     terms: Sequence[str] = ()  # keys of lmaudit.reporting.terms.GLOSSARY
-    predictions: Sequence[Mapping[str, Any]] = ()
+    predictions: Sequence[ScoredPrediction] = ()  # scored, as the results hold them
     registration: str | None = None  # the registration's name when the run is registered
     samples: Sequence[Sample] = ()
     samples_total: int = 0
@@ -87,14 +90,14 @@ class Page:
     config: str | None = None
 
 
-def page_of(results: Mapping[str, Any], plan: Mapping[str, Any] | None, **fields: Any) -> Page:
-    """A study's :class:`Page`: the registered predictions, the registration's name and the
-    plan's resolved config taken from the run's records, the rest from ``fields``."""
-    from lmaudit.reporting import config_json, get
+def page_of(results: StudyResults, plan: Mapping[str, Any] | None, **fields: Any) -> Page:
+    """A study's :class:`Page`: the scored predictions and the registration's name from its
+    typed results, the plan's resolved config, the rest from ``fields``."""
+    from lmaudit.reporting import config_json
 
     return Page(
-        predictions=results.get("predictions") or [],
-        registration=get(results, "prereg", "name"),
+        predictions=results.predictions or (),
+        registration=results.prereg.name if results.prereg is not None else None,
         config=config_json(plan),
         **fields,
     )

@@ -146,7 +146,7 @@ class StudyResult:
     ``Study.dvc_metrics``); ``tags`` gate outcomes and verdicts (MLflow tags); ``summary`` one
     line for the console."""
 
-    results: StudyResults | dict[str, Any]
+    results: StudyResults
     headline: float | None
     metrics: dict[str, float]
     tags: dict[str, str]
@@ -155,8 +155,7 @@ class StudyResult:
     @property
     def doc(self) -> dict[str, Any]:
         """The JSON body of ``results.json``."""
-        r = self.results
-        return r.to_json() if isinstance(r, StudyResults) else dict(r)
+        return self.results.to_json()
 
     @property
     def scoreable(self) -> Mapping[str, Any]:
@@ -166,14 +165,7 @@ class StudyResult:
     @property
     def predictions(self) -> tuple[ScoredPrediction, ...]:
         """The scored predictions of a registered run (empty: none)."""
-        r = self.results
-        if isinstance(r, StudyResults):
-            return r.predictions or ()
-        return (
-            StudyResults.from_json({"predictions": r["predictions"]}).predictions or ()
-            if r.get("predictions")
-            else ()
-        )
+        return self.results.predictions or ()
 
 
 class BackendProvider(Protocol):
@@ -282,7 +274,7 @@ class Study(ABC):
     has_yaml: ClassVar[bool] = False
     measured_groups: ClassVar[tuple[str, ...]] = ()
     dvc_metrics: ClassVar[tuple[str, ...]] = ()
-    result_type: ClassVar[type[StudyResults] | None] = None
+    result_type: ClassVar[type[StudyResults]]
 
     # --- configuration -------------------------------------------------------------------
 
@@ -336,30 +328,8 @@ class Study(ABC):
     def result(self, results: StudyResults | Mapping[str, Any], source: str = "<results>") -> StudyResult:
         """A result and its views: from the study's typed results, or from a stored
         ``results.json`` body (read back by :attr:`result_type`; ``source`` names it in errors)."""
-        if isinstance(results, StudyResults):
-            typed = results
-        elif self.result_type is not None:
-            typed = self.result_type.from_json(results, source)
-        else:
-            r = dict(results)
-            return StudyResult(r, self.headline(r), self.metrics(r), self.tags(r), self.summary(r))
+        typed = results if isinstance(results, StudyResults) else self.result_type.from_json(results, source)
         return StudyResult(typed, typed.headline(), typed.metrics(), typed.tags(), typed.summary())
-
-    def headline(self, results: Mapping[str, Any]) -> float | None:
-        """The one number a Hydra sweeper optimises (None: none)."""
-        return None
-
-    def metrics(self, results: Mapping[str, Any]) -> dict[str, float]:
-        """The run's numbers for MLflow (a few of them, :attr:`dvc_metrics`, for ``metrics.json``)."""
-        return {}
-
-    def tags(self, results: Mapping[str, Any]) -> dict[str, str]:
-        """Gate outcomes and verdicts (MLflow tags)."""
-        return {}
-
-    def summary(self, results: Mapping[str, Any]) -> str:
-        """One line for the console."""
-        return f"{self.name}: results written"
 
     @abstractmethod
     def report(self, result: StudyResult, ctx: RunContext) -> str:

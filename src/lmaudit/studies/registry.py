@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from lmaudit.errors import InputError
 from lmaudit.studies.base import Study
+from lmaudit.studies.envelope import StudyResults
 
 ENTRY_POINT_GROUP = "lmaudit.studies"
 
@@ -45,6 +46,12 @@ def register_study(cls: S) -> S:
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name.isidentifier():
         raise TypeError(f"{cls.__name__}.name must be an identifier, got {name!r}")
+    typed = getattr(cls, "result_type", None)
+    if not (isinstance(typed, type) and issubclass(typed, StudyResults)):
+        raise TypeError(
+            f"{cls.__name__}.result_type must be its typed results, a lmaudit.studies.StudyResults "
+            f"subclass, got {typed!r}"
+        )
     known = _REGISTERED.get(name)
     if known is not None and known is not cls and known.__qualname__ != cls.__qualname__:
         raise TypeError(f"two studies are named {name!r}: {known.__module__} and {cls.__module__}")

@@ -163,15 +163,6 @@ def _provenance(
     )
 
 
-def _scored(results: ChoirResults) -> dict[str, Any]:
-    """What the shared page reads of the pipeline's envelope: the scored predictions and the
-    registration."""
-    out: dict[str, Any] = {"predictions": [p.to_json() for p in results.predictions or ()]}
-    if results.prereg is not None:
-        out["prereg"] = {"name": results.prereg.name}
-    return out
-
-
 def render_report(
     results: ChoirResults,
     plan: Mapping[str, Any] | None,
@@ -185,7 +176,7 @@ def render_report(
     listed, total = samples(rows, plan)
     log_audit = results.log_audit
     page = page_of(
-        _scored(results),
+        results,
         plan,
         study="choir",
         title=f"Free lists across models: {results.across_questions.n_questions} questions, {len(d.models)} members",

@@ -14,9 +14,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from lmaudit.reporting import config_json, fmt, get, pval, text
+from lmaudit.reporting import fmt, get, pval, text
 from lmaudit.reporting.log_audit import log_alerts
-from lmaudit.reporting.page import MAX_SAMPLES, Page, Sample, Verdict, provenance, render, value
+from lmaudit.reporting.page import MAX_SAMPLES, Sample, Verdict, page_of, provenance, render, value
 from lmaudit.studies.draws.bootstrap import CONFIDENCE, N_RESAMPLES
 from lmaudit.studies.draws.report.figures import null_svg, rho_curve_svg
 from lmaudit.studies.draws.results import DrawsResults, Family
@@ -264,7 +264,9 @@ def render_report(
     ]
     samples, total = _samples(rows, plan)
     n = results.n_families
-    page = Page(
+    page = page_of(
+        results,
+        plan,
         study="draws",
         title=f"Draw-to-draw persistence: {n} {'family' if n == 1 else 'families'}"
         + (f" ({model})" if model and not imported else ""),
@@ -272,10 +274,6 @@ def render_report(
         verdict=_verdict(results),
         alerts=_alerts(results),
         terms=_terms(results),
-        # the page's shared predictions section reads each scored prediction's JSON
-        predictions=[p.to_json() for p in results.predictions or ()],
-        registration=results.prereg.name if results.prereg else None,
-        config=config_json(plan),
         samples=samples,
         samples_total=total,
         samples_note="Each sequence: the probe as asked (the conversation before it) and the draws in order.",

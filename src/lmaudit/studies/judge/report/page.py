@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from lmaudit.reporting import config_json, get
-from lmaudit.reporting.page import Page, provenance, render
+from lmaudit.reporting import get
+from lmaudit.reporting.page import page_of, provenance, render
 from lmaudit.studies.judge.report.figures import confidence_svg, disagreement_svg, order_swap_svg
 from lmaudit.studies.judge.report.order_swap import table as order_swap_table
 from lmaudit.studies.judge.report.samples import questions, samples
@@ -222,10 +222,9 @@ def render_report(
         else f"Judge presentation sensitivity: {results.n_prompts} prompts, "
         f"conditions {', '.join(conds) or 'none'}"
     )
-    page = Page(
-        predictions=[p.to_json() for p in results.predictions or ()],
-        registration=results.prereg.name if results.prereg else None,
-        config=config_json(plan),
+    page = page_of(
+        results,
+        plan,
         study="judge",
         title=title + (f" ({judge})" if judge else ""),
         question=IMPORT_QUESTION if tool else QUESTION,

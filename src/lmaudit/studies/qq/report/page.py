@@ -240,10 +240,7 @@ def render_report(
     mixture = mixture_view(results)
     figm = mixture_cdf_svg(results)
     page = page_of(
-        {
-            "predictions": [p.to_json() for p in results.predictions or ()],
-            "prereg": None if results.prereg is None else {"name": results.prereg.name},
-        },
+        results,
         plan,
         study="qq",
         title=_title(results, pick("plan.config.model.name")),
