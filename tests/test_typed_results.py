@@ -100,8 +100,9 @@ def test_every_registered_run_reads_back_byte_for_byte(path: Path) -> None:
 
 
 def test_a_study_without_typed_results_is_refused_when_registered() -> None:
-    from lmaudit.studies.registry import register_study
     from tests.plugins.tinystudy import TinyStudy
+
+    from lmaudit.studies.registry import register_study
 
     untyped = type("Untyped", (TinyStudy,), {"name": "untyped", "result_type": None})
     with pytest.raises(TypeError, match=r"Untyped\.result_type must be its typed results"):

@@ -20,14 +20,8 @@ from lmaudit.studies.envelope import StudyResults
 from lmaudit.studies.judge import views
 from lmaudit.studies.judge.import_sections import LengthSection, OrderSwap
 from lmaudit.studies.judge.sections import (
-    Classification,
     Comparison,
-    ConditionSummary,
-    ItemRow,
-    ModelWins,
-    NotEvaluable,
-    Patterns,
-    Readout,
+    Endpoints,
     Validity,
 )
 
@@ -153,9 +147,10 @@ class MappingFile(JsonRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
-class JudgeResults(StudyResults):
+class JudgeResults(StudyResults, Endpoints):
     """The judge study's results (seed 001): does a content-preserving change of presentation
-    flip an LLM judge's pairwise verdicts?"""
+    flip an LLM judge's pairwise verdicts? Beside the run's design, validity and the imported
+    pairs' sections, every endpoint (:class:`~.sections.Endpoints`)."""
 
     study: Literal["judge"]
     mode: str  # judge | import
@@ -164,17 +159,6 @@ class JudgeResults(StudyResults):
     params: Params
     mapping: MappingFile | None
     validity: Validity
-    n_prompts: int
-    k: int
-    conditions_analysed: tuple[str, ...]
-    reference: str
-    conditions: dict[str, ConditionSummary]
-    disagreement: tuple[Comparison, ...]
-    classification: Classification
-    patterns: Patterns | NotEvaluable
-    items: tuple[ItemRow, ...]
-    model_wins: ModelWins | NotEvaluable
-    readout: dict[str, Readout]
     order_swap: Annotated[OrderSwap | None, OMIT_NONE] = None
     length: Annotated[LengthSection | None, OMIT_NONE] = None
 

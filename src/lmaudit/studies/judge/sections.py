@@ -18,6 +18,7 @@ __all__ = [
     "ConditionValidity",
     "Confidence",
     "Disagreement",
+    "Endpoints",
     "ExactInterval",
     "ItemChange",
     "ItemRow",
@@ -320,3 +321,25 @@ class Readout(JsonRecord):
     other: OffLabels
     items: dict[str, LabelProbs]
     shift_vs_reference: Annotated[Shift | None, OMIT_NONE] = None
+
+
+# --- every endpoint ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Endpoints(JsonRecord):
+    """Every endpoint of the judge study computed from the final judgments
+    (:func:`lmaudit.studies.judge.disagreement.analyze`): the sections every run's
+    :class:`~lmaudit.studies.judge.results.JudgeResults` carries."""
+
+    n_prompts: int
+    k: int
+    conditions_analysed: tuple[str, ...]
+    reference: str
+    conditions: dict[str, ConditionSummary]
+    disagreement: tuple[Comparison, ...]
+    classification: Classification
+    patterns: Patterns | NotEvaluable
+    items: tuple[ItemRow, ...]
+    model_wins: ModelWins | NotEvaluable
+    readout: dict[str, Readout]
