@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from lmaudit.results import OMIT_NONE, JsonRecord
+from lmaudit.results import OMIT_NONE, FileDigest, JsonRecord
 from lmaudit.studies.envelope import StudyResults
 from lmaudit.studies.judge import views
 from lmaudit.studies.judge.import_sections import LengthSection, OrderSwap
@@ -58,12 +58,6 @@ class ConditionSpec(JsonRecord):
     swap: bool
 
 
-@dataclass(frozen=True)
-class InputFile(JsonRecord):
-    path: str
-    sha256: str
-
-
 @dataclass(frozen=True, kw_only=True)
 class Design(JsonRecord):
     """The measurement's design record (what judged, how, from which files) with the
@@ -91,7 +85,7 @@ class Design(JsonRecord):
     import_dir: Annotated[str | None, OMIT_NONE] = None
     import_path: Annotated[str | None, OMIT_NONE] = None
     format: Annotated[str | None, OMIT_NONE] = None
-    files: Annotated[dict[str, InputFile] | None, OMIT_NONE] = None
+    files: Annotated[dict[str, FileDigest] | None, OMIT_NONE] = None
     # the import's execution record, copied as the file (or the reader) gives it: free-form
     execution: Annotated[dict[str, Any] | None, OMIT_NONE] = None
     orders: Annotated[dict[str, str] | None, OMIT_NONE] = None
