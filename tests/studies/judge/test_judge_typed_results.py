@@ -6,17 +6,20 @@ not fit is refused in one line naming the file and the field, before any page is
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from pathlib import Path
 
+import pytest
 from judge_helpers import TRICKY, simple_rows
 
 from lmaudit.console import main as lmaudit_main
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
 from lmaudit.provenance.digest import canonical_json
 from lmaudit.provenance.io import atomic_write_json
-from lmaudit.results import Interval
+from lmaudit.results import FileDigest, Interval
 from lmaudit.studies.judge.results import CombinedDesign, JudgeResults
-from lmaudit.studies.judge.sections import NotEvaluable
+from lmaudit.studies.judge.sections import Endpoints, NotEvaluable, PerLabel, Shift
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -161,3 +164,41 @@ def test_a_results_file_with_a_wrong_field_is_refused_in_one_line(judge_cfg, tmp
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "field 'validity.by_condition.PA.invalid'" in err, err
     assert not (tmp_path / "b/report.html").exists()
+
+
+def test_the_results_carry_every_endpoint_the_analysis_computes() -> None:
+    path = REPO / "results" / "judge" / "judge_sim_attraction_v2" / "results.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    r = JudgeResults.from_json(doc, str(path))
+    assert isinstance(r, Endpoints)
+    assert {f.name for f in fields(Endpoints)} <= set(doc)
+    assert r.n_prompts == len(r.items) and r.reference in r.conditions_analysed
+
+
+SHIFT = {
+    "mean": {"A": 0.25, "B": -0.125, "TIE": -0.125},
+    "ci": {"A": [0.125, 0.375], "B": None, "TIE": [-0.25, 0.0625]},
+    "p": {"A": 0.01, "B": None, "TIE": 0.5},
+    "n": 4,
+    "interval": "student-t",
+    "items": {"q1": {"A": 0.5, "B": -0.25, "TIE": -0.25}},
+}
+
+
+def test_a_value_per_label_is_one_record_read_by_label() -> None:
+    shift = Shift.from_json(SHIFT, "shift.json")
+    assert all(isinstance(x, PerLabel) for x in (shift.mean, shift.ci, shift.p, shift.items["q1"]))
+    assert shift.mean["A"] == 0.25 and shift.p["B"] is None
+    assert shift.ci["A"] == Interval(0.125, 0.375) and shift.ci["B"] is None
+    assert shift.moved() == ["A"]  # TIE's interval holds zero, B has none
+    assert canonical_json(shift.to_json()) == canonical_json(SHIFT)
+    with pytest.raises(InputError, match=r"^shift\.json: not a Shift: field 'ci\.B'"):
+        Shift.from_json({**SHIFT, "ci": {**SHIFT["ci"], "B": "wide"}}, "shift.json")
+
+
+def test_an_imported_file_is_the_shared_file_digest() -> None:
+    files = {"judgments": {"path": "x.jsonl", "sha256": "ab" * 32}}
+    design = CombinedDesign.of(
+        {"source": "import", "isolation": "unknown", "conditions": [], "files": files}, "d"
+    )
+    assert design.files is not None and design.files["judgments"] == FileDigest("x.jsonl", "ab" * 32)
