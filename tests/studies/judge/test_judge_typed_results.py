@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from judge_helpers import TRICKY, simple_rows
+from scipy.stats import binomtest
 
 from lmaudit.console import main as lmaudit_main
 from lmaudit.errors import InputError
@@ -18,6 +19,9 @@ from lmaudit.pipeline import run
 from lmaudit.provenance.digest import canonical_json
 from lmaudit.provenance.io import atomic_write_json
 from lmaudit.results import FileDigest, Interval
+from lmaudit.studies.judge.import_sections import ExactBinomialTest
+from lmaudit.studies.judge.length import LengthVerdict, longer_wins
+from lmaudit.studies.judge.position import SingleVerdict, randomized
 from lmaudit.studies.judge.results import CombinedDesign, JudgeResults
 from lmaudit.studies.judge.sections import Endpoints, NotEvaluable, PerLabel, Shift
 
@@ -202,3 +206,25 @@ def test_an_imported_file_is_the_shared_file_digest() -> None:
         {"source": "import", "isolation": "unknown", "conditions": [], "files": files}, "d"
     )
     assert design.files is not None and design.files["judgments"] == FileDigest("x.jsonl", "ab" * 32)
+
+
+def test_first_position_and_longer_answer_wins_are_one_exact_binomial_test() -> None:
+    """Both readings are a share of decisive verdicts against 1/2, checked against scipy's
+    binomtest (p to 1e-12, the Clopper-Pearson interval to 1e-9)."""
+    alpha = 0.05
+    # 9 decisive verdicts, 7 for the answer shown first; a tie and an invalid one left out
+    single = (
+        [SingleVerdict(1, "A", "p")] * 5 + [SingleVerdict(2, "B", "p")] * 2 + [SingleVerdict(1, "B", "p")] * 2
+    )
+    single += [SingleVerdict(2, "TIE", "p"), SingleVerdict(1, None, "p")]
+    # 8 decisive verdicts on unequal lengths, the longer answer won 2; one of equal length
+    lengths = [LengthVerdict("A", "m", "n", {"chars": 90}, {"chars": 10})] * 2
+    lengths += [LengthVerdict("B", "m", "n", {"chars": 90}, {"chars": 10})] * 6
+    lengths += [LengthVerdict("A", "m", "n", {"chars": 5}, {"chars": 5})]
+    for got, k, n in ((randomized(single, alpha), 7, 9), (longer_wins(lengths, "chars", alpha), 2, 8)):
+        assert isinstance(got, ExactBinomialTest)
+        ref = binomtest(k, n, 0.5)
+        ci = ref.proportion_ci(1 - alpha, method="exact")
+        assert got.rate == pytest.approx(k / n, abs=1e-12)
+        assert got.p_value == pytest.approx(ref.pvalue, abs=1e-12)
+        assert (got.ci.low, got.ci.high) == pytest.approx((ci.low, ci.high), abs=1e-9)
