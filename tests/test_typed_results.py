@@ -13,8 +13,8 @@ import pytest
 
 from lmaudit.errors import InputError
 from lmaudit.provenance.digest import canonical_json
-from lmaudit.results import OMIT_NONE, Interval
-from lmaudit.studies.envelope import CompoundPrediction, SimplePrediction, StudyResults
+from lmaudit.results import OMIT_NONE, FileDigest, Interval
+from lmaudit.studies.envelope import CompoundPrediction, RegistrationFile, SimplePrediction, StudyResults
 from lmaudit.studies.registry import get_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,9 +100,23 @@ def test_every_registered_run_reads_back_byte_for_byte(path: Path) -> None:
 
 
 def test_a_study_without_typed_results_is_refused_when_registered() -> None:
-    from lmaudit.studies.registry import register_study
     from tests.plugins.tinystudy import TinyStudy
+
+    from lmaudit.studies.registry import register_study
 
     untyped = type("Untyped", (TinyStudy,), {"name": "untyped", "result_type": None})
     with pytest.raises(TypeError, match=r"Untyped\.result_type must be its typed results"):
         register_study(untyped)
+
+
+def test_a_registration_file_is_a_file_digest_that_says_whether_it_is_sealed() -> None:
+    doc = {"path": "prereg/x.yaml", "sha256": "0f" * 32, "sealed": True}
+    reg = RegistrationFile.from_json(doc, "prereg.json")
+    assert isinstance(reg, FileDigest) and (reg.path, reg.sha256, reg.sealed) == (
+        "prereg/x.yaml",
+        "0f" * 32,
+        True,
+    )
+    assert reg.to_json() == doc
+    with pytest.raises(InputError, match=r"^prereg\.json: not a RegistrationFile: field 'sha256'"):
+        RegistrationFile.from_json({**doc, "sha256": 15}, "prereg.json")

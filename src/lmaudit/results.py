@@ -1,4 +1,5 @@
-"""Typed results: the base every result record derives from, and the one :class:`Interval`.
+"""Typed results: the base every result record derives from, the one :class:`Interval` and
+the one :class:`FileDigest` (a file by its path and SHA-256).
 
 A result record is a frozen dataclass deriving from :class:`JsonRecord`. Its JSON form is
 written by :meth:`JsonRecord.to_json` and read back, checked field by field, by
@@ -23,7 +24,7 @@ from pydantic_core import core_schema
 
 from lmaudit.errors import InputError
 
-__all__ = ["OMIT_NONE", "Interval", "JsonRecord"]
+__all__ = ["OMIT_NONE", "FileDigest", "Interval", "JsonRecord"]
 
 # ``Annotated[X | None, OMIT_NONE] = None``: the key is left out of the JSON when None
 OMIT_NONE: Any = Field(default=None, exclude_if=lambda v: v is None)
@@ -95,3 +96,11 @@ class JsonRecord:
             raise InputError(f"{source}: not a {cls.__name__}: {_where(err)}") from None
         assert isinstance(out, cls)
         return out
+
+
+@dataclass(frozen=True)
+class FileDigest(JsonRecord):
+    """A file a run read, by its path and the SHA-256 of its bytes."""
+
+    path: str
+    sha256: str

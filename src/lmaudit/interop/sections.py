@@ -17,6 +17,7 @@ __all__ = [
     "LogFamily",
     "LogFile",
     "LogIssue",
+    "LogSource",
     "NormaliseRule",
     "ReportedScore",
 ]
@@ -33,12 +34,18 @@ class NormaliseRule(JsonRecord):
 
 
 @dataclass(frozen=True)
-class LogFile(JsonRecord):
-    """One log file as read: its settings (``facts``), what was kept, its issue codes."""
+class LogSource(JsonRecord):
+    """Which log: its files, and the family and source its answers were read as."""
 
     files: tuple[str, ...]
     family: str
     source: str
+
+
+@dataclass(frozen=True)
+class LogFile(LogSource):
+    """One log file as read: its settings (``facts``), what was kept, its issue codes."""
+
     facts: dict[str, Any]  # free-form: the settings each tool's log records, copied as read
     counts: dict[str, int]
     issues: tuple[str, ...]
@@ -53,12 +60,9 @@ class LogFamily(JsonRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
-class LogIssue(JsonRecord):
+class LogIssue(LogSource):
     """One issue of one log file: how many answers, what was done, what it means."""
 
-    family: str
-    source: str
-    files: tuple[str, ...]
     issue: str
     count: int
     action: str

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from lmaudit.results import OMIT_NONE, JsonRecord
+from lmaudit.results import OMIT_NONE, FileDigest, JsonRecord
 
 __all__ = [
     "Check",
@@ -32,12 +32,10 @@ class MeasurementSource(JsonRecord):
 
 
 @dataclass(frozen=True)
-class RegistrationFile(JsonRecord):
+class RegistrationFile(FileDigest):
     """The registration's YAML file the run was scored under, and whether the frozen
     registration seals it."""
 
-    path: str
-    sha256: str
     sealed: bool
 
 

@@ -17,7 +17,15 @@ from choir_quick import QUICK_CHOIR, typed_results
 from lmaudit.errors import InputError
 from lmaudit.pipeline import run
 from lmaudit.pipeline.rebuild import rebuild_report
-from lmaudit.studies.choir.results import ChoirResults, Cohort, CohortDecided, Cohorts
+from lmaudit.studies.choir.results import (
+    ChoirResults,
+    Cohort,
+    CohortDecided,
+    Cohorts,
+    Contrast,
+    ContrastSummary,
+)
+from lmaudit.studies.choir.results.question import ContrastEnds
 from lmaudit.tracking.paired_studies import compare_runs
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -96,3 +104,15 @@ def test_a_cohort_reads_as_decided_or_undecided_by_its_shape() -> None:
     cohorts = Cohorts.from_json(doc)
     assert type(cohorts.conditioned) is Cohort and type(cohorts.unconditioned) is CohortDecided
     assert cohorts.to_json() == doc  # an absent top stays absent, a null top stays null
+
+
+def test_a_contrast_and_its_summary_name_what_they_compare_alike() -> None:
+    """Both read the ends of a contrast from ``from`` and ``to`` (``from`` is a Python keyword)."""
+    one = {"from": "A", "to": "B", "within_member_rbo": 0.5, "within_member_rbo_per_member": {"m": 0.5}}
+    c = Contrast.from_json({**one, "R_q_change": -0.25, "n_cells": 2})
+    s = ContrastSummary.from_json(
+        {"from": 0.7, "to": 1.0, "n_questions": 3, "within_member_rbo": None, "R_q_change": 0.1, "R_q_up": 2}
+    )
+    assert isinstance(c, ContrastEnds) and isinstance(s, ContrastEnds)
+    assert (c.from_, c.to, s.from_, s.to) == ("A", "B", 0.7, 1.0)
+    assert c.to_json()["from"] == "A" and s.to_json()["from"] == 0.7

@@ -9,6 +9,7 @@ import json
 import random
 import shutil
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from lmaudit.console import main as lmaudit_main
 from lmaudit.pipeline import run
 from lmaudit.provenance.digest import canonical_json
 from lmaudit.studies.draws.analysis import analyze_records
-from lmaudit.studies.draws.results import DrawsResults
+from lmaudit.studies.draws.results import DrawsResults, PersistenceTest
 from lmaudit.studies.registry import get_study
 
 REPO = Path(__file__).resolve().parents[3]
@@ -120,3 +121,18 @@ def test_a_results_file_with_a_wrong_field_is_one_line_naming_file_and_field(
     # lmaudit report rebuilds the page from the typed results: refused, nothing written
     refused("report", str(edited), "--conf", str(REPO / "conf"))
     assert not (edited / "report.html").exists()
+
+
+def test_a_source_row_carries_its_columns_persistence_test() -> None:
+    """The flat per-source table repeats each source column's persistence test, field for field."""
+    path = REPO / "results" / "draws" / "draws_sim_persistent" / "results.json"
+    res = DrawsResults.from_json(path.read_text(encoding="utf-8"), str(path))
+
+    def test_of(x: PersistenceTest) -> dict[str, Any]:
+        return {f.name: getattr(x, f.name) for f in fields(PersistenceTest)}
+
+    assert res.sources and len(fields(PersistenceTest)) == 10
+    for row in res.sources:
+        column = res.families[row.family].sources[row.source]
+        assert isinstance(row, PersistenceTest) and isinstance(column, PersistenceTest)
+        assert test_of(row) == test_of(column)

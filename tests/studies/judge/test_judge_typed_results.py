@@ -6,17 +6,24 @@ not fit is refused in one line naming the file and the field, before any page is
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from pathlib import Path
 
+import pytest
 from judge_helpers import TRICKY, simple_rows
+from scipy.stats import binomtest
 
 from lmaudit.console import main as lmaudit_main
+from lmaudit.errors import InputError
 from lmaudit.pipeline import run
 from lmaudit.provenance.digest import canonical_json
 from lmaudit.provenance.io import atomic_write_json
-from lmaudit.results import Interval
+from lmaudit.results import FileDigest, Interval
+from lmaudit.studies.judge.import_sections import ExactBinomialTest
+from lmaudit.studies.judge.length import LengthVerdict, longer_wins
+from lmaudit.studies.judge.position import SingleVerdict, randomized
 from lmaudit.studies.judge.results import CombinedDesign, JudgeResults
-from lmaudit.studies.judge.sections import NotEvaluable
+from lmaudit.studies.judge.sections import Endpoints, NotEvaluable, PerLabel, Shift
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -161,3 +168,63 @@ def test_a_results_file_with_a_wrong_field_is_refused_in_one_line(judge_cfg, tmp
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "field 'validity.by_condition.PA.invalid'" in err, err
     assert not (tmp_path / "b/report.html").exists()
+
+
+def test_the_results_carry_every_endpoint_the_analysis_computes() -> None:
+    path = REPO / "results" / "judge" / "judge_sim_attraction_v2" / "results.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    r = JudgeResults.from_json(doc, str(path))
+    assert isinstance(r, Endpoints)
+    assert {f.name for f in fields(Endpoints)} <= set(doc)
+    assert r.n_prompts == len(r.items) and r.reference in r.conditions_analysed
+
+
+SHIFT = {
+    "mean": {"A": 0.25, "B": -0.125, "TIE": -0.125},
+    "ci": {"A": [0.125, 0.375], "B": None, "TIE": [-0.25, 0.0625]},
+    "p": {"A": 0.01, "B": None, "TIE": 0.5},
+    "n": 4,
+    "interval": "student-t",
+    "items": {"q1": {"A": 0.5, "B": -0.25, "TIE": -0.25}},
+}
+
+
+def test_a_value_per_label_is_one_record_read_by_label() -> None:
+    shift = Shift.from_json(SHIFT, "shift.json")
+    assert all(isinstance(x, PerLabel) for x in (shift.mean, shift.ci, shift.p, shift.items["q1"]))
+    assert shift.mean["A"] == 0.25 and shift.p["B"] is None
+    assert shift.ci["A"] == Interval(0.125, 0.375) and shift.ci["B"] is None
+    assert shift.moved() == ["A"]  # TIE's interval holds zero, B has none
+    assert canonical_json(shift.to_json()) == canonical_json(SHIFT)
+    with pytest.raises(InputError, match=r"^shift\.json: not a Shift: field 'ci\.B'"):
+        Shift.from_json({**SHIFT, "ci": {**SHIFT["ci"], "B": "wide"}}, "shift.json")
+
+
+def test_an_imported_file_is_the_shared_file_digest() -> None:
+    files = {"judgments": {"path": "x.jsonl", "sha256": "ab" * 32}}
+    design = CombinedDesign.of(
+        {"source": "import", "isolation": "unknown", "conditions": [], "files": files}, "d"
+    )
+    assert design.files is not None and design.files["judgments"] == FileDigest("x.jsonl", "ab" * 32)
+
+
+def test_first_position_and_longer_answer_wins_are_one_exact_binomial_test() -> None:
+    """Both readings are a share of decisive verdicts against 1/2, checked against scipy's
+    binomtest (p to 1e-12, the Clopper-Pearson interval to 1e-9)."""
+    alpha = 0.05
+    # 9 decisive verdicts, 7 for the answer shown first; a tie and an invalid one left out
+    single = (
+        [SingleVerdict(1, "A", "p")] * 5 + [SingleVerdict(2, "B", "p")] * 2 + [SingleVerdict(1, "B", "p")] * 2
+    )
+    single += [SingleVerdict(2, "TIE", "p"), SingleVerdict(1, None, "p")]
+    # 8 decisive verdicts on unequal lengths, the longer answer won 2; one of equal length
+    lengths = [LengthVerdict("A", "m", "n", {"chars": 90}, {"chars": 10})] * 2
+    lengths += [LengthVerdict("B", "m", "n", {"chars": 90}, {"chars": 10})] * 6
+    lengths += [LengthVerdict("A", "m", "n", {"chars": 5}, {"chars": 5})]
+    for got, k, n in ((randomized(single, alpha), 7, 9), (longer_wins(lengths, "chars", alpha), 2, 8)):
+        assert isinstance(got, ExactBinomialTest)
+        ref = binomtest(k, n, 0.5)
+        ci = ref.proportion_ci(1 - alpha, method="exact")
+        assert got.rate == pytest.approx(k / n, abs=1e-12)
+        assert got.p_value == pytest.approx(ref.pvalue, abs=1e-12)
+        assert (got.ci.low, got.ci.high) == pytest.approx((ci.low, ci.high), abs=1e-9)

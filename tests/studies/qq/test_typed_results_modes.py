@@ -16,7 +16,8 @@ from lmaudit.pipeline import run
 from lmaudit.provenance.digest import canonical_json
 from lmaudit.studies.qq.estimation import analyze
 from lmaudit.studies.qq.gates import LabelPieces, gate_g1
-from lmaudit.studies.qq.results import QQResults
+from lmaudit.studies.qq.mixture.section import EstimandCounts
+from lmaudit.studies.qq.results import Counts, QQResults
 from lmaudit.studies.registry import get_study
 
 
@@ -110,3 +111,11 @@ def test_g1_records_each_labels_pieces_as_fields() -> None:
         {"label": "No", "pieces": ["N", "o"]},
         {"label": "Yes", "pieces": ["Yes"]},
     ]
+
+
+def test_a_runs_counts_are_an_estimands_counts_with_the_items_left_out() -> None:
+    plain = {"verdict": {"HOLDS": 2, "VIOLATED": 1}, "gamma_class": {"small": 3}, "saturated": 1}
+    counts = Counts.from_json(plain)
+    assert isinstance(counts, EstimandCounts) and counts.excluded is None
+    assert counts.to_json() == plain  # no items left out: no key
+    assert Counts.from_json({**plain, "excluded": 2}).to_json() == {**plain, "excluded": 2}

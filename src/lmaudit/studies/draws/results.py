@@ -33,6 +33,7 @@ __all__ = [
     "HolmRow",
     "Params",
     "PermutationNull",
+    "PersistenceTest",
     "Refused",
     "RhoCurve",
     "RhoHatInterval",
@@ -90,13 +91,15 @@ class RhoHatInterval(JsonRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Column(JsonRecord):
-    """Every quantity of one column of a family: the family, one source, or the family without
-    its flagged sources."""
+class PersistenceTest(JsonRecord):
+    """The persistence test of one column (the family, one source, or the family without its
+    flagged sources): the sequences and draws read, the repeats ``R`` against their expectation
+    ``E0``, the statistic ``T`` with its permutation ``p``, the estimate ``rho_hat`` and the
+    bound ``rho_upper``. A :class:`Column` holds it whole; a :class:`SourceRow` of the flat
+    table repeats it beside the source's diagnostics."""
 
     n_sequences: int
     n_informative: int
-    n_uninformative: int
     n_draws: int
     R: int
     E0: float
@@ -104,8 +107,16 @@ class Column(JsonRecord):
     p: float
     rho_hat: float | None
     rho_upper: float | None
-    rho_upper_status: str  # bounded | uninformative | below_grid
     rho_upper_label: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Column(PersistenceTest):
+    """Every quantity of one column of a family: the family, one source, or the family without
+    its flagged sources."""
+
+    n_uninformative: int
+    rho_upper_status: str  # bounded | uninformative | below_grid
     # where rho_upper lies; an open end (above or below the grid) is null, so this is a pair
     # of optional ends rather than an Interval
     rho_upper_interval: tuple[float | None, float | None]
@@ -187,22 +198,13 @@ class Family(Column):
         return (self.without_flagged or self).reject
 
 
-@dataclass(frozen=True)
-class SourceRow(JsonRecord):
-    """One row of the flat per-source table."""
+@dataclass(frozen=True, kw_only=True)
+class SourceRow(PersistenceTest):
+    """One row of the flat per-source table: the source's persistence test, its drift test and
+    its grouped-sequence diagnostic."""
 
     family: str
     source: str
-    n_sequences: int
-    n_informative: int
-    n_draws: int
-    R: int
-    E0: float
-    T: float
-    p: float
-    rho_hat: float | None
-    rho_upper: float | None
-    rho_upper_label: str
     T_drift: float
     drift_p: float
     share_grouped: float | None

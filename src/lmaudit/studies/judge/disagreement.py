@@ -35,14 +35,13 @@ from lmaudit.studies.judge.sections import (
     ConditionSummary,
     Confidence,
     Disagreement,
+    Endpoints,
     ExactInterval,
     ItemChange,
     ItemRow,
     LabelCounts,
     ModelWins,
     NotEvaluable,
-    Patterns,
-    Readout,
     SignTest,
     Wins,
 )
@@ -217,24 +216,6 @@ def _seed_roles(role: Mapping[str, str], reference: str) -> list[str] | None:
     if all(r in role for r in ("P0", "PA", "PB", "PAB")) and role["P0"] == reference:
         return [role[r] for r in ("P0", "PA", "PB", "PAB")]
     return None
-
-
-@dataclass(frozen=True)
-class Endpoints:
-    """Every endpoint of the judge study computed from the final judgments: the sections of
-    :class:`~lmaudit.studies.judge.results.JudgeResults` that :func:`analyze` fills in."""
-
-    n_prompts: int
-    k: int
-    conditions_analysed: tuple[str, ...]
-    reference: str
-    conditions: dict[str, ConditionSummary]
-    disagreement: tuple[Comparison, ...]
-    classification: Classification
-    patterns: Patterns | NotEvaluable
-    items: tuple[ItemRow, ...]
-    model_wins: ModelWins | NotEvaluable
-    readout: dict[str, Readout]
 
 
 def _fields(d: Disagreement) -> dict[str, Any]:

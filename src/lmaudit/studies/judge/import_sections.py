@@ -12,6 +12,7 @@ from lmaudit.results import OMIT_NONE, JsonRecord
 from lmaudit.studies.judge.sections import ExactInterval
 
 __all__ = [
+    "ExactBinomialTest",
     "Flipped",
     "LengthControlled",
     "LengthSection",
@@ -101,7 +102,19 @@ class Unpaired(JsonRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Randomized(JsonRecord):
+class ExactBinomialTest(JsonRecord):
+    """A share of decisive verdicts (``rate``) with its exact interval and the exact two-sided
+    binomial test of 1/2 (``p_value``; the paired blocks' :class:`BinomialReading` writes it
+    as ``p``)."""
+
+    rate: float | None
+    p_value: float
+    ci: ExactInterval
+    test: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Randomized(ExactBinomialTest):
     """Pairs judged once, in a recorded random order: first-position wins among the decisive."""
 
     verdicts: int
@@ -111,10 +124,6 @@ class Randomized(JsonRecord):
     invalid: int
     decisive: int
     first_wins: int
-    rate: float | None
-    p_value: float
-    ci: ExactInterval
-    test: str
     assumption: str
 
 
@@ -169,14 +178,12 @@ class OrderSwap(PairBlock):
 
 
 @dataclass(frozen=True, kw_only=True)
-class LongerWins(JsonRecord):
+class LongerWins(ExactBinomialTest):
+    """The longer answer's wins among decisive verdicts between answers of unequal length."""
+
     decisive_unequal: int
     equal_length: int
     longer_won: int
-    rate: float | None
-    p_value: float
-    ci: ExactInterval
-    test: str
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,19 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from lmaudit.results import OMIT_NONE, JsonRecord
+from lmaudit.results import OMIT_NONE, FileDigest, JsonRecord
 from lmaudit.studies.envelope import StudyResults
 from lmaudit.studies.judge import views
 from lmaudit.studies.judge.import_sections import LengthSection, OrderSwap
 from lmaudit.studies.judge.sections import (
-    Classification,
     Comparison,
-    ConditionSummary,
-    ItemRow,
-    ModelWins,
-    NotEvaluable,
-    Patterns,
-    Readout,
+    Endpoints,
     Validity,
 )
 
@@ -64,12 +58,6 @@ class ConditionSpec(JsonRecord):
     swap: bool
 
 
-@dataclass(frozen=True)
-class InputFile(JsonRecord):
-    path: str
-    sha256: str
-
-
 @dataclass(frozen=True, kw_only=True)
 class Design(JsonRecord):
     """The measurement's design record (what judged, how, from which files) with the
@@ -97,7 +85,7 @@ class Design(JsonRecord):
     import_dir: Annotated[str | None, OMIT_NONE] = None
     import_path: Annotated[str | None, OMIT_NONE] = None
     format: Annotated[str | None, OMIT_NONE] = None
-    files: Annotated[dict[str, InputFile] | None, OMIT_NONE] = None
+    files: Annotated[dict[str, FileDigest] | None, OMIT_NONE] = None
     # the import's execution record, copied as the file (or the reader) gives it: free-form
     execution: Annotated[dict[str, Any] | None, OMIT_NONE] = None
     orders: Annotated[dict[str, str] | None, OMIT_NONE] = None
@@ -153,9 +141,10 @@ class MappingFile(JsonRecord):
 
 
 @dataclass(frozen=True, kw_only=True)
-class JudgeResults(StudyResults):
+class JudgeResults(StudyResults, Endpoints):
     """The judge study's results (seed 001): does a content-preserving change of presentation
-    flip an LLM judge's pairwise verdicts?"""
+    flip an LLM judge's pairwise verdicts? Beside the run's design, validity and the imported
+    pairs' sections, every endpoint (:class:`~.sections.Endpoints`)."""
 
     study: Literal["judge"]
     mode: str  # judge | import
@@ -164,17 +153,6 @@ class JudgeResults(StudyResults):
     params: Params
     mapping: MappingFile | None
     validity: Validity
-    n_prompts: int
-    k: int
-    conditions_analysed: tuple[str, ...]
-    reference: str
-    conditions: dict[str, ConditionSummary]
-    disagreement: tuple[Comparison, ...]
-    classification: Classification
-    patterns: Patterns | NotEvaluable
-    items: tuple[ItemRow, ...]
-    model_wins: ModelWins | NotEvaluable
-    readout: dict[str, Readout]
     order_swap: Annotated[OrderSwap | None, OMIT_NONE] = None
     length: Annotated[LengthSection | None, OMIT_NONE] = None
 

@@ -6,7 +6,7 @@ per-prompt grid, model wins and the log-prob readout (and the records they share
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Generic, Literal, TypeVar
 
 from lmaudit.results import OMIT_NONE, Interval, JsonRecord
 
@@ -18,6 +18,7 @@ __all__ = [
     "ConditionValidity",
     "Confidence",
     "Disagreement",
+    "Endpoints",
     "ExactInterval",
     "ItemChange",
     "ItemRow",
@@ -31,6 +32,7 @@ __all__ = [
     "Pattern",
     "PatternRoles",
     "Patterns",
+    "PerLabel",
     "Readout",
     "Shift",
     "SignTest",
@@ -39,6 +41,8 @@ __all__ = [
 ]
 
 LABELS = ("A", "B", "TIE")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -261,31 +265,21 @@ class ModelWins(JsonRecord):
 
 
 @dataclass(frozen=True)
-class LabelProbs(JsonRecord):
-    A: float
-    B: float
-    TIE: float
+class PerLabel(JsonRecord, Generic[T]):
+    """One value per verdict label (:data:`LABELS`), read by label: ``x["TIE"]``."""
 
-    def __getitem__(self, label: str) -> float:
-        return float(getattr(self, label))
+    A: T
+    B: T
+    TIE: T
 
-
-@dataclass(frozen=True)
-class LabelIntervals(JsonRecord):
-    A: Interval | None
-    B: Interval | None
-    TIE: Interval | None
-
-    def __getitem__(self, label: str) -> Interval | None:
-        out: Interval | None = getattr(self, label)
+    def __getitem__(self, label: str) -> T:
+        out: T = getattr(self, label)
         return out
 
 
-@dataclass(frozen=True)
-class LabelPValues(JsonRecord):
-    A: float | None
-    B: float | None
-    TIE: float | None
+LabelProbs = PerLabel[float]
+LabelIntervals = PerLabel[Interval | None]
+LabelPValues = PerLabel[float | None]
 
 
 @dataclass(frozen=True)
@@ -320,3 +314,25 @@ class Readout(JsonRecord):
     other: OffLabels
     items: dict[str, LabelProbs]
     shift_vs_reference: Annotated[Shift | None, OMIT_NONE] = None
+
+
+# --- every endpoint ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Endpoints(JsonRecord):
+    """Every endpoint of the judge study computed from the final judgments
+    (:func:`lmaudit.studies.judge.disagreement.analyze`): the sections every run's
+    :class:`~lmaudit.studies.judge.results.JudgeResults` carries."""
+
+    n_prompts: int
+    k: int
+    conditions_analysed: tuple[str, ...]
+    reference: str
+    conditions: dict[str, ConditionSummary]
+    disagreement: tuple[Comparison, ...]
+    classification: Classification
+    patterns: Patterns | NotEvaluable
+    items: tuple[ItemRow, ...]
+    model_wins: ModelWins | NotEvaluable
+    readout: dict[str, Readout]

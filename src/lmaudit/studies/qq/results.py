@@ -30,7 +30,7 @@ from lmaudit.studies.qq.item_results import (
     MappingResult,
     PositionEstimate,
 )
-from lmaudit.studies.qq.mixture.section import MixtureSection
+from lmaudit.studies.qq.mixture.section import EstimandCounts, MixtureSection
 from lmaudit.studies.qq.params import QQParams
 from lmaudit.studies.qq.sampling_error import SamplingRegion
 from lmaudit.studies.qq.summary import AcrossItems
@@ -79,12 +79,10 @@ class ExcludedItem(JsonRecord):
 
 
 @dataclass(frozen=True)
-class Counts(JsonRecord):
-    """Items per verdict and Γ class, saturated items, and items left out (when any)."""
+class Counts(EstimandCounts):
+    """Items per verdict and Γ class, saturated items (as for every estimand), and items left
+    out (when any)."""
 
-    verdict: dict[str, int]
-    gamma_class: dict[str, int]
-    saturated: int
     excluded: Annotated[int | None, OMIT_NONE] = None
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Annotated
 
-from pydantic import Field
-
 from lmaudit.results import OMIT_NONE, Interval, JsonRecord
+from lmaudit.studies.choir.results.question import ContrastEnds
 
 
 @dataclass(frozen=True)
@@ -223,11 +222,9 @@ class CodebookMetricSensitivity(JsonRecord):
 
 
 @dataclass(frozen=True)
-class ContrastSummary(JsonRecord):
+class ContrastSummary(ContrastEnds):
     """A contrast's mean within-member RBO and ``R_q`` change over the questions that have it."""
 
-    from_: Annotated[str | float, Field(alias="from")]
-    to: str | float
     n_questions: int
     within_member_rbo: float | None
     R_q_change: float | None

@@ -54,11 +54,17 @@ class Cell(JsonRecord):
 
 
 @dataclass(frozen=True)
-class Contrast(JsonRecord):
-    """One question's contrast between two templates (or temperatures)."""
+class ContrastEnds(JsonRecord):
+    """What a contrast compares: two templates, or two temperatures (``from`` and ``to``)."""
 
     from_: Annotated[str | float, Field(alias="from")]
     to: str | float
+
+
+@dataclass(frozen=True)
+class Contrast(ContrastEnds):
+    """One question's contrast between two templates (or temperatures)."""
+
     within_member_rbo: float | None
     within_member_rbo_per_member: dict[str, float | None]
     R_q_change: float | None

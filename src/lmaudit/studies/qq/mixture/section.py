@@ -41,6 +41,8 @@ class ComponentItem(JsonRecord):
 
 @dataclass(frozen=True)
 class EstimandCounts(JsonRecord):
+    """One estimand's items per verdict and Γ class, and its saturated items."""
+
     verdict: dict[str, int]
     gamma_class: dict[str, int]
     saturated: int
