@@ -21,7 +21,7 @@ and counted, never used.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,16 +78,23 @@ def _example(labels: list[str]) -> str:
     return " > ".join(labels[::-1][: min(3, len(labels))]) + (" > ..." if len(labels) > 3 else "")
 
 
+def _fill(template: str, question: str, shown: tuple[str, str], labels: list[str]) -> str:
+    """``template`` with its placeholders filled, in this order: ``{QUESTION}``, the shown
+    options' placeholder (``shown``: placeholder, text), ``{N}`` (the number of letters) and
+    ``{EXAMPLE}`` (an example ranking of the letters)."""
+    placeholder, text = shown
+    return (
+        template.replace("{QUESTION}", question)
+        .replace(placeholder, text)
+        .replace("{N}", str(len(labels)))
+        .replace("{EXAMPLE}", _example(labels))
+    )
+
+
 def render_prompt(template: str | None, question: str, texts: list[str]) -> str:
     labels = labels_for(len(texts))
     lines = "\n".join(f"{lab}. {t}" for lab, t in zip(labels, texts, strict=True))
-    t = template or DEFAULT_PROMPT
-    return (
-        t.replace("{QUESTION}", question)
-        .replace("{CANDIDATES}", lines)
-        .replace("{N}", str(len(texts)))
-        .replace("{EXAMPLE}", _example(labels))
-    )
+    return _fill(template or DEFAULT_PROMPT, question, ("{CANDIDATES}", lines), labels)
 
 
 def render_sets_prompt(template: str | None, question: str, sets: list[list[str]]) -> str:
@@ -96,13 +103,7 @@ def render_sets_prompt(template: str | None, question: str, sets: list[list[str]
     blocks = "\n\n".join(
         f"Set {lab}:\n" + "\n".join(f"- {t}" for t in texts) for lab, texts in zip(labels, sets, strict=True)
     )
-    t = template or FINALIST_PROMPT
-    return (
-        t.replace("{QUESTION}", question)
-        .replace("{SETS}", blocks)
-        .replace("{N}", str(len(sets)))
-        .replace("{EXAMPLE}", _example(labels))
-    )
+    return _fill(template or FINALIST_PROMPT, question, ("{SETS}", blocks), labels)
 
 
 @dataclass(frozen=True)
@@ -113,12 +114,7 @@ class Parsed:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "valid": self.valid,
-            "ranking": self.ranking,
-            "completed": self.completed,
-            "error": self.error,
-        }
+        return asdict(self)
 
 
 def check_ranking(found: list[str], labels: list[str]) -> Parsed:
