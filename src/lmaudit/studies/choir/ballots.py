@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import InputError
+from lmaudit.provenance.io import check_fields
 from lmaudit.studies.choir.importer import records
 from lmaudit.studies.choir.pools import POOLS, source_of
 
@@ -166,7 +167,7 @@ def parse_ranking(raw: Any, labels: list[str], noun: str | None = None) -> Parse
 # --- ballots recorded elsewhere --------------------------------------------------------------
 
 _REQUIRED = ("question", "cohort", "evaluator", "candidates")
-_KNOWN = {*_REQUIRED, "stage", "persona", "replicate", "raw", "ranking", "question_text"}
+_OPTIONAL = ("stage", "persona", "replicate", "raw", "ranking", "question_text")
 
 
 def _pool_and_source(c: dict[str, Any], w: str) -> tuple[str, str]:
@@ -188,9 +189,7 @@ def _set(c: Any, where: str, k: int) -> dict[str, Any]:
     w = f"{where}: field 'candidates[{k}]'"
     if not isinstance(c, dict):
         raise InputError(f"{w} must be an object with label, finalists and pool or source")
-    unknown = sorted(set(c) - {"label", "pool", "source", "finalists"})
-    if unknown:
-        raise InputError(f"{w}: unknown field(s) {unknown}")
+    check_fields(c, w, optional=("label", "pool", "source", "finalists"))
     if not isinstance(c.get("label"), str) or not c["label"].strip():
         raise InputError(f"{w}: field 'label' must be a non-empty string")
     pool, source = _pool_and_source(c, w)
@@ -213,9 +212,7 @@ def _candidate(c: Any, where: str, k: int) -> dict[str, Any]:
     w = f"{where}: field 'candidates[{k}]'"
     if not isinstance(c, dict):
         raise InputError(f"{w} must be an object with label, text and pool or source")
-    unknown = sorted(set(c) - {"label", "text", "pool", "source", "family", "id"})
-    if unknown:
-        raise InputError(f"{w}: unknown field(s) {unknown}")
+    check_fields(c, w, optional=("label", "text", "pool", "source", "family", "id"))
     for key in ("label", "text"):
         if not isinstance(c.get(key), str) or not c[key].strip():
             raise InputError(f"{w}: field {key!r} must be a non-empty string")
@@ -235,7 +232,7 @@ def read_ballots(path: str | Path) -> list[dict[str, Any]]:
     """``ballot`` measurement records from a JSONL file (docs/choir.md); errors name line and field."""
     rows: list[dict[str, Any]] = []
     seen: set[tuple[Any, ...]] = set()
-    for line, where, obj in records(path, _REQUIRED, _KNOWN):
+    for line, where, obj in records(path, _REQUIRED, _OPTIONAL):
         for key in ("question", "evaluator"):
             if not isinstance(obj[key], str) or not obj[key]:
                 raise InputError(f"{where}: field {key!r} must be a non-empty string")
