@@ -1,15 +1,18 @@
-"""Plain-text helpers shared by the studies and the ``sim`` backend (which never import each other).
+"""Plain-text helpers shared by the studies, the interop readers and the ``sim`` backend.
 
 :func:`question_words` reads the content words of a question: the choir study's echo check and
 its sim free-list generators both use it, so a generator's planted echo and the study's
-detection of echo read the same words.
+detection of echo read the same words. :func:`metric_safe` writes a name as MLflow metric and
+tag keys take it.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["question_words"]
+__all__ = ["metric_safe", "question_words"]
+
+_NOT_IN_METRIC_KEYS = re.compile(r"[^A-Za-z0-9_.\-/ ]")
 
 _STOP = frozenset(
     [
@@ -75,3 +78,8 @@ def question_words(text: str) -> list[str]:
     """The content words of a question (lower case, stop words and numbers left out)."""
     words = re.findall(r"[a-z][a-z'\-]+", text.lower())
     return list(dict.fromkeys(w for w in words if w not in _STOP and len(w) > 2))
+
+
+def metric_safe(name: str) -> str:
+    """``name`` with every character MLflow refuses in a metric or tag key replaced by ``_``."""
+    return _NOT_IN_METRIC_KEYS.sub("_", name)

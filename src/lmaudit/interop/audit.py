@@ -6,7 +6,6 @@ that imports logs (draws, choir); docs/interop.md.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from lmaudit.errors import InputError
 from lmaudit.interop.records import Found, LogSequence, LogSource
 from lmaudit.interop.sections import LogAudit
 from lmaudit.provenance.digest import file_sha256, json_digest
+from lmaudit.text import metric_safe
 
 __all__ = [
     "AUDIT_KIND",
@@ -29,7 +29,6 @@ __all__ = [
 ]
 
 AUDIT_KIND = "log_audit"
-_UNSAFE = re.compile(r"[^A-Za-z0-9_\-. /]")
 
 
 def name_in(found: Found, file: Path) -> str:
@@ -125,7 +124,7 @@ def log_audit_section(rows: Iterable[Mapping[str, Any]], source: str = "<log_aud
 
 def log_audit_metrics(section: LogAudit) -> dict[str, float]:
     """MLflow metrics of the section: totals per issue, and counts of files and named families."""
-    out = {f"log_audit.{_UNSAFE.sub('_', code)}": float(n) for code, n in section.totals.items()}
+    out = {f"log_audit.{metric_safe(code)}": float(n) for code, n in section.totals.items()}
     out["log_audit.n_files"] = float(len(section.files))
     out["log_audit.n_excluded"] = float(section.n_excluded)
     out["log_audit.n_issues"] = float(len(section.issues))

@@ -7,7 +7,7 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -192,3 +192,18 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not isinstance(obj, dict):
                 raise InputError(f"{path}: line {lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj
+
+
+def check_fields(
+    obj: Mapping[str, Any], where: str, required: Sequence[str] = (), optional: Sequence[str] = ()
+) -> None:
+    """Refuse an input object, naming ``where``, that lacks a ``required`` field or holds one
+    that is neither ``required`` nor ``optional`` (:class:`InputError`)."""
+    missing = [k for k in required if k not in obj]
+    if missing:
+        raise InputError(f"{where}: missing field(s) {missing}")
+    unknown = sorted(set(obj) - set(required) - set(optional))
+    if unknown:
+        raise InputError(
+            f"{where}: unknown field(s) {unknown} (allowed: {', '.join([*required, *optional])})"
+        )

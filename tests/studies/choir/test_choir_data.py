@@ -151,7 +151,7 @@ def test_refusals_name_file_line_and_field(tmp_path: Path, materials) -> None:
     with pytest.raises(InputError, match=r"line 2: field 'context' is 'Kontrol'"):
         load_targeted_bank(p)
     p = _write(tmp_path / "bank.jsonl", [{k: v for k, v in row.items() if k != "stem"}])
-    with pytest.raises(InputError, match=r"line 1: missing field 'stem'"):
+    with pytest.raises(InputError, match=r"line 1: missing field\(s\) \['stem'\]"):
         load_targeted_bank(p)
     q = {"id": "H001", "geometry": "creative", "openness": "high", "text": "x"}
     p = _write(tmp_path / "ic.jsonl", [q, q])
@@ -161,7 +161,7 @@ def test_refusals_name_file_line_and_field(tmp_path: Path, materials) -> None:
     with pytest.raises(InputError, match=r"1 prompts, expected 100"):
         load_external_prompts(p)
     p = _write(tmp_path / "ic.jsonl", [{**q, "extra": 1}])
-    with pytest.raises(InputError, match=r"unknown field 'extra'"):
+    with pytest.raises(InputError, match=r"unknown field\(s\) \['extra'\]"):
         load_external_prompts(p, expected=None)
     none = {"id": "none", "label": "no persona", "hexaco": None, "text": None, "origin": "x"}
     p = _write(

@@ -21,11 +21,12 @@ and counted, never used.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import InputError
+from lmaudit.provenance.io import check_fields
 from lmaudit.studies.choir.importer import records
 from lmaudit.studies.choir.pools import POOLS, source_of
 
@@ -78,16 +79,23 @@ def _example(labels: list[str]) -> str:
     return " > ".join(labels[::-1][: min(3, len(labels))]) + (" > ..." if len(labels) > 3 else "")
 
 
+def _fill(template: str, question: str, shown: tuple[str, str], labels: list[str]) -> str:
+    """``template`` with its placeholders filled, in this order: ``{QUESTION}``, the shown
+    options' placeholder (``shown``: placeholder, text), ``{N}`` (the number of letters) and
+    ``{EXAMPLE}`` (an example ranking of the letters)."""
+    placeholder, text = shown
+    return (
+        template.replace("{QUESTION}", question)
+        .replace(placeholder, text)
+        .replace("{N}", str(len(labels)))
+        .replace("{EXAMPLE}", _example(labels))
+    )
+
+
 def render_prompt(template: str | None, question: str, texts: list[str]) -> str:
     labels = labels_for(len(texts))
     lines = "\n".join(f"{lab}. {t}" for lab, t in zip(labels, texts, strict=True))
-    t = template or DEFAULT_PROMPT
-    return (
-        t.replace("{QUESTION}", question)
-        .replace("{CANDIDATES}", lines)
-        .replace("{N}", str(len(texts)))
-        .replace("{EXAMPLE}", _example(labels))
-    )
+    return _fill(template or DEFAULT_PROMPT, question, ("{CANDIDATES}", lines), labels)
 
 
 def render_sets_prompt(template: str | None, question: str, sets: list[list[str]]) -> str:
@@ -96,13 +104,7 @@ def render_sets_prompt(template: str | None, question: str, sets: list[list[str]
     blocks = "\n\n".join(
         f"Set {lab}:\n" + "\n".join(f"- {t}" for t in texts) for lab, texts in zip(labels, sets, strict=True)
     )
-    t = template or FINALIST_PROMPT
-    return (
-        t.replace("{QUESTION}", question)
-        .replace("{SETS}", blocks)
-        .replace("{N}", str(len(sets)))
-        .replace("{EXAMPLE}", _example(labels))
-    )
+    return _fill(template or FINALIST_PROMPT, question, ("{SETS}", blocks), labels)
 
 
 @dataclass(frozen=True)
@@ -113,12 +115,7 @@ class Parsed:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "valid": self.valid,
-            "ranking": self.ranking,
-            "completed": self.completed,
-            "error": self.error,
-        }
+        return asdict(self)
 
 
 def check_ranking(found: list[str], labels: list[str]) -> Parsed:
@@ -170,7 +167,7 @@ def parse_ranking(raw: Any, labels: list[str], noun: str | None = None) -> Parse
 # --- ballots recorded elsewhere --------------------------------------------------------------
 
 _REQUIRED = ("question", "cohort", "evaluator", "candidates")
-_KNOWN = {*_REQUIRED, "stage", "persona", "replicate", "raw", "ranking", "question_text"}
+_OPTIONAL = ("stage", "persona", "replicate", "raw", "ranking", "question_text")
 
 
 def _pool_and_source(c: dict[str, Any], w: str) -> tuple[str, str]:
@@ -192,9 +189,7 @@ def _set(c: Any, where: str, k: int) -> dict[str, Any]:
     w = f"{where}: field 'candidates[{k}]'"
     if not isinstance(c, dict):
         raise InputError(f"{w} must be an object with label, finalists and pool or source")
-    unknown = sorted(set(c) - {"label", "pool", "source", "finalists"})
-    if unknown:
-        raise InputError(f"{w}: unknown field(s) {unknown}")
+    check_fields(c, w, optional=("label", "pool", "source", "finalists"))
     if not isinstance(c.get("label"), str) or not c["label"].strip():
         raise InputError(f"{w}: field 'label' must be a non-empty string")
     pool, source = _pool_and_source(c, w)
@@ -217,9 +212,7 @@ def _candidate(c: Any, where: str, k: int) -> dict[str, Any]:
     w = f"{where}: field 'candidates[{k}]'"
     if not isinstance(c, dict):
         raise InputError(f"{w} must be an object with label, text and pool or source")
-    unknown = sorted(set(c) - {"label", "text", "pool", "source", "family", "id"})
-    if unknown:
-        raise InputError(f"{w}: unknown field(s) {unknown}")
+    check_fields(c, w, optional=("label", "text", "pool", "source", "family", "id"))
     for key in ("label", "text"):
         if not isinstance(c.get(key), str) or not c[key].strip():
             raise InputError(f"{w}: field {key!r} must be a non-empty string")
@@ -239,7 +232,7 @@ def read_ballots(path: str | Path) -> list[dict[str, Any]]:
     """``ballot`` measurement records from a JSONL file (docs/choir.md); errors name line and field."""
     rows: list[dict[str, Any]] = []
     seen: set[tuple[Any, ...]] = set()
-    for line, where, obj in records(path, _REQUIRED, _KNOWN):
+    for line, where, obj in records(path, _REQUIRED, _OPTIONAL):
         for key in ("question", "evaluator"):
             if not isinstance(obj[key], str) or not obj[key]:
                 raise InputError(f"{where}: field {key!r} must be a non-empty string")

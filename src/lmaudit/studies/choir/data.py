@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lmaudit.errors import InputError
-from lmaudit.provenance.io import iter_jsonl, read_json
+from lmaudit.provenance.io import check_fields, iter_jsonl, read_json
 from lmaudit.provenance.jsoncheck import json_type
 
 __all__ = [
@@ -138,16 +138,6 @@ class ChoirMaterials:
     cue_pairs: tuple[CuePair, ...] = ()
 
 
-def _fields(obj: dict[str, Any], where: str, required: Iterable[str], optional: Iterable[str] = ()) -> None:
-    req, opt = tuple(required), tuple(optional)
-    missing = [k for k in req if k not in obj]
-    if missing:
-        raise InputError(f"{where}: missing field {missing[0]!r}")
-    unknown = sorted(set(obj) - set(req) - set(opt))
-    if unknown:
-        raise InputError(f"{where}: unknown field {unknown[0]!r} (expected {', '.join(req + opt)})")
-
-
 def _text(obj: dict[str, Any], key: str, where: str, *, nullable: bool = False) -> str | None:
     value = obj.get(key)
     if value is None and nullable:
@@ -188,7 +178,7 @@ def _read_rows(
 
 
 def _probe(obj: dict[str, Any], where: str) -> Probe:
-    _fields(obj, where, ("code", "legacy_id", "context", "title", "note", "stem"))
+    check_fields(obj, where, ("code", "legacy_id", "context", "title", "note", "stem"))
     code = str(_text(obj, "code", where))
     if not code.startswith("RITQ-"):
         raise InputError(f"{where}: field 'code' is {code!r}, expected a study code like 'RITQ-SOC-1'")
@@ -217,7 +207,7 @@ def load_targeted_bank(path: str | Path) -> tuple[Probe, ...]:
 
 
 def _external(obj: dict[str, Any], where: str) -> ExternalPrompt:
-    _fields(obj, where, ("id", "geometry", "openness", "text"))
+    check_fields(obj, where, ("id", "geometry", "openness", "text"))
     return ExternalPrompt(
         id=str(_text(obj, "id", where)),
         geometry=_choice(obj, "geometry", where, GEOMETRIES),
@@ -245,7 +235,7 @@ def load_templates(path: str | Path) -> dict[str, Template]:
     doc = read_json(path)
     if not isinstance(doc, dict):
         raise InputError(f"{path}: expected a JSON object, got {json_type(doc)}")
-    _fields(doc, str(path), ("placeholders", "templates"))
+    check_fields(doc, str(path), ("placeholders", "templates"))
     if doc["placeholders"] != [PLACEHOLDER]:
         raise InputError(
             f"{path}: field 'placeholders' must be [{PLACEHOLDER!r}], got {doc['placeholders']!r}"
@@ -258,7 +248,7 @@ def load_templates(path: str | Path) -> dict[str, Template]:
         where = f"{path}: template {tid!r}"
         if not isinstance(entry, dict):
             raise InputError(f"{where}: expected an object, got {json_type(entry)}")
-        _fields(entry, where, ("name", "text"), ("base", "addition", "insert_before", "position_source"))
+        check_fields(entry, where, ("name", "text"), ("base", "addition", "insert_before", "position_source"))
         text = str(_text(entry, "text", where))
         try:
             names = _placeholders(text)
@@ -276,7 +266,7 @@ def load_templates(path: str | Path) -> dict[str, Template]:
 
 
 def _persona(obj: dict[str, Any], where: str) -> Persona:
-    _fields(obj, where, ("id", "label", "hexaco", "text", "origin"))
+    check_fields(obj, where, ("id", "label", "hexaco", "text", "origin"))
     pid = str(_text(obj, "id", where))
     text = _text(obj, "text", where, nullable=True)
     hexaco = obj["hexaco"]
@@ -312,7 +302,7 @@ def load_personas(path: str | Path) -> tuple[Persona, ...]:
 
 
 def _cue_pair(obj: dict[str, Any], where: str) -> CuePair:
-    _fields(obj, where, ("original", "id", "text", "anchors"))
+    check_fields(obj, where, ("original", "id", "text", "anchors"))
     anchors = obj["anchors"]
     if (
         not isinstance(anchors, list)
@@ -347,7 +337,7 @@ def load_cue_pairs(path: str | Path, external: tuple[ExternalPrompt, ...]) -> tu
 
 
 def _profile(obj: dict[str, Any], where: str) -> tuple[str, str]:
-    _fields(obj, where, ("id", "text"))
+    check_fields(obj, where, ("id", "text"))
     pid = str(_text(obj, "id", where))
     if pid == NO_PERSONA:
         raise InputError(f"{where}: field 'id': {NO_PERSONA!r} is the unconditioned condition, not a profile")

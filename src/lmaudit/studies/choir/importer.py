@@ -15,12 +15,12 @@ must have one, and a text has one concept per question.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from lmaudit.errors import InputError
-from lmaudit.provenance.io import iter_jsonl
+from lmaudit.provenance.io import check_fields, iter_jsonl
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.data import NO_PERSONA, ChoirMaterials
 from lmaudit.studies.choir.extract import extract_items
@@ -28,7 +28,7 @@ from lmaudit.studies.choir.extract import extract_items
 __all__ = ["read_codebook", "read_import", "records"]
 
 _REQUIRED = ("model", "question", "template", "temperature", "persona", "generation")
-_KNOWN = {*_REQUIRED, "raw", "items", "question_text"}
+_OPTIONAL = ("raw", "items", "question_text")
 
 
 def _str(obj: dict[str, Any], key: str, where: str) -> str:
@@ -72,7 +72,7 @@ def _items(obj: dict[str, Any], where: str, limit: int) -> list[dict[str, Any]]:
 def read_codebook(path: str | Path) -> dict[tuple[str, str], str]:
     """A hand-coded codebook: (question, item text) -> concept id."""
     out: dict[tuple[str, str], str] = {}
-    for _, where, obj in records(path, ("question", "text", "concept"), ("question", "text", "concept")):
+    for _, where, obj in records(path, ("question", "text", "concept")):
         q, text, c = (obj[k] for k in ("question", "text", "concept"))
         if not all(isinstance(x, str) and x.strip() for x in (q, text)) or not str(c).strip():
             raise InputError(f"{where}: fields 'question', 'text' and 'concept' must be non-empty")
@@ -109,21 +109,15 @@ def _code(rows: list[dict[str, Any]], codes: dict[tuple[str, str], str] | None) 
 
 
 def records(
-    path: str | Path, required: Iterable[str], known: Iterable[str]
+    path: str | Path, required: Sequence[str], optional: Sequence[str] = ()
 ) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """The JSON objects of a JSONL file with their line and its name for errors, each checked
-    to hold every ``required`` field and no field outside ``known``."""
-    need, allowed = tuple(required), set(known)
+    to hold every ``required`` field and no field that is neither required nor ``optional``."""
     for line, obj in iter_jsonl(path):
         where = f"{path}: line {line}"
         if not isinstance(obj, dict):
             raise InputError(f"{where}: not a JSON object")
-        missing = [k for k in need if k not in obj]
-        if missing:
-            raise InputError(f"{where}: missing field(s) {missing}")
-        unknown = sorted(set(obj) - allowed)
-        if unknown:
-            raise InputError(f"{where}: unknown field(s) {unknown}")
+        check_fields(obj, where, required, optional)
         yield line, where, obj
 
 
@@ -138,7 +132,7 @@ def read_import(
     rows: list[dict[str, Any]] = []
     texts: dict[str, tuple[str, str]] = {}  # question -> (its text, where that text was given)
     seen: set[tuple[Any, ...]] = set()
-    for line, where, obj in records(path, _REQUIRED, _KNOWN):
+    for line, where, obj in records(path, _REQUIRED, _OPTIONAL):
         model, q, template, persona = (
             _str(obj, k, where) for k in ("model", "question", "template", "persona")
         )

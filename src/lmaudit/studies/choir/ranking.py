@@ -88,6 +88,31 @@ def _request(
     return list(messages), req
 
 
+def _ballot(
+    stage: int,
+    question: str,
+    cohort: str,
+    evaluator: str,
+    persona: str,
+    replicate: int,
+    order_seed: int,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A ballot record without its answer: who ranks what at which stage, then the stage's
+    ``fields`` in the order given."""
+    return {
+        "kind": "ballot",
+        "stage": stage,
+        "question": question,
+        "cohort": cohort,
+        "evaluator": evaluator,
+        "persona": persona,
+        "replicate": replicate,
+        "order_seed": order_seed,
+        **fields,
+    }
+
+
 def ballot_requests(
     s: ChoirStudyConfig,
     m: ChoirMaterials,
@@ -119,18 +144,9 @@ def ballot_requests(
                 messages, req = _request(
                     s, system, prompt, _seed(r.seed, "request", q, evaluator, persona, rep), meta
                 )
-                record = {
-                    "kind": "ballot",
-                    "stage": 1,
-                    "question": q,
-                    "cohort": cohort,
-                    "evaluator": evaluator,
-                    "persona": persona,
-                    "replicate": rep,
-                    "order_seed": order_seed,
-                    "prompt": messages,
-                    "candidates": shown,
-                }
+                record = _ballot(
+                    1, q, cohort, evaluator, persona, rep, order_seed, prompt=messages, candidates=shown
+                )
                 out.append((record, req))
     return out
 
@@ -209,20 +225,19 @@ def set_requests(
                 }
                 seed = _seed(r.seed, "request-finalists", q, evaluator, persona, rep)
                 messages, req = _request(s, system, prompt, seed, meta)
-                record = {
-                    "kind": "ballot",
-                    "stage": 2,
-                    "question": q,
-                    "cohort": cohort,
-                    "evaluator": evaluator,
-                    "persona": persona,
-                    "replicate": rep,
-                    "order_seed": order_seed,
-                    "finalists_from": r.finalists_from,
-                    "cut_ties": fin["cut_ties"],
-                    "prompt": messages,
-                    "candidates": shown,
-                }
+                record = _ballot(
+                    2,
+                    q,
+                    cohort,
+                    evaluator,
+                    persona,
+                    rep,
+                    order_seed,
+                    finalists_from=r.finalists_from,
+                    cut_ties=fin["cut_ties"],
+                    prompt=messages,
+                    candidates=shown,
+                )
                 out.append((record, req))
     return out
 

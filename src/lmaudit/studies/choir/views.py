@@ -4,19 +4,15 @@ of the same names call them)."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from lmaudit.interop.audit import log_audit_line, log_audit_metrics, log_audit_tags
+from lmaudit.text import metric_safe
 
 if TYPE_CHECKING:
     from lmaudit.studies.choir.results import ChoirResults, Contrast, ContrastSummary
 
 __all__ = ["headline", "metrics", "plot_data", "ranking_rows", "summary", "tags"]
-
-
-def _key(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.\-/ ]", "_", name)
 
 
 def headline(results: ChoirResults) -> float | None:
@@ -33,7 +29,7 @@ def metrics(results: ChoirResults) -> dict[str, float]:
     for what, r in results.recoverability.items():
         out[f"recover.{what}.accuracy"] = float(r.accuracy)
         for m, acc in (r.per_model or {}).items():  # the seed's per-model recoverability
-            out[f"recover.{what}.per_model.{_key(m)}"] = float(acc)
+            out[f"recover.{what}.per_model.{metric_safe(m)}"] = float(acc)
     leak = results.leakage
     if leak is not None:
         for k, rho in (
@@ -74,7 +70,7 @@ def metrics(results: ChoirResults) -> dict[str, float]:
             ("relative_lift", v.relative_lift),
         ):
             if x is not None:
-                out[f"{_key(q)}.{name}"] = float(x)
+                out[f"{metric_safe(q)}.{name}"] = float(x)
     out.update(_condition_metrics(results))
     if results.log_audit is not None:
         out.update(log_audit_metrics(results.log_audit))
@@ -92,7 +88,7 @@ def metrics(results: ChoirResults) -> dict[str, float]:
 
 
 def _pair(r: Contrast | ContrastSummary) -> str:
-    return _key("_".join(format(x, "g") if isinstance(x, float) else str(x) for x in (r.from_, r.to)))
+    return metric_safe("_".join(format(x, "g") if isinstance(x, float) else str(x) for x in (r.from_, r.to)))
 
 
 def _condition_metrics(results: ChoirResults) -> dict[str, float]:
@@ -107,7 +103,7 @@ def _condition_metrics(results: ChoirResults) -> dict[str, float]:
     cond = results.conditions
     if cond is not None:
         for cell, x in cond.R_q.items():
-            put(f"conditions.R_q.{_key(cell)}", x)
+            put(f"conditions.R_q.{metric_safe(cell)}", x)
         for factor, rows in (("template", cond.template), ("temperature", cond.temperature)):
             for r in rows or ():
                 put(f"conditions.{factor}.{_pair(r)}.within_member_rbo", r.within_member_rbo)
@@ -116,7 +112,7 @@ def _condition_metrics(results: ChoirResults) -> dict[str, float]:
     if nov is not None and nov.spearman is not None:
         put("novelty_width.rho", nov.spearman.rho)
     for s in results.leakage.stripping if results.leakage else ():
-        cut = _key(format(s.threshold_similarity, "g"))
+        cut = metric_safe(format(s.threshold_similarity, "g"))
         put(f"stripping.{cut}.model_accuracy", s.model_accuracy)
         put(f"stripping.{cut}.persona_within_model_loqo_accuracy", s.persona_within_model_loqo_accuracy)
     agree = results.calibration.agreement if results.calibration else None

@@ -4,14 +4,12 @@ that no two families share a key (:func:`check_metric_keys`)."""
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable
 
 from lmaudit.errors import InputError
+from lmaudit.text import metric_safe
 
 __all__ = ["check_metric_keys", "metric_key"]
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-/ ]")
 
 
 #: the longest key kept as it is (MLflow keys hold 250 characters, a metric's suffix included)
@@ -36,7 +34,7 @@ def metric_key(name: str) -> str:
     the first 8 hex digits of the name's SHA-256 (``data/models/llama-3-8b-<digest>``); the
     name itself is tag ``family_name.<key>``. Names that would share a key are refused before
     analysis (:func:`check_metric_keys`)."""
-    key = _UNSAFE.sub("_", name)
+    key = metric_safe(name)
     if _path_safe(key):
         return key
     parts = (part.strip(". ") for part in key.split("/"))

@@ -31,7 +31,7 @@ from typing import Any
 
 from lmaudit.backends.base import Message, SampleRequest
 from lmaudit.errors import InputError
-from lmaudit.provenance.io import iter_jsonl
+from lmaudit.provenance.io import check_fields, iter_jsonl
 from lmaudit.provenance.jsoncheck import suggest
 
 __all__ = ["EMPTY", "NOMATCH", "Probe", "build_requests", "load_probes", "make_normaliser", "request_seed"]
@@ -52,9 +52,7 @@ def load_probes(path: str | Path, ids: Sequence[str] | None = None) -> list[Prob
     seen: set[str] = set()
     for line, obj in iter_jsonl(path):
         where = f"{path}: line {line}"
-        unknown = sorted(set(obj) - {"id", "prompt", "system"})
-        if unknown:
-            raise InputError(f"{where}: unknown field(s) {unknown} (allowed: id, prompt, system)")
+        check_fields(obj, where, optional=("id", "prompt", "system"))
         for key in ("id", "prompt"):
             if not isinstance(obj.get(key), str) or not obj[key].strip():
                 raise InputError(f"{where}: field {key!r} must be a non-empty string")

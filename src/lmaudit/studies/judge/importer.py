@@ -28,7 +28,7 @@ from typing import Any
 
 from lmaudit.errors import InputError
 from lmaudit.provenance.digest import file_sha256
-from lmaudit.provenance.io import iter_jsonl, open_input, read_json
+from lmaudit.provenance.io import check_fields, iter_jsonl, open_input, read_json
 from lmaudit.studies.judge.config import JudgeStudyConfig
 from lmaudit.studies.judge.packets import Condition
 from lmaudit.terminal import printable
@@ -85,12 +85,7 @@ def read_execution(folder: str | Path) -> dict[str, Any]:
 def _record(obj: Any, cond: Condition, where: str, execution: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected a JSON object")
-    missing = [f for f in REQUIRED if f not in obj]
-    if missing:
-        raise InputError(f"{where}: missing field(s) {missing}")
-    extra = sorted(set(obj) - set(REQUIRED) - set(OPTIONAL))
-    if extra:
-        raise InputError(f"{where}: unknown field(s) {extra} (allowed: {[*REQUIRED, *OPTIONAL]})")
+    check_fields(obj, where, REQUIRED, OPTIONAL)
     pid = obj["prompt_id"]
     if not isinstance(pid, str) or not pid:
         raise InputError(f"{where}: field 'prompt_id' must be a non-empty string")

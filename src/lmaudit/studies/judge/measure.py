@@ -71,8 +71,9 @@ def _row(
     req: SampleRequest,
     raw: str,
     isolation: str,
-    final: bool,
+    max_attempts: int,
 ) -> dict[str, Any]:
+    """One attempt's judgment row; ``final`` when its verdict is valid or no attempt is left."""
     v = parse_verdict(raw)
     return {
         "kind": "judgment",
@@ -81,7 +82,7 @@ def _row(
         "item": c.prompt_id,
         "replicate": replicate,
         "attempt": attempt,
-        "final": final,
+        "final": v.valid or attempt == max_attempts - 1,
         "seed": req.seed,
         "swap": cond.swap,
         "wrap": sorted(cond.wrap),
@@ -139,11 +140,9 @@ def measure_fresh(
         results = cached.sample(reqs, desc=f"judging (attempt {attempt + 1})")
         still = []
         for (cond, c, r), req, res in zip(pending, reqs, results, strict=True):
-            raw = res.texts[0]
-            ok = parse_verdict(raw).valid
-            last = ok or attempt == s.max_attempts - 1
-            rows.append(_row(cond, c, r, attempt, req, raw, "fresh", final=last))
-            if not last:
+            row = _row(cond, c, r, attempt, req, res.texts[0], "fresh", s.max_attempts)
+            rows.append(row)
+            if not row["final"]:
                 still.append((cond, c, r))
         pending = still
     return rows, prompts
@@ -175,12 +174,10 @@ def measure_shared(
                     req = _request([*history, *head, *user], s, seed, meta)
                     prompts[(cond.id, c.prompt_id, r)] = req.messages
                     raw = cached.sample([req], progress=False)[0].texts[0]
-                    ok = parse_verdict(raw).valid
-                    last = ok or attempt == s.max_attempts - 1
-                    row = _row(cond, c, r, attempt, req, raw, "shared", final=last)
+                    row = _row(cond, c, r, attempt, req, raw, "shared", s.max_attempts)
                     row["turn"] = len(turns)
                     rows.append(row)
-                    if last:
+                    if row["final"]:
                         break
                 history += [*head, *user, {"role": "assistant", "content": raw}]
                 turns.append({"item": c.prompt_id, "condition": cond.id, "swap": cond.swap})

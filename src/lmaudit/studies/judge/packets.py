@@ -23,7 +23,7 @@ from typing import Any
 from lmaudit.backends.base import Message
 from lmaudit.errors import InputError
 from lmaudit.provenance.digest import sha256_text
-from lmaudit.provenance.io import dumps_json, iter_jsonl, read_json
+from lmaudit.provenance.io import check_fields, dumps_json, iter_jsonl, read_json
 from lmaudit.provenance.jsoncheck import suggest
 
 __all__ = [
@@ -115,9 +115,7 @@ def load_candidates(path: str | Path, ids: Sequence[str] | None = None) -> list[
     seen: dict[str, int] = {}
     for lineno, obj in iter_jsonl(path):
         where = f"{path}: line {lineno}"
-        extra = sorted(set(obj) - set(CANDIDATE_FIELDS))
-        if extra:
-            raise InputError(f"{where}: unknown field(s) {extra} (allowed: {list(CANDIDATE_FIELDS)})")
+        check_fields(obj, where, optional=CANDIDATE_FIELDS)
         pid = _str_field(obj, "prompt_id", where)
         if not pid:
             raise InputError(f"{where}: field 'prompt_id' must not be empty")

@@ -17,7 +17,7 @@ invalid: the raw text is kept with the first rule it broke, and no winner is rea
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = ["LABELS", "Verdict", "parse_verdict"]
@@ -40,14 +40,7 @@ class Verdict:
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "raw": self.raw,
-            "valid": self.valid,
-            "winner": self.winner,
-            "confidence": self.confidence,
-            "reason": self.reason,
-            "error": self.error,
-        }
+        return asdict(self)
 
 
 def _invalid(raw: str, error: str) -> Verdict:

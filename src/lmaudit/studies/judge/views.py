@@ -4,19 +4,15 @@ methods of :class:`~lmaudit.studies.judge.results.JudgeResults` call them) and f
 from __future__ import annotations
 
 import math
-import re
 from typing import TYPE_CHECKING, Any
 
 from lmaudit.studies.judge.report import order_swap as order_swap_report
+from lmaudit.text import metric_safe
 
 if TYPE_CHECKING:
     from lmaudit.studies.judge.results import JudgeResults
 
 __all__ = ["metrics", "plot_data", "summary", "tags"]
-
-
-def _key(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.\-/ ]", "_", name)
 
 
 def metrics(results: JudgeResults) -> dict[str, float]:
@@ -33,13 +29,13 @@ def metrics(results: JudgeResults) -> dict[str, float]:
         out["disagreement_rate"] = h
     for cid, s in results.conditions.items():
         for lab in ("A", "B", "TIE", "INVALID"):
-            out[f"{_key(cid)}.n_{lab}"] = getattr(s.counts, lab)
+            out[f"{metric_safe(cid)}.n_{lab}"] = getattr(s.counts, lab)
         for stat in ("mean", "median"):
             x = getattr(s.confidence, stat)
             if x is not None:
-                out[f"{_key(cid)}.confidence_{stat}"] = x
+                out[f"{metric_safe(cid)}.confidence_{stat}"] = x
     for d in results.disagreement:
-        k = "repeat" if d.is_repeat else _key(d.condition)
+        k = "repeat" if d.is_repeat else metric_safe(d.condition)
         out[f"disagreement.{k}.changed"] = d.changed
         out[f"disagreement.{k}.n"] = d.n
         if d.rate is not None:
@@ -60,7 +56,7 @@ def metrics(results: JudgeResults) -> dict[str, float]:
     if mw.evaluable:
         for cid, w in mw.by_condition.items():
             for m, n in w.wins.items():
-                out[f"wins.{_key(cid)}.{_key(m)}"] = n
+                out[f"wins.{metric_safe(cid)}.{metric_safe(m)}"] = n
     if results.order_swap is not None:
         out.update(order_swap_report.metrics(results.order_swap))
     if results.length is not None:

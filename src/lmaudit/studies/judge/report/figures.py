@@ -115,7 +115,7 @@ def order_swap_svg(rows: Sequence[TableRow], alpha: float) -> str:
     rate among the pairs that flipped (red) and among all decisive verdicts (grey), each with
     its exact ``1 - alpha`` interval, against the dashed line of no position bias (50%);
     ``""`` when no row has a decisive verdict."""
-    rows = [r for r in rows if r.per_verdict.n or r.flipped.n]
+    rows = [r for r in rows if r.block.per_verdict.n or r.block.flipped.n]
     if not rows:
         return ""
 
@@ -124,7 +124,7 @@ def order_swap_svg(rows: Sequence[TableRow], alpha: float) -> str:
         ys = list(range(len(rows)))[::-1]
         ax.axvline(0.5, color="#444444", linestyle="--", linewidth=0.9)
         for y, r in zip(ys, rows, strict=True):
-            f, v = r.flipped, r.per_verdict
+            f, v = r.block.flipped, r.block.per_verdict
             readings = ((f.n, f.ci, f.rate, "#c62828", 0.13), (v.n, v.ci, v.rate, "#777777", -0.13))
             for n, ci, rate, colour, dy in readings:
                 if n:

@@ -3,9 +3,11 @@ data for ``dvc plots`` and the rows of the report's position tables (one per gro
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from lmaudit.studies.judge.order_swap import COUNT_KEYS
+from lmaudit.text import metric_safe
 
 if TYPE_CHECKING:
     from lmaudit.studies.judge.import_sections import (
@@ -13,20 +15,11 @@ if TYPE_CHECKING:
         LengthSection,
         OrderSwap,
         PairBlock,
-        PairCounts,
         PerVerdict,
-        PositionConsistency,
-        PreferenceFairness,
         Randomized,
     )
 
 __all__ = ["TableRow", "length_metrics", "length_summary", "metrics", "plot_rows", "summary", "table"]
-
-COUNT_KEYS = ("n", "consistent", "first_both", "second_both", "one_tie", "invalid")
-
-
-def _key(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.\-/ ]", "_", name)
 
 
 def _block_metrics(b: PairBlock, prefix: str, full: bool) -> dict[str, float]:
@@ -86,16 +79,16 @@ def metrics(section: OrderSwap) -> dict[str, float]:
     out.update(_shi_metrics(section, "order_swap"))
     for short, _, blocks in section.groups():
         for name, b in blocks.items():
-            prefix = f"order_swap.{short}.{_key(name)}"
+            prefix = f"order_swap.{short}.{metric_safe(name)}"
             out.update(_block_metrics(b, prefix, full=False))
             out.update(_shi_metrics(b, prefix))
     if section.randomized is not None:
         out.update(_randomized_metrics(section.randomized))
     if section.win_rates is not None:
         for model, w in section.win_rates.models.items():
-            out[f"order_swap.win_rate.{_key(model)}.balanced"] = w.balanced
-            out[f"order_swap.win_rate.{_key(model)}.order_1"] = w.order_1
-            out[f"order_swap.win_rate.{_key(model)}.order_2"] = w.order_2
+            out[f"order_swap.win_rate.{metric_safe(model)}.balanced"] = w.balanced
+            out[f"order_swap.win_rate.{metric_safe(model)}.order_1"] = w.order_1
+            out[f"order_swap.win_rate.{metric_safe(model)}.order_2"] = w.order_2
     return out
 
 
@@ -138,9 +131,9 @@ def length_metrics(section: LengthSection) -> dict[str, float]:
         out[f"{prefix}.ci_high"] = r.ci.high
         out[f"{prefix}.p"] = r.p_value
     for model, m in section.length_controlled.models.items():
-        out[f"length.win_rate.{_key(model)}.raw"] = m.win_rate
+        out[f"length.win_rate.{metric_safe(model)}.raw"] = m.win_rate
         if m.length_controlled is not None:
-            out[f"length.win_rate.{_key(model)}.length_controlled"] = m.length_controlled
+            out[f"length.win_rate.{metric_safe(model)}.length_controlled"] = m.length_controlled
     return out
 
 
@@ -154,31 +147,11 @@ def length_summary(section: LengthSection) -> str:
 
 @dataclass(frozen=True)
 class TableRow:
-    """A row of the report's position tables: one group of pairs."""
+    """A row of the report's position tables: one group of pairs and its readings (``block``)."""
 
     group: str
     name: str
     block: PairBlock
-
-    @property
-    def counts(self) -> PairCounts:
-        return self.block.counts
-
-    @property
-    def flipped(self) -> Flipped:
-        return self.block.flipped
-
-    @property
-    def per_verdict(self) -> PerVerdict:
-        return self.block.per_verdict
-
-    @property
-    def position_consistency(self) -> PositionConsistency:
-        return self.block.position_consistency
-
-    @property
-    def preference_fairness(self) -> PreferenceFairness:
-        return self.block.preference_fairness
 
 
 def table(section: OrderSwap) -> list[TableRow]:
@@ -193,12 +166,12 @@ def plot_rows(section: OrderSwap) -> list[dict[str, Any]]:
     """Figure data for ``dvc plots``: each group's counts and both first-position win rates."""
     out = []
     for r in table(section):
-        f, v = r.flipped, r.per_verdict
+        f, v = r.block.flipped, r.block.per_verdict
         out.append(
             {
                 "group": r.group,
                 "name": r.name,
-                **{k: getattr(r.counts, k) for k in COUNT_KEYS},
+                **{k: getattr(r.block.counts, k) for k in COUNT_KEYS},
                 "flipped_first_rate": f.rate if f.rate is not None else "",
                 "flipped_ci_low": f.ci.low,
                 "flipped_ci_high": f.ci.high,

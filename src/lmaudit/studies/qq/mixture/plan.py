@@ -18,7 +18,7 @@ from typing import Any
 
 from lmaudit.backends.cached import CachedBackend
 from lmaudit.errors import InputError
-from lmaudit.provenance.io import iter_jsonl
+from lmaudit.provenance.io import check_fields, iter_jsonl
 from lmaudit.studies.qq.config import EstimandConfig, FramingConfig, MappingConfig, MixtureConfig
 from lmaudit.studies.qq.items import ID_PATTERN, Item
 from lmaudit.studies.qq.mixture.estimand import check_weights
@@ -85,9 +85,7 @@ def load_personas(path: str | Path) -> dict[str, Persona]:
     out: dict[str, Persona] = {}
     for lineno, row in iter_jsonl(path):
         where = f"{path}: line {lineno}"
-        unknown = sorted(set(row) - set(PERSONA_FIELDS))
-        if unknown:
-            raise InputError(f"{where}: unknown field(s) {unknown} (known: {', '.join(PERSONA_FIELDS)})")
+        check_fields(row, where, optional=PERSONA_FIELDS)
         pid, text, axes = row.get("id"), row.get("text"), row.get("axes")
         if not isinstance(pid, str) or not ID_PATTERN.match(pid):
             raise InputError(
