@@ -49,7 +49,7 @@ def test_a_run_records_its_measured_model_once_and_reads_it_back(make_cfg, tmp_p
     results, plan = _json(out / "results.json"), _json(out / "plan.json")
     result = get_study("qq").result(results)
     assert measured_model(result, audit) == "recorded-model"
-    html = render_report(ReportInputs(results, plan, audit))
+    html = render_report(ReportInputs(result.results, plan, audit))
     assert "recorded-model" in html
     assert load_run(out).model() == "recorded-model"
 

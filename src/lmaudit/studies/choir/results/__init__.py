@@ -108,6 +108,8 @@ class ChoirResults(StudyResults):
     log_audit: Annotated[LogAudit | None, OMIT_NONE] = None
 
     def headline(self) -> float | None:
-        """The share of questions with above-chance unconditioned agreement, over every question
-        analysed (one without a signal-to-chance counts against)."""
+        """The share of questions with above-chance unconditioned agreement (signal-to-chance > 1),
+        over every question analysed, as the seed counts (93/100) and ``summary.above_chance_share``
+        does: a question without a signal-to-chance (fewer than two members with lists) counts
+        against."""
         return self.across_questions.above_chance_of_all
