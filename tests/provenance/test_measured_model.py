@@ -16,6 +16,7 @@ from lmaudit.provenance.measured_model import (
     read_measured_model,
     read_run_measured_model,
 )
+from lmaudit.studies.layout import ReportInputs
 from lmaudit.studies.qq.report.page import render_report
 from lmaudit.studies.registry import get_study
 from lmaudit.tracking.paired import load_run
@@ -48,7 +49,7 @@ def test_a_run_records_its_measured_model_once_and_reads_it_back(make_cfg, tmp_p
     results, plan = _json(out / "results.json"), _json(out / "plan.json")
     result = get_study("qq").result(results)
     assert measured_model(result, audit) == "recorded-model"
-    html = render_report(results=result.results, plan=plan, audit=audit)
+    html = render_report(ReportInputs(result.results, plan, audit))
     assert "recorded-model" in html
     assert load_run(out).model() == "recorded-model"
 

@@ -327,9 +327,21 @@ class Study(ABC):
 
     def result(self, results: StudyResults | Mapping[str, Any], source: str = "<results>") -> StudyResult:
         """A result and its views: from the study's typed results, or from a stored
-        ``results.json`` body (read back by :attr:`result_type`; ``source`` names it in errors)."""
-        typed = results if isinstance(results, StudyResults) else self.result_type.from_json(results, source)
+        ``results.json`` body (read back by :attr:`result_type`; ``source`` names it in errors).
+        The views are the results' methods (:class:`StudyResults`)."""
+        typed = self.typed_results(results, source)
         return StudyResult(typed, typed.headline(), typed.metrics(), typed.tags(), typed.summary())
+
+    def typed_results(
+        self, results: StudyResults | Mapping[str, Any], source: str = "<results>"
+    ) -> StudyResults:
+        """The study's own typed results: given, checked to be of :attr:`result_type`, or read
+        back from a stored ``results.json`` body (``source`` names it in errors)."""
+        if not isinstance(results, StudyResults):
+            return self.result_type.from_json(results, source)
+        if not isinstance(results, self.result_type):
+            raise TypeError(f"not the {self.name} study's results: {type(results).__name__}")
+        return results
 
     @abstractmethod
     def report(self, result: StudyResult, ctx: RunContext) -> str:

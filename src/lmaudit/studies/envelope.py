@@ -123,7 +123,8 @@ class StudyResults(JsonRecord):
     prereg: Annotated[PreregRecord | None, OMIT_NONE] = None
     predictions: Annotated[tuple[ScoredPrediction, ...] | None, OMIT_NONE] = None
 
-    # the views the pipeline records: a result class overrides those that apply
+    # the views the pipeline records, for a study whose results implement them (a result class
+    # overrides those that apply); a LayoutStudy's views are its views module's instead
 
     def headline(self) -> float | None:
         """The one number a Hydra sweeper optimises (None: none)."""

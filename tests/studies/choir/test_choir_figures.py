@@ -10,6 +10,7 @@ from typing import Any
 from lmaudit.studies.choir.report.page import render_report
 from lmaudit.studies.choir.report.ranking import ranking_view
 from lmaudit.studies.choir.results import ChoirResults, Ranking
+from lmaudit.studies.layout import ReportInputs
 from svg_checks import texts, texts_off_canvas
 
 
@@ -104,8 +105,8 @@ def _figures(html: str) -> dict[str, str]:
 
 
 def test_every_figure_has_its_labels_on_the_canvas_and_the_same_bytes() -> None:
-    figs = _figures(render_report(_results(), None, {}))
-    assert figs == _figures(render_report(_results(), None, {}))
+    figs = _figures(render_report(ReportInputs(_results())))
+    assert figs == _figures(render_report(ReportInputs(_results())))
     assert len(figs) == 5  # no cue pairs: width/lift, bins, recoverability, echo, RBO
     expected = {
         "Prompt width vs relative persona lift": {"prompt width W_q", "relative persona lift", "H001", "H002",
@@ -173,7 +174,7 @@ def test_the_cue_pair_figure_names_each_pair_and_its_legend() -> None:
     ]  # fmt: skip
     counts = {k: {"yes": 2, "n": 2} for k in ("item_echo_lower", "cluster_echo_lower", "rbo_lower")}
     results = ChoirResults.from_json(_doc() | {"cue_stripping": {"pairs": pairs, "counts": counts}})
-    html = render_report(results, None, {})
+    html = render_report(ReportInputs(results))
     svg = _figures(html)["Matched cue pairs: anchor echo vs signal-to-chance."]
     assert {"H001", "H009", "original", "stripped", "STC = 1 (chance)", "item-level anchor echo"} <= set(
         texts(svg)

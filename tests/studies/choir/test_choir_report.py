@@ -119,6 +119,7 @@ def test_every_list_opens_onto_its_exact_prompt_and_answer(make_cfg, tmp_path) -
 
 def test_nothing_raw_and_every_figure_captioned_on_its_canvas(make_cfg, tmp_path) -> None:
     from lmaudit.studies.choir.report.page import render_report
+    from lmaudit.studies.layout import ReportInputs
 
     res, html, out = _run(make_cfg, tmp_path, "figures", None)
     page = html.split("<details><summary>Resolved config</summary>")[0]  # the config is JSON, as recorded
@@ -141,8 +142,10 @@ def test_nothing_raw_and_every_figure_captioned_on_its_canvas(make_cfg, tmp_path
     audit = json.loads((out / "audit_record.json").read_text())
     rows = [json.loads(ln) for ln in (out / "measurements.jsonl").read_text().splitlines()]
     typed = ChoirResults.from_json(res)
-    again = render_report(typed, plan, audit, rows)
-    assert again == render_report(typed, plan, audit, rows)  # a function of the records: the same bytes
+    again = render_report(ReportInputs(typed, plan, audit, rows))
+    assert again == render_report(
+        ReportInputs(typed, plan, audit, rows)
+    )  # a function of the records: the same bytes
 
 
 def test_a_run_without_a_signal_to_chance_says_it_could_not_answer(make_cfg, tmp_path) -> None:

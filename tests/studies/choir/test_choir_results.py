@@ -17,6 +17,7 @@ from choir_quick import QUICK_CHOIR, typed_results
 from lmaudit.errors import InputError
 from lmaudit.pipeline import run
 from lmaudit.pipeline.rebuild import rebuild_report
+from lmaudit.studies.choir import views
 from lmaudit.studies.choir.results import (
     ChoirResults,
     Cohort,
@@ -70,7 +71,7 @@ def test_a_run_without_a_null_reads_back_and_a_wrong_field_is_one_line(make_cfg,
     model = typed.recoverability["model"]
     assert model.null_band == (None, None) and model.null_interval is None and model.excess is None
     assert doc["recoverability"]["model"]["null_band"] == [None, None]
-    assert typed.summary().startswith("choir: 2 questions x 3 models")
+    assert views.summary(typed).startswith("choir: 2 questions x 3 models")
     assert typed.headline() == 0.0  # no question has a signal-to-chance: each counts against
 
     bad = _edited(ok, tmp_path / "bad", _wrong_count)

@@ -11,6 +11,7 @@ from lmaudit.studies.draws.analysis import analyze_records
 from lmaudit.studies.draws.importer import SequenceRecord
 from lmaudit.studies.draws.report.page import render_report
 from lmaudit.studies.draws.results import DrawsResults
+from lmaudit.studies.layout import ReportInputs
 
 
 def _results() -> DrawsResults:
@@ -28,7 +29,7 @@ def _results() -> DrawsResults:
 
 def test_report_renders_without_plan_or_audit(tmp_path: Path) -> None:
     res = _results()
-    html = render_report(results=res, plan=None, audit=None)
+    html = render_report(ReportInputs(res))
     assert html.count("<svg") == 2  # the null distribution and the rho_upper curve
     assert "&lt;b&gt;fam&lt;/b&gt;" in html and "<b>fam</b>" not in html and "src&amp;1" in html
     assert "Without flagged sources" in html  # the rebuilt source is flagged
@@ -38,7 +39,7 @@ def test_report_renders_without_plan_or_audit(tmp_path: Path) -> None:
 def test_report_survives_results_without_a_family() -> None:
     empty = analyze_records([], FAST, exclude_patterns=["pred-*"])
     assert empty.families == {} and empty.n_families == 0
-    html = render_report(results=empty, plan=None, audit=None)
+    html = render_report(ReportInputs(empty))
     assert "The run could not answer" in html and "the run holds no sequences" in html
     assert "None: this run is not a registered one" in html
 
@@ -65,7 +66,7 @@ def test_the_page_leads_with_the_answer_and_ends_with_provenance() -> None:
             }
         ]
     }
-    html = render_report(results=res, plan=plan, audit=None, rows=rows)
+    html = render_report(ReportInputs(res, plan, rows=rows))
     order = [
         html.index(h)
         for h in (

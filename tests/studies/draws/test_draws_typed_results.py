@@ -19,6 +19,7 @@ from draws_helpers import FAST
 from lmaudit.console import main as lmaudit_main
 from lmaudit.pipeline import run
 from lmaudit.provenance.digest import canonical_json
+from lmaudit.studies.draws import views
 from lmaudit.studies.draws.analysis import analyze_records
 from lmaudit.studies.draws.results import DrawsResults, PersistenceTest
 from lmaudit.studies.registry import get_study
@@ -90,7 +91,7 @@ def test_results_without_a_family_read_back_byte_for_byte() -> None:
     doc = empty.to_json()
     assert canonical_json(DrawsResults.from_json(doc).to_json()) == canonical_json(doc)
     assert doc["families"] == {} and doc["sources"] == [] and "log_audit" not in doc
-    assert empty.metrics()["n_families"] == 0 and empty.tags()["flagged_sources"] == "none"
+    assert views.metrics(empty)["n_families"] == 0 and views.tags(empty)["flagged_sources"] == "none"
 
 
 def test_a_results_file_with_a_wrong_field_is_one_line_naming_file_and_field(

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lmaudit.backends.sim import build_sim_agent
+from lmaudit.studies.layout import ReportInputs
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.measure import agent_rows
 from lmaudit.studies.qq.mixture.analysis import analyze_mixture
@@ -183,7 +184,7 @@ def test_opposite_violations_average_away_with_the_flag_raised(cells: list[Any])
         assert diags[iid]["q_spread"]["range"] == pytest.approx(1.2 * abs(u - v), abs=TOL)
         away += both
     assert away >= 5 and res["mixture"]["counts"]["averaged_away"] == away
-    page = render_report(results=QQResults.from_json(res), plan=None, audit=None)
+    page = render_report(ReportInputs(QQResults.from_json(res)))
     assert f"The mixture averages away QQ violations on {away} items" in page
 
 

@@ -15,6 +15,7 @@ import pytest
 from lmaudit.backends.base import LabelRequest
 from lmaudit.backends.sim import build_sim_agent
 from lmaudit.studies.envelope import MeasurementSource
+from lmaudit.studies.layout import ReportInputs
 from lmaudit.studies.qq import envelope as env
 from lmaudit.studies.qq.diagnostics import g3_check
 from lmaudit.studies.qq.estimation import QQParams, QQResult, analyze
@@ -192,7 +193,7 @@ def typed(results: QQResults) -> QQResults:
 
 def _render(results: QQResults, plan: Any = PLAN, audit: Any = None) -> tuple[str, Parsed]:
     audit = AUDIT if audit is None else audit
-    html = render_report(results=results, plan=plan, audit=audit)
+    html = render_report(ReportInputs(results, plan, audit))
     return html, Parsed(html)
 
 
@@ -215,7 +216,7 @@ def test_report_is_well_formed_and_self_contained(report: tuple[str, Parsed]) ->
     assert refs and refs <= set(ids)
     none = Counts(dict.fromkeys(env.VERDICTS, 0), dict.fromkeys(env.GAMMA_CLASSES, 0), 0)
     minimal = dataclasses.replace(make_results(), n_items=0, items=(), counts=none)
-    empty = render_report(results=minimal, plan=None, audit={})
+    empty = render_report(ReportInputs(minimal))
     assert "The run could not answer" in empty and "No item was analysed." in empty
 
 

@@ -20,6 +20,7 @@ from test_report import make_results
 
 from lmaudit.pipeline import run
 from lmaudit.reporting.page import read_rows
+from lmaudit.studies.layout import ReportInputs
 from lmaudit.studies.qq.report.gates import gate_views
 from lmaudit.studies.qq.report.page import render_report
 from lmaudit.studies.qq.report.verdict import verdict
@@ -169,17 +170,19 @@ def test_nothing_raw_and_the_same_bytes_from_the_same_records(make_cfg, tmp_path
     assert "Report generated" not in page
     docs = _load(out)
     again = render_report(
-        results=QQResults.from_json(docs["results"]),
-        plan=docs["plan"],
-        audit=docs["audit_record"],
-        rows=read_rows(docs["audit_record"], out),
+        ReportInputs(
+            QQResults.from_json(docs["results"]),
+            docs["plan"],
+            docs["audit_record"],
+            read_rows(docs["audit_record"], out),
+        )
     )
     assert again == page
 
 
 def test_every_figure_text_lies_inside_its_viewbox(make_cfg, tmp_path) -> None:
     out = _sim_run(make_cfg, tmp_path, name="sim")
-    pages = [(out / "report.html").read_text(), render_report(results=make_results(), plan=None, audit=None)]
+    pages = [(out / "report.html").read_text(), render_report(ReportInputs(make_results()))]
     svgs = [svg for page in pages for svg in _svgs(page)]
     assert len(svgs) == 4  # Figures 1 and 2 of each; the second has labelled far-off items
     for svg in svgs:

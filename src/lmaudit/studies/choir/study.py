@@ -1,24 +1,25 @@
 """The choir study behind the pipeline (seed 003): free-list elicitation across a model ensemble.
 
-Each hook is one call: the plan in :mod:`.planning`, eliciting (or reading lists recorded
-elsewhere), extracting, embedding and ranking in :mod:`.measure`, the typed results in
-:mod:`.analysis` (:mod:`.results`), their recorded views in :mod:`.views`, the page in :mod:`.report`.
+The hooks come from the study's layout (:class:`~lmaudit.studies.layout.LayoutStudy`): the plan
+in :mod:`.planning`, the typed results (:mod:`.results`) in :mod:`.analysis`, their recorded
+views in :mod:`.views`, sweeps in :mod:`.sweep`, the page in :mod:`.report`; its own are
+eliciting (or reading lists recorded elsewhere), extracting, embedding and ranking in
+:mod:`.measure`, and a plan that may be frozen before its data exist.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from omegaconf import DictConfig
 
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.errors import InputError, NotCombinable
-from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
+from lmaudit.studies.base import Measured, Plan, RunContext
 from lmaudit.studies.choir import analysis, measure, planning, sweep, views
 from lmaudit.studies.choir.config import GROUPS, ChoirStudyConfig
 from lmaudit.studies.choir.results import ChoirResults
+from lmaudit.studies.layout import LayoutStudy, ReportPage, StudyLayout
 from lmaudit.studies.registry import register_study
 
 __all__ = ["COMPARE_COLUMNS", "ChoirStudy"]
@@ -34,7 +35,7 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 
 @register_study
-class ChoirStudy(Study):
+class ChoirStudy(LayoutStudy):
     """Free-list elicitation across model ensembles (seed 003)."""
 
     name = "choir"
@@ -59,11 +60,12 @@ class ChoirStudy(Study):
     has_yaml = True
     result_type = ChoirResults
 
-    def default_run_name(self, cfg: DictConfig) -> str:
-        return planning.default_run_name(cfg)
+    layout = StudyLayout(planning=planning, analysis=analysis, views=views, sweep=sweep)
 
-    def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
-        return planning.plan_config(cfg)
+    def report_page(self) -> ReportPage:
+        from lmaudit.studies.choir.report import page  # matplotlib: when a report is rendered
+
+        return page
 
     def plan(self, ctx: RunContext) -> Plan:
         return planning.plan(ctx.cfg, freezing_open=ctx.freezing_open)
@@ -73,28 +75,3 @@ class ChoirStudy(Study):
 
     def needs_backend(self, cfg: DictConfig) -> bool:
         return False  # every member (and the embedder) is opened through ctx.backends
-
-    def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
-        return self.result(analysis.analyze_rows(cfg, measurements.rows, measurements.source))
-
-    def report(self, result: StudyResult, ctx: RunContext) -> str:
-        from lmaudit.reporting.page import read_rows
-        from lmaudit.studies.choir.report.page import render_report  # matplotlib: when used
-
-        audit = dict(ctx.audit)
-        rows = read_rows(audit, ctx.run_dir)
-        assert isinstance(result.results, ChoirResults)  # made by result_type
-        return render_report(result.results, ctx.plan.doc if ctx.plan else None, audit, rows)
-
-    def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        assert isinstance(result.results, ChoirResults)  # made by result_type
-        return views.plot_data(result.results)
-
-    def design_key(self, cfg: DictConfig) -> str | None:
-        return sweep.design_key(cfg)
-
-    def combine_sweep(self, cfgs: list[DictConfig], run_dirs: list[Path], out: Path) -> DictConfig:
-        try:
-            return sweep.combine_sweep(cfgs, run_dirs, out)
-        except InputError as e:
-            raise NotCombinable(str(e)) from None

@@ -1,6 +1,6 @@
-"""The views of the choir results the pipeline records: headline, metrics, tags, summary, figure
-data. Each takes the typed :class:`~lmaudit.studies.choir.results.ChoirResults` (whose methods
-of the same names call them)."""
+"""The views of the choir results the pipeline records: metrics, tags, summary, figure data.
+Each takes the typed :class:`~lmaudit.studies.choir.results.ChoirResults` (the study's layout
+calls them: :class:`lmaudit.studies.layout.StudyViews`); the headline is the results' method."""
 
 from __future__ import annotations
 
@@ -12,14 +12,7 @@ from lmaudit.text import metric_safe
 if TYPE_CHECKING:
     from lmaudit.studies.choir.results import ChoirResults, Contrast, ContrastSummary
 
-__all__ = ["headline", "metrics", "plot_data", "ranking_rows", "summary", "tags"]
-
-
-def headline(results: ChoirResults) -> float | None:
-    """The share of questions with above-chance unconditioned agreement (signal-to-chance > 1),
-    over every question analysed, as the seed counts (93/100) and ``summary.above_chance_share``
-    does: a question without a signal-to-chance (fewer than two members with lists) counts against."""
-    return results.across_questions.above_chance_of_all
+__all__ = ["metrics", "plot_data", "ranking_rows", "summary", "tags"]
 
 
 def metrics(results: ChoirResults) -> dict[str, float]:

@@ -15,7 +15,6 @@ from typing import Annotated
 
 from lmaudit.interop.sections import ErrorBar, LogAudit, NormaliseRule
 from lmaudit.results import OMIT_NONE, Interval, JsonRecord
-from lmaudit.studies.draws import views
 from lmaudit.studies.envelope import StudyResults
 
 __all__ = [
@@ -316,17 +315,6 @@ class DrawsResults(StudyResults):
         bars = self.error_bars or {}
         return [(m, t, e) for m, tasks in sorted(bars.items()) for t, e in sorted(tasks.items())]
 
-    # the views the pipeline records (.views)
-
     def headline(self) -> float:
         """The share of families whose persistence test rejects after Holm's correction."""
         return self.share_rejected
-
-    def metrics(self) -> dict[str, float]:
-        return views.metrics(self)
-
-    def tags(self) -> dict[str, str]:
-        return views.tags(self)
-
-    def summary(self) -> str:
-        return views.summary(self)

@@ -1,22 +1,20 @@
 """The draws study behind the pipeline (seed 004): do a model's sampled answers persist from
-one draw to the next? Each hook is one call: the plan in :mod:`.planning`, sampling (or
-reading sequences drawn elsewhere) in :mod:`.measure`, the typed results (:mod:`.results`) in
-:mod:`.analysis`, the recorded views in :mod:`.views` (methods of the results), the page in
-:mod:`.report`."""
+one draw to the next? The hooks come from the study's layout
+(:class:`~lmaudit.studies.layout.LayoutStudy`): the plan in :mod:`.planning`, the typed results
+(:mod:`.results`) in :mod:`.analysis`, the recorded views in :mod:`.views`, the page in
+:mod:`.report`; its own are sampling (or reading sequences drawn elsewhere) in :mod:`.measure`,
+a plan that may be frozen before its data exist, and an analysis that streams the rows."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from omegaconf import DictConfig
 
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.reporting.page import read_rows
-from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
+from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, StudyResult
 from lmaudit.studies.draws import analysis, measure, planning, views
 from lmaudit.studies.draws.config import DrawsStudyConfig
-from lmaudit.studies.draws.report.page import render_report
 from lmaudit.studies.draws.results import DrawsResults
+from lmaudit.studies.layout import LayoutStudy, ReportPage, StudyLayout
 from lmaudit.studies.registry import register_study
 
 __all__ = ["COMPARE_COLUMNS", "DrawsStudy"]
@@ -43,7 +41,7 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 
 @register_study
-class DrawsStudy(Study):
+class DrawsStudy(LayoutStudy):
     """Do a model's sampled answers persist from one draw to the next (seed 004)?"""
 
     name = "draws"
@@ -55,35 +53,23 @@ class DrawsStudy(Study):
     has_yaml = True
     result_type = DrawsResults
 
-    def default_run_name(self, cfg: DictConfig) -> str:
-        return planning.default_run_name(cfg)
+    layout = StudyLayout(planning=planning, analysis=analysis, views=views)
 
-    def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
-        return planning.plan_config(cfg)
+    def report_page(self) -> ReportPage:
+        from lmaudit.studies.draws.report import page  # matplotlib: when a report is rendered
 
-    def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
-        return measure.measure(ctx.cfg, plan, backend)
+        return page
 
     def plan(self, ctx: RunContext) -> Plan:
         return planning.plan(ctx.cfg, freezing_open=ctx.freezing_open)
+
+    def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
+        return measure.measure(ctx.cfg, plan, backend)
 
     def needs_backend(self, cfg: DictConfig) -> bool:
         """Imported draws need no model: the pipeline then loads none and records none."""
         return not planning.settings(cfg).import_path
 
     def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
+        """The rows are streamed, not kept (an analysis keeps less than the rows)."""
         return self.result(analysis.analyze_rows(cfg, measurements.iter_rows(), measurements.source))
-
-    def report(self, result: StudyResult, ctx: RunContext) -> str:
-        plan_doc = ctx.plan.doc if ctx.plan is not None else None
-        audit = dict(ctx.audit)
-        rows = read_rows(audit, ctx.run_dir)
-        return render_report(results=self._typed(result), plan=plan_doc, audit=audit, rows=rows)
-
-    def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        return views.plot_data(self._typed(result))
-
-    def _typed(self, result: StudyResult) -> DrawsResults:
-        """The result's typed results (a draws result always holds them: :attr:`result_type`)."""
-        assert isinstance(result.results, DrawsResults), type(result.results)
-        return result.results

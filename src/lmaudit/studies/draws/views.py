@@ -1,5 +1,6 @@
 """The views of the draws study's typed results the pipeline records: metrics, tags, summary
-(the methods of :class:`.results.DrawsResults`), and figure data (:func:`plot_data`).
+and figure data (:func:`plot_data`), each of :class:`.results.DrawsResults` (the study's layout
+calls them: :class:`lmaudit.studies.layout.StudyViews`).
 
 The imported logs' ``log_audit`` and ``error_bars`` sections are shared with the other study
 that reads logs (choir): their metrics, tags and summary line come from

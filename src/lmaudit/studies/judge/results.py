@@ -5,9 +5,9 @@ back checked field by field (:meth:`JudgeResults.from_json`) and written by one 
 are in :mod:`.sections`, those imported pairwise verdicts add (``order_swap``, ``length``) in
 :mod:`.import_sections`. Sections that need conditions in given roles (``patterns``,
 ``model_wins``) are either evaluated or :class:`~.sections.NotEvaluable` with the reason. The
-views the pipeline records (headline, metrics, tags, summary) are methods of
-:class:`JudgeResults`; the maths behind every number is in :mod:`.analysis` and the modules it
-calls.
+headline is a method of :class:`JudgeResults`; the other views the pipeline records (metrics,
+tags, summary, figure data) are in :mod:`.views`; the maths behind every number is in
+:mod:`.analysis` and the modules it calls.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from lmaudit.results import OMIT_NONE, FileDigest, JsonRecord
 from lmaudit.studies.envelope import StudyResults
-from lmaudit.studies.judge import views
 from lmaudit.studies.judge.import_sections import LengthSection, OrderSwap
 from lmaudit.studies.judge.sections import (
     Comparison,
@@ -192,16 +191,5 @@ class JudgeResults(StudyResults, Endpoints):
         n = sum(d.n for d in self.primary)
         return sum(d.changed for d in self.primary) / n if n else float("nan")
 
-    # --- the views the pipeline records (:mod:`.views`) ---
-
     def headline(self) -> float:
         return self.disagreement_rate()
-
-    def metrics(self) -> dict[str, float]:
-        return views.metrics(self)
-
-    def tags(self) -> dict[str, str]:
-        return views.tags(self)
-
-    def summary(self) -> str:
-        return views.summary(self)

@@ -1,21 +1,19 @@
 """The judge study behind the pipeline (seed 001): does a content-preserving change of
-presentation flip an LLM judge's pairwise verdicts? Each hook is one call: the plan in
-:mod:`.planning`, judging (or reading an import) in :mod:`.measure`, the results in
-:mod:`.analysis` (typed: :class:`.results.JudgeResults`, whose methods are the recorded views),
-figure data in :mod:`.views`, the page in :mod:`.report`."""
+presentation flip an LLM judge's pairwise verdicts? The hooks come from the study's layout
+(:class:`~lmaudit.studies.layout.LayoutStudy`): the plan in :mod:`.planning`, the results in
+:mod:`.analysis` (typed: :class:`.results.JudgeResults`), the recorded views in :mod:`.views`,
+sweeps in :mod:`.sweep`, the page in :mod:`.report`; its own are judging (or reading an import)
+in :mod:`.measure`, the protocol files, the audit section and the results template."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 from omegaconf import DictConfig
 
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.errors import InputError, NotCombinable
-from lmaudit.reporting.page import read_rows
-from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
+from lmaudit.studies.base import Measured, Plan, RunContext, StudyResult
 from lmaudit.studies.judge import analysis, measure, planning, sweep, views
 from lmaudit.studies.judge.config import (
     JudgeConditionSetConfig,
@@ -24,8 +22,8 @@ from lmaudit.studies.judge.config import (
     JudgeWrapperConfig,
 )
 from lmaudit.studies.judge.freeze import protocol_artifacts
-from lmaudit.studies.judge.report.page import render_report
 from lmaudit.studies.judge.results import JudgeResults
+from lmaudit.studies.layout import LayoutStudy, ReportPage, StudyLayout
 from lmaudit.studies.registry import register_study
 
 __all__ = ["COMPARE_COLUMNS", "JudgeStudy"]
@@ -66,7 +64,7 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 
 @register_study
-class JudgeStudy(Study):
+class JudgeStudy(LayoutStudy):
     """Does a content-preserving change of presentation flip an LLM judge (seed 001)?"""
 
     name = "judge"
@@ -82,14 +80,12 @@ class JudgeStudy(Study):
     has_yaml = True
     result_type = JudgeResults
 
-    def default_run_name(self, cfg: DictConfig) -> str:
-        return planning.default_run_name(cfg)
+    layout = StudyLayout(planning=planning, analysis=analysis, views=views, sweep=sweep)
 
-    def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
-        return planning.plan_config(cfg)
+    def report_page(self) -> ReportPage:
+        from lmaudit.studies.judge.report import page  # matplotlib: when a report is rendered
 
-    def plan(self, ctx: RunContext) -> Plan:
-        return planning.plan(ctx.cfg)
+        return page
 
     def needs_backend(self, cfg: DictConfig) -> bool:
         """Imported results need no judge: the pipeline then loads no model."""
@@ -102,29 +98,8 @@ class JudgeStudy(Study):
     def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
         return measure.measure(ctx.cfg, plan, backend, ctx.measured_model)
 
-    def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
-        return self.result(analysis.analyze_rows(cfg, measurements.rows, measurements.source))
-
-    def report(self, result: StudyResult, ctx: RunContext) -> str:
-        plan_doc = ctx.plan.doc if ctx.plan is not None else None
-        audit = dict(ctx.audit)
-        rows = read_rows(audit, ctx.run_dir)
-        return render_report(results=JudgeResults.of(result), plan=plan_doc, audit=audit, rows=rows)
-
     def audit_section(self, result: StudyResult) -> dict[str, Any] | None:
         return analysis.audit_section(JudgeResults.of(result))
 
-    def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        return views.plot_data(JudgeResults.of(result))
-
     def results_template(self, cfg: DictConfig) -> Mapping[str, Any] | None:
         return analysis.results_template(cfg)
-
-    def design_key(self, cfg: DictConfig) -> str | None:
-        return sweep.design_key(cfg)
-
-    def combine_sweep(self, cfgs: list[DictConfig], run_dirs: list[Path], out: Path) -> DictConfig:
-        try:
-            return sweep.combine_sweep(cfgs, run_dirs, out)
-        except InputError as e:
-            raise NotCombinable(str(e)) from None

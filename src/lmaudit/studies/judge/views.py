@@ -1,5 +1,6 @@
-"""The views of the judge's typed results the pipeline records: metrics, tags, summary (the
-methods of :class:`~lmaudit.studies.judge.results.JudgeResults` call them) and figure data."""
+"""The views of the judge's typed results the pipeline records: metrics, tags, summary and
+figure data, each of :class:`~lmaudit.studies.judge.results.JudgeResults` (the study's layout
+calls them: :class:`lmaudit.studies.layout.StudyViews`)."""
 
 from __future__ import annotations
 

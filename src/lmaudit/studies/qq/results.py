@@ -19,7 +19,6 @@ from pydantic import Field
 
 from lmaudit.results import OMIT_NONE, JsonRecord
 from lmaudit.studies.envelope import StudyResults
-from lmaudit.studies.qq import views
 from lmaudit.studies.qq.diagnostics import FitResult, MemorizationResult, SampledInterval, SaturationCount
 from lmaudit.studies.qq.gates import G2Gate, Gates
 from lmaudit.studies.qq.item_results import (
@@ -149,17 +148,6 @@ class QQResults(StudyResults):
         """Every measured position of every item, with its item, mapping and cell."""
         return [(it, m, c, p) for it in self.items for m in it.mappings for c in m.cells for p in c.positions]
 
-    # --- the views the pipeline records (studies/qq/views.py) --------------------------
-
     def headline(self) -> float:
         """The share of items whose QQ verdict is VIOLATED (returned to Hydra sweepers)."""
         return self.share_violated
-
-    def metrics(self) -> dict[str, float]:
-        return views.metrics(self)
-
-    def tags(self) -> dict[str, str]:
-        return views.tags(self)
-
-    def summary(self) -> str:
-        return views.summary(self)

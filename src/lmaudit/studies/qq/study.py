@@ -1,7 +1,9 @@
 """The QQ study behind the pipeline (seed 000): do a model's sequential yes/no judgments
-satisfy the QQ equality? Each hook is one call: the plan in :mod:`.planning`, the backend
-requests in :mod:`.measure`, the results in :mod:`.analysis`, the recorded views in
-:mod:`.views`, the page in :mod:`.report`."""
+satisfy the QQ equality? The hooks come from the study's layout
+(:class:`~lmaudit.studies.layout.LayoutStudy`): the plan in :mod:`.planning`, the results in
+:mod:`.analysis`, the recorded views in :mod:`.views`, the page in :mod:`.report`; its own are
+the backend requests in :mod:`.measure`, the tracked params, the item bank's digest and the
+results template."""
 
 from __future__ import annotations
 
@@ -11,12 +13,11 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig
 
 from lmaudit.backends.cached import CachedBackend
-from lmaudit.reporting.page import read_rows
-from lmaudit.studies.base import Measured, Measurements, Plan, RunContext, Study, StudyResult
+from lmaudit.studies.base import Measured, Plan, RunContext
+from lmaudit.studies.layout import LayoutStudy, ReportPage, StudyLayout
 from lmaudit.studies.qq import analysis, measure, planning, views
 from lmaudit.studies.qq.analysis_bank import bank_digest
 from lmaudit.studies.qq.config import GROUPS, QQStudyConfig
-from lmaudit.studies.qq.report.page import render_report
 from lmaudit.studies.qq.results import QQResults
 from lmaudit.studies.registry import register_study
 
@@ -41,7 +42,7 @@ COMPARE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 
 @register_study
-class QQStudy(Study):
+class QQStudy(LayoutStudy):
     """Question-order effects and the QQ equality (seed 000)."""
 
     name = "qq"
@@ -53,17 +54,15 @@ class QQStudy(Study):
     has_yaml = True
     result_type = QQResults
 
-    def plan_config(self, cfg: DictConfig) -> dict[str, Any]:
-        return planning.plan_config(cfg)
+    layout = StudyLayout(planning=planning, analysis=analysis, views=views)
+
+    def report_page(self) -> ReportPage:
+        from lmaudit.studies.qq.report import page  # matplotlib: when a report is rendered
+
+        return page
 
     def tracked_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
         return planning.tracked_params(config)
-
-    def default_run_name(self, cfg: DictConfig) -> str:
-        return planning.default_run_name(cfg)
-
-    def plan(self, ctx: RunContext) -> Plan:
-        return planning.plan(ctx.cfg)
 
     def measure(self, plan: Plan, backend: CachedBackend | None, ctx: RunContext) -> Measured:
         return measure.measure(ctx.cfg, backend)
@@ -71,23 +70,5 @@ class QQStudy(Study):
     def analysis_inputs(self, cfg: DictConfig) -> dict[str, Any]:
         return {"items": bank_digest(cfg.study["items"].path)}
 
-    def analyze(self, cfg: DictConfig, measurements: Measurements) -> StudyResult:
-        return self.result(analysis.analyze_rows(cfg, measurements.rows, measurements.source))
-
-    def report(self, result: StudyResult, ctx: RunContext) -> str:
-        plan_doc = ctx.plan.doc if ctx.plan is not None else None
-        audit = dict(ctx.audit)
-        rows = read_rows(audit, ctx.run_dir)
-        return render_report(results=self.typed(result), plan=plan_doc, audit=audit, rows=rows)
-
-    def plot_data(self, result: StudyResult) -> dict[str, list[dict[str, Any]]]:
-        return views.plot_data(self.typed(result))
-
     def results_template(self, cfg: DictConfig) -> Mapping[str, Any] | None:
         return analysis.results_template(cfg).to_json()
-
-    @staticmethod
-    def typed(result: StudyResult) -> QQResults:
-        """A result's typed results (the study's own: :attr:`result_type`)."""
-        assert isinstance(result.results, QQResults)
-        return result.results

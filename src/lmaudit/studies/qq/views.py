@@ -1,5 +1,6 @@
 """The views of QQ results the pipeline records: metrics, tags, the console line and the figure
-data (:class:`lmaudit.studies.qq.results.QQResults` calls them)."""
+data, each of :class:`lmaudit.studies.qq.results.QQResults` (the study's layout calls them:
+:class:`lmaudit.studies.layout.StudyViews`)."""
 
 from __future__ import annotations
 

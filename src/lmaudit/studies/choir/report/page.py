@@ -10,7 +10,7 @@ measurement rows; the page depends on nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from markupsafe import Markup
@@ -34,6 +34,7 @@ from lmaudit.studies.choir.report.samples import NOTE, question_texts, samples
 from lmaudit.studies.choir.report.verdict import alerts, verdict
 from lmaudit.studies.choir.results import BinMean, ChoirResults, CueStripping, QuestionResult, Recovery
 from lmaudit.studies.choir.salience_table import salience_view
+from lmaudit.studies.layout import ReportInputs
 
 __all__ = ["render_report"]
 
@@ -163,13 +164,9 @@ def _provenance(
     )
 
 
-def render_report(
-    results: ChoirResults,
-    plan: Mapping[str, Any] | None,
-    audit: Mapping[str, Any] | None,
-    rows: Iterable[Mapping[str, Any]] = (),
-) -> str:
-    audit = audit or {}
+def render_report(inputs: ReportInputs[ChoirResults]) -> str:
+    """The report page as a string (the pipeline writes it, atomically)."""
+    results, plan, audit, rows = inputs.results, inputs.plan, inputs.audit, inputs.rows
     alpha = get(plan, "config", "study", "alpha")
     d = results.design
     ranking = ranking_view(results.ranking)

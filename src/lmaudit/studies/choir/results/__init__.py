@@ -6,8 +6,8 @@ lift, echo, cells), across questions (:mod:`.across`: :class:`AcrossQuestions`, 
 recoverability, leakage, cue stripping, metric sensitivity, conditions, novelty against
 width), the source-blind ranking and the participants' calibration (:mod:`.ranking`), the
 design and an imported log's audit (:mod:`.design`). Every ``[lo, hi]`` pair is the shared
-:class:`~lmaudit.results.Interval`. The views the pipeline records (headline, metrics, tags,
-summary) are methods of :class:`ChoirResults`.
+:class:`~lmaudit.results.Interval`. The headline is a method of :class:`ChoirResults`; the other
+views the pipeline records (metrics, tags, summary, figure data) are in :mod:`..views`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pydantic import Field
 
 from lmaudit.interop.sections import LogAudit
 from lmaudit.results import OMIT_NONE
-from lmaudit.studies.choir import views
 from lmaudit.studies.choir.results.across import (
     AcrossQuestions,
     BinMean,
@@ -109,14 +108,8 @@ class ChoirResults(StudyResults):
     log_audit: Annotated[LogAudit | None, OMIT_NONE] = None
 
     def headline(self) -> float | None:
-        """The share of questions with above-chance unconditioned agreement (:func:`.views.headline`)."""
-        return views.headline(self)
-
-    def metrics(self) -> dict[str, float]:
-        return views.metrics(self)
-
-    def tags(self) -> dict[str, str]:
-        return views.tags(self)
-
-    def summary(self) -> str:
-        return views.summary(self)
+        """The share of questions with above-chance unconditioned agreement (signal-to-chance > 1),
+        over every question analysed, as the seed counts (93/100) and ``summary.above_chance_share``
+        does: a question without a signal-to-chance (fewer than two members with lists) counts
+        against."""
+        return self.across_questions.above_chance_of_all

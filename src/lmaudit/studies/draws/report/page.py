@@ -20,6 +20,7 @@ from lmaudit.reporting.page import MAX_SAMPLES, Sample, Verdict, page_of, proven
 from lmaudit.studies.draws.bootstrap import CONFIDENCE, N_RESAMPLES
 from lmaudit.studies.draws.report.figures import null_svg, rho_curve_svg
 from lmaudit.studies.draws.results import DrawsResults, Family
+from lmaudit.studies.layout import ReportInputs
 
 __all__ = ["render_report"]
 
@@ -232,14 +233,9 @@ def _samples(rows: Iterable[Mapping[str, Any]], plan: Mapping[str, Any] | None) 
     return out, total
 
 
-def render_report(
-    *,
-    results: DrawsResults,
-    plan: Mapping[str, Any] | None,
-    audit: Mapping[str, Any] | None,
-    rows: Iterable[Mapping[str, Any]] = (),
-) -> str:
-    audit = audit or {}
+def render_report(inputs: ReportInputs[DrawsResults]) -> str:
+    """The report page as a string (the pipeline writes it, atomically)."""
+    results, plan, audit, rows = inputs.results, inputs.plan, inputs.audit, inputs.rows
     imported = results.mode == "import"
     model = "not used (imported draws)" if imported else get(plan, "config", "model", "name")
     rows_prov = [

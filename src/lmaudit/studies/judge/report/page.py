@@ -12,7 +12,7 @@ matplotlib's SVG (:mod:`.figures`), which escapes its text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
@@ -23,6 +23,7 @@ from lmaudit.studies.judge.report.figures import confidence_svg, disagreement_sv
 from lmaudit.studies.judge.report.order_swap import table as order_swap_table
 from lmaudit.studies.judge.report.samples import questions, samples
 from lmaudit.studies.judge.report.verdict import alerts, verdict
+from lmaudit.studies.layout import ReportInputs
 
 if TYPE_CHECKING:
     from lmaudit.studies.judge.results import JudgeResults
@@ -190,14 +191,9 @@ def _terms(results: JudgeResults) -> list[str]:
     return out
 
 
-def render_report(
-    *,
-    results: JudgeResults,
-    plan: Mapping[str, Any] | None,
-    audit: Mapping[str, Any] | None,
-    rows: Iterable[Mapping[str, Any]] = (),
-) -> str:
-    audit = audit or {}
+def render_report(inputs: ReportInputs[JudgeResults]) -> str:
+    """The report page as a string (the pipeline writes it, atomically)."""
+    results, plan, audit, rows = inputs.results, inputs.plan, inputs.audit, inputs.rows
     conds = list(results.conditions_analysed)
     values = {cid: results.conditions[cid].confidence.values for cid in conds if cid in results.conditions}
     conf_svg = confidence_svg(values)

@@ -12,7 +12,7 @@ autoescape; the figures are SVG written by matplotlib, which escapes its own tex
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from markupsafe import Markup
@@ -24,6 +24,7 @@ from lmaudit.reporting import get as _get
 from lmaudit.reporting import num as _num
 from lmaudit.reporting.page import page_of, provenance, render
 from lmaudit.results import Interval
+from lmaudit.studies.layout import ReportInputs
 from lmaudit.studies.qq.mixture.report import mixture_alerts, mixture_cdf_svg, mixture_view
 from lmaudit.studies.qq.report.figures import (
     iter_positions,
@@ -210,15 +211,9 @@ def _title(results: QQResults, model: Any) -> str:
     )
 
 
-def render_report(
-    *,
-    results: QQResults,
-    plan: Mapping[str, Any] | None,
-    audit: Mapping[str, Any] | None,
-    rows: Iterable[Mapping[str, Any]] = (),
-) -> str:
+def render_report(inputs: ReportInputs[QQResults]) -> str:
     """The report page as a string (the pipeline writes it, atomically)."""
-    audit = audit or {}
+    results, plan, audit, rows = inputs.results, inputs.plan, inputs.audit, inputs.rows
     fig1 = saturation_cdf_svg(results)
     fig2 = label_effect_svg(results, ANNOTATE_ABOVE)
     gates = gate_views(results, plan)
