@@ -15,7 +15,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from lmaudit import prereg
 from lmaudit.config.execution import without_execution
 from lmaudit.errors import InputError
 from lmaudit.pipeline.context import run_dir, study_of
@@ -109,10 +108,10 @@ def measured_model_record(ctx: RunContext, study: Study, audit: dict[str, Any]) 
     )
 
 
-def check_measured_model(ctx: RunContext, plan: Plan | None, reg: prereg.Registration | None) -> None:
+def check_measured_model(ctx: RunContext, plan: Plan | None, registration: Path | None) -> None:
     """With a registration: refuse measurements made with another model than the registered one
     (a registration scores only measurements of its own model)."""
-    if reg is None or plan is None:
+    if registration is None or plan is None:
         return
     found = measured_plan(ctx.cfg, ctx.run_dir)
     if found is None:
@@ -124,7 +123,7 @@ def check_measured_model(ctx: RunContext, plan: Plan | None, reg: prereg.Registr
     diffs = diff_keys(plan.config.get("model"), model)
     if diffs:
         raise InputError(
-            f"{path}: the measurements were made with another model than {reg.path} registers "
+            f"{path}: the measurements were made with another model than {registration} registers "
             f"(differs in: {', '.join('model.' + d if d else 'model' for d in diffs)}); "
             "a registration scores only measurements of its own model"
         )

@@ -288,7 +288,7 @@ def _run_locked(
     elif (out / "plan.json").exists():
         plan = Plan.from_json(read_json(out / "plan.json"))
     if stage in ("analyze", "report"):
-        check_measured_model(ctx, plan, reg)
+        check_measured_model(ctx, plan, reg.path if reg is not None else None)
     ctx = ctx.with_plan(plan)
     audit = AuditRecord(out / "audit_record.json", plan.digest if plan else None)
     if plan is not None and stage in ("plan", "measure", "all"):
