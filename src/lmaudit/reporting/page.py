@@ -116,6 +116,22 @@ def value(v: Any) -> str:
     return text(v)
 
 
+def run_record_rows(audit: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The provenance rows every page takes from the run's audit record: its MLflow run (by
+    name: the run is logged after the report is written), experiment, lmaudit version, and
+    when it was planned, measured and analysed."""
+    from lmaudit.reporting import get
+
+    return [
+        ("MLflow run", get(audit, "mlflow", "run_name")),
+        ("MLflow experiment", get(audit, "mlflow", "experiment")),
+        ("lmaudit version (run)", audit.get("lmaudit_version")),
+        ("Planned (UTC)", get(audit, "plan", "written_utc")),
+        ("Measured (UTC)", get(audit, "measure", "finished_utc")),
+        ("Analysed (UTC)", get(audit, "analyze", "finished_utc")),
+    ]
+
+
 def provenance(rows: Iterable[tuple[str, Any]]) -> list[tuple[str, str]]:
     """``(label, value)`` rows formatted for the page (see :func:`value`); the report's own
     lmaudit version is added last."""

@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from lmaudit.reporting import fmt, get
 from lmaudit.reporting.log_audit import log_alerts
-from lmaudit.reporting.page import page_of, provenance, render
+from lmaudit.reporting.page import page_of, provenance, render, run_record_rows
 from lmaudit.studies.choir.report.conditions import conditions_view
 from lmaudit.studies.choir.report.echo import echo_view
 from lmaudit.studies.choir.report.figures import (
@@ -153,13 +153,7 @@ def _provenance(
             ("Plan digest", get(plan, "plan_digest") or audit.get("plan_digest")),
             ("Measurements SHA-256", results.source.measurements_sha256 if results.source else None),
             ("Registration", results.prereg.name if results.prereg else None),
-            # the run is logged to MLflow after the report is written: its name, not its id
-            ("MLflow run", get(audit, "mlflow", "run_name")),
-            ("MLflow experiment", get(audit, "mlflow", "experiment")),
-            ("lmaudit version (run)", audit.get("lmaudit_version")),
-            ("Planned (UTC)", get(audit, "plan", "written_utc")),
-            ("Measured (UTC)", get(audit, "measure", "finished_utc")),
-            ("Analysed (UTC)", get(audit, "analyze", "finished_utc")),
+            *run_record_rows(audit),
         ]
     )
 

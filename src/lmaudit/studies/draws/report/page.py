@@ -16,7 +16,16 @@ from markupsafe import Markup
 
 from lmaudit.reporting import fmt, get, pval, text
 from lmaudit.reporting.log_audit import log_alerts
-from lmaudit.reporting.page import MAX_SAMPLES, Sample, Verdict, page_of, provenance, render, value
+from lmaudit.reporting.page import (
+    MAX_SAMPLES,
+    Sample,
+    Verdict,
+    page_of,
+    provenance,
+    render,
+    run_record_rows,
+    value,
+)
 from lmaudit.studies.draws.bootstrap import CONFIDENCE, N_RESAMPLES
 from lmaudit.studies.draws.report.figures import null_svg, rho_curve_svg
 from lmaudit.studies.draws.results import DrawsResults, Family
@@ -250,13 +259,7 @@ def render_report(inputs: ReportInputs[DrawsResults]) -> str:
         ("Plan digest", get(plan, "plan_digest") or audit.get("plan_digest")),
         ("Measurements SHA-256", results.source.measurements_sha256 if results.source else None),
         ("Normalisation", results.normalise.to_json() if results.normalise else None),
-        # the run is logged to MLflow after the report is written: its name, not its id
-        ("MLflow run", get(audit, "mlflow", "run_name")),
-        ("MLflow experiment", get(audit, "mlflow", "experiment")),
-        ("lmaudit version (run)", audit.get("lmaudit_version")),
-        ("Planned (UTC)", get(audit, "plan", "written_utc")),
-        ("Measured (UTC)", get(audit, "measure", "finished_utc")),
-        ("Analysed (UTC)", get(audit, "analyze", "finished_utc")),
+        *run_record_rows(audit),
     ]
     samples, total = _samples(rows, plan)
     n = results.n_families

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from lmaudit.reporting import get
-from lmaudit.reporting.page import page_of, provenance, render
+from lmaudit.reporting.page import page_of, provenance, render, run_record_rows
 from lmaudit.studies.judge.report.figures import confidence_svg, disagreement_svg, order_swap_svg
 from lmaudit.studies.judge.report.order_swap import table as order_swap_table
 from lmaudit.studies.judge.report.samples import questions, samples
@@ -126,14 +126,7 @@ def _provenance(
             ("Registration frozen (UTC)", reg.frozen_utc),
             ("Registration file SHA-256", reg.registration_file.sha256),
         ]
-    rows += [
-        # the run is logged to MLflow after the report is written: its name, not its id
-        ("MLflow run", get(audit, "mlflow", "run_name")),
-        ("MLflow experiment", get(audit, "mlflow", "experiment")),
-        ("lmaudit version (run)", audit.get("lmaudit_version")),
-        ("Measured (UTC)", get(audit, "measure", "finished_utc")),
-        ("Analysed (UTC)", get(audit, "analyze", "finished_utc")),
-    ]
+    rows += run_record_rows(audit)
     unique: dict[tuple[str, str], tuple[str, Any]] = {}
     for label, v in rows:  # the plan's inputs repeat some of the results' rows
         unique.setdefault((label, str(v)), (label, v))
