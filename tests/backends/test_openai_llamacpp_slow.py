@@ -155,4 +155,4 @@ def test_readme_command_decides_g1_and_completes(llama_server: str, tmp_path: Pa
     g1 = json.loads((tmp_path / "run" / "results.json").read_text())["gates"]["G1"]
     # decided by the server's tokenizer in the context posted: A and B are one token each
     assert g1["status"] == "PASS" and g1["checked"] == 12, g1
-    assert g1["label_pieces"] == ["A=['A']", "B=['B']"]
+    assert g1["label_pieces"] == [{"label": "A", "pieces": ["A"]}, {"label": "B", "pieces": ["B"]}]

@@ -80,7 +80,7 @@ def test_epochs_from_a_real_server_are_audited(llama_url, tmp_path, monkeypatch)
     assert audit["n_excluded"] == 0 and audit["greedy_families"] == [] and "same_seed" not in audit["totals"]
     (src,) = audit["files"]
     assert src["files"] == [log.name] and src["counts"]["draws"] == 30 and src["facts"]["epochs"] == 5
-    metrics = get_study("draws").metrics(json.loads((tmp_path / "run" / "results.json").read_text()))
+    metrics = get_study("draws").result(json.loads((tmp_path / "run" / "results.json").read_text())).metrics
     assert metrics["log_audit.n_files"] == 1.0 and metrics["n_sequences"] == 6.0
 
 
