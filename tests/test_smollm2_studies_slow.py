@@ -68,6 +68,7 @@ def test_draws_on_smollm2(make_cfg, tmp_path: Path) -> None:
 
 def test_judge_defaults_to_smollm2_and_answers_from_the_readout(make_cfg, tmp_path: Path) -> None:
     from lmaudit.studies.judge.report.verdict import verdict
+    from lmaudit.studies.judge.results import JudgeResults
 
     run(
         make_cfg(
@@ -84,7 +85,7 @@ def test_judge_defaults_to_smollm2_and_answers_from_the_readout(make_cfg, tmp_pa
     shift = res["readout"]["SWAP"]["shift_vs_reference"]
     assert shift["n"] == 2 and set(shift["mean"]) == set(shift["ci"]) == {"A", "B", "TIE"}
     assert 0.0 <= res["readout"]["P0"]["other"]["mean"] <= res["readout"]["P0"]["other"]["max"] <= 1.0
-    v = verdict(res)
+    v = verdict(JudgeResults.from_json(res, "judge/results.json"))
     if res["validity"]["valid"] == 0:  # the text verdicts cannot answer: the readout does
         assert v.answered and v.headline.startswith("From the log-prob readout")
     html = (tmp_path / "judge" / "report.html").read_text()
