@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig
@@ -35,7 +36,15 @@ from lmaudit.studies.judge.packets import (
 from lmaudit.studies.judge.parse import parse_verdict
 from lmaudit.studies.judge.planning import conditions, judge_text, sampling, settings
 
-__all__ = ["Sampling", "judgment_seed", "measure", "measure_fresh", "measure_shared", "readout_rows"]
+__all__ = [
+    "Judging",
+    "Sampling",
+    "judgment_seed",
+    "measure",
+    "measure_fresh",
+    "measure_shared",
+    "readout_rows",
+]
 
 
 def judgment_seed(seed: int, condition: str, prompt_id: str, replicate: int, attempt: int) -> int:
@@ -113,15 +122,22 @@ def _request(messages: Sequence[Message], s: Sampling, seed: int, meta: dict[str
 Prompts = dict[tuple[str, str, int], tuple[Message, ...]]
 
 
-def measure_fresh(
-    conds: Sequence[Condition],
-    cands: Sequence[Candidate],
-    text: JudgeText,
-    s: Sampling,
-    cached: CachedBackend,
-) -> tuple[list[dict[str, Any]], Prompts]:
+@dataclass(frozen=True)
+class Judging:
+    """What a judge run asks: every condition's packet of every candidate, ``k`` times, with
+    the sampling settings; :func:`measure_fresh` and :func:`measure_shared` are the two ways
+    (``study.isolation``) of asking it."""
+
+    conds: Sequence[Condition]
+    cands: Sequence[Candidate]
+    text: JudgeText
+    sampling: Sampling
+
+
+def measure_fresh(job: Judging, cached: CachedBackend) -> tuple[list[dict[str, Any]], Prompts]:
     """Every judgment an independent request with no shared history; invalid ones are retried
     (a new request with the next attempt's seed) up to ``max_attempts``; every attempt is a row."""
+    conds, cands, text, s = job.conds, job.cands, job.text, job.sampling
     pending = [(cond, c, r) for cond in conds for c in cands for r in range(s.k)]
     prompts: Prompts = {(cond.id, c.prompt_id, r): judge_messages(c, cond, text) for cond, c, r in pending}
     rows: list[dict[str, Any]] = []
@@ -148,16 +164,11 @@ def measure_fresh(
     return rows, prompts
 
 
-def measure_shared(
-    conds: Sequence[Condition],
-    cands: Sequence[Candidate],
-    text: JudgeText,
-    s: Sampling,
-    cached: CachedBackend,
-) -> tuple[list[dict[str, Any]], Prompts]:
+def measure_shared(job: Judging, cached: CachedBackend) -> tuple[list[dict[str, Any]], Prompts]:
     """The shared-context deviation: per replicate, one conversation that judges every
     condition's packet in order, each turn seeing all earlier prompts and verdicts. Kept only
     to reproduce executions that did this; the study records it as a deviation."""
+    conds, cands, text, s = job.conds, job.cands, job.text, job.sampling
     rows: list[dict[str, Any]] = []
     prompts: Prompts = {}
     for r in range(s.k):
@@ -285,10 +296,8 @@ def measure(
     samp = sampling(s)
     text = judge_text(cfg)
     cands = load_candidates(s.candidates_path, s.prompt_ids)
-    if s.isolation == "fresh":
-        rows, prompts = measure_fresh(conds, cands, text, samp, cached)
-    else:
-        rows, prompts = measure_shared(conds, cands, text, samp, cached)
+    job = Judging(conds, cands, text, samp)
+    rows, prompts = measure_fresh(job, cached) if s.isolation == "fresh" else measure_shared(job, cached)
     readout: list[dict[str, Any]] = []
     readout_note = "off (study.readout=false)"
     if s.readout and hasattr(backend, "label_logprobs") and hasattr(backend, "check_single_token"):
