@@ -45,17 +45,13 @@ def _lists() -> list[ListRecord]:
 def test_lift_is_exactly_one_when_the_persona_repeats_template_a():
     recs = _lists()
     out = analyze_lists(recs, _onehot([f"c{i}" for i in range(30)]), {}, _settings())
-    lift = out["questions"]["Q"]["lift"]
-    assert lift["relative"] == pytest.approx(1.0, abs=1e-12) and lift["absolute"] == pytest.approx(
-        0.0, abs=1e-12
-    )
-    assert (
-        lift["baseline"]["template"] == "A"
-        and lift["baseline"]["n_lists"] == lift["baseline"]["n_lists_conditioned"] == 9
-    )
+    lift = out.questions["Q"].lift
+    assert lift is not None and lift.pooled is not None
+    assert lift.relative == pytest.approx(1.0, abs=1e-12) and lift.absolute == pytest.approx(0.0, abs=1e-12)
+    assert lift.baseline.template == "A" and lift.baseline.n_lists == lift.baseline.n_lists_conditioned == 9
     # the pooled baseline (A and B, twice the lists) is kept, and is not like for like
-    assert lift["pooled"]["rbo"] == out["questions"]["Q"]["R_q"]
-    assert lift["pooled"]["relative"] != pytest.approx(1.0, abs=1e-3)
+    assert lift.pooled.rbo == out.questions["Q"].R_q
+    assert lift.pooled.relative != pytest.approx(1.0, abs=1e-3)
 
 
 def _groups(gap: float) -> tuple[list[str], dict[str, np.ndarray]]:
@@ -83,17 +79,18 @@ def test_metric_sensitivity_reports_both_codebooks():
         for g in (0, 1)
     ]
     out = analyze_lists(recs, vec, {}, _settings(templates=["A"]))
-    sens = out["questions"]["Q"]["metric_sensitivity"]
-    assert sens["primary"] == "cosine"
-    assert sens["cosine"]["C_q"] == out["questions"]["Q"]["C_q"] == 2
-    assert sens["euclidean"]["C_q"] == 3
-    summ = out["codebook_metric_sensitivity"]
-    assert summ["n_C_q_differs"] == 1 and summ["euclidean"]["mean_C_q"] == 3.0
+    sens = out.questions["Q"].metric_sensitivity
+    assert sens is not None and sens.primary == "cosine"
+    assert sens.cosine.C_q == out.questions["Q"].C_q == 2
+    assert sens.euclidean.C_q == 3
+    summ = out.codebook_metric_sensitivity
+    assert summ is not None and summ.n_C_q_differs == 1 and summ.euclidean.mean_C_q == 3.0
     other = analyze_lists(
         recs, vec, {}, _settings(templates=["A"], codebook=ChoirCodebookConfig(metric="euclidean"))
     )
-    assert other["questions"]["Q"]["C_q"] == 3
-    assert other["questions"]["Q"]["metric_sensitivity"]["cosine"]["C_q"] == 2
+    assert other.questions["Q"].C_q == 3
+    other_sens = other.questions["Q"].metric_sensitivity
+    assert other_sens is not None and other_sens.primary == "euclidean" and other_sens.cosine.C_q == 2
 
 
 def test_hand_coded_lists_are_analysed_with_their_codes():
@@ -127,14 +124,14 @@ def test_hand_coded_lists_are_analysed_with_their_codes():
     ]
     a = analyze_lists(coded, {}, {}, _settings())
     b = analyze_lists(as_codes, _onehot([f"k{i}" for i in range(10)]), {}, _settings())
-    qa, qb = a["questions"]["Q"], b["questions"]["Q"]
-    assert a["codebook_source"] == "coded" and qa["n_concepts"] == 10
-    for k in ("R_q", "same_persona_rbo_mean"):
-        assert qa[k] == pytest.approx(qb[k], abs=1e-12)
-    assert qa["lift"]["relative"] == pytest.approx(qb["lift"]["relative"], abs=1e-12)
-    assert qa["C_q"] == 10 and qa["n_clusters"] == 10  # every code is a coder's category
-    assert a["recoverability"] == {} and "metric_sensitivity" not in qa
-    assert qa["echo"]["seed"] is None and qa["echo"]["lexical"] is not None
+    qa, qb = a.questions["Q"], b.questions["Q"]
+    assert a.codebook_source == "coded" and qa.n_concepts == 10
+    assert qa.R_q == pytest.approx(qb.R_q, abs=1e-12)
+    assert qa.same_persona_rbo_mean == pytest.approx(qb.same_persona_rbo_mean, abs=1e-12)
+    assert qa.relative_lift == pytest.approx(qb.relative_lift, abs=1e-12)
+    assert qa.C_q == 10 and qa.n_clusters == 10  # every code is a coder's category
+    assert a.recoverability == {} and qa.metric_sensitivity is None
+    assert qa.echo is not None and qa.echo.seed is None and qa.echo.lexical is not None
 
 
 def _import_rows() -> list[dict]:

@@ -18,6 +18,8 @@ from lmaudit.studies.choir.echo import (
     lexical_echo,
     load_calibration,
 )
+from lmaudit.studies.choir.results.across import Rates
+from lmaudit.studies.choir.results.question import EchoRate
 from lmaudit.text import question_words
 
 
@@ -36,7 +38,7 @@ def test_the_shipped_set_is_labelled_as_the_lexical_rule_reads_it():
 def test_lexical_echo_normalises_case_plurals_and_stop_words():
     assert content_words("The Customers' Friends-circle") == {"customer", "friend", "circle"}
     e = lexical_echo(["Cities at night", "the of and", "bright lamps"], ["city", "night"])
-    assert e == {"rate": 1 / 3, "n_echo": 1, "n": 3}
+    assert e == EchoRate(rate=1 / 3, n_echo=1, n=3)
 
 
 def _unit(d: float) -> np.ndarray:
@@ -57,12 +59,12 @@ def test_the_threshold_is_the_cut_of_best_youden_j_ties_to_the_smaller():
     rows, vec = _cal([0.3, 0.4], [0.5, 0.6])
     out = calibrate(rows, vec, 0.2)
     assert out is not None
-    assert out["threshold"] == pytest.approx(0.45, abs=1e-6) and out["youden_j"] == 1.0
-    assert out["at_seed"] == {"tpr": 0.0, "fpr": 0.0}
-    assert out["at_calibrated"] == {"tpr": 1.0, "fpr": 0.0}
+    assert out.threshold == pytest.approx(0.45, abs=1e-6) and out.youden_j == 1.0
+    assert out.at_seed == Rates(tpr=0.0, fpr=0.0)
+    assert out.at_calibrated == Rates(tpr=1.0, fpr=0.0)
     rows, vec = _cal([0.3, 0.7], [0.5, 0.9])  # J = 0.5 at the cuts 0.4 and 0.8: the smaller
     out = calibrate(rows, vec, 0.2)
-    assert out is not None and out["threshold"] == pytest.approx(0.4, abs=1e-6) and out["youden_j"] == 0.5
+    assert out is not None and out.threshold == pytest.approx(0.4, abs=1e-6) and out.youden_j == 0.5
     rows, vec = _cal([0.3], [0.5])
     del vec["p1"]
     assert calibrate(rows, vec, 0.2) is None  # the set not embedded: no calibrated threshold
@@ -72,9 +74,9 @@ def test_echo_block_reports_both_thresholds_and_the_lexical_rate():
     vec = {"word": np.array([1.0, 0.0], dtype=np.float32), "a word": _unit(0.3), "other": _unit(1.0)}
     e = echo_block(["a word", "other"], ["word"], vec, 0.2, 0.45)
     assert e is not None
-    assert e["seed"]["rate"] == 0.0 and e["seed"]["threshold"] == 0.2
-    assert e["calibrated"]["rate"] == 0.5 and e["calibrated"]["threshold"] == 0.45
-    assert e["lexical"]["rate"] == 0.5
+    assert e.seed == EchoRate(rate=0.0, n_echo=0, n=2, threshold=0.2)
+    assert e.calibrated == EchoRate(rate=0.5, n_echo=1, n=2, threshold=0.45)
+    assert e.lexical == EchoRate(rate=0.5, n_echo=1, n=2)
 
 
 COMMON = (
@@ -141,14 +143,14 @@ def test_a_planted_echo_is_found_on_the_default_embedder():
     texts = sorted(set(calibration_texts(rows)) | set(terms) | set(ECHOING) | set(PLAIN))
     vec = dict(zip(texts, SentenceTransformerEmbedder().embed(texts), strict=True))
     cal = calibrate(rows, vec, 0.2, digest)
-    assert cal is not None and 0.4 < cal["threshold"] < 0.8
+    assert cal is not None and 0.4 < cal.threshold < 0.8
     items = ECHOING + PLAIN  # planted: half the items reuse a question word
-    e = echo_block(items, terms, vec, 0.2, cal["threshold"])
-    assert e is not None
-    assert e["lexical"]["rate"] == 0.5  # the planted share, exactly
-    assert e["seed"]["rate"] == 0.0  # the seed's rule finds none of it under MiniLM
-    assert e["calibrated"]["rate"] >= 5 / 12  # at least 5 of the 6 echoes, at most 1 plain item
-    hit = echo_block(ECHOING, terms, vec, 0.2, cal["threshold"])
-    assert hit is not None and hit["calibrated"]["n_echo"] >= 5
-    miss = echo_block(PLAIN, terms, vec, 0.2, cal["threshold"])
-    assert miss is not None and miss["calibrated"]["n_echo"] <= 1
+    e = echo_block(items, terms, vec, 0.2, cal.threshold)
+    assert e is not None and e.seed is not None and e.calibrated is not None and e.lexical is not None
+    assert e.lexical.rate == 0.5  # the planted share, exactly
+    assert e.seed.rate == 0.0  # the seed's rule finds none of it under MiniLM
+    assert e.calibrated.rate >= 5 / 12  # at least 5 of the 6 echoes, at most 1 plain item
+    hit = echo_block(ECHOING, terms, vec, 0.2, cal.threshold)
+    assert hit is not None and hit.calibrated is not None and hit.calibrated.n_echo >= 5
+    miss = echo_block(PLAIN, terms, vec, 0.2, cal.threshold)
+    assert miss is not None and miss.calibrated is not None and miss.calibrated.n_echo <= 1

@@ -10,10 +10,19 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from choir_questions import question
 
 from lmaudit.stats.rbo import rbo_ext
 from lmaudit.stats.salience import signal_to_chance, smiths_s
-from lmaudit.studies.choir.nulls import encode_occurrences, null_counts, rankings_of, reassignment_stc
+from lmaudit.studies.choir.nulls import (
+    NullCounts,
+    encode_occurrences,
+    null_counts,
+    rankings_of,
+    reassignment_stc,
+)
+from lmaudit.studies.choir.results import QuestionResult
+from lmaudit.studies.choir.results.question import CodebookTest, SignalToChance
 
 
 def exact_s(lists):
@@ -130,16 +139,17 @@ def test_the_two_nulls_disagree_where_only_frequency_is_shared() -> None:
 
 
 def test_summary_counts() -> None:
-    per_q = {
-        "a": {"stc_ranking_shuffle": {"ratio": 1.5, "p": 0.01}, "codebook_test": {"p": 0.0005}},
-        "b": {"stc_ranking_shuffle": {"ratio": 1.2, "p": 0.2}, "codebook_test": {"p": 0.01}},
-        "c": {"stc_ranking_shuffle": {"ratio": 0.9, "p": 0.9}, "codebook_test": {"p": 0.2}},
-        "d": {"stc_ranking_shuffle": None, "codebook_test": None},
-    }
-    assert null_counts(per_q, 0.05) == {
-        "above_chance_ranking_shuffle": 2,
-        "above_chance_significant_ranking_shuffle": 1,
-        "n_codebook_test": 3,
-        "codebook_reject": 2,
-        "codebook_reject_001": 1,
-    }
+    def q(ratio: float, p: float, test_p: float) -> QuestionResult:
+        stc = SignalToChance(observed=ratio, null_mean=1.0, ratio=ratio, p=p, null="ranking_shuffle")
+        return question(
+            stc_ranking_shuffle=stc, codebook_test=CodebookTest(chi2=1.0, cramers_v=0.1, p=test_p)
+        )
+
+    per_q = {"a": q(1.5, 0.01, 0.0005), "b": q(1.2, 0.2, 0.01), "c": q(0.9, 0.9, 0.2), "d": question()}
+    assert null_counts(per_q, 0.05) == NullCounts(
+        above_chance_ranking_shuffle=2,
+        above_chance_significant_ranking_shuffle=1,
+        n_codebook_test=3,
+        codebook_reject=2,
+        codebook_reject_001=1,
+    )

@@ -56,18 +56,20 @@ def test_the_seed_pattern_per_member_and_a_null_far_below_one_fifth() -> None:
     s = dataclasses.replace(ChoirStudyConfig(), n_boot=200, n_null=200)
     out = recover_all(recs, vec, s, np.random.default_rng(3), sensitivity=True)
     model, persona = out["model"], out["persona"]
+    assert model.per_model is not None and persona.per_model is not None
     # strong signatures: each cell's nearest cell is its member's cell of the same question
-    assert model["per_model"]["m0"] == 1.0 and model["per_model"]["m1"] == 1.0
-    assert persona["per_model"]["m0"] < 0.1 and persona["per_model"]["m1"] < 0.1
+    assert model.per_model["m0"] == 1.0 and model.per_model["m1"] == 1.0
+    assert persona.per_model["m0"] < 0.1 and persona.per_model["m1"] < 0.1
     # weak signatures: the nearest cell is the other weak member's, same persona
-    assert model["per_model"]["m2"] < 0.5 and persona["per_model"]["m2"] > 0.5
+    assert model.per_model["m2"] < 0.5 and persona.per_model["m2"] > 0.5
     # persona labels shuffled within member x question keep each block's personas distinct: a
     # cell whose nearest cell is in its own block never matches, one whose nearest is elsewhere
     # matches with probability 1/5 exactly, so the null mean is (out-of-block share) / 5, far
     # below 1/5 (the seed's 0.024 beside its 0.877 member accuracy)
-    assert abs(persona["null_mean"] - out_of_block_share(recs, vec) / 5) < 0.01
-    assert persona["null_mean"] < 0.15 and persona["accuracy"] > persona["null_band"][1]
-    assert persona["n_cells"] == 4 * 8 * 5
+    assert persona.null_mean is not None and persona.null_interval is not None
+    assert abs(persona.null_mean - out_of_block_share(recs, vec) / 5) < 0.01
+    assert persona.null_mean < 0.15 and persona.accuracy > persona.null_interval.hi
+    assert persona.n_cells == 4 * 8 * 5
     # the sensitivities are reported beside the seed's estimator
     assert {"model_class_centroid", "persona_class_centroid", "model_with_unconditioned"} <= set(out)
-    assert out["model_with_unconditioned"]["n_cells"] == 4 * 8 * 6
+    assert out["model_with_unconditioned"].n_cells == 4 * 8 * 6

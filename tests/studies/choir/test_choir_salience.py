@@ -11,7 +11,7 @@ import pytest
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.lists import analyze_lists
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord
-from lmaudit.studies.choir.results import QuestionResult
+from lmaudit.studies.choir.results.question import SalienceTies
 from lmaudit.studies.choir.salience_table import salience_view
 
 CONCEPTS = [f"concept {i}" for i in range(10)]
@@ -39,13 +39,13 @@ def test_members_with_equal_salience_agree_fully() -> None:
     # and R_q = 1; ordering the ties by the list seen first would give R_q < 1
     first, second = CONCEPTS[:5], CONCEPTS[5:]
     recs = [_rec("m1", first, 0), _rec("m1", second, 1), _rec("m2", second, 0), _rec("m2", first, 1)]
-    q = analyze_lists(recs, _vectors(), {}, _settings(shuffles=50))["questions"]["Q"]
-    assert q["R_q"] == pytest.approx(1.0, abs=1e-12)
-    assert q["stc"]["observed"] == pytest.approx(1.0, abs=1e-12)
+    q = analyze_lists(recs, _vectors(), {}, _settings(shuffles=50)).questions["Q"]
+    assert q.R_q == pytest.approx(1.0, abs=1e-12)
+    assert q.stc is not None and q.stc.observed == pytest.approx(1.0, abs=1e-12)
     # the alternative reading (ties ordered by the concept seen first) is recorded beside it:
     # m1 ranks c0 c5 c1 c6 ..., m2 c5 c0 c6 c1 ...: A_d = 0, 1, 2/3, 1, 4/5, ... (odd d: (d-1)/d)
     want = sum(0.1 * 0.9 ** (d - 1) * ((d - 1) / d if d % 2 else 1.0) for d in range(1, 11)) + 0.9**10
-    assert q["salience_ties"] == {"tied_share": 1.0, "R_q_tie_rule": pytest.approx(want, abs=1e-12)}
+    assert q.salience_ties == SalienceTies(tied_share=1.0, R_q_tie_rule=pytest.approx(want, abs=1e-12))
 
 
 def test_salience_table_and_codebook_are_recorded() -> None:
@@ -55,8 +55,8 @@ def test_salience_table_and_codebook_are_recorded() -> None:
         _rec("m2", [CONCEPTS[2]], 0),
         ListRecord("m2", "Q", "A/p1", "p1", 0.7, 0, (CONCEPTS[3], CONCEPTS[3])),
     ]
-    q = analyze_lists(recs, _vectors(), {}, _settings())["questions"]["Q"]
-    rec = json.loads(json.dumps(q["salience"]))  # JSON as written
+    q = analyze_lists(recs, _vectors(), {}, _settings()).questions["Q"]
+    rec = json.loads(json.dumps(q.salience.to_json()))  # JSON as written
     groups = [(g["model"], g["condition"], g["n_lists"]) for g in rec["groups"]]
     assert groups == [("m1", UNCONDITIONED, 2), ("m2", UNCONDITIONED, 1), ("m2", "p1", 1)]
     assert rec["columns"] == ["concept", "group", "s", "lists"]
@@ -73,7 +73,7 @@ def test_salience_table_and_codebook_are_recorded() -> None:
     # the codebook: every concept's phrases with occurrence counts (a repeat in a list counts)
     phrases = {c["label"]: c["phrases"] for c in rec["codebook"]}
     assert phrases[CONCEPTS[0]] == {CONCEPTS[0]: 2} and phrases[CONCEPTS[3]] == {CONCEPTS[3]: 2}
-    view = salience_view({"Q": QuestionResult.from_json(q)})
+    view = salience_view({"Q": q})
     assert [t["condition"] for t in view[0]["tables"]] == ["unconditioned", "persona p1"]
     # rows by mean S over the members: concept 2 (1/6 + 1) / 2 before concept 1 (5/6 + 0) / 2
     assert view[0]["tables"][0]["rows"][:2] == [

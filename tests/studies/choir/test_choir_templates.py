@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from lmaudit.studies.choir.config import ChoirStudyConfig
-from lmaudit.studies.choir.lists import analyze_lists
+from lmaudit.studies.choir.lists import ListsAnalysis, analyze_lists
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord
+from lmaudit.studies.choir.results.question import TemplateNovelty
 
 WORDS = [f"w{i}" for i in range(20)]
 
@@ -19,7 +20,7 @@ def _rec(model: str, question: str, template: str, items: list[str]) -> ListReco
     return ListRecord(model, question, template, UNCONDITIONED, 0.7, 0, tuple(items))
 
 
-def _analyse(recs: list[ListRecord]) -> dict:
+def _analyse(recs: list[ListRecord]) -> ListsAnalysis:
     eye = np.eye(len(WORDS), dtype=np.float32)
     s = ChoirStudyConfig()
     s.shuffles = 0
@@ -42,17 +43,14 @@ def test_novelty_share_and_the_count_above_one_half() -> None:
         _rec("m2", "Q3", "A", WORDS[1:5]),
     ]
     body = _analyse(recs)
-    q = body["questions"]
-    assert q["Q1"]["template_novelty"] == {
-        "baseline": "A",
-        "template": "B",
-        "n_concepts": 5,
-        "n_novel": 3,
-        "share": pytest.approx(3 / 5),
-    }
-    assert q["Q2"]["template_novelty"]["share"] == pytest.approx(1 / 4)
-    assert q["Q3"]["template_novelty"] is None
-    assert (body["summary"]["novelty_over_half"], body["summary"]["n_template_novelty"]) == (1, 2)
+    q = body.questions
+    assert q["Q1"].template_novelty == TemplateNovelty(
+        baseline="A", template="B", n_concepts=5, n_novel=3, share=pytest.approx(3 / 5)
+    )
+    nov = q["Q2"].template_novelty
+    assert nov is not None and nov.share == pytest.approx(1 / 4)
+    assert q["Q3"].template_novelty is None
+    assert (body.summary.novelty_over_half, body.summary.n_template_novelty) == (1, 2)
 
 
 def test_persona_lists_are_not_the_baseline() -> None:
@@ -62,5 +60,5 @@ def test_persona_lists_are_not_the_baseline() -> None:
         ListRecord("m1", "Q", "A|p1", "p1", 0.7, 0, (WORDS[2],)),
         _rec("m2", "Q", "B", WORDS[1:3]),
     ]
-    nov = _analyse(recs)["questions"]["Q"]["template_novelty"]
-    assert (nov["n_novel"], nov["n_concepts"]) == (1, 2)
+    nov = _analyse(recs).questions["Q"].template_novelty
+    assert nov is not None and (nov.n_novel, nov.n_concepts) == (1, 2)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import base64
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -16,32 +15,13 @@ from omegaconf import DictConfig
 
 from lmaudit.errors import InputError
 from lmaudit.interop.audit import AUDIT_KIND, check_audit_row, log_audit_section
-from lmaudit.results import JsonRecord
 from lmaudit.studies.base import typed
 from lmaudit.studies.choir.borda import analyze_ranking, cohort_tops
 from lmaudit.studies.choir.calibration import analyze_calibration
 from lmaudit.studies.choir.config import ChoirStudyConfig
-from lmaudit.studies.choir.results import (
-    AcrossQuestions,
-    ChoirResults,
-    CodebookMetricSensitivity,
-    ConditionSummary,
-    CueStripping,
-    Design,
-    EchoCalibration,
-    Leakage,
-    LlmExtraction,
-    NoveltyByWidth,
-    QuestionResult,
-    Recovery,
-    RefusedLists,
-    RuleExtraction,
-    WidthBin,
-)
+from lmaudit.studies.choir.results import ChoirResults, Design, LlmExtraction, RefusedLists, RuleExtraction
 
 __all__ = ["analyze_rows"]
-
-_R = TypeVar("_R", bound=JsonRecord)
 
 
 def _vector(text: str, where: str) -> NDArray[np.float32]:
@@ -138,8 +118,7 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> Ch
     if not recs:
         why = f" (the server refused all {sum(refused.values())} lists)" if refused else ""
         raise InputError(f"{source}: no list records to analyse{why}")
-    out = analyze_lists(recs, vec, vocab, s, pvocab, cue_pairs)
-    out["summary"]["n_degenerate_items"] = degenerate
+    out = analyze_lists(recs, vec, vocab, s, pvocab, cue_pairs, degenerate)
     ranking = analyze_ranking(ballots, pools, source)
     design = Design(
         models=tuple(sorted({r.model for r in recs})),
@@ -155,27 +134,21 @@ def analyze_rows(cfg: DictConfig, rows: list[dict[str, Any]], source: str) -> Ch
             else RuleExtraction(method="rule")
         ),
     )
-    # the sections lists.py builds as JSON bodies, read as their records
     return ChoirResults(
         design=design,
         embedder=embedder,
-        codebook_source=out["codebook_source"],
-        across_questions=AcrossQuestions.from_json(out["summary"]),
-        questions={q: QuestionResult.from_json(v) for q, v in out["questions"].items()},
-        width_bins=tuple(WidthBin.from_json(b) for b in out["width_bins"]),
-        recoverability={k: Recovery.from_json(v) for k, v in out["recoverability"].items()},
-        leakage=_part(Leakage, out["leakage"]),
-        cue_stripping=_part(CueStripping, out["cue_stripping"]),
-        echo_calibration=_part(EchoCalibration, out["echo_calibration"]),
-        codebook_metric_sensitivity=_part(CodebookMetricSensitivity, out["codebook_metric_sensitivity"]),
-        conditions=_part(ConditionSummary, out["conditions"]),
-        novelty_by_width=_part(NoveltyByWidth, out["novelty_by_width"]),
+        codebook_source=out.codebook_source,
+        across_questions=out.summary,
+        questions=out.questions,
+        width_bins=out.width_bins,
+        recoverability=out.recoverability,
+        leakage=out.leakage,
+        cue_stripping=out.cue_stripping,
+        echo_calibration=out.echo_calibration,
+        codebook_metric_sensitivity=out.codebook_metric_sensitivity,
+        conditions=out.conditions,
+        novelty_by_width=out.novelty_by_width,
         ranking=ranking,
         calibration=analyze_calibration(calibration, cohort_tops(ranking)),
         log_audit=log_audit_section(audits, f"{source}: log_audit rows") if audits else None,
     )
-
-
-def _part(cls: type[_R], doc: Mapping[str, Any] | None) -> _R | None:
-    """A section built as a JSON body, read as its record (None: the section is absent)."""
-    return None if doc is None else cls.from_json(doc)

@@ -26,6 +26,15 @@ from lmaudit.stats.salience import persona_lift, prompt_width
 from lmaudit.studies.choir.codebook import Codebook, question_codebook
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
+from lmaudit.studies.choir.results import CodebookMetricSensitivity, QuestionResult
+from lmaudit.studies.choir.results.across import MetricMeans
+from lmaudit.studies.choir.results.question import (
+    Lift,
+    LiftBaseline,
+    MetricRow,
+    MetricSensitivity,
+    PooledLift,
+)
 
 __all__ = ["lift_block", "metric_sensitivity", "sensitivity_summary", "unconditioned_stats"]
 
@@ -53,7 +62,7 @@ def lift_block(
     s: ChoirStudyConfig,
     rank: Rank,
     mean_rbo: MeanRbo,
-) -> dict[str, Any] | None:
+) -> Lift | None:
     """Absolute and relative lift against the persona template's unconditioned agreement
     (primary) and against the pooled ``R_q`` (``pooled``); ``None`` without a persona."""
     if same_mean is None:
@@ -64,17 +73,18 @@ def lift_block(
     )
     _, n_same = _member_rankings(recs, concept_of, lambda r: r.persona != UNCONDITIONED, rank)
     base = mean_rbo(base_rank)
-    out: dict[str, Any] = {"absolute": None, "relative": None}
-    if base is not None:
-        lift = persona_lift(base, same_mean)
-        out = {"absolute": lift.absolute, "relative": finite(lift.relative)}
-    out["baseline"] = {"template": t, "rbo": base, "n_lists": n_base, "n_lists_conditioned": n_same}
-    if r_q is not None:
-        pooled = persona_lift(r_q, same_mean)
-        out["pooled"] = {"rbo": r_q, "absolute": pooled.absolute, "relative": finite(pooled.relative)}
-    else:
-        out["pooled"] = None
-    return out
+    lift = persona_lift(base, same_mean) if base is not None else None
+    pooled = persona_lift(r_q, same_mean) if r_q is not None else None
+    return Lift(
+        absolute=float(lift.absolute) if lift is not None else None,
+        relative=finite(lift.relative) if lift is not None else None,
+        baseline=LiftBaseline(template=t, rbo=base, n_lists=n_base, n_lists_conditioned=n_same),
+        pooled=(
+            PooledLift(rbo=float(r_q), absolute=float(pooled.absolute), relative=finite(pooled.relative))
+            if pooled is not None and r_q is not None
+            else None
+        ),
+    )
 
 
 def other_metric(s: ChoirStudyConfig) -> ChoirStudyConfig:
@@ -83,18 +93,16 @@ def other_metric(s: ChoirStudyConfig) -> ChoirStudyConfig:
     return replace(s, codebook=replace(s.codebook, metric=other))
 
 
-def metric_row(c_q: int, r_q: float | None, s: ChoirStudyConfig) -> dict[str, Any]:
+def metric_row(c_q: int, r_q: float | None, s: ChoirStudyConfig) -> MetricRow:
     """``C_q``, ``R_q`` and ``W_q`` of one codebook."""
-    return {
-        "C_q": c_q,
-        "R_q": r_q,
-        "width": prompt_width(c_q, r_q, s.width_cap) if r_q is not None else None,
-    }
+    return MetricRow(
+        C_q=c_q, R_q=r_q, width=float(prompt_width(c_q, r_q, s.width_cap)) if r_q is not None else None
+    )
 
 
 def unconditioned_stats(
     recs: Sequence[ListRecord], cb: Codebook, s: ChoirStudyConfig, rank: Rank, mean_rbo: MeanRbo
-) -> dict[str, Any]:
+) -> MetricRow:
     """``C_q`` (unconditioned clusters), ``R_q`` (pooled unconditioned templates) and ``W_q``."""
     unc = [r for r in recs if r.persona == UNCONDITIONED]
     c_q = len({c for r in unc for t in r.items if (c := cb.concept_of.get(t, -1)) in cb.clustered})
@@ -105,36 +113,45 @@ def unconditioned_stats(
 def metric_sensitivity(
     recs: Sequence[ListRecord],
     vec: Mapping[str, NDArray[np.float32]],
-    primary: Mapping[str, Any],
+    primary: MetricRow,
     s: ChoirStudyConfig,
     rank: Rank,
     mean_rbo: MeanRbo,
-) -> dict[str, Any]:
+) -> MetricSensitivity:
     """``C_q``, ``R_q`` and ``W_q`` under both codebook metrics (``primary``: the run's own)."""
     alt = other_metric(s)
     row = unconditioned_stats(recs, question_codebook(recs, vec, alt), alt, rank, mean_rbo)
-    return {
-        "primary": s.codebook.metric,
-        s.codebook.metric: metric_row(primary["C_q"], primary["R_q"], s),
-        alt.codebook.metric: row,
-    }
+    by_metric = {s.codebook.metric: primary, alt.codebook.metric: row}
+    return MetricSensitivity(
+        primary=s.codebook.metric, cosine=by_metric["cosine"], euclidean=by_metric["euclidean"]
+    )
 
 
-def sensitivity_summary(per_q: Mapping[str, Mapping[str, Any]], s: ChoirStudyConfig) -> dict[str, Any] | None:
+def _mean_of(xs: Sequence[float | int | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _means(rows: Sequence[MetricRow]) -> MetricMeans:
+    return MetricMeans(
+        mean_C_q=_mean_of([r.C_q for r in rows]),
+        mean_R_q=_mean_of([r.R_q for r in rows]),
+        mean_width=_mean_of([r.width for r in rows]),
+    )
+
+
+def sensitivity_summary(
+    per_q: Mapping[str, QuestionResult], s: ChoirStudyConfig
+) -> CodebookMetricSensitivity | None:
     """Mean ``C_q``, ``R_q`` and ``W_q`` per metric over the questions, with the epsilon."""
-    rows = [v["metric_sensitivity"] for v in per_q.values() if v.get("metric_sensitivity")]
+    rows = [v.metric_sensitivity for v in per_q.values() if v.metric_sensitivity]
     if not rows:
         return None
-    out: dict[str, Any] = {
-        "primary": s.codebook.metric,
-        "epsilon": s.codebook.cluster_selection_epsilon,
-        "n_questions": len(rows),
-    }
-    for metric in ("cosine", "euclidean"):
-        cell: dict[str, Any] = {}
-        for k in ("C_q", "R_q", "width"):
-            xs = [r[metric][k] for r in rows if r[metric][k] is not None]
-            cell[f"mean_{k}"] = sum(xs) / len(xs) if xs else None
-        out[metric] = cell
-    out["n_C_q_differs"] = sum(1 for r in rows if r["cosine"]["C_q"] != r["euclidean"]["C_q"])
-    return out
+    return CodebookMetricSensitivity(
+        primary=s.codebook.metric,
+        epsilon=float(s.codebook.cluster_selection_epsilon),
+        n_questions=len(rows),
+        cosine=_means([r.cosine for r in rows]),
+        euclidean=_means([r.euclidean for r in rows]),
+        n_C_q_differs=sum(1 for r in rows if r.cosine.C_q != r.euclidean.C_q),
+    )

@@ -36,7 +36,17 @@ from scipy import stats as sps
 from lmaudit.stats.rbo import rbo_ext
 from lmaudit.stats.salience import Salience, smiths_s
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
-from lmaudit.studies.choir.salience_table import COLUMNS
+from lmaudit.studies.choir.results import (
+    ConditionSummary,
+    ContrastSummary,
+    NoveltyBin,
+    NoveltyByWidth,
+    QuestionResult,
+)
+from lmaudit.studies.choir.results.across import Spearman
+from lmaudit.studies.choir.results.question import Cell as CellRecord
+from lmaudit.studies.choir.results.question import ConditionBlock, Contrast
+from lmaudit.studies.choir.salience_table import COLUMNS, salience_rows_of
 
 __all__ = ["condition_block", "condition_summary", "novelty_by_width"]
 
@@ -63,7 +73,7 @@ def _contrast(
     cell: Callable[[str, Any, Any], Cell],
     rq_key: Callable[[Any, Any], tuple[str, float]],
     p: float,
-) -> list[dict[str, Any]]:
+) -> tuple[Contrast, ...]:
     """One row per pair of ``levels`` of the varied factor, the other factor held at each of
     ``others``: within-member RBO (mean over members and others) and the mean change of R_q."""
     rows = []
@@ -84,16 +94,16 @@ def _contrast(
         if not within and not deltas:
             continue
         rows.append(
-            {
-                "from": a,
-                "to": b,
-                "within_member_rbo": _mean(within),
-                "within_member_rbo_per_member": {m: _mean(v) for m, v in sorted(per_member.items())},
-                "R_q_change": _mean(deltas),
-                "n_cells": len(within),
-            }
+            Contrast(
+                from_=a,
+                to=b,
+                within_member_rbo=_mean(within),
+                within_member_rbo_per_member={m: _mean(v) for m, v in sorted(per_member.items())},
+                R_q_change=_mean(deltas),
+                n_cells=len(within),
+            )
         )
-    return rows
+    return tuple(rows)
 
 
 def condition_block(
@@ -102,7 +112,7 @@ def condition_block(
     rank_of: RankOf,
     mean_rbo: MeanRbo,
     p: float,
-) -> dict[str, Any]:
+) -> ConditionBlock:
     """The question's per-cell salience, per-cell agreement and contrasts (module notes)."""
     lists: dict[Cell, list[list[int]]] = {}
     for r in recs:
@@ -125,60 +135,63 @@ def condition_block(
     temperature = _contrast(
         ranked, r_q, members, temps, templates, lambda m, t, c: (m, c, t), lambda t, c: (c, t), p
     )
-    return {
-        "cells": [
-            {"model": m, "condition": c, "temperature": t, "n_lists": sal[(m, c, t)].n_lists}
+    return ConditionBlock(
+        cells=tuple(
+            CellRecord(model=m, condition=c, temperature=t, n_lists=sal[(m, c, t)].n_lists)
             for m, c, t in keys
-        ],
-        "columns": [COLUMNS[0], "cell", *COLUMNS[2:]],
-        "salience": [
-            [int(str(c)), i, s, k]
-            for i, key in enumerate(keys)
-            for c, s, k in zip(sal[key].items, sal[key].s, sal[key].frequency, strict=True)
-        ],
-        "R_q": {_label(c, t): finite(v) if v is not None else None for (c, t), v in r_q.items()},
-        "template": template or None,
-        "temperature": temperature or None,
-    }
+        ),
+        columns=(COLUMNS[0], "cell", *COLUMNS[2:]),
+        salience=salience_rows_of([sal[k] for k in keys]),
+        R_q={_label(c, t): finite(v) if v is not None else None for (c, t), v in r_q.items()},
+        template=template or None,
+        temperature=temperature or None,
+    )
 
 
-def condition_summary(per_q: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+def _summarise(blocks: Sequence[ConditionBlock], factor: str) -> tuple[ContrastSummary, ...] | None:
+    """Each contrast of ``factor`` (template | temperature) over the questions that have it."""
+    pairs: dict[tuple[Any, Any], list[Contrast]] = {}
+    for b in blocks:
+        for row in getattr(b, factor) or ():
+            pairs.setdefault((row.from_, row.to), []).append(row)
+    return (
+        tuple(
+            ContrastSummary(
+                from_=a,
+                to=b,
+                n_questions=len(rows),
+                within_member_rbo=_mean([r.within_member_rbo for r in rows]),
+                R_q_change=_mean([r.R_q_change for r in rows]),
+                R_q_up=sum(1 for r in rows if r.R_q_change is not None and r.R_q_change > 0),
+            )
+            for (a, b), rows in sorted(pairs.items())
+        )
+        or None
+    )
+
+
+def condition_summary(per_q: Mapping[str, QuestionResult]) -> ConditionSummary | None:
     """Across questions: mean R_q per unconditioned cell, and each contrast's mean
     within-member RBO and R_q change with the number of questions behind it."""
-    blocks = [v["conditions"] for v in per_q.values() if v.get("conditions")]
+    blocks = [v.conditions for v in per_q.values()]
     if not blocks:
         return None
-    cells = sorted({k for b in blocks for k in b["R_q"]})
-    out: dict[str, Any] = {
-        "R_q": {k: _mean([b["R_q"].get(k) for b in blocks]) for k in cells},
-    }
-    for factor in ("template", "temperature"):
-        pairs: dict[tuple[Any, Any], list[Mapping[str, Any]]] = {}
-        for b in blocks:
-            for row in b[factor] or []:
-                pairs.setdefault((row["from"], row["to"]), []).append(row)
-        out[factor] = [
-            {
-                "from": a,
-                "to": b,
-                "n_questions": len(rows),
-                "within_member_rbo": _mean([r["within_member_rbo"] for r in rows]),
-                "R_q_change": _mean([r["R_q_change"] for r in rows]),
-                "R_q_up": sum(1 for r in rows if r["R_q_change"] is not None and r["R_q_change"] > 0),
-            }
-            for (a, b), rows in sorted(pairs.items())
-        ] or None
-    return out
+    cells = sorted({k for b in blocks for k in b.R_q})
+    return ConditionSummary(
+        R_q={k: _mean([b.R_q.get(k) for b in blocks]) for k in cells},
+        template=_summarise(blocks, "template"),
+        temperature=_summarise(blocks, "temperature"),
+    )
 
 
-def novelty_by_width(per_q: Mapping[str, Mapping[str, Any]], edges: Sequence[float]) -> dict[str, Any] | None:
+def novelty_by_width(per_q: Mapping[str, QuestionResult], edges: Sequence[float]) -> NoveltyByWidth | None:
     """The depth-pressure template's novel share against the prompt width ``W_q``: Spearman's
     rho over the questions that have both, and the mean share and count above one half per
     width bin (lower edges ``edges``)."""
     pts = [
-        (float(v["width"]), float(v["template_novelty"]["share"]))
+        (float(v.width), float(v.template_novelty.share))
         for v in per_q.values()
-        if v.get("template_novelty") and v.get("width") is not None
+        if v.template_novelty and v.width is not None
     ]
     if not pts:
         return None
@@ -187,19 +200,19 @@ def novelty_by_width(per_q: Mapping[str, Mapping[str, Any]], edges: Sequence[flo
     rho = None
     if len(pts) >= 3 and np.ptp(w) > 0 and np.ptp(n) > 0:
         res = sps.spearmanr(w, n)
-        rho = {"rho": float(res.statistic), "p": float(res.pvalue), "n": len(pts)}
+        rho = Spearman(rho=float(res.statistic), p=float(res.pvalue), n=len(pts))
     lo = sorted(edges)
     bins = []
     for i, a in enumerate(lo):
         b = lo[i + 1] if i + 1 < len(lo) else np.inf
         sel = n[(w >= a) & (w < b)]
         bins.append(
-            {
-                "lo": a,
-                "hi": None if b == np.inf else b,
-                "n": int(sel.size),
-                "mean_share": float(sel.mean()) if sel.size else None,
-                "over_half": int((sel > 0.5).sum()),
-            }
+            NoveltyBin(
+                lo=float(a),
+                hi=None if b == np.inf else float(b),
+                n=int(sel.size),
+                mean_share=float(sel.mean()) if sel.size else None,
+                over_half=int((sel > 0.5).sum()),
+            )
         )
-    return {"spearman": rho, "bins": bins}
+    return NoveltyByWidth(spearman=rho, bins=tuple(bins))

@@ -25,8 +25,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from lmaudit.stats.salience import echo_rate
-from lmaudit.studies.choir.echo import lexical_echo
+from lmaudit.studies.choir.echo import embedding_echo, lexical_echo
+from lmaudit.studies.choir.results import CuePair, CueStripping, QuestionResult
+from lmaudit.studies.choir.results.across import CueView, YesOf
+from lmaudit.studies.choir.results.question import AnchorEcho, EchoRate
 
 __all__ = ["anchor_echo", "pair_table"]
 
@@ -38,75 +40,82 @@ def anchor_echo(
     vec: Mapping[str, NDArray[np.float32]],
     threshold: float,
     calibrated: float | None = None,
-) -> dict[str, Any]:
+) -> AnchorEcho:
     """Item-level and cluster-level anchor echo of one prompt's unconditioned lists (at the
     seed's threshold), item echo at the embedder's calibrated threshold and lexical item echo."""
-    out: dict[str, Any] = {"anchors": list(anchors)}
     have = all(t in vec for t in [*anchors, *unc_items, *unc_labels])
-    a = np.stack([vec[w] for w in anchors]) if have else None
-    for key, texts, t in (
-        ("items", unc_items, threshold),
-        ("clusters", unc_labels, threshold),
-        ("items_calibrated", unc_items, calibrated),
-    ):
-        if texts and a is not None and t is not None:
-            e = echo_rate(np.stack([vec[x] for x in texts]), a, t)
-            out[key] = {"rate": e.rate, "n_echo": e.n_echo, "n": e.n, "threshold": t}
-        else:
-            out[key] = None
-    out["items_lexical"] = lexical_echo(unc_items, anchors)
-    return out
+
+    def rate(texts: Sequence[str], t: float | None) -> EchoRate | None:
+        return embedding_echo(texts, anchors, vec, t) if texts and have and t is not None else None
+
+    return AnchorEcho(
+        anchors=tuple(anchors),
+        items=rate(unc_items, threshold),
+        clusters=rate(unc_labels, threshold),
+        items_calibrated=rate(unc_items, calibrated),
+        items_lexical=lexical_echo(unc_items, anchors),
+    )
 
 
 def _lower(a: float | None, b: float | None) -> bool | None:
     return None if a is None or b is None else b < a
 
 
-def pair_table(pairs: Sequence[Mapping[str, Any]], per_q: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def _rate(e: EchoRate | None) -> float | None:
+    return e.rate if e is not None else None
+
+
+def _view(q: QuestionResult) -> CueView:
+    cue = q.anchor_echo
+    return CueView(
+        item_echo=_rate(cue.items) if cue else None,
+        item_echo_calibrated=_rate(cue.items_calibrated) if cue else None,
+        item_echo_lexical=_rate(cue.items_lexical) if cue else None,
+        cluster_echo=_rate(cue.clusters) if cue else None,
+        rbo=q.R_q,
+        stc=q.stc_ratio,
+        echo_rate=q.echo_rate,
+    )
+
+
+_COUNTED = (
+    "item_echo_lower",
+    "item_echo_calibrated_lower",
+    "item_echo_lexical_lower",
+    "cluster_echo_lower",
+    "rbo_lower",
+    "stc_lower",
+)
+
+
+def pair_table(pairs: Sequence[Mapping[str, Any]], per_q: Mapping[str, QuestionResult]) -> CueStripping:
     """Both prompts' echo, RBO and signal-to-chance per pair, the directions, and the counts."""
     rows = []
     for p in pairs:
         o, s = per_q.get(str(p["original"])), per_q.get(str(p["stripped"]))
         if o is None or s is None:
             continue
-
-        def view(q: Mapping[str, Any]) -> dict[str, Any]:
-            cue = q.get("anchor_echo") or {}
-            return {
-                "item_echo": (cue.get("items") or {}).get("rate"),
-                "item_echo_calibrated": (cue.get("items_calibrated") or {}).get("rate"),
-                "item_echo_lexical": (cue.get("items_lexical") or {}).get("rate"),
-                "cluster_echo": (cue.get("clusters") or {}).get("rate"),
-                "rbo": q.get("R_q"),
-                "stc": (q.get("stc") or {}).get("ratio"),
-                "echo_rate": q.get("echo_rate"),
-            }
-
-        a, b = view(o), view(s)
+        a, b = _view(o), _view(s)
         rows.append(
-            {
-                "original": p["original"],
-                "stripped": p["stripped"],
-                "anchors": list(p["anchors"]),
-                "before": a,
-                "after": b,
-                "item_echo_lower": _lower(a["item_echo"], b["item_echo"]),
-                "item_echo_calibrated_lower": _lower(a["item_echo_calibrated"], b["item_echo_calibrated"]),
-                "item_echo_lexical_lower": _lower(a["item_echo_lexical"], b["item_echo_lexical"]),
-                "cluster_echo_lower": _lower(a["cluster_echo"], b["cluster_echo"]),
-                "rbo_lower": _lower(a["rbo"], b["rbo"]),
-                "stc_lower": _lower(a["stc"], b["stc"]),
-            }
+            CuePair(
+                original=str(p["original"]),
+                stripped=str(p["stripped"]),
+                anchors=tuple(p["anchors"]),
+                before=a,
+                after=b,
+                item_echo_lower=_lower(a.item_echo, b.item_echo),
+                item_echo_calibrated_lower=_lower(a.item_echo_calibrated, b.item_echo_calibrated),
+                item_echo_lexical_lower=_lower(a.item_echo_lexical, b.item_echo_lexical),
+                cluster_echo_lower=_lower(a.cluster_echo, b.cluster_echo),
+                rbo_lower=_lower(a.rbo, b.rbo),
+                stc_lower=_lower(a.stc, b.stc),
+            )
         )
     counts = {
-        k: {"yes": sum(1 for r in rows if r[k] is True), "n": sum(1 for r in rows if r[k] is not None)}
-        for k in (
-            "item_echo_lower",
-            "item_echo_calibrated_lower",
-            "item_echo_lexical_lower",
-            "cluster_echo_lower",
-            "rbo_lower",
-            "stc_lower",
+        k: YesOf(
+            yes=sum(1 for r in rows if getattr(r, k) is True),
+            n=sum(1 for r in rows if getattr(r, k) is not None),
         )
+        for k in _COUNTED
     }
-    return {"pairs": rows, "counts": counts}
+    return CueStripping(pairs=tuple(rows), counts=counts)

@@ -32,6 +32,9 @@ from lmaudit.errors import InputError, StrictJsonError
 from lmaudit.provenance.io import read_utf8
 from lmaudit.provenance.jsoncheck import strict_loads
 from lmaudit.stats.salience import ECHO_TOL, echo_rate
+from lmaudit.studies.choir.results import Echo, EchoCalibration, QuestionResult
+from lmaudit.studies.choir.results.across import Rates
+from lmaudit.studies.choir.results.question import EchoRate
 from lmaudit.text import question_words
 
 __all__ = [
@@ -42,7 +45,8 @@ __all__ = [
     "content_words",
     "echo_block",
     "echo_calibration",
-    "echo_means",
+    "echo_mean",
+    "embedding_echo",
     "lexical_echo",
     "load_calibration",
 ]
@@ -74,13 +78,21 @@ def content_words(text: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in question_words(plain))
 
 
-def lexical_echo(items: Sequence[str], vocabulary: Sequence[str]) -> dict[str, Any] | None:
+def lexical_echo(items: Sequence[str], vocabulary: Sequence[str]) -> EchoRate | None:
     """Share of items sharing a normalised content word with the question vocabulary."""
     if not items:
         return None
     vocab = frozenset().union(*(content_words(v) for v in vocabulary)) if vocabulary else frozenset()
     n_echo = sum(1 for t in items if content_words(t) & vocab)
-    return {"rate": n_echo / len(items), "n_echo": n_echo, "n": len(items)}
+    return EchoRate(rate=n_echo / len(items), n_echo=n_echo, n=len(items))
+
+
+def embedding_echo(
+    items: Sequence[str], vocabulary: Sequence[str], vec: Mapping[str, NDArray[np.float32]], threshold: float
+) -> EchoRate:
+    """Share of items within cosine distance ``threshold`` of a vocabulary term (every text embedded)."""
+    e = echo_rate(np.stack([vec[x] for x in items]), np.stack([vec[w] for w in vocabulary]), threshold)
+    return EchoRate(rate=float(e.rate), n_echo=int(e.n_echo), n=int(e.n), threshold=float(threshold))
 
 
 def load_calibration(path: str | Path = CALIBRATION_PATH) -> tuple[list[CalibrationRow], str]:
@@ -110,9 +122,9 @@ def calibration_texts(rows: Sequence[CalibrationRow]) -> list[str]:
     return sorted({r.phrase for r in rows} | {w for r in rows for w in question_words(r.question)})
 
 
-def _rates(d: NDArray[np.float64], y: NDArray[np.bool_], t: float) -> dict[str, float]:
+def _rates(d: NDArray[np.float64], y: NDArray[np.bool_], t: float) -> Rates:
     hit = d <= t + ECHO_TOL  # the rule echo_rate applies
-    return {"tpr": float(hit[y].mean()), "fpr": float(hit[~y].mean())}
+    return Rates(tpr=float(hit[y].mean()), fpr=float(hit[~y].mean()))
 
 
 def calibrate(
@@ -120,9 +132,11 @@ def calibrate(
     vec: Mapping[str, NDArray[np.float32]],
     seed_threshold: float,
     digest: str = "",
-) -> dict[str, Any] | None:
-    """The embedder's calibrated echo threshold and both thresholds' rates on the set;
-    ``None`` when a text has no vector (a measurement made without the set) or a class is empty."""
+    name: str = "",
+) -> EchoCalibration | None:
+    """The embedder's calibrated echo threshold and both thresholds' rates on the set (``name``,
+    ``digest``: the set's file name and SHA-256); ``None`` when a text has no vector (a
+    measurement made without the set) or a class is empty."""
     need = calibration_texts(rows)
     if not rows or any(t not in vec for t in need):
         return None
@@ -146,16 +160,17 @@ def calibrate(
         score = int((hit & y).sum()) * n_neg - int((hit & ~y).sum()) * n_pos  # J * n_pos * n_neg
         if score > best:  # strictly: a tie keeps the smaller cut
             best, best_t = score, t
-    return {
-        "set_sha256": digest,
-        "n_echo": n_pos,
-        "n_plain": n_neg,
-        "seed_threshold": seed_threshold,
-        "threshold": best_t,
-        "youden_j": best / (n_pos * n_neg),
-        "at_seed": _rates(d, y, seed_threshold),
-        "at_calibrated": _rates(d, y, best_t),
-    }
+    return EchoCalibration(
+        set=name,
+        set_sha256=digest,
+        n_echo=n_pos,
+        n_plain=n_neg,
+        seed_threshold=float(seed_threshold),
+        threshold=best_t,
+        youden_j=best / (n_pos * n_neg),
+        at_seed=_rates(d, y, seed_threshold),
+        at_calibrated=_rates(d, y, best_t),
+    )
 
 
 def echo_block(
@@ -164,36 +179,29 @@ def echo_block(
     vec: Mapping[str, NDArray[np.float32]],
     seed_threshold: float,
     calibrated: float | None,
-) -> dict[str, Any] | None:
+) -> Echo | None:
     """A question's echo at the seed's threshold and at the calibrated one (by embedding; each
     ``None`` without vectors), and the lexical echo."""
     if not items:
         return None
-    out: dict[str, Any] = {}
     have = bool(terms) and all(t in vec for t in [*items, *terms])
-    for key, t in (("seed", seed_threshold), ("calibrated", calibrated)):
-        if have and t is not None:
-            e = echo_rate(np.stack([vec[x] for x in items]), np.stack([vec[w] for w in terms]), t)
-            out[key] = {"threshold": t, "rate": e.rate, "n_echo": e.n_echo, "n": e.n}
-        else:
-            out[key] = None
-    out["lexical"] = lexical_echo(items, terms)
-    return out
+    return Echo(
+        seed=embedding_echo(items, terms, vec, seed_threshold) if have else None,
+        calibrated=embedding_echo(items, terms, vec, calibrated) if have and calibrated is not None else None,
+        lexical=lexical_echo(items, terms),
+    )
 
 
-def echo_calibration(vec: Mapping[str, NDArray[np.float32]], s: Any) -> dict[str, Any] | None:
+def echo_calibration(vec: Mapping[str, NDArray[np.float32]], s: Any) -> EchoCalibration | None:
     """The run's calibration (``s``: the study settings): the set named by
     ``echo_calibration_path`` (None: the shipped one), calibrated on the vectors of ``vec``."""
     path = s.echo_calibration_path or CALIBRATION_PATH
     rows, digest = load_calibration(path)
-    out = calibrate(rows, vec, s.echo_threshold, digest)
-    return None if out is None else {"set": Path(path).name, **out}
+    return calibrate(rows, vec, s.echo_threshold, digest, Path(path).name)
 
 
-def echo_means(per_q: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
-    """Mean echo rate over the questions at each rule (the summary's)."""
-    out: dict[str, float | None] = {}
-    for key in ("seed", "calibrated", "lexical"):
-        xs = [e[key]["rate"] for v in per_q.values() if (e := v.get("echo")) and e.get(key)]
-        out[f"mean_echo_{key}"] = sum(xs) / len(xs) if xs else None
-    return out
+def echo_mean(per_q: Mapping[str, QuestionResult], rule: str) -> float | None:
+    """Mean echo rate over the questions at ``rule`` (seed | calibrated | lexical; the summary's
+    ``mean_echo_<rule>``): over the questions that have one."""
+    xs = [x for v in per_q.values() if v.echo and (x := v.echo.rate(rule)) is not None]
+    return sum(xs) / len(xs) if xs else None

@@ -12,13 +12,14 @@ the unconditioned items, ``C_q`` (distinct concepts of unconditioned items), the
 member-cluster association (unconditioned clustered items). Across questions: recoverability
 of member and persona from conditioned cells (member x question x persona centroids, each
 cell's nearest cell: :mod:`.recovery`), the within-member leave-one-question-out persona
-classifier (appendix C), and the width-bin table.
+classifier (appendix C), and the width-bin table and the summary (:mod:`.summary`). Every
+section is built as its typed record (:mod:`.results`); :class:`ListsAnalysis` holds them.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,21 +30,51 @@ from lmaudit.stats.salience import (
     Salience,
     codebook_permutation_test,
     echo_rate,
-    prompt_width,
     smiths_s,
 )
-from lmaudit.studies.choir.baseline import lift_block, metric_sensitivity, sensitivity_summary
+from lmaudit.studies.choir.baseline import lift_block, metric_row, metric_sensitivity, sensitivity_summary
 from lmaudit.studies.choir.codebook import question_codebook
 from lmaudit.studies.choir.conditions import condition_block, condition_summary, novelty_by_width
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.cues import anchor_echo, pair_table
-from lmaudit.studies.choir.echo import echo_block, echo_calibration, echo_means
-from lmaudit.studies.choir.nulls import null_counts, stc_fields
+from lmaudit.studies.choir.echo import echo_block, echo_calibration
+from lmaudit.studies.choir.nulls import question_stc
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
 from lmaudit.studies.choir.recovery import leakage, recover_all
+from lmaudit.studies.choir.results import (
+    AcrossQuestions,
+    CodebookMetricSensitivity,
+    ConditionSummary,
+    CueStripping,
+    EchoCalibration,
+    Leakage,
+    NoveltyByWidth,
+    QuestionResult,
+    Recovery,
+    WidthBin,
+)
+from lmaudit.studies.choir.results.question import CodebookTest, TemplateNovelty
 from lmaudit.studies.choir.salience_table import salience_record, tie_sensitivity
+from lmaudit.studies.choir.summary import across_questions, width_bins
 
-__all__ = ["ListRecord", "analyze_lists"]
+__all__ = ["ListRecord", "ListsAnalysis", "analyze_lists"]
+
+
+@dataclass(frozen=True)
+class ListsAnalysis:
+    """What :func:`analyze_lists` finds: the typed sections of ``results.json`` it owns."""
+
+    summary: AcrossQuestions
+    questions: dict[str, QuestionResult]  # the stripped prompts of cue pairs included
+    width_bins: tuple[WidthBin, ...]
+    recoverability: dict[str, Recovery]
+    leakage: Leakage | None
+    cue_stripping: CueStripping | None
+    echo_calibration: EchoCalibration | None
+    codebook_metric_sensitivity: CodebookMetricSensitivity | None
+    codebook_source: str  # clustered | coded
+    conditions: ConditionSummary | None
+    novelty_by_width: NoveltyByWidth | None
 
 
 def _mean_pairwise_rbo(rankings: Sequence[Sequence[Any]], p: float) -> float | None:
@@ -59,7 +90,7 @@ def _mean_pairwise_rbo(rankings: Sequence[Sequence[Any]], p: float) -> float | N
 BASELINE_TEMPLATE, DEPTH_TEMPLATE = "A", "B"
 
 
-def _template_novelty(recs: Sequence[ListRecord], concept_of: Mapping[str, int]) -> dict[str, Any] | None:
+def _template_novelty(recs: Sequence[ListRecord], concept_of: Mapping[str, int]) -> TemplateNovelty | None:
     """The share of the depth-pressure template's distinct concepts (codebook concepts, noise
     singletons included, pooled over members and generations) that no baseline-template list of
     the question names; ``None`` unless both templates have concepts for the question."""
@@ -77,13 +108,13 @@ def _template_novelty(recs: Sequence[ListRecord], concept_of: Mapping[str, int])
     if not base or not depth:
         return None
     novel = depth - base
-    return {
-        "baseline": BASELINE_TEMPLATE,
-        "template": DEPTH_TEMPLATE,
-        "n_concepts": len(depth),
-        "n_novel": len(novel),
-        "share": len(novel) / len(depth),
-    }
+    return TemplateNovelty(
+        baseline=BASELINE_TEMPLATE,
+        template=DEPTH_TEMPLATE,
+        n_concepts=len(depth),
+        n_novel=len(novel),
+        share=len(novel) / len(depth),
+    )
 
 
 def _ranking(sal: Salience, depth: int | None) -> list[Any]:
@@ -100,7 +131,6 @@ def _ranking(sal: Salience, depth: int | None) -> list[Any]:
 
 
 def _question(
-    q: str,
     recs: list[ListRecord],
     vec: Mapping[str, NDArray[np.float32]],
     vocab: NDArray[np.float32],
@@ -109,7 +139,9 @@ def _question(
     anchors: Sequence[str] = (),
     terms: Sequence[str] = (),
     echo_t: float | None = None,
-) -> tuple[dict[str, Any], dict[str, int]]:
+    stripped_of: str | None = None,
+) -> QuestionResult:
+    """One question's results (module notes); ``stripped_of``: a cue pair's stripped prompt's original."""
     cb = question_codebook(recs, vec, s)
     models = sorted({r.model for r in recs})
     groups: dict[tuple[str, str], list[list[int]]] = {}
@@ -134,21 +166,7 @@ def _question(
     unc_items = [t for r in recs if r.persona == UNCONDITIONED for t in r.items]
     # eq. 2: the number of unconditioned codebook clusters (noise singletons are not clusters)
     c_q = len({c for t in unc_items if (c := cb.concept_of.get(t, -1)) in cb.clustered})
-    out: dict[str, Any] = {
-        "n_models": len(models),
-        "n_models_unconditioned": len(unc),
-        "n_models_per_persona": {p: len(cells(p)) for p in personas},
-        "n_lists": len(recs),
-        "n_items": cb.n_items,
-        "n_concepts": len(cb.labels),
-        "n_clusters": len(cb.clustered),
-        "n_noise_items": cb.n_noise,
-        "C_q": c_q,
-        "R_q": r_q,
-        "width": prompt_width(c_q, r_q, s.width_cap) if r_q is not None else None,
-        "same_persona_rbo": {p: same[p] for p in personas},
-        "same_persona_rbo_mean": same_mean,
-    }
+    primary = metric_row(c_q, r_q, s)
 
     def rank(lists: list[list[int]]) -> list[Any]:
         return _ranking(smiths_s(lists), s.rbo_depth)
@@ -157,72 +175,69 @@ def _question(
         return _mean_pairwise_rbo(rankings, s.rbo_p)
 
     # baseline: the persona template's unconditioned lists (like for like); pooled R_q secondary
-    out["lift"] = lift_block(recs, cb.concept_of, r_q, same_mean, s, rank, mean_rbo)
-    if s.codebook.metric_sensitivity and not cb.coded:
-        out["metric_sensitivity"] = metric_sensitivity(recs, vec, out, s, rank, mean_rbo)
+    lift = lift_block(recs, cb.concept_of, r_q, same_mean, s, rank, mean_rbo)
+    sensitivity = (
+        metric_sensitivity(recs, vec, primary, s, rank, mean_rbo)
+        if s.codebook.metric_sensitivity and not cb.coded
+        else None
+    )
     # signal-to-chance: occurrences reassigned among the models' lists (primary), and the
     # salience rankings' entries dealt across models (sensitivity); nulls.py
     unc_lists = [groups[(m, UNCONDITIONED)] for m in models if (m, UNCONDITIONED) in groups]
-    out.update(stc_fields(unc_lists, unc, rng=rng, shuffles=s.shuffles, p=s.rbo_p, depth=s.rbo_depth))
-    out["template_novelty"] = _template_novelty(recs, cb.concept_of)
-    out["echo"] = echo_block(unc_items, terms, vec, s.echo_threshold, echo_t)
+    stc, stc_rs = question_stc(unc_lists, unc, rng=rng, shuffles=s.shuffles, p=s.rbo_p, depth=s.rbo_depth)
+    echo_rate_ = None
     if unc_items and vocab.shape[0] and all(t in vec for t in unc_items):
-        e = echo_rate(np.stack([vec[t] for t in unc_items]), vocab, s.echo_threshold)
-        out["echo_rate"] = finite(e.rate)
-    else:
-        out["echo_rate"] = None
+        echo_rate_ = finite(echo_rate(np.stack([vec[t] for t in unc_items]), vocab, s.echo_threshold).rate)
     pm = [(r.model, cb.concept_of[t]) for r in recs if r.persona == UNCONDITIONED for t in r.items]
     pm = [(m, c) for m, c in pm if c in cb.clustered]
+    test = None
     if len({m for m, _ in pm}) >= 2 and len({c for _, c in pm}) >= 2 and s.permutations > 0:
         perm = codebook_permutation_test(
             [m for m, _ in pm], [c for _, c in pm], rng=rng, n_permutations=s.permutations
         )
-        out["codebook_test"] = {"chi2": perm.statistic, "cramers_v": perm.cramers_v, "p": perm.p_value}
-    else:
-        out["codebook_test"] = None
+        test = CodebookTest(
+            chi2=float(perm.statistic), cramers_v=float(perm.cramers_v), p=float(perm.p_value)
+        )
+    cue = None
     if anchors:
         unc_concepts = sorted({c for t in unc_items if (c := cb.concept_of.get(t, -1)) in cb.clustered})
-        out["anchor_echo"] = anchor_echo(
+        cue = anchor_echo(
             unc_items, [cb.labels[c] for c in unc_concepts], anchors, vec, s.echo_threshold, echo_t
         )
     top = {m: sal[(m, UNCONDITIONED)].ranking()[:5] if (m, UNCONDITIONED) in sal else [] for m in models}
-    out["top_concepts"] = {m: [cb.labels[int(str(c))] for c in cs] for m, cs in top.items()}
-    out["salience"] = salience_record(cb, recs, sal)
-    out["conditions"] = condition_block(
-        recs, cb.concept_of, lambda x: _ranking(x, s.rbo_depth), mean_rbo, s.rbo_p
+    return QuestionResult(
+        n_models=len(models),
+        n_models_unconditioned=len(unc),
+        n_models_per_persona={p: len(cells(p)) for p in personas},
+        n_lists=len(recs),
+        n_items=cb.n_items,
+        n_concepts=len(cb.labels),
+        n_clusters=len(cb.clustered),
+        n_noise_items=cb.n_noise,
+        C_q=c_q,
+        R_q=r_q,
+        width=primary.width,
+        same_persona_rbo={p: same[p] for p in personas},
+        same_persona_rbo_mean=same_mean,
+        lift=lift,
+        metric_sensitivity=sensitivity,
+        stc=stc,
+        stc_ranking_shuffle=stc_rs,
+        template_novelty=_template_novelty(recs, cb.concept_of),
+        echo=echo_block(unc_items, terms, vec, s.echo_threshold, echo_t),
+        echo_rate=echo_rate_,
+        codebook_test=test,
+        anchor_echo=cue,
+        top_concepts={m: tuple(cb.labels[int(str(c))] for c in cs) for m, cs in top.items()},
+        salience=salience_record(cb, recs, sal),
+        conditions=condition_block(
+            recs, cb.concept_of, lambda x: _ranking(x, s.rbo_depth), mean_rbo, s.rbo_p
+        ),
+        salience_ties=tie_sensitivity(
+            [sal[(m, UNCONDITIONED)] for m in models if (m, UNCONDITIONED) in sal], unc, s.rbo_depth, s.rbo_p
+        ),
+        stripped_of=stripped_of,
     )
-    out["salience_ties"] = tie_sensitivity(
-        [sal[(m, UNCONDITIONED)] for m in models if (m, UNCONDITIONED) in sal], unc, s.rbo_depth, s.rbo_p
-    )
-    return out, {t: c for t, c in cb.concept_of.items()}
-
-
-def _bins(
-    per_q: dict[str, dict[str, Any]], s: ChoirStudyConfig, rng: np.random.Generator
-) -> list[dict[str, Any]]:
-    edges = sorted(s.width_bins)
-    rows = []
-    for i, lo in enumerate(edges):
-        hi = edges[i + 1] if i + 1 < len(edges) else math.inf
-        qs = [v for v in per_q.values() if v["width"] is not None and lo <= v["width"] < hi]
-        row: dict[str, Any] = {"lo": lo, "hi": None if hi == math.inf else hi, "n": len(qs)}
-        for key, get in (
-            ("unconditioned_rbo", lambda v: v["R_q"]),
-            ("same_persona_rbo", lambda v: v["same_persona_rbo_mean"]),
-            ("stc", lambda v: v["stc"]["ratio"] if v["stc"] else None),
-            ("relative_lift", lambda v: v["lift"]["relative"] if v["lift"] else None),
-        ):
-            xs = np.array([x for x in (get(v) for v in qs) if x is not None], dtype=float)
-            if xs.size:
-                boot = xs[rng.integers(xs.size, size=(s.n_boot, xs.size))].mean(axis=1) if s.n_boot else xs
-                row[key] = {
-                    "mean": float(xs.mean()),
-                    "ci": [float(np.quantile(boot, s.alpha / 2)), float(np.quantile(boot, 1 - s.alpha / 2))],
-                }
-            else:
-                row[key] = None
-        rows.append(row)
-    return rows
 
 
 def analyze_lists(
@@ -232,98 +247,47 @@ def analyze_lists(
     s: ChoirStudyConfig,
     persona_vocab: Mapping[str, list[str]] | None = None,
     cue_pairs: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+    degenerate_items: int = 0,
+) -> ListsAnalysis:
     """Pure: lists, item/term embeddings, question (and persona profile) vocabularies, the
-    matched cue pairs in; results body out. The stripped prompts of cue pairs are analysed
-    like any question but left out of the summary and the width bins (they are not prompts
-    of the bank); they appear under ``cue_stripping``."""
+    matched cue pairs in; the typed sections out (``degenerate_items``: the items extraction
+    dropped, for the summary). The stripped prompts of cue pairs are analysed like any question
+    but left out of the summary and the width bins (they are not prompts of the bank); they
+    appear under ``cue_stripping``."""
     anchors_of = {str(q): list(p["anchors"]) for p in cue_pairs for q in (p["original"], p["stripped"])}
-    stripped = {str(p["stripped"]) for p in cue_pairs}
+    original_of = {str(p["stripped"]): str(p["original"]) for p in reversed(cue_pairs)}
     rng = np.random.default_rng(s.analysis_seed)
     by_q: dict[str, list[ListRecord]] = {}
     for r in recs:
         by_q.setdefault(r.question, []).append(r)
-    per_q: dict[str, dict[str, Any]] = {}
+    per_q: dict[str, QuestionResult] = {}
     calibrated = echo_calibration(vec, s)  # the embedder's echo threshold (None: set not embedded)
-    echo_t = calibrated["threshold"] if calibrated else None
+    echo_t = calibrated.threshold if calibrated else None
     coded = bool(recs) and all(r.concepts is not None for r in recs)  # hand-coded: no embeddings
     for q in sorted(by_q):
         terms = vocab.get(q, [])
         have = bool(terms) and all(t in vec for t in terms)
         v = np.stack([vec[t] for t in terms]) if have else np.zeros((0, 1), dtype=np.float32)
-        per_q[q], _ = _question(q, by_q[q], vec, v, s, rng, anchors_of.get(q, ()), terms, echo_t)
-        if q in stripped:
-            per_q[q]["stripped_of"] = next(str(p["original"]) for p in cue_pairs if p["stripped"] == q)
+        per_q[q] = _question(
+            by_q[q], vec, v, s, rng, anchors_of.get(q, ()), terms, echo_t, original_of.get(q)
+        )
     cues = pair_table(cue_pairs, per_q) if cue_pairs else None
-    bank_q = {q: v for q, v in per_q.items() if q not in stripped}
-    kept = [r for r in recs if r.question not in stripped]
+    bank_q = {q: v for q, v in per_q.items() if q not in original_of}
+    kept = [r for r in recs if r.question not in original_of]
     # features are item embeddings; the sensitivity classifiers in the main run only
     recover = {} if coded else recover_all(kept, vec, s, rng, sensitivity=True)
     leak = leakage(kept, vec, persona_vocab, bank_q, recover, s, rng) if persona_vocab and not coded else None
-    stc = [v["stc"] for v in bank_q.values() if v["stc"]]
-    lifts = [
-        v["lift"]["relative"] for v in bank_q.values() if v["lift"] and v["lift"]["relative"] is not None
-    ]
-    novelty = [v["template_novelty"]["share"] for v in bank_q.values() if v["template_novelty"]]
-    summary = {
-        "n_questions": len(bank_q),
-        "n_stc": len(stc),
-        "above_chance": sum(1 for x in stc if x["ratio"] is not None and x["ratio"] > 1.0),
-        "above_chance_significant": sum(
-            1 for x in stc if x["ratio"] is not None and x["ratio"] > 1.0 and x["p"] < s.alpha
-        ),
-        # section 4.3: prompts whose depth-pressure template names more than 50% novel concepts
-        "n_template_novelty": len(novelty),
-        "novelty_over_half": sum(1 for x in novelty if x > 0.5),
-        "n_lift": len(lifts),
-        "lift_up": sum(1 for x in lifts if x > 1.0),
-        "mean_relative_lift": float(np.mean(lifts)) if lifts else None,
-        # the share of ranked unconditioned concepts in an exact salience tie (mean over questions)
-        "salience_tied_share": _mean_or_none([v["salience_ties"]["tied_share"] for v in bank_q.values()]),
-        "echo_calibrated_threshold": echo_t,
-        **echo_means(bank_q),
-    }
-    bins = _bins(bank_q, s, rng)
-    summary.update(_headline_fields(summary, bins, recover))
-    summary.update(null_counts(bank_q, s.alpha))  # the sensitivity null; codebook-test rejections
-    return {
-        "summary": summary,
-        "questions": per_q,
-        "width_bins": bins,
-        "recoverability": recover,
-        "leakage": leak,
-        "cue_stripping": cues,
-        "echo_calibration": calibrated,
-        "codebook_metric_sensitivity": sensitivity_summary(bank_q, s),
-        "codebook_source": "coded" if coded else "clustered",
-        "conditions": condition_summary(bank_q),
-        "novelty_by_width": novelty_by_width(bank_q, s.width_bins),
-    }
-
-
-def _mean_or_none(xs: Sequence[float | None]) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return float(np.mean(vals)) if vals else None
-
-
-def _headline_fields(
-    summary: Mapping[str, Any], bins: list[dict[str, Any]], recover: Mapping[str, Any]
-) -> dict[str, float | None]:
-    """Shares and contrasts the seed's headline claims are stated in (registered predictions name them)."""
-    lifted = [b["relative_lift"]["mean"] for b in bins if b["n"] and b["relative_lift"]]
-    model, persona = recover.get("model"), recover.get("persona")
-    n_q = summary["n_questions"]
-    gap = None
-    if model and persona and model.get("null_mean") is not None and persona.get("null_mean") is not None:
-        gap = (model["accuracy"] - model["null_mean"]) - (persona["accuracy"] - persona["null_mean"])
-    return {
-        # over every question analysed: one without a signal-to-chance (or a lift) counts against
-        "above_chance_share": summary["above_chance"] / n_q if n_q else None,
-        "lift_up_share": summary["lift_up"] / n_q if n_q else None,
-        # mean relative lift in the lowest and the highest width bin that hold a question
-        "lift_low_width": lifted[0] if lifted else None,
-        "lift_high_width": lifted[-1] if lifted else None,
-        # each accuracy above its own label-shuffle null mean: model's excess minus persona's
-        "recover_excess_gap": finite(gap) if gap is not None else None,
-        "recover_model_minus_persona": model["accuracy"] - persona["accuracy"] if model and persona else None,
-    }
+    bins = width_bins(bank_q, s, rng)
+    return ListsAnalysis(
+        summary=across_questions(bank_q, bins, recover, s, echo_t, degenerate_items),
+        questions=per_q,
+        width_bins=bins,
+        recoverability=recover,
+        leakage=leak,
+        cue_stripping=cues,
+        echo_calibration=calibrated,
+        codebook_metric_sensitivity=sensitivity_summary(bank_q, s),
+        codebook_source="coded" if coded else "clustered",
+        conditions=condition_summary(bank_q),
+        novelty_by_width=novelty_by_width(bank_q, s.width_bins),
+    )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,8 +28,17 @@ from numpy.typing import NDArray
 from lmaudit.stats.rbo import rbo_all_pairs, shuffle_assignments
 from lmaudit.stats.salience import SignalToChance, signal_to_chance
 from lmaudit.studies.choir.records import finite
+from lmaudit.studies.choir.results import QuestionResult
+from lmaudit.studies.choir.results.question import SignalToChance as StcRecord
 
-__all__ = ["encode_occurrences", "null_counts", "rankings_of", "reassignment_stc", "stc_fields"]
+__all__ = [
+    "NullCounts",
+    "encode_occurrences",
+    "null_counts",
+    "question_stc",
+    "rankings_of",
+    "reassignment_stc",
+]
 
 IntArray = NDArray[np.int64]
 #: integer salience sums must stay exact in float64
@@ -148,17 +158,13 @@ def reassignment_stc(
     return SignalToChance.of(observed, null, n_models, p)
 
 
-def _fields(stc: SignalToChance, null: str) -> dict[str, Any]:
-    return {
-        "observed": stc.observed,
-        "null_mean": stc.null_mean,
-        "ratio": finite(stc.ratio),
-        "p": stc.p_value,
-        "null": null,
-    }
+def _record(stc: SignalToChance, null: str) -> StcRecord:
+    return StcRecord(
+        observed=stc.observed, null_mean=stc.null_mean, ratio=finite(stc.ratio), p=stc.p_value, null=null
+    )
 
 
-def stc_fields(
+def question_stc(
     lists_by_model: Sequence[Sequence[Sequence[int]]],
     rankings: Sequence[Sequence[Any]],
     *,
@@ -166,37 +172,44 @@ def stc_fields(
     shuffles: int,
     p: float,
     depth: int | None,
-) -> dict[str, dict[str, Any] | None]:
+) -> tuple[StcRecord | None, StcRecord | None]:
     """A question's ``stc`` (the reassignment null, primary) and ``stc_ranking_shuffle`` (the
     entries of the models' salience rankings dealt across models: the sensitivity), from each
     model's concept lists and its ranking (tie groups as sets), in the same model order."""
     if sum(1 for x in rankings if x) < 2 or shuffles <= 0:
-        return {"stc": None, "stc_ranking_shuffle": None}
+        return None, None
     lists = [lst for per in lists_by_model for lst in per]
     owner = [m for m, per in enumerate(lists_by_model) for _ in per]
     primary = reassignment_stc(lists, owner, rng=rng, n_shuffles=shuffles, p=p, depth=depth, ties=True)
     ranking = signal_to_chance(rankings, rng=rng, n_shuffles=shuffles, p=p)
-    return {
-        "stc": _fields(primary, "reassignment"),
-        "stc_ranking_shuffle": _fields(ranking, "ranking_shuffle"),
-    }
+    return _record(primary, "reassignment"), _record(ranking, "ranking_shuffle")
 
 
 #: the seed's stricter codebook-test level (section 4.2: 96/97 prompts at p < .001)
 STRICT_ALPHA = 0.001
 
 
-def null_counts(per_q: Mapping[str, Mapping[str, Any]], alpha: float) -> dict[str, int]:
+@dataclass(frozen=True)
+class NullCounts:
+    """The summary's counts under the sensitivity null and of codebook-test rejections."""
+
+    above_chance_ranking_shuffle: int
+    above_chance_significant_ranking_shuffle: int
+    n_codebook_test: int
+    codebook_reject: int
+    codebook_reject_001: int
+
+
+def null_counts(per_q: Mapping[str, QuestionResult], alpha: float) -> NullCounts:
     """Summary counts over the bank's questions: above chance under the ranking-shuffle null
     (the sensitivity), and the questions whose codebook permutation test rejects at ``alpha``
     and at 0.001 (the seed's 97/97 and 96/97 of its analysable prompts, ``n_codebook_test``)."""
-    rs = [x for v in per_q.values() if (x := v.get("stc_ranking_shuffle"))]
-    rs = [x for x in rs if x["ratio"] is not None and x["ratio"] > 1.0]
-    tests = [v["codebook_test"] for v in per_q.values() if v.get("codebook_test")]
-    return {
-        "above_chance_ranking_shuffle": len(rs),
-        "above_chance_significant_ranking_shuffle": sum(1 for x in rs if x["p"] < alpha),
-        "n_codebook_test": len(tests),
-        "codebook_reject": sum(1 for x in tests if x["p"] < alpha),
-        "codebook_reject_001": sum(1 for x in tests if x["p"] < STRICT_ALPHA),
-    }
+    rs = [x for v in per_q.values() if (x := v.stc_ranking_shuffle) and x.above_chance]
+    tests = [c for v in per_q.values() if (c := v.codebook_test)]
+    return NullCounts(
+        above_chance_ranking_shuffle=len(rs),
+        above_chance_significant_ranking_shuffle=sum(1 for x in rs if x.p < alpha),
+        n_codebook_test=len(tests),
+        codebook_reject=sum(1 for x in tests if x.p < alpha),
+        codebook_reject_001=sum(1 for x in tests if x.p < STRICT_ALPHA),
+    )

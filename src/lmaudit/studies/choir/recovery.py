@@ -29,10 +29,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from lmaudit.results import Interval
 from lmaudit.stats.exact import unit_dots
 from lmaudit.stats.recover import nearest_cell_recovery, nearest_cells, recoverability, within_model_persona
 from lmaudit.studies.choir.config import ChoirStudyConfig
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
+from lmaudit.studies.choir.results import Leakage, QuestionResult, Recovery
+from lmaudit.studies.choir.results.across import Spearman, StrippingRun
 
 __all__ = ["cells", "centroid_cells", "leakage", "recover_all"]
 
@@ -67,17 +70,26 @@ def cells(
     return feats[ok], [k for k, good in zip(keys, ok, strict=True) if good]
 
 
-def _summary(rec: Any) -> dict[str, Any]:
-    return {
-        "accuracy": rec.accuracy,
-        "ci": list(rec.ci),
-        "chance": rec.chance,
-        "null_mean": finite(rec.null_mean),
-        "null_band": [finite(x) for x in rec.null_band],
-        "p": finite(rec.p_value),
-        "n_cells": rec.n_cells,
-        "per_stratum": rec.per_stratum,
-    }
+def _summary(
+    rec: Any, per_stratum: Mapping[str, float] | None = None, per_model: Mapping[str, float] | None = None
+) -> Recovery:
+    """A classifier's result as recorded (``per_stratum``: the classifier's own unless given)."""
+    lo, hi = (finite(x) for x in rec.null_band)
+    return Recovery(
+        accuracy=float(rec.accuracy),
+        ci=Interval(float(rec.ci[0]), float(rec.ci[1])),
+        chance=float(rec.chance),
+        null_mean=finite(rec.null_mean),
+        null_band=Interval(lo, hi) if lo is not None and hi is not None else (None, None),
+        p=finite(rec.p_value),
+        n_cells=rec.n_cells,
+        per_stratum=_floats(rec.per_stratum if per_stratum is None else per_stratum),
+        per_model=None if per_model is None else _floats(per_model),
+    )
+
+
+def _floats(xs: Mapping[str, float]) -> dict[str, float]:
+    return {k: float(v) for k, v in xs.items()}
 
 
 def centroid_cells(
@@ -108,10 +120,10 @@ def _global(
     keys: list[tuple[str, str, str]],
     s: ChoirStudyConfig,
     rng: np.random.Generator,
-) -> dict[str, Any]:
+) -> dict[str, Recovery]:
     """The seed's global classifier: member and persona of each cell's nearest cell."""
     members, questions, personas = [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]
-    out: dict[str, Any] = {}
+    out: dict[str, Recovery] = {}
     if len(keys) < 2:
         return out
     nn = nearest_cells(feats)
@@ -129,7 +141,7 @@ def _global(
     ):
         if len(set(labels)) >= 2:
             rec = nearest_cell_recovery(feats, labels, shuffle_within=within, **kw)
-            out[what] = _summary(rec) | {"per_model": rec.per_stratum, "per_stratum": {}}
+            out[what] = _summary(rec, per_stratum={}, per_model=rec.per_stratum)
     return out
 
 
@@ -140,7 +152,8 @@ def recover_all(
     rng: np.random.Generator,
     keep: Keep | None = None,
     sensitivity: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, Recovery]:
+    """Every recoverability classifier the cells allow, by name (module notes)."""
     feats, keys = centroid_cells(recs, vec, keep)
     out = _global(feats, keys, s, rng)
     members, personas, questions = [k[0] for k in keys], [k[2] for k in keys], [k[1] for k in keys]
@@ -163,18 +176,18 @@ def _class_centroid(
     vec: Mapping[str, NDArray[np.float32]],
     s: ChoirStudyConfig,
     rng: np.random.Generator,
-) -> dict[str, Any]:
+) -> dict[str, Recovery]:
     """Sensitivity: nearest class centroid on salience-weighted, question-centred cells."""
     feats, keys = cells(recs, vec)
-    out: dict[str, Any] = {}
+    out: dict[str, Recovery] = {}
     members, personas = [k[0] for k in keys], [k[2] for k in keys]
     kw: dict[str, Any] = {"rng": rng, "n_boot": s.n_boot, "n_null": s.n_null, "alpha": s.alpha}
     if len(keys) >= 2 and len(set(members)) >= 2:
         rec = recoverability(feats, members, strata=None, **kw)
-        out["model_class_centroid"] = _summary(rec) | {"per_model": _per(rec.correct, members)}
+        out["model_class_centroid"] = _summary(rec, per_model=_per(rec.correct, members))
     if len(keys) >= 2 and len(set(personas)) >= 2:
         rec = recoverability(feats, personas, shuffle_within=members, **kw)
-        out["persona_class_centroid"] = _summary(rec) | {"per_model": _per(rec.correct, members)}
+        out["persona_class_centroid"] = _summary(rec, per_model=_per(rec.correct, members))
     return out
 
 
@@ -185,25 +198,27 @@ def _per(correct: tuple[bool, ...], members: list[str]) -> dict[str, float]:
     }
 
 
-def _spearman(x: list[float], y: list[float | None]) -> dict[str, Any] | None:
+def _spearman(x: list[float], y: list[float | None]) -> Spearman | None:
     pairs = [(a, b) for a, b in zip(x, y, strict=True) if a is not None and b is not None]
     if len(pairs) < 3 or len({a for a, _ in pairs}) < 2 or len({b for _, b in pairs}) < 2:
         return None
     from scipy.stats import spearmanr
 
     r = spearmanr([a for a, _ in pairs], [b for _, b in pairs])
-    return {"rho": finite(float(r.statistic)), "p": finite(float(r.pvalue)), "n": len(pairs)}
+    return Spearman(rho=finite(float(r.statistic)), p=finite(float(r.pvalue)), n=len(pairs))
 
 
 def leakage(
     recs: list[ListRecord],
     vec: Mapping[str, NDArray[np.float32]],
     persona_vocab: Mapping[str, list[str]],
-    per_q: Mapping[str, Mapping[str, Any]],
-    recover: Mapping[str, Any],
+    per_q: Mapping[str, QuestionResult],
+    recover: Mapping[str, Recovery],
     s: ChoirStudyConfig,
     rng: np.random.Generator,
-) -> dict[str, Any] | None:
+) -> Leakage | None:
+    """Profile leakage per question and member, its correlations, and the stripping re-runs
+    (module notes); None without a profile word near any conditioned item."""
     terms = {p: np.stack([vec[t] for t in ws]) for p, ws in persona_vocab.items() if ws}
     texts: dict[str, dict[str, None]] = {}
     for r in recs:
@@ -228,18 +243,12 @@ def leakage(
             by_m.setdefault(r.model, []).append(sim[(r.persona, t)])
     q_rate = {q: float(np.mean(v)) for q, v in sorted(by_q.items())}
     m_rate = {m: float(np.mean(v)) for m, v in sorted(by_m.items())}
-    lifts = {q: (v["lift"] or {}).get("relative") for q, v in per_q.items()}
-    per_model_acc = (recover.get("persona") or {}).get("per_model", {})
+    lifts = {q: v.relative_lift for q, v in per_q.items()}
+    persona = recover.get("persona")
+    per_model_acc = (persona.per_model or {}) if persona else {}
     qs, ms = sorted(q_rate), sorted(m_rate)
-    out: dict[str, Any] = {
-        "measure": "mean similarity to the nearest profile word",
-        "question_leakage": q_rate,
-        "model_leakage": m_rate,
-        "question_spearman": _spearman([q_rate[q] for q in qs], [lifts.get(q) for q in qs]),
-        "model_spearman": _spearman([m_rate[m] for m in ms], [per_model_acc.get(m) for m in ms]),
-        "stripping": [],
-    }
     n_all = sum(len(r.items) for r in recs if r.persona != UNCONDITIONED)
+    stripping = []
     for cut_sim in s.strip_thresholds:
 
         def keep(r: ListRecord, text: str, c: float = float(cut_sim)) -> bool:
@@ -247,22 +256,25 @@ def leakage(
 
         kept = sum(1 for r in recs if r.persona != UNCONDITIONED for x in r.items if keep(r, x))
         rec = recover_all(recs, vec, s, rng, keep)
-        model, loqo = rec.get("model") or {}, rec.get("persona_within_model_loqo") or {}
-        out["stripping"].append(
-            {
-                "threshold_similarity": cut_sim,
-                "kept_share": kept / n_all if n_all else None,
-                "model_accuracy": model.get("accuracy"),
-                "model_ci": model.get("ci"),
-                "persona_within_model_loqo_accuracy": loqo.get("accuracy"),
-                "persona_within_model_loqo_ci": loqo.get("ci"),
-                "persona_within_model_loqo_chance": loqo.get("chance"),
+        model, loqo = rec.get("model"), rec.get("persona_within_model_loqo")
+        stripping.append(
+            StrippingRun(
+                threshold_similarity=float(cut_sim),
+                kept_share=kept / n_all if n_all else None,
+                model_accuracy=model.accuracy if model else None,
+                model_ci=model.ci if model else None,
+                persona_within_model_loqo_accuracy=loqo.accuracy if loqo else None,
+                persona_within_model_loqo_ci=loqo.ci if loqo else None,
+                persona_within_model_loqo_chance=loqo.chance if loqo else None,
                 # the seed: accuracy "exceeds five-way chance in all three stripped runs"
-                "persona_within_model_loqo_above_chance": (
-                    loqo["ci"][0] > loqo["chance"]
-                    if loqo.get("ci") and loqo.get("chance") is not None
-                    else None
-                ),
-            }
+                persona_within_model_loqo_above_chance=loqo.ci.lo > loqo.chance if loqo else None,
+            )
         )
-    return out
+    return Leakage(
+        measure="mean similarity to the nearest profile word",
+        question_leakage=q_rate,
+        model_leakage=m_rate,
+        question_spearman=_spearman([q_rate[q] for q in qs], [lifts.get(q) for q in qs]),
+        model_spearman=_spearman([m_rate[m] for m in ms], [per_model_acc.get(m) for m in ms]),
+        stripping=tuple(stripping),
+    )

@@ -21,47 +21,60 @@ from lmaudit.stats.salience import Salience
 from lmaudit.studies.choir.codebook import Codebook
 from lmaudit.studies.choir.records import ListRecord
 from lmaudit.studies.choir.results import QuestionResult, SalienceTable
+from lmaudit.studies.choir.results.question import CodebookEntry, Group, SalienceRow, SalienceTies
 
-__all__ = ["COLUMNS", "salience_record", "salience_rows", "salience_view", "tie_sensitivity"]
+__all__ = [
+    "COLUMNS",
+    "salience_record",
+    "salience_rows",
+    "salience_rows_of",
+    "salience_view",
+    "tie_sensitivity",
+]
 
 COLUMNS = ("concept", "group", "s", "lists")
 
 
 def salience_record(
     cb: Codebook, recs: Sequence[ListRecord], sal: Mapping[tuple[str, str], Salience]
-) -> dict[str, Any]:
+) -> SalienceTable:
     """The question's salience table and codebook (module notes)."""
     keys = sorted(sal)
-    rows = [
-        [int(str(c)), g, s, k]
-        for g, key in enumerate(keys)
-        for c, s, k in zip(sal[key].items, sal[key].s, sal[key].frequency, strict=True)
-    ]
+    rows = salience_rows_of([sal[k] for k in keys])
     phrases: dict[int, Counter[str]] = {}
     for r in recs:
         for t in r.items:
             if t in cb.concept_of:
                 phrases.setdefault(cb.concept_of[t], Counter())[t] += 1
-    codebook = [
-        {
-            "concept": c,
-            "label": cb.labels[c],
-            "clustered": c in cb.clustered,
-            "phrases": dict(sorted(phrases.get(c, Counter()).items(), key=lambda kv: (-kv[1], kv[0]))),
-        }
+    codebook = tuple(
+        CodebookEntry(
+            concept=int(c),
+            label=cb.labels[c],
+            clustered=c in cb.clustered,
+            phrases=dict(sorted(phrases.get(c, Counter()).items(), key=lambda kv: (-kv[1], kv[0]))),
+        )
         for c in sorted(cb.labels)
-    ]
-    return {
-        "groups": [{"model": m, "condition": c, "n_lists": sal[(m, c)].n_lists} for m, c in keys],
-        "columns": list(COLUMNS),
-        "rows": rows,
-        "codebook": codebook,
-    }
+    )
+    return SalienceTable(
+        groups=tuple(Group(model=m, condition=c, n_lists=sal[(m, c)].n_lists) for m, c in keys),
+        columns=COLUMNS,
+        rows=rows,
+        codebook=codebook,
+    )
+
+
+def salience_rows_of(groups: Sequence[Salience]) -> tuple[SalienceRow, ...]:
+    """``[concept, group, S, lists]`` of each group's concepts, most salient first, group by group."""
+    return tuple(
+        (int(str(c)), g, float(s), int(k))
+        for g, x in enumerate(groups)
+        for c, s, k in zip(x.items, x.s, x.frequency, strict=True)
+    )
 
 
 def tie_sensitivity(
     sals: Sequence[Salience], tied: Sequence[Sequence[Any]], depth: int | None, p: float
-) -> dict[str, Any]:
+) -> SalienceTies:
     """How much the exact-tie reading matters for ``R_q``: the share of the members' ranked
     concepts that sit in a tie group, and ``R_q`` with ties ordered by the tie rule instead
     (more lists, then the concept seen first) — the alternative reading."""
@@ -72,7 +85,7 @@ def tie_sensitivity(
     if sum(1 for r in strict if r) >= 2:
         vals = rbo_all_pairs(encode_lists(strict).ids, p)
         r_q = float(np.nanmean(vals)) if np.isfinite(vals).any() else None
-    return {"tied_share": n_tied / n_all if n_all else None, "R_q_tie_rule": r_q}
+    return SalienceTies(tied_share=n_tied / n_all if n_all else None, R_q_tie_rule=r_q)
 
 
 def salience_rows(record: SalienceTable, condition: str, top: int = 10) -> tuple[list[str], list[list[Any]]]:
