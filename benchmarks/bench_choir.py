@@ -89,7 +89,7 @@ def bench_analysis(n_questions: int) -> None:
         f"{n_items} items: {wall:.1f} s wall ({spent['hdbscan']:.1f} s in codebooks); target < 180 s"
     )
     print(
-        f"  above chance {res.summary.above_chance}/{res.summary.n_stc}, model recoverability "
+        f"  above chance {res.across_questions.above_chance}/{res.across_questions.n_stc}, model recoverability "
         f"{res.recoverability['model'].accuracy:.3f}"
     )
 

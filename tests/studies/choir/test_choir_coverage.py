@@ -78,7 +78,7 @@ def test_headline_counts_a_question_without_signal_to_chance_against() -> None:
     stc = body.questions["Q"].stc
     assert stc is not None
     above = int(stc.above_chance)
-    across = body.summary
+    across = body.across_questions
     assert across.n_questions == 2 and across.above_chance == above
     assert across.above_chance_of_all == above / 2  # not above / 1: Q2 has no signal-to-chance: against
     assert across.above_chance_of_all == across.above_chance_share

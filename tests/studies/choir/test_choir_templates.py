@@ -50,7 +50,7 @@ def test_novelty_share_and_the_count_above_one_half() -> None:
     nov = q["Q2"].template_novelty
     assert nov is not None and nov.share == pytest.approx(1 / 4)
     assert q["Q3"].template_novelty is None
-    assert (body.summary.novelty_over_half, body.summary.n_template_novelty) == (1, 2)
+    assert (body.across_questions.novelty_over_half, body.across_questions.n_template_novelty) == (1, 2)
 
 
 def test_persona_lists_are_not_the_baseline() -> None:

@@ -70,8 +70,8 @@ def test_analyze_lists_returns_records_that_read_back_as_written() -> None:
     pairs = [{"original": "Q1", "stripped": "Q1-S", "anchors": ["clock"]}]
     out = analyze_lists(recs, vec, QUESTION_TERMS, _settings(), PROFILE, pairs, degenerate_items=3)
     assert isinstance(out, ListsAnalysis)
-    assert isinstance(out.summary, AcrossQuestions) and out.summary.n_degenerate_items == 3
-    assert out.summary.n_questions == 2  # the stripped prompt is not a bank prompt
+    assert isinstance(out.across_questions, AcrossQuestions) and out.across_questions.n_degenerate_items == 3
+    assert out.across_questions.n_questions == 2  # the stripped prompt is not a bank prompt
     assert set(out.questions) == {"Q1", "Q2", "Q1-S"}
     assert all(isinstance(v, QuestionResult) for v in out.questions.values())
     assert out.questions["Q1-S"].stripped_of == "Q1" and out.questions["Q1"].stripped_of is None
@@ -82,7 +82,7 @@ def test_analyze_lists_returns_records_that_read_back_as_written() -> None:
     assert isinstance(out.conditions, ConditionSummary) and isinstance(out.novelty_by_width, NoveltyByWidth)
     assert isinstance(out.codebook_metric_sensitivity, CodebookMetricSensitivity)
     assert out.codebook_source == "clustered"
-    sections = [out.summary, *out.questions.values(), *out.width_bins, *out.recoverability.values()]
+    sections = [out.across_questions, *out.questions.values(), *out.width_bins, *out.recoverability.values()]
     sections += [out.leakage, out.cue_stripping, out.conditions, out.novelty_by_width]
     sections += [out.codebook_metric_sensitivity]
     for rec in sections:

@@ -19,7 +19,7 @@ section is built as its typed record (:mod:`.results`); :class:`ListsAnalysis` h
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -62,9 +62,10 @@ __all__ = ["ListRecord", "ListsAnalysis", "analyze_lists"]
 
 @dataclass(frozen=True)
 class ListsAnalysis:
-    """What :func:`analyze_lists` finds: the typed sections of ``results.json`` it owns."""
+    """What :func:`analyze_lists` finds: the typed sections of ``results.json`` it owns, each
+    named as its field of :class:`~.results.ChoirResults`."""
 
-    summary: AcrossQuestions
+    across_questions: AcrossQuestions
     questions: dict[str, QuestionResult]  # the stripped prompts of cue pairs included
     width_bins: tuple[WidthBin, ...]
     recoverability: dict[str, Recovery]
@@ -75,6 +76,10 @@ class ListsAnalysis:
     codebook_source: str  # clustered | coded
     conditions: ConditionSummary | None
     novelty_by_width: NoveltyByWidth | None
+
+    def sections(self) -> dict[str, Any]:
+        """Each section by its field name: the records themselves, not copies."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _mean_pairwise_rbo(rankings: Sequence[Sequence[Any]], p: float) -> float | None:
@@ -279,7 +284,7 @@ def analyze_lists(
     leak = leakage(kept, vec, persona_vocab, bank_q, recover, s, rng) if persona_vocab and not coded else None
     bins = width_bins(bank_q, s, rng)
     return ListsAnalysis(
-        summary=across_questions(bank_q, bins, recover, s, echo_t, degenerate_items),
+        across_questions=across_questions(bank_q, bins, recover, s, echo_t, degenerate_items),
         questions=per_q,
         width_bins=bins,
         recoverability=recover,
