@@ -125,7 +125,7 @@ def test_prop4_and_prop5_through_analyze() -> None:
     u, v = rng.uniform(0.05, 0.95, size=(2, n))
     r = rng.uniform(size=(5, n))
     sym = th.symmetric_repetition_kernels(u, v, r[0])
-    mix = th.mixture_repetition_kernels(u, v, r[1], r[2], r[3], r[4])
+    mix = th.mixture_repetition_kernels(u, v, th.Retention(r[1], r[2], r[3], r[4]))
     ms: list[Measurement] = []
     for i in range(n):
         ms += records(f"sym{i}", kernel_x(sym, i), stratum="S1")
@@ -136,7 +136,7 @@ def test_prop4_and_prop5_through_analyze() -> None:
     q_mix = np.array([res.item(f"mix{i}").q for i in range(n)])
     assert np.max(np.abs(q_sym)) < TOL
     np.testing.assert_allclose(oe_b_sym, r[0] * (u - v), atol=TOL)
-    np.testing.assert_allclose(q_mix, th.mixture_repetition_q(u, v, *r[1:]), atol=TOL)
+    np.testing.assert_allclose(q_mix, th.mixture_repetition_q(u, v, th.Retention(*r[1:])), atol=TOL)
 
 
 # ---------------------------------------------------------------- envelope properties
@@ -270,9 +270,9 @@ def test_qq_decision_rule() -> None:
 
 def test_verdicts_on_hand_built_items() -> None:
     sat = th.symmetric_repetition_kernels(0.3, 0.8, 0.6)  # q = 0, OSS > 0
-    vio = th.mixture_repetition_kernels(0.3, 0.8, 0.9, 0.2, 0.5, 0.4)
+    vio = th.mixture_repetition_kernels(0.3, 0.8, th.Retention(0.9, 0.2, 0.5, 0.4))
     near = th.position_dependent_q(0.5, 0.5, 0.5, 0.53)  # q = 0.015
-    ind = th.mixture_repetition_kernels(0.5, 0.5, 0.5, 0.5, 0.53, 0.53)
+    ind = th.mixture_repetition_kernels(0.5, 0.5, th.Retention(0.5, 0.5, 0.53, 0.53))
     ms = records("sat", kernel_x(sat)) + records("vio", kernel_x(vio)) + records("ind", kernel_x(ind), 0.02)
     res = analyze(ms)
     assert [r.item for r in res.items] == ["sat", "vio", "ind"]  # input order
@@ -360,8 +360,8 @@ def test_qq_verdict_near_epsilon_is_the_seeds(q_want: float, verdict: str) -> No
 
 
 def test_pooling_is_equal_weight_mean() -> None:
-    x1 = kernel_x(th.mixture_repetition_kernels(0.2, 0.7, 0.9, 0.1, 0.3, 0.6))
-    x2 = kernel_x(th.mixture_repetition_kernels(0.6, 0.4, 0.2, 0.8, 0.5, 0.5))
+    x1 = kernel_x(th.mixture_repetition_kernels(0.2, 0.7, th.Retention(0.9, 0.1, 0.3, 0.6)))
+    x2 = kernel_x(th.mixture_repetition_kernels(0.6, 0.4, th.Retention(0.2, 0.8, 0.5, 0.5)))
     res = analyze(records("it", x1, 0.01, mapping="map1") + records("it", x2, 0.003, mapping="map2"))
     it = res.items[0]
     m1, m2 = it.mappings
@@ -381,7 +381,7 @@ def test_pooling_is_equal_weight_mean() -> None:
 
 
 def test_semantic_canonicalisation_through_label_of() -> None:
-    x = kernel_x(th.mixture_repetition_kernels(0.2, 0.7, 0.9, 0.1, 0.3, 0.6))
+    x = kernel_x(th.mixture_repetition_kernels(0.2, 0.7, th.Retention(0.9, 0.1, 0.3, 0.6)))
     a = analyze(records("it", x, 0.01, mapping="map1"))
     b = analyze(records("it", x, 0.01, mapping="map2"))  # labels swapped: A now means n
     assert a.items[0].q == pytest.approx(b.items[0].q, abs=TOL)
@@ -431,8 +431,8 @@ def test_memorization_alert() -> None:
 def test_discriminant_fits() -> None:
     rng = np.random.default_rng(14)
     u, v = rng.uniform(0.05, 0.95, size=(2, 12))
-    pol = th.mixture_repetition_kernels(u, v, 0.2, 0.9, 0.2, 0.9)  # q = 0.7 (u - v)
-    pos = th.mixture_repetition_kernels(u, v, 0.1, 0.1, 0.6, 0.6)  # q = 0.5 S
+    pol = th.mixture_repetition_kernels(u, v, th.Retention(0.2, 0.9, 0.2, 0.9))  # q = 0.7 (u - v)
+    pos = th.mixture_repetition_kernels(u, v, th.Retention(0.1, 0.1, 0.6, 0.6))  # q = 0.5 S
     ms: list[Measurement] = []
     for i in range(12):
         ms += records(f"pol{i}", kernel_x(pol, i), stratum="S1")
@@ -538,7 +538,7 @@ def _plain(x: Any) -> bool:
 
 
 def test_to_json_is_plain_and_stable() -> None:
-    x = kernel_x(th.mixture_repetition_kernels(0.2, 0.7, 0.9, 0.1, 0.3, 0.6))
+    x = kernel_x(th.mixture_repetition_kernels(0.2, 0.7, th.Retention(0.9, 0.1, 0.3, 0.6)))
     ms = (
         records("s1-02", x, 0.002, mapping="map1")
         + records("s1-02", x, 0.0, mapping="map2")

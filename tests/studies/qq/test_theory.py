@@ -127,15 +127,15 @@ def test_prop4_symmetric_repetition() -> None:
 def test_prop5_mixture_repetition_closed_form() -> None:
     rng = np.random.default_rng(7)
     u, v, r_ab_y, r_ab_n, r_ba_y, r_ba_n = rng.uniform(size=(6, N))
-    kern = th.mixture_repetition_kernels(u, v, r_ab_y, r_ab_n, r_ba_y, r_ba_n)
+    kern = th.mixture_repetition_kernels(u, v, th.Retention(r_ab_y, r_ab_n, r_ba_y, r_ba_n))
     q_direct = _q_direct(*_direct_joints(kern))
-    q_closed = th.mixture_repetition_q(u, v, r_ab_y, r_ab_n, r_ba_y, r_ba_n)
+    q_closed = th.mixture_repetition_q(u, v, th.Retention(r_ab_y, r_ab_n, r_ba_y, r_ba_n))
     np.testing.assert_allclose(q_closed, q_direct, atol=TOL)
     expected = u * (1 - v) * (r_ba_n - r_ab_y) + (1 - u) * v * (r_ba_y - r_ab_n)  # eq. 11
     np.testing.assert_allclose(q_closed, expected, atol=TOL)
     assert np.max(np.abs(q_closed)) > 0.3
     # cross-polarity position symmetry r_AB[y] = r_BA[n], r_AB[n] = r_BA[y] gives q = 0
-    sym = th.mixture_repetition_kernels(u, v, r_ab_y, r_ab_n, r_ab_n, r_ab_y)
+    sym = th.mixture_repetition_kernels(u, v, th.Retention(r_ab_y, r_ab_n, r_ab_n, r_ab_y))
     assert np.max(np.abs(_q_direct(*_direct_joints(sym)))) < TOL
 
 
@@ -143,11 +143,11 @@ def test_prop5_special_cases() -> None:
     rng = np.random.default_rng(8)
     u, v, r_y, r_n, r_ab, r_ba = rng.uniform(size=(6, N))
     # position-invariant (same r[.] in both orders): polarity-dependent repetition
-    pol = th.mixture_repetition_kernels(u, v, r_y, r_n, r_y, r_n)
+    pol = th.mixture_repetition_kernels(u, v, th.Retention(r_y, r_n, r_y, r_n))
     np.testing.assert_allclose(_q_direct(*_direct_joints(pol)), (r_n - r_y) * (u - v), atol=TOL)
     np.testing.assert_allclose(th.polarity_dependent_q(u, v, r_y, r_n), (r_n - r_y) * (u - v), atol=TOL)
     # polarity-invariant (r_XY[y] = r_XY[n]): position-dependent repetition
-    pos = th.mixture_repetition_kernels(u, v, r_ab, r_ab, r_ba, r_ba)
+    pos = th.mixture_repetition_kernels(u, v, th.Retention(r_ab, r_ab, r_ba, r_ba))
     s = u * (1 - v) + (1 - u) * v
     np.testing.assert_allclose(_q_direct(*_direct_joints(pos)), (r_ba - r_ab) * s, atol=TOL)
     np.testing.assert_allclose(th.position_dependent_q(u, v, r_ab, r_ba), (r_ba - r_ab) * s, atol=TOL)

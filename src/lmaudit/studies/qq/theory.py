@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 FloatArray = NDArray[np.float64]
 
 __all__ = [
+    "Retention",
     "SequentialKernels",
     "disagreement",
     "joints_from_kernels",
@@ -127,14 +128,24 @@ def order_effects_from_joints(joint_ab: ArrayLike, joint_ba: ArrayLike) -> tuple
     return ba_a_y - ab_a_y, ab_b_y - ba_b_y
 
 
-def mixture_repetition_kernels(
-    u: ArrayLike,
-    v: ArrayLike,
-    r_ab_y: ArrayLike,
-    r_ab_n: ArrayLike,
-    r_ba_y: ArrayLike,
-    r_ba_n: ArrayLike,
-) -> SequentialKernels:
+@dataclass(frozen=True)
+class Retention:
+    """The retention rates of the mixture-repetition family (Prop. 5): after first answer
+    ``α`` the first answer is repeated with probability ``r_AB[α]`` in order AB (``ab_y``,
+    ``ab_n``) and ``r_BA[α]`` in order BA (``ba_y``, ``ba_n``)."""
+
+    ab_y: ArrayLike
+    ab_n: ArrayLike
+    ba_y: ArrayLike
+    ba_n: ArrayLike
+
+    @classmethod
+    def symmetric(cls, r: ArrayLike) -> Retention:
+        """One retention rate everywhere (Prop. 4)."""
+        return cls(r, r, r, r)
+
+
+def mixture_repetition_kernels(u: ArrayLike, v: ArrayLike, r: Retention) -> SequentialKernels:
     """Mixture-repetition family (Prop. 5).
 
     ``K_AB(β|α) = r_AB[α] 1[β=α] + (1 - r_AB[α]) p_B(β)`` and symmetrically for ``BA``:
@@ -144,17 +155,17 @@ def mixture_repetition_kernels(
     ``d = (1-r_BA[n]) u``.
     """
     uf, vf = _f(u), _f(v)
-    a = (1 - _f(r_ab_y)) * (1 - vf)
-    b = (1 - _f(r_ab_n)) * vf
-    c = (1 - _f(r_ba_y)) * (1 - uf)
-    d = (1 - _f(r_ba_n)) * uf
+    a = (1 - _f(r.ab_y)) * (1 - vf)
+    b = (1 - _f(r.ab_n)) * vf
+    c = (1 - _f(r.ba_y)) * (1 - uf)
+    d = (1 - _f(r.ba_n)) * uf
     uf, vf, a, b, c, d = np.broadcast_arrays(uf, vf, a, b, c, d)
     return SequentialKernels(u=uf, v=vf, a=a, b=b, c=c, d=d)
 
 
 def symmetric_repetition_kernels(u: ArrayLike, v: ArrayLike, r: ArrayLike) -> SequentialKernels:
     """Symmetric repetition (Prop. 4): one retention rate ``r`` everywhere; ``q ≡ 0``."""
-    return mixture_repetition_kernels(u, v, r, r, r, r)
+    return mixture_repetition_kernels(u, v, Retention.symmetric(r))
 
 
 def symmetric_repetition_oe_b(u: ArrayLike, v: ArrayLike, r: ArrayLike) -> FloatArray:
@@ -162,17 +173,10 @@ def symmetric_repetition_oe_b(u: ArrayLike, v: ArrayLike, r: ArrayLike) -> Float
     return _f(r) * (_f(u) - _f(v))
 
 
-def mixture_repetition_q(
-    u: ArrayLike,
-    v: ArrayLike,
-    r_ab_y: ArrayLike,
-    r_ab_n: ArrayLike,
-    r_ba_y: ArrayLike,
-    r_ba_n: ArrayLike,
-) -> FloatArray:
+def mixture_repetition_q(u: ArrayLike, v: ArrayLike, r: Retention) -> FloatArray:
     """Closed form (eq. 3 / 11): ``u(1-v)(r_BA[n]-r_AB[y]) + (1-u)v(r_BA[y]-r_AB[n])``."""
     uf, vf = _f(u), _f(v)
-    return uf * (1 - vf) * (_f(r_ba_n) - _f(r_ab_y)) + (1 - uf) * vf * (_f(r_ba_y) - _f(r_ab_n))
+    return uf * (1 - vf) * (_f(r.ba_n) - _f(r.ab_y)) + (1 - uf) * vf * (_f(r.ba_y) - _f(r.ab_n))
 
 
 def unsigned_disagreement_base(u: ArrayLike, v: ArrayLike) -> FloatArray:
