@@ -36,35 +36,51 @@ drawn; overrides that fix every field are taken as given (no ``marginal_range`` 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from lmaudit.backends.sim.qq.core import SimQQAgent
+from lmaudit.backends.sim.fields import Unit, number
+from lmaudit.backends.sim.qq.core import QQFields, SimQQAgent
 from lmaudit.backends.sim.qq.qubit import LuedersInstrument, bloch_vector, sequential_kernel
 from lmaudit.backends.sim.qq.readout import SequentialKernel
 
 # --------------------------------------------------------------------------- qubit agents
 
 
+@dataclass(frozen=True, kw_only=True)
+class QubitFields(QQFields):
+    #: Bloch length of the state
+    purity: Unit = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class LudersSymmetricFields(QubitFields):
+    eta: Unit = 0.7
+
+
+@dataclass(frozen=True, kw_only=True)
+class LudersAsymmetricFields(QubitFields):
+    eta_a_y: Unit = 0.9
+    eta_a_n: Unit = 0.5
+    eta_b_y: Unit = 0.9
+    eta_b_n: Unit = 0.5
+
+
 class _QubitAgent(SimQQAgent):
     item_keys: ClassVar[tuple[str, ...]] = ("state", "axis_A", "axis_B")
-
-    def __init__(self, *, purity: float = 1.0, **common: Any) -> None:
-        super().__init__(**common)
-        self.purity = self._number("purity", purity, 0.0, 1.0)
+    Fields = QubitFields
+    fields: QubitFields
 
     def sharpness(self) -> tuple[float, float, float, float]:
         """``(eta_Ay, eta_An, eta_By, eta_Bn)``."""
         raise NotImplementedError
 
-    def agent_params(self) -> dict[str, Any]:
-        return {"purity": self.purity}
-
     def _check_override(self, field: str, value: Any) -> Any:
         if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != 2:
             raise ValueError(f"sim agent {self.name!r}: field {field!r} must be [theta, phi], got {value!r}")
-        return [self._number(f"{field}[{i}]", x, -1e6, 1e6) for i, x in enumerate(value)]
+        return [number(self.name, f"{field}[{i}]", x, -1e6, 1e6) for i, x in enumerate(value)]
 
     def _draw_item_params(self, rng: np.random.Generator) -> dict[str, Any]:
         x = rng.random(6)
@@ -76,7 +92,8 @@ class _QubitAgent(SimQQAgent):
     def _build_kernel(self, params: Mapping[str, Any]) -> SequentialKernel:
         eta_ay, eta_an, eta_by, eta_bn = self.sharpness()
         s = bloch_vector(*params["state"])
-        r = (self.purity * s[0], self.purity * s[1], self.purity * s[2])
+        p = self.fields.purity
+        r = (p * s[0], p * s[1], p * s[2])
         inst_a = LuedersInstrument(bloch_vector(*params["axis_A"]), eta_ay, eta_an)
         inst_b = LuedersInstrument(bloch_vector(*params["axis_B"]), eta_by, eta_bn)
         return sequential_kernel(r, inst_a, inst_b)
@@ -95,16 +112,11 @@ class LudersSymmetricAgent(_QubitAgent):
     """Unsharp Lüders instruments, one sharpness ``eta`` for every question and outcome."""
 
     name: ClassVar[str] = "luders_symmetric"
-
-    def __init__(self, *, eta: float = 0.7, **common: Any) -> None:
-        super().__init__(**common)
-        self.eta = self._number("eta", eta, 0.0, 1.0)
+    Fields = LudersSymmetricFields
+    fields: LudersSymmetricFields
 
     def sharpness(self) -> tuple[float, float, float, float]:
-        return (self.eta,) * 4
-
-    def agent_params(self) -> dict[str, Any]:
-        return {"eta": self.eta, **super().agent_params()}
+        return (self.fields.eta,) * 4
 
 
 class LudersAsymmetricAgent(_QubitAgent):
@@ -112,30 +124,28 @@ class LudersAsymmetricAgent(_QubitAgent):
     (``eta_a_y``: question A, outcome y; ...)."""
 
     name: ClassVar[str] = "luders_asymmetric"
-
-    def __init__(
-        self,
-        *,
-        eta_a_y: float = 0.9,
-        eta_a_n: float = 0.5,
-        eta_b_y: float = 0.9,
-        eta_b_n: float = 0.5,
-        **common: Any,
-    ) -> None:
-        super().__init__(**common)
-        self.etas = self._unit_numbers(
-            {"eta_a_y": eta_a_y, "eta_a_n": eta_a_n, "eta_b_y": eta_b_y, "eta_b_n": eta_b_n}
-        )
+    Fields = LudersAsymmetricFields
+    fields: LudersAsymmetricFields
 
     def sharpness(self) -> tuple[float, float, float, float]:
-        e = self.etas
-        return (e["eta_a_y"], e["eta_a_n"], e["eta_b_y"], e["eta_b_n"])
-
-    def agent_params(self) -> dict[str, Any]:
-        return {**self.etas, **super().agent_params()}
+        e = self.fields
+        return (e.eta_a_y, e.eta_a_n, e.eta_b_y, e.eta_b_n)
 
 
 # --------------------------------------------------------------------------- repetition agents
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepetitionFields(QQFields):
+    r: Unit = 0.5
+
+
+@dataclass(frozen=True, kw_only=True)
+class MixtureRepetitionFields(QQFields):
+    r_ab_y: Unit = 0.6
+    r_ab_n: Unit = 0.2
+    r_ba_y: Unit = 0.6
+    r_ba_n: Unit = 0.2
 
 
 class _RetentionAgent(SimQQAgent):
@@ -146,10 +156,10 @@ class _RetentionAgent(SimQQAgent):
         raise NotImplementedError
 
     def _check_override(self, field: str, value: Any) -> Any:
-        return self._number(field, value, 0.0, 1.0)
+        return number(self.name, field, value, 0.0, 1.0)
 
     def _draw_item_params(self, rng: np.random.Generator) -> dict[str, Any]:
-        lo, hi = self.marginal_range
+        lo, hi = self.fields.marginal_range
         x = rng.random(2)
         return {"u": float(lo + (hi - lo) * x[0]), "v": float(lo + (hi - lo) * x[1])}
 
@@ -171,16 +181,11 @@ class RepetitionAgent(_RetentionAgent):
     and ``OE_B = r (u - v)``."""
 
     name: ClassVar[str] = "repetition"
-
-    def __init__(self, *, r: float = 0.5, **common: Any) -> None:
-        super().__init__(**common)
-        self.r = self._number("r", r, 0.0, 1.0)
+    Fields = RepetitionFields
+    fields: RepetitionFields
 
     def retention(self) -> tuple[float, float, float, float]:
-        return (self.r,) * 4
-
-    def agent_params(self) -> dict[str, Any]:
-        return {"r": self.r}
+        return (self.fields.r,) * 4
 
 
 class MixtureRepetitionAgent(_RetentionAgent):
@@ -190,20 +195,8 @@ class MixtureRepetitionAgent(_RetentionAgent):
     ``q = u(1-v)(r_BA[n] - r_AB[y]) + (1-u)v(r_BA[y] - r_AB[n])`` (seed eq. 3)."""
 
     name: ClassVar[str] = "mixture_repetition"
-
-    def __init__(
-        self,
-        *,
-        r_ab_y: float = 0.6,
-        r_ab_n: float = 0.2,
-        r_ba_y: float = 0.6,
-        r_ba_n: float = 0.2,
-        **common: Any,
-    ) -> None:
-        super().__init__(**common)
-        self.rates = self._unit_numbers(
-            {"r_ab_y": r_ab_y, "r_ab_n": r_ab_n, "r_ba_y": r_ba_y, "r_ba_n": r_ba_n}
-        )
+    Fields = MixtureRepetitionFields
+    fields: MixtureRepetitionFields
 
     @classmethod
     def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -225,11 +218,8 @@ class MixtureRepetitionAgent(_RetentionAgent):
         return out
 
     def retention(self) -> tuple[float, float, float, float]:
-        r = self.rates
-        return (r["r_ab_y"], r["r_ab_n"], r["r_ba_y"], r["r_ba_n"])
-
-    def agent_params(self) -> dict[str, Any]:
-        return dict(self.rates)
+        r = self.fields
+        return (r.r_ab_y, r.r_ab_n, r.r_ba_y, r.r_ba_n)
 
 
 QQ_AGENTS: dict[str, type[SimQQAgent]] = {
