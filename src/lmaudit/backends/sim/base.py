@@ -11,7 +11,7 @@ package imports them all)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, cast, get_args, get_origin
 
 from lmaudit.backends.api import BackendAPI
 from lmaudit.backends.base import SampleRequest, SampleResult
@@ -21,6 +21,8 @@ from lmaudit.backends.sim.fields import AgentFields
 from lmaudit.errors import BackendError
 
 __all__ = ["SimAgent", "accepted_fields"]
+
+F = TypeVar("F", bound=AgentFields)
 
 
 def accepted_fields(cls: type[SimAgent]) -> list[str]:
@@ -38,24 +40,31 @@ def _plain(value: Any) -> Any:
 
 
 @register_backend("sim", schema=SimModelConfig)
-class SimAgent(BackendAPI):
-    """Base of the sim agents. Subclasses set ``name``, ``version`` and ``Fields`` (the record of
-    their parameters, narrowing the type of ``fields``) and implement :meth:`draws`; the
-    constructor takes the record's fields as keywords and checks them."""
+class SimAgent(BackendAPI, Generic[F]):
+    """Base of the sim agents. Subclasses set ``name`` and ``version``, name the record of their
+    parameters as the type argument (``class X(SimAgent[XFields])``: ``Fields``, and the type of
+    ``fields``) and implement :meth:`draws`; the constructor takes the record's fields as
+    keywords and checks them."""
 
     reads_meta: bool = True
     name: ClassVar[str] = "base"
     version: ClassVar[str] = ""
     #: every agent class that names itself, by name (filled as the classes are defined)
     agents: ClassVar[dict[str, type[SimAgent]]] = {}
+    #: the record class of the agent's parameters (the type argument; a TypeVar's bound)
     Fields: ClassVar[type[AgentFields]] = AgentFields
-    fields: AgentFields
+    fields: F
 
     def __init__(self, **given: Any) -> None:
-        self.fields = self.Fields.checked(self, given)
+        self.fields = cast(F, self.Fields.checked(self, given))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        for base in vars(cls).get("__orig_bases__", ()):
+            origin, args = get_origin(base), get_args(base)
+            if isinstance(origin, type) and issubclass(origin, SimAgent) and args:
+                record = args[0].__bound__ if isinstance(args[0], TypeVar) else args[0]
+                cls.Fields = cast(type[AgentFields], record)
         if "name" in vars(cls):
             known = SimAgent.agents.setdefault(cls.name, cls)
             if known is not cls:

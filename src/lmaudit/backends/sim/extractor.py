@@ -8,7 +8,7 @@ probability ``invalid_rate`` per answer (drawn from ``(seed, answer)``, so the s
 always gets the same reply) it replies with prose instead of JSON, which the study must
 count as an invalid extraction. Temperature and draw index do not change the reply.
 
-Fields (all enter :attr:`identity`): ``seed`` (integer >= 0), ``invalid_rate`` (in [0, 1]).
+Fields (all enter :attr:`identity`): :class:`SimExtractorFields`.
 """
 
 from __future__ import annotations
@@ -31,17 +31,17 @@ _JUST = re.compile(r"\s*\[\s*justification\s*:\s*(.*?)\]\s*", re.IGNORECASE)
 
 @dataclass(frozen=True, kw_only=True)
 class SimExtractorFields(AgentFields):
-    seed: int = 0
-    invalid_rate: Unit = 0.0
+    """The ``extractor`` agent's parameters."""
+
+    seed: int = 0  # which answers get prose
+    invalid_rate: Unit = 0.0  # probability that an answer gets prose instead of JSON
 
 
-class SimExtractor(SimAgent):
+class SimExtractor(SimAgent[SimExtractorFields]):
     """Sampling contract only (:class:`~lmaudit.backends.base.SamplingBackend`)."""
 
     name = "extractor"
     version = SIM_EXTRACTOR_VERSION
-    Fields = SimExtractorFields
-    fields: SimExtractorFields
 
     def invalid(self, raw: str) -> bool:
         """Whether this agent answers ``raw`` with prose (deterministic in seed and answer)."""

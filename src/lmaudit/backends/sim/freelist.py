@@ -16,9 +16,7 @@ the question's own words instead (prompt echo); with probability ``leak`` (condi
 a content word of the persona profile, read from the system turn (profile leakage). Draw ``i`` uses only a generator seeded by
 ``derive_seed(request.seed, i)``.
 
-Fields (all enter :attr:`identity`): ``signature`` (int, default 0), ``signature_strength``
-(1.5), ``persona_strength`` (1.5), ``persona_share`` (0.2), ``echo`` (0.0), ``leak`` (0.0), ``zipf`` (1.0),
-``widths`` (question -> pool size), ``seed`` (0).
+Fields (all enter :attr:`identity`): :class:`FreeListFields`.
 """
 
 from __future__ import annotations
@@ -51,25 +49,25 @@ def _widths(agent: SimAgent, name: str, value: Mapping[str, Any] | None, earlier
 
 @dataclass(frozen=True, kw_only=True)
 class FreeListFields(AgentFields):
-    seed: int = 0
-    signature: int = 0
-    signature_strength: NonNegative = 1.5
-    persona_strength: NonNegative = 1.5
-    persona_share: Unit = 0.2
-    echo: Unit = 0.0
-    leak: Unit = 0.0
-    zipf: NonNegative = 1.0
-    #: question -> pool size (sorted by question)
+    """The ``freelist`` agent's parameters."""
+
+    seed: int = 0  # pools, widths, signature and persona draws
+    signature: int = 0  # the model's own z[signature, q, c]
+    signature_strength: NonNegative = 1.5  # weight of z in the log-weights
+    persona_strength: NonNegative = 1.5  # log-weight boost of a persona's concepts
+    persona_share: Unit = 0.2  # share of each pool a persona boosts
+    echo: Unit = 0.0  # probability that an entry echoes a question word
+    leak: Unit = 0.0  # probability that an entry leaks a persona-profile word
+    zipf: NonNegative = 1.0  # base weights 1 / rank ** zipf
+    # question -> pool size >= 2 (else 8-60 from a hash of the question), sorted by question
     widths: Annotated[dict[str, int], Check(_widths)] = field(default_factory=dict)
 
 
-class FreeListSampler(SimAgent):
+class FreeListSampler(SimAgent[FreeListFields]):
     """Sampling contract only; reads ``meta`` (question, question_text, persona, items)."""
 
     name = "freelist"
     version = SIM_FREELIST_VERSION
-    Fields = FreeListFields
-    fields: FreeListFields
 
     def width(self, question: str) -> int:
         if question in self.fields.widths:

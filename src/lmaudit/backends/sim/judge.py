@@ -23,11 +23,7 @@ exchanged): the mechanism by which shared context suppresses disagreement.
 Label log-probabilities: the request's labels are read in the order A, B, TIE; their
 probabilities are scaled by ``1 - invalid_rate`` (the rest is ``other``).
 
-Fields (all enter :attr:`identity`; ``items`` overrides any of ``quality``, ``position_bias``,
-``wrapper_attraction``, ``wrapper_aversion`` per prompt id): ``seed``, ``position_bias``,
-``wrapper_attraction``, ``wrapper_aversion`` (logits >= 0 for the two wrapper effects),
-``noise`` (>= 0), ``content_sd`` (>= 0), ``tie_margin`` (>= 0), ``invalid_rate`` and
-``carryover`` (in [0, 1]).
+Fields (all enter :attr:`identity`): :class:`SimJudgeFields`.
 """
 
 from __future__ import annotations
@@ -81,26 +77,26 @@ def _items(
 
 @dataclass(frozen=True, kw_only=True)
 class SimJudgeFields(AgentFields):
-    seed: int = 0
-    position_bias: float = 0.0
-    wrapper_attraction: NonNegative = 0.0
-    wrapper_aversion: NonNegative = 0.0
-    noise: NonNegative = 1.0
-    content_sd: NonNegative = 2.0
-    tie_margin: NonNegative = 0.5
-    invalid_rate: Unit = 0.0
-    carryover: Unit = 0.0
-    #: prompt id -> overrides of quality, position_bias, wrapper_attraction, wrapper_aversion
+    """The ``judge`` agent's parameters."""
+
+    seed: int = 0  # the content logits d drawn from (seed, item)
+    position_bias: float = 0.0  # logit toward the displayed Response A
+    wrapper_attraction: NonNegative = 0.0  # logit toward a wrapped response
+    wrapper_aversion: NonNegative = 0.0  # logit away from a wrapped response
+    noise: NonNegative = 1.0  # logistic verdict noise (0: deterministic verdicts)
+    content_sd: NonNegative = 2.0  # sd of the drawn content logit d
+    tie_margin: NonNegative = 0.5  # a logit within it of 0 favours TIE
+    invalid_rate: Unit = 0.0  # probability of an unparseable answer
+    carryover: Unit = 0.0  # probability of repeating an earlier verdict in a shared conversation
+    # prompt id -> overrides of quality, position_bias, wrapper_attraction, wrapper_aversion
     items: Annotated[dict[str, dict[str, float]], Check(_items)] = field(default_factory=dict)
 
 
-class SimJudge(SimAgent):
+class SimJudge(SimAgent[SimJudgeFields]):
     """Both contracts: :meth:`sample` (verdict texts) and :meth:`label_logprobs` (A/B/TIE)."""
 
     name = "judge"
     version = SIM_JUDGE_VERSION
-    Fields = SimJudgeFields
-    fields: SimJudgeFields
 
     # -- the model -------------------------------------------------------------------------
     def _param(self, item: str, name: str) -> float:

@@ -8,17 +8,7 @@ at position ``i``. Shares may drift linearly from ``shares`` (draw 0) to ``drift
 sequence is a deterministic function of the request seed and its first ``m`` draws do not
 depend on ``n``: the per-draw cache entries stay valid.
 
-Fields (all enter :attr:`identity`):
-
-==============  ==========================================================================
-rho             persistence in [0, 1] (default 0.3)
-answers         the answer texts (default ``["red", "green", "blue", "yellow"]``)
-shares          base shares, one per answer (default: drawn per probe, Dirichlet(1), from
-                ``seed`` and ``meta["probe"]``)
-drift_to        end shares of a linear drift (default: none)
-drift_horizon   draws over which the drift completes (default 20)
-seed            per-probe share draws (default 0)
-==============  ==========================================================================
+Fields (all enter :attr:`identity`): :class:`PersistentFields`.
 
 Temperature, top-p and max tokens are ignored. The sampler has no label-log-probability contract.
 """
@@ -79,23 +69,24 @@ def _shares(agent: SimAgent, name: str, value: Any, earlier: Mapping[str, Any]) 
 
 @dataclass(frozen=True, kw_only=True)
 class PersistentFields(AgentFields):
-    rho: Unit = 0.3
-    answers: Annotated[list[str], Check(_answers)] = field(
+    """The ``persistent`` agent's parameters."""
+
+    rho: Unit = 0.3  # persistence: probability that a draw repeats the previous one
+    answers: Annotated[list[str], Check(_answers)] = field(  # the answer texts
         default_factory=lambda: ["red", "green", "blue", "yellow"]
     )
+    # base shares, one per answer (None: drawn per probe, Dirichlet(1), from seed and meta["probe"])
     shares: Annotated[list[float] | None, Check(_shares)] = None
-    drift_to: Annotated[list[float] | None, Check(_shares)] = None
-    drift_horizon: Annotated[int, Bounds(2)] = 20
-    seed: int = 0
+    drift_to: Annotated[list[float] | None, Check(_shares)] = None  # end shares of a linear drift
+    drift_horizon: Annotated[int, Bounds(2)] = 20  # draws over which the drift completes
+    seed: int = 0  # per-probe share draws
 
 
-class PersistentSampler(SimAgent):
+class PersistentSampler(SimAgent[PersistentFields]):
     """Sampling contract only (:class:`~lmaudit.backends.base.SamplingBackend`)."""
 
     name = "persistent"
     version = SIM_PERSISTENT_VERSION
-    Fields = PersistentFields
-    fields: PersistentFields
 
     def base_shares(self, probe: str) -> list[float]:
         """The shares of draw 0 for ``probe``: ``shares``, or a Dirichlet(1) draw from (seed, probe)."""

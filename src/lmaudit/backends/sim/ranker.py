@@ -23,11 +23,8 @@ texts' tastes, and with ``finalist_conditioned_preference`` and ``finalist_perso
 in place of the stage-1 preferences when given; the answer names sets (``Set B > Set A``,
 ``1. Set B``).
 
-Fields (all enter :attr:`identity`): ``conditioned_preference`` (1.0; negative: favours
-unconditioned sources), ``persona_preference`` (0.0), ``rare_preference`` (0.0), ``taste``
-(0.5), ``noise`` (1.0), ``style`` (``chain``), ``invalid`` (0.0), ``seed`` (0); and, only when
-given, ``finalist_conditioned_preference`` and ``finalist_persona_preference`` (None: the stage-1
-values).
+Fields (all enter :attr:`identity`, the finalist preferences only when given):
+:class:`RankingFields`.
 """
 
 from __future__ import annotations
@@ -51,26 +48,26 @@ STYLES: tuple[str, ...] = get_args(Style)
 
 @dataclass(frozen=True, kw_only=True)
 class RankingFields(AgentFields):
-    seed: int = 0
-    conditioned_preference: float = 1.0
-    persona_preference: float = 0.0
-    rare_preference: float = 0.0
-    taste: NonNegative = 0.5
-    noise: NonNegative = 1.0
-    style: Style = "chain"
-    invalid: Unit = 0.0
-    #: the finalist stage's preferences (None: the stage-1 values)
+    """The ``ranker`` agent's parameters."""
+
+    seed: int = 0  # the shared tastes z(text) and the ballots' noise
+    conditioned_preference: float = 1.0  # score of a conditioned source (negative: unconditioned)
+    persona_preference: float = 0.0  # extra score of a conditioned source on a persona ballot
+    rare_preference: float = 0.0  # score of a candidate from a rare pool
+    taste: NonNegative = 0.5  # weight of the shared taste z(text)
+    noise: NonNegative = 1.0  # scale of each ballot's Gumbel noise
+    style: Style = "chain"  # how the ranking is written
+    invalid: Unit = 0.0  # probability of a refusal with no ranking
+    # the finalist stage's preferences (None: the stage-1 values; then not in the identity)
     finalist_conditioned_preference: Annotated[float | None, OMITTED_IF_NONE] = None
     finalist_persona_preference: Annotated[float | None, OMITTED_IF_NONE] = None
 
 
-class RankingSampler(SimAgent):
+class RankingSampler(SimAgent[RankingFields]):
     """Sampling contract only; reads ``meta`` (candidates, persona)."""
 
     name = "ranker"
     version = SIM_RANKER_VERSION
-    Fields = RankingFields
-    fields: RankingFields
 
     def _taste(self, text: str) -> float:
         return float(hashed_rng(self.fields.seed, "taste", text).standard_normal())

@@ -18,15 +18,11 @@ Repetition agents (per item: ``u = p_A(y)``, ``v = p_B(y)``; overridable through
 * :class:`MixtureRepetitionAgent` (``mixture_repetition``): Proposition 5,
   ``K_AB(b|a) = r_AB[a] 1[b=a] + (1 - r_AB[a]) p_B(b)`` and symmetrically for BA.
 
-Agent fields and defaults (plus the common ones of :class:`SimQQAgent`):
-
-=====================  ==============================================================
-projective             purity=1.0 (Bloch length of the state)
-luders_symmetric       eta=0.7, purity=1.0
-luders_asymmetric      eta_a_y=0.9, eta_a_n=0.5, eta_b_y=0.9, eta_b_n=0.5, purity=1.0
-repetition             r=0.5
-mixture_repetition     r_ab_y=0.6, r_ab_n=0.2, r_ba_y=0.6, r_ba_n=0.2
-=====================  ==============================================================
+Agent fields and defaults: each agent's record (``projective``: :class:`QubitFields`,
+``luders_symmetric``: :class:`LudersSymmetricFields`, ``luders_asymmetric``:
+:class:`LudersAsymmetricFields`, ``repetition``: :class:`RepetitionFields`,
+``mixture_repetition``: :class:`MixtureRepetitionFields`), each extending the common
+:class:`~lmaudit.backends.sim.qq.core.QQFields`.
 
 Per-item overrides (``items: {item_id: {...}}``): qubit agents take ``state``, ``axis_A``,
 ``axis_B`` as ``[theta, phi]``; repetition agents take ``u``, ``v``. Fields not overridden are
@@ -37,12 +33,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
 from lmaudit.backends.sim.fields import Unit, number
-from lmaudit.backends.sim.qq.core import QQFields, SimQQAgent
+from lmaudit.backends.sim.qq.core import QF, QQFields, SimQQAgent
 from lmaudit.backends.sim.qq.qubit import LuedersInstrument, bloch_vector, sequential_kernel
 from lmaudit.backends.sim.qq.readout import SequentialKernel
 
@@ -51,27 +47,31 @@ from lmaudit.backends.sim.qq.readout import SequentialKernel
 
 @dataclass(frozen=True, kw_only=True)
 class QubitFields(QQFields):
-    #: Bloch length of the state
-    purity: Unit = 1.0
+    """The qubit agents' parameters (``projective``'s)."""
+
+    purity: Unit = 1.0  # Bloch length of the state
 
 
 @dataclass(frozen=True, kw_only=True)
 class LudersSymmetricFields(QubitFields):
-    eta: Unit = 0.7
+    eta: Unit = 0.7  # sharpness of every question and outcome
 
 
 @dataclass(frozen=True, kw_only=True)
 class LudersAsymmetricFields(QubitFields):
-    eta_a_y: Unit = 0.9
-    eta_a_n: Unit = 0.5
-    eta_b_y: Unit = 0.9
-    eta_b_n: Unit = 0.5
+    """Sharpness per question and outcome."""
+
+    eta_a_y: Unit = 0.9  # question A, outcome y
+    eta_a_n: Unit = 0.5  # question A, outcome n
+    eta_b_y: Unit = 0.9  # question B, outcome y
+    eta_b_n: Unit = 0.5  # question B, outcome n
 
 
-class _QubitAgent(SimQQAgent):
+QB = TypeVar("QB", bound=QubitFields)
+
+
+class _QubitAgent(SimQQAgent[QB]):
     item_keys: ClassVar[tuple[str, ...]] = ("state", "axis_A", "axis_B")
-    Fields = QubitFields
-    fields: QubitFields
 
     def sharpness(self) -> tuple[float, float, float, float]:
         """``(eta_Ay, eta_An, eta_By, eta_Bn)``."""
@@ -99,7 +99,7 @@ class _QubitAgent(SimQQAgent):
         return sequential_kernel(r, inst_a, inst_b)
 
 
-class ProjectiveAgent(_QubitAgent):
+class ProjectiveAgent(_QubitAgent[QubitFields]):
     """Projective qubit measurements (sharpness 1): QQ holds exactly (Theorem 2)."""
 
     name: ClassVar[str] = "projective"
@@ -108,24 +108,20 @@ class ProjectiveAgent(_QubitAgent):
         return (1.0, 1.0, 1.0, 1.0)
 
 
-class LudersSymmetricAgent(_QubitAgent):
+class LudersSymmetricAgent(_QubitAgent[LudersSymmetricFields]):
     """Unsharp Lüders instruments, one sharpness ``eta`` for every question and outcome."""
 
     name: ClassVar[str] = "luders_symmetric"
-    Fields = LudersSymmetricFields
-    fields: LudersSymmetricFields
 
     def sharpness(self) -> tuple[float, float, float, float]:
         return (self.fields.eta,) * 4
 
 
-class LudersAsymmetricAgent(_QubitAgent):
+class LudersAsymmetricAgent(_QubitAgent[LudersAsymmetricFields]):
     """Unsharp Lüders instruments with a sharpness per question and outcome
     (``eta_a_y``: question A, outcome y; ...)."""
 
     name: ClassVar[str] = "luders_asymmetric"
-    Fields = LudersAsymmetricFields
-    fields: LudersAsymmetricFields
 
     def sharpness(self) -> tuple[float, float, float, float]:
         e = self.fields
@@ -137,18 +133,20 @@ class LudersAsymmetricAgent(_QubitAgent):
 
 @dataclass(frozen=True, kw_only=True)
 class RepetitionFields(QQFields):
-    r: Unit = 0.5
+    r: Unit = 0.5  # retention rate of every order and first answer
 
 
 @dataclass(frozen=True, kw_only=True)
 class MixtureRepetitionFields(QQFields):
-    r_ab_y: Unit = 0.6
-    r_ab_n: Unit = 0.2
-    r_ba_y: Unit = 0.6
-    r_ba_n: Unit = 0.2
+    """Retention per order and first answer (``r_AB[.]``, ``r_BA[.]``)."""
+
+    r_ab_y: Unit = 0.6  # order AB, first answer y
+    r_ab_n: Unit = 0.2  # order AB, first answer n
+    r_ba_y: Unit = 0.6  # order BA, first answer y
+    r_ba_n: Unit = 0.2  # order BA, first answer n
 
 
-class _RetentionAgent(SimQQAgent):
+class _RetentionAgent(SimQQAgent[QF]):
     item_keys: ClassVar[tuple[str, ...]] = ("u", "v")
 
     def retention(self) -> tuple[float, float, float, float]:
@@ -176,27 +174,23 @@ class _RetentionAgent(SimQQAgent):
         )
 
 
-class RepetitionAgent(_RetentionAgent):
+class RepetitionAgent(_RetentionAgent[RepetitionFields]):
     """Proposition 4: symmetric repetition with one retention rate ``r``; QQ holds identically
     and ``OE_B = r (u - v)``."""
 
     name: ClassVar[str] = "repetition"
-    Fields = RepetitionFields
-    fields: RepetitionFields
 
     def retention(self) -> tuple[float, float, float, float]:
         return (self.fields.r,) * 4
 
 
-class MixtureRepetitionAgent(_RetentionAgent):
+class MixtureRepetitionAgent(_RetentionAgent[MixtureRepetitionFields]):
     """Proposition 5: polarity- and position-dependent retention ``r_AB[.]``, ``r_BA[.]``
     (fields ``r_ab_y, r_ab_n, r_ba_y, r_ba_n``; the factory also accepts nested
     ``r_AB: {y, n}`` / ``r_BA: {y, n}``);
     ``q = u(1-v)(r_BA[n] - r_AB[y]) + (1-u)v(r_BA[y] - r_AB[n])`` (seed eq. 3)."""
 
     name: ClassVar[str] = "mixture_repetition"
-    Fields = MixtureRepetitionFields
-    fields: MixtureRepetitionFields
 
     @classmethod
     def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -58,25 +58,27 @@ def _items(agent: SimAgent, name: str, value: Any, earlier: Any) -> dict[str, di
 class QQFields(AgentFields):
     """The fields every QQ agent has (after its own in the identity)."""
 
-    other_mass: Annotated[float, Bounds(0.0, 1.0, hi_open=True)] = 0.0
-    label_bias: Annotated[float, Bounds(-50.0, 50.0)] = 0.0
+    other_mass: Annotated[float, Bounds(0.0, 1.0, hi_open=True)] = 0.0  # mass of the token "<other>"
+    label_bias: Annotated[float, Bounds(-50.0, 50.0)] = 0.0  # logit shift toward label "A" (labels A/B)
+    # [lo, hi]: per-item draws keep both first-position marginals inside it
     marginal_range: Annotated[list[float], Check(_marginal_range)] = field(default_factory=lambda: [0.1, 0.9])
-    #: item id -> overrides of the agent's ``item_keys``
+    # item id -> overrides of the agent's ``item_keys``
     items: Annotated[dict[str, dict[str, Any]], Check(_items)] = field(default_factory=dict)
-    seed: int = 0
+    seed: int = 0  # per-item parameter draws
 
 
-class SimQQAgent(SimAgent):
+QF = TypeVar("QF", bound=QQFields)
+
+
+class SimQQAgent(SimAgent[QF]):
     """Base of the QQ ground-truth agents (both :class:`LabelBackend` and :class:`SamplingBackend`).
 
-    Subclasses set ``name``, ``Fields`` (extending :class:`QQFields`) and ``item_keys`` and
-    implement :meth:`_check_override`, :meth:`_draw_item_params` and :meth:`_build_kernel`.
+    Subclasses set ``name`` and ``item_keys``, name their record (extending :class:`QQFields`)
+    as the type argument and implement :meth:`_check_override`, :meth:`_draw_item_params` and :meth:`_build_kernel`.
     """
 
     version = SIM_QQ_VERSION
     item_keys: ClassVar[tuple[str, ...]] = ()
-    Fields = QQFields
-    fields: QQFields
 
     def __init__(self, **given: Any) -> None:
         super().__init__(**given)
