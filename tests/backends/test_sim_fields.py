@@ -210,3 +210,14 @@ def test_bad_values_are_refused_in_one_line_naming_agent_and_field(
     with pytest.raises(ValueError) as err:
         _Toy.checked(TOY, given)
     assert str(err.value).startswith(f"sim agent 'toy': {message}") and "\n" not in str(err.value)
+
+
+def test_a_field_type_without_a_check_is_a_declaration_error() -> None:
+    @dataclass(frozen=True, kw_only=True)
+    class Unchecked(AgentFields):
+        label: str = "a"
+
+    with pytest.raises(
+        TypeError, match=r"sim agent 'toy': field 'label' of type .* needs a Check\(\.\.\.\) mark"
+    ):
+        Unchecked.checked(TOY, {})

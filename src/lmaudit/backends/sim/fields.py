@@ -59,7 +59,8 @@ def count(agent: str, name: str, value: Any, minimum: int = 0) -> int:
 
 @dataclass(frozen=True)
 class Bounds:
-    """A number field's interval ``[lo, hi]`` (``[lo, hi)`` if ``hi_open``); an integer field's minimum ``lo``."""
+    """A number field's interval ``[lo, hi]`` (``[lo, hi)`` if ``hi_open``); an integer
+    field's minimum ``lo``."""
 
     lo: float = -math.inf
     hi: float = math.inf
@@ -113,7 +114,9 @@ def _check(agent: SimAgent, name: str, hint: Any, value: Any, earlier: Mapping[s
         return value
     if kind is int:
         return count(agent.name, name, value, 0 if bounds.lo == -math.inf else int(bounds.lo))
-    return number(agent.name, name, value, bounds.lo, bounds.hi, hi_open=bounds.hi_open)
+    if kind is float:
+        return number(agent.name, name, value, bounds.lo, bounds.hi, hi_open=bounds.hi_open)
+    raise TypeError(f"sim agent {agent.name!r}: field {name!r} of type {hint!r} needs a Check(...) mark")
 
 
 @dataclass(frozen=True, kw_only=True)
