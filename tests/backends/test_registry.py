@@ -215,7 +215,7 @@ def test_a_sim_model_config_builds_its_agent() -> None:
     assert sorted(SimAgent.agents) == sorted({*SIM_AGENTS, *SIM_SAMPLERS, *SIM_JUDGES})
     want = build_sim_agent({"agent": "mixture_repetition", "seed": 4, "r_ab_y": 0.3, "other_mass": 0.1})
     assert identity_digest(built.identity) == identity_digest(want.identity)
-    assert built.identity["seed"] == 4 and built.other_mass == 0.1
+    assert built.identity["seed"] == 4 and built.identity["other_mass"] == 0.1
 
 
 def test_embedder_configs_pass_their_kind_s_fields() -> None:

@@ -4,12 +4,10 @@ Build one from a plain config dict with :func:`build_sim_agent`::
 
     build_sim_agent({"agent": "projective", "seed": 0, "other_mass": 0.0})
 
-Common fields (every agent): ``seed`` (int >= 0, default 0), ``other_mass`` (in [0, 1),
-default 0.0: that fraction of mass goes to the token ``"<other>"``), ``label_bias`` (default
-0.0: logit shift toward label ``"A"`` when the labels are A/B), ``marginal_range`` (default
-[0.1, 0.9]: per-item draws keep both first-position marginals inside it) and ``items``
-(default {}: per-item parameter overrides). Agent-specific fields: see
-:mod:`lmaudit.backends.sim.qq.agents`.
+Each agent declares its fields once, as a record (:class:`~lmaudit.backends.sim.fields.AgentFields`:
+type, default, bounds), from which its constructor keywords, their checks and its identity
+derive. Fields every QQ agent has: :class:`~lmaudit.backends.sim.qq.core.QQFields`;
+agent-specific fields: see :mod:`lmaudit.backends.sim.qq.agents` and each sampler's module.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What every ``sim`` agent shares: it reads request ``meta``, names itself and its version in
-:attr:`~SimAgent.identity` beside its own fields, checks its fields with errors that name the
-agent, and answers the sampling contract one request at a time (``n`` checked here).
+:attr:`~SimAgent.identity` beside its own fields (its :class:`~lmaudit.backends.sim.fields.AgentFields`
+record, which also gives its constructor keywords and their checks, with errors that name the
+agent), and answers the sampling contract one request at a time (``n`` checked here).
 
 :class:`SimAgent` is the ``sim`` backend: a ``model=`` config with ``backend: sim`` builds the
 agent its ``agent`` field names (:meth:`SimAgent.from_config`) among the agent classes, each of
@@ -9,32 +10,24 @@ package imports them all)."""
 
 from __future__ import annotations
 
-import inspect
-import math
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, cast, get_args, get_origin
 
 from lmaudit.backends.api import BackendAPI
 from lmaudit.backends.base import SampleRequest, SampleResult
 from lmaudit.backends.registry import register_backend
 from lmaudit.backends.sim.config import SimModelConfig
-from lmaudit.backends.sim.fields import count, number
+from lmaudit.backends.sim.fields import AgentFields
 from lmaudit.errors import BackendError
 
 __all__ = ["SimAgent", "accepted_fields"]
 
+F = TypeVar("F", bound=AgentFields)
 
-def accepted_fields(cls: type) -> list[str]:
-    """Keyword fields an agent class accepts (its own and its bases')."""
-    names: list[str] = []
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        for p in inspect.signature(init).parameters.values():
-            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in names:
-                names.append(p.name)
-    return names
+
+def accepted_fields(cls: type[SimAgent]) -> list[str]:
+    """Keyword fields an agent class accepts (its record's fields, in identity order)."""
+    return cls.Fields.names()
 
 
 def _plain(value: Any) -> Any:
@@ -47,18 +40,31 @@ def _plain(value: Any) -> Any:
 
 
 @register_backend("sim", schema=SimModelConfig)
-class SimAgent(BackendAPI):
-    """Base of the sim agents. Subclasses set ``name`` and ``version`` and implement
-    :meth:`params` (their fields, as they enter :attr:`identity`) and :meth:`draws`."""
+class SimAgent(BackendAPI, Generic[F]):
+    """Base of the sim agents. Subclasses set ``name`` and ``version``, name the record of their
+    parameters as the type argument (``class X(SimAgent[XFields])``: ``Fields``, and the type of
+    ``fields``) and implement :meth:`draws`; the constructor takes the record's fields as
+    keywords and checks them."""
 
     reads_meta: bool = True
     name: ClassVar[str] = "base"
     version: ClassVar[str] = ""
     #: every agent class that names itself, by name (filled as the classes are defined)
     agents: ClassVar[dict[str, type[SimAgent]]] = {}
+    #: the record class of the agent's parameters (the type argument; a TypeVar's bound)
+    Fields: ClassVar[type[AgentFields]] = AgentFields
+    fields: F
+
+    def __init__(self, **given: Any) -> None:
+        self.fields = cast(F, self.Fields.checked(self, given))
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        for base in vars(cls).get("__orig_bases__", ()):
+            origin, args = get_origin(base), get_args(base)
+            if isinstance(origin, type) and issubclass(origin, SimAgent) and args:
+                record = args[0].__bound__ if isinstance(args[0], TypeVar) else args[0]
+                cls.Fields = cast(type[AgentFields], record)
         if "name" in vars(cls):
             known = SimAgent.agents.setdefault(cls.name, cls)
             if known is not cls:
@@ -83,12 +89,7 @@ class SimAgent(BackendAPI):
         agent = SimAgent.agents.get(name) if isinstance(name, str) else None
         if agent is None:
             raise ValueError(f"sim agent config: field 'agent' = {name!r} is unknown (one of {known})")
-        fields = agent.normalise_fields(fields)
-        allowed = accepted_fields(agent)
-        unknown = sorted(set(fields) - set(allowed))
-        if unknown:
-            raise ValueError(f"sim agent {name!r}: unknown field(s) {unknown} (allowed: {sorted(allowed)})")
-        return agent(**fields)
+        return agent(**agent.normalise_fields(fields))
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> SimAgent:
@@ -104,23 +105,11 @@ class SimAgent(BackendAPI):
 
     def params(self) -> dict[str, Any]:
         """The agent's own fields (JSON-able), as they enter :attr:`identity`."""
-        raise NotImplementedError
+        return self.fields.identity()
 
     @property
     def identity(self) -> dict[str, Any]:
         return {"backend": "sim", "agent": self.name, "version": self.version, **self.params()}
-
-    def _number(
-        self, field: str, value: Any, lo: float = -math.inf, hi: float = math.inf, *, hi_open: bool = False
-    ) -> float:
-        return number(self.name, field, value, lo, hi, hi_open=hi_open)
-
-    def _unit_numbers(self, fields: Mapping[str, Any]) -> dict[str, float]:
-        """Each of ``fields`` (name -> value) checked as a number in ``[0, 1]``, in their order."""
-        return {name: self._number(name, value, 0.0, 1.0) for name, value in fields.items()}
-
-    def _count(self, field: str, value: Any, minimum: int = 0) -> int:
-        return count(self.name, field, value, minimum)
 
     # ---- SamplingBackend
     def sample(self, requests: list[SampleRequest]) -> list[SampleResult]:

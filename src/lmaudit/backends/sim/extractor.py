@@ -8,18 +8,18 @@ probability ``invalid_rate`` per answer (drawn from ``(seed, answer)``, so the s
 always gets the same reply) it replies with prose instead of JSON, which the study must
 count as an invalid extraction. Temperature and draw index do not change the reply.
 
-Fields (all enter :attr:`identity`): ``seed`` (integer >= 0), ``invalid_rate`` (in [0, 1]).
+Fields (all enter :attr:`identity`): :class:`SimExtractorFields`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from dataclasses import dataclass
 
 from lmaudit.backends.base import SampleRequest
 from lmaudit.backends.sim.base import SimAgent
-from lmaudit.backends.sim.fields import hashed_rng
+from lmaudit.backends.sim.fields import AgentFields, Unit, hashed_rng
 from lmaudit.errors import BackendError
 
 __all__ = ["SIM_EXTRACTOR_VERSION", "SimExtractor"]
@@ -29,22 +29,23 @@ _ENTRY = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*•])\s+(.*\S)\s*$")
 _JUST = re.compile(r"\s*\[\s*justification\s*:\s*(.*?)\]\s*", re.IGNORECASE)
 
 
-class SimExtractor(SimAgent):
+@dataclass(frozen=True, kw_only=True)
+class SimExtractorFields(AgentFields):
+    """The ``extractor`` agent's parameters."""
+
+    seed: int = 0  # which answers get prose
+    invalid_rate: Unit = 0.0  # probability that an answer gets prose instead of JSON
+
+
+class SimExtractor(SimAgent[SimExtractorFields]):
     """Sampling contract only (:class:`~lmaudit.backends.base.SamplingBackend`)."""
 
     name = "extractor"
     version = SIM_EXTRACTOR_VERSION
 
-    def __init__(self, *, seed: int = 0, invalid_rate: float = 0.0) -> None:
-        self.seed = self._count("seed", seed)
-        self.invalid_rate = self._number("invalid_rate", invalid_rate, 0.0, 1.0)
-
-    def params(self) -> dict[str, Any]:
-        return {"seed": self.seed, "invalid_rate": self.invalid_rate}
-
     def invalid(self, raw: str) -> bool:
         """Whether this agent answers ``raw`` with prose (deterministic in seed and answer)."""
-        return bool(hashed_rng(self.seed, raw).random() < self.invalid_rate)
+        return bool(hashed_rng(self.fields.seed, raw).random() < self.fields.invalid_rate)
 
     @staticmethod
     def items(raw: str) -> list[dict[str, str | None]]:

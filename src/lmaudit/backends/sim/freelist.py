@@ -16,21 +16,20 @@ the question's own words instead (prompt echo); with probability ``leak`` (condi
 a content word of the persona profile, read from the system turn (profile leakage). Draw ``i`` uses only a generator seeded by
 ``derive_seed(request.seed, i)``.
 
-Fields (all enter :attr:`identity`): ``signature`` (int, default 0), ``signature_strength``
-(1.5), ``persona_strength`` (1.5), ``persona_share`` (0.2), ``echo`` (0.0), ``leak`` (0.0), ``zipf`` (1.0),
-``widths`` (question -> pool size), ``seed`` (0).
+Fields (all enter :attr:`identity`): :class:`FreeListFields`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 import numpy as np
 
 from lmaudit.backends.base import SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
-from lmaudit.backends.sim.fields import hashed_rng
+from lmaudit.backends.sim.fields import AgentFields, Check, NonNegative, Unit, hashed_rng
 from lmaudit.errors import BackendError
 from lmaudit.text import question_words
 
@@ -41,57 +40,43 @@ _SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "bu", "da", 
 _FILLERS = ("the", "a", "key", "core", "main")
 
 
-class FreeListSampler(SimAgent):
+def _widths(agent: SimAgent, name: str, value: Mapping[str, Any] | None, earlier: Any) -> dict[str, int]:
+    widths = {str(k): int(v) for k, v in (value or {}).items()}
+    if any(v < 2 for v in widths.values()):
+        raise ValueError(f"sim agent {agent.name!r}: field {name!r} needs pool sizes >= 2, got {widths}")
+    return dict(sorted(widths.items()))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FreeListFields(AgentFields):
+    """The ``freelist`` agent's parameters."""
+
+    seed: int = 0  # pools, widths, signature and persona draws
+    signature: int = 0  # the model's own z[signature, q, c]
+    signature_strength: NonNegative = 1.5  # weight of z in the log-weights
+    persona_strength: NonNegative = 1.5  # log-weight boost of a persona's concepts
+    persona_share: Unit = 0.2  # share of each pool a persona boosts
+    echo: Unit = 0.0  # probability that an entry echoes a question word
+    leak: Unit = 0.0  # probability that an entry leaks a persona-profile word
+    zipf: NonNegative = 1.0  # base weights 1 / rank ** zipf
+    # question -> pool size >= 2 (else 8-60 from a hash of the question), sorted by question
+    widths: Annotated[dict[str, int], Check(_widths)] = field(default_factory=dict)
+
+
+class FreeListSampler(SimAgent[FreeListFields]):
     """Sampling contract only; reads ``meta`` (question, question_text, persona, items)."""
 
     name = "freelist"
     version = SIM_FREELIST_VERSION
 
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        signature: int = 0,
-        signature_strength: float = 1.5,
-        persona_strength: float = 1.5,
-        persona_share: float = 0.2,
-        echo: float = 0.0,
-        leak: float = 0.0,
-        zipf: float = 1.0,
-        widths: Mapping[str, int] | None = None,
-    ) -> None:
-        self.seed, self.signature = self._count("seed", seed), self._count("signature", signature)
-        self.signature_strength = self._number("signature_strength", signature_strength, 0.0)
-        self.persona_strength = self._number("persona_strength", persona_strength, 0.0)
-        self.persona_share = self._number("persona_share", persona_share, 0.0, 1.0)
-        self.echo = self._number("echo", echo, 0.0, 1.0)
-        self.leak = self._number("leak", leak, 0.0, 1.0)
-        self.zipf = self._number("zipf", zipf, 0.0)
-        self.widths = {str(k): int(v) for k, v in (widths or {}).items()}
-        if any(v < 2 for v in self.widths.values()):
-            raise ValueError(f"sim agent 'freelist': field 'widths' needs pool sizes >= 2, got {self.widths}")
-
-    def params(self) -> dict[str, Any]:
-        return {
-            "seed": self.seed,
-            "signature": self.signature,
-            "signature_strength": self.signature_strength,
-            "persona_strength": self.persona_strength,
-            "persona_share": self.persona_share,
-            "echo": self.echo,
-            "leak": self.leak,
-            "zipf": self.zipf,
-            "widths": dict(sorted(self.widths.items())),
-        }
-
     def width(self, question: str) -> int:
-        if question in self.widths:
-            return self.widths[question]
-        return int(hashed_rng(self.seed, "width", question).integers(8, 61))
+        if question in self.fields.widths:
+            return self.fields.widths[question]
+        return int(hashed_rng(self.fields.seed, "width", question).integers(8, 61))
 
     def concepts(self, question: str) -> list[str]:
         """The question's concept pool (the same for every signature)."""
-        rng = hashed_rng(self.seed, "concepts", question)
+        rng = hashed_rng(self.fields.seed, "concepts", question)
         out = []
         for _ in range(self.width(question)):
             words = ["".join(rng.choice(_SYLLABLES, size=3)) for _ in range(3)]
@@ -100,12 +85,15 @@ class FreeListSampler(SimAgent):
 
     def weights(self, question: str, persona: str, temperature: float) -> np.ndarray:
         k = self.width(question)
-        base = 1.0 / np.arange(1, k + 1) ** self.zipf
-        z = hashed_rng(self.seed, "signature", self.signature, question).standard_normal(k)
-        logw = np.log(base) + self.signature_strength * z
+        base = 1.0 / np.arange(1, k + 1) ** self.fields.zipf
+        z = hashed_rng(self.fields.seed, "signature", self.fields.signature, question).standard_normal(k)
+        logw = np.log(base) + self.fields.signature_strength * z
         if persona and persona != "none":
-            boosted = hashed_rng(self.seed, "persona", persona, question).random(k) < self.persona_share
-            logw = logw + self.persona_strength * boosted
+            boosted = (
+                hashed_rng(self.fields.seed, "persona", persona, question).random(k)
+                < self.fields.persona_share
+            )
+            logw = logw + self.fields.persona_strength * boosted
         t = max(float(temperature), 1e-3)
         logw = logw / t
         w = np.exp(logw - logw.max())
@@ -125,16 +113,16 @@ class FreeListSampler(SimAgent):
         w = self.weights(question, persona, request.temperature)
         texts = []
         for i in range(request.n):
-            rng = np.random.default_rng([derive_seed(request.seed, i), self.signature])
+            rng = np.random.default_rng([derive_seed(request.seed, i), self.fields.signature])
             length = min(n_items, len(pool))
             keys = np.log(rng.random(len(pool))) / w  # Plackett-Luce via exponential race
             order = np.argsort(-keys)[:length]
             lines = []
             for rank, c in enumerate(order, start=1):
                 u = rng.random()
-                if u < self.echo:
+                if u < self.fields.echo:
                     text = str(rng.choice(words)).capitalize()
-                elif profile and u < self.echo + self.leak:
+                elif profile and u < self.fields.echo + self.fields.leak:
                     text = str(rng.choice(profile)).capitalize()
                 else:
                     text = f"{rng.choice(_FILLERS)} {pool[int(c)]}".capitalize()

@@ -23,11 +23,7 @@ exchanged): the mechanism by which shared context suppresses disagreement.
 Label log-probabilities: the request's labels are read in the order A, B, TIE; their
 probabilities are scaled by ``1 - invalid_rate`` (the rest is ``other``).
 
-Fields (all enter :attr:`identity`; ``items`` overrides any of ``quality``, ``position_bias``,
-``wrapper_attraction``, ``wrapper_aversion`` per prompt id): ``seed``, ``position_bias``,
-``wrapper_attraction``, ``wrapper_aversion`` (logits >= 0 for the two wrapper effects),
-``noise`` (>= 0), ``content_sd`` (>= 0), ``tie_margin`` (>= 0), ``invalid_rate`` and
-``carryover`` (in [0, 1]).
+Fields (all enter :attr:`identity`): :class:`SimJudgeFields`.
 """
 
 from __future__ import annotations
@@ -35,13 +31,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 import numpy as np
 
 from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
-from lmaudit.backends.sim.fields import hashed_rng
+from lmaudit.backends.sim.fields import AgentFields, Check, NonNegative, Unit, hashed_rng, number
 from lmaudit.errors import BackendError
 
 __all__ = ["SIM_JUDGE_VERSION", "SimJudge"]
@@ -64,67 +61,54 @@ def _sigmoid(x: float) -> float:
     return e / (1.0 + e)
 
 
-class SimJudge(SimAgent):
+def _items(
+    agent: SimAgent, name: str, value: Mapping[str, Any] | None, earlier: Any
+) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for item, over in (value or {}).items():
+        bad = sorted(set(over) - set(_OVERRIDABLE))
+        if bad:
+            raise ValueError(
+                f"sim agent {agent.name!r}: {name}.{item}: unknown field(s) {bad} (allowed: {_OVERRIDABLE})"
+            )
+        out[str(item)] = {k: number(agent.name, f"{name}.{item}.{k}", v) for k, v in over.items()}
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimJudgeFields(AgentFields):
+    """The ``judge`` agent's parameters."""
+
+    seed: int = 0  # the content logits d drawn from (seed, item)
+    position_bias: float = 0.0  # logit toward the displayed Response A
+    wrapper_attraction: NonNegative = 0.0  # logit toward a wrapped response
+    wrapper_aversion: NonNegative = 0.0  # logit away from a wrapped response
+    noise: NonNegative = 1.0  # logistic verdict noise (0: deterministic verdicts)
+    content_sd: NonNegative = 2.0  # sd of the drawn content logit d
+    tie_margin: NonNegative = 0.5  # a logit within it of 0 favours TIE
+    invalid_rate: Unit = 0.0  # probability of an unparseable answer
+    carryover: Unit = 0.0  # probability of repeating an earlier verdict in a shared conversation
+    # prompt id -> overrides of quality, position_bias, wrapper_attraction, wrapper_aversion
+    items: Annotated[dict[str, dict[str, float]], Check(_items)] = field(default_factory=dict)
+
+
+class SimJudge(SimAgent[SimJudgeFields]):
     """Both contracts: :meth:`sample` (verdict texts) and :meth:`label_logprobs` (A/B/TIE)."""
 
     name = "judge"
     version = SIM_JUDGE_VERSION
 
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        position_bias: float = 0.0,
-        wrapper_attraction: float = 0.0,
-        wrapper_aversion: float = 0.0,
-        noise: float = 1.0,
-        content_sd: float = 2.0,
-        tie_margin: float = 0.5,
-        invalid_rate: float = 0.0,
-        carryover: float = 0.0,
-        items: Mapping[str, Mapping[str, float]] | None = None,
-    ) -> None:
-        self.seed = self._count("seed", seed)
-        self.position_bias = self._number("position_bias", position_bias)
-        self.wrapper_attraction = self._number("wrapper_attraction", wrapper_attraction, 0.0)
-        self.wrapper_aversion = self._number("wrapper_aversion", wrapper_aversion, 0.0)
-        self.noise = self._number("noise", noise, 0.0)
-        self.content_sd = self._number("content_sd", content_sd, 0.0)
-        self.tie_margin = self._number("tie_margin", tie_margin, 0.0)
-        self.invalid_rate = self._number("invalid_rate", invalid_rate, 0.0, 1.0)
-        self.carryover = self._number("carryover", carryover, 0.0, 1.0)
-        self.items: dict[str, dict[str, float]] = {}
-        for item, over in (items or {}).items():
-            bad = sorted(set(over) - set(_OVERRIDABLE))
-            if bad:
-                raise ValueError(
-                    f"sim agent 'judge': items.{item}: unknown field(s) {bad} (allowed: {_OVERRIDABLE})"
-                )
-            self.items[str(item)] = {k: self._number(f"items.{item}.{k}", v) for k, v in over.items()}
-
-    def params(self) -> dict[str, Any]:
-        return {
-            "seed": self.seed,
-            "position_bias": self.position_bias,
-            "wrapper_attraction": self.wrapper_attraction,
-            "wrapper_aversion": self.wrapper_aversion,
-            "noise": self.noise,
-            "content_sd": self.content_sd,
-            "tie_margin": self.tie_margin,
-            "invalid_rate": self.invalid_rate,
-            "carryover": self.carryover,
-            "items": self.items,
-        }
-
     # -- the model -------------------------------------------------------------------------
     def _param(self, item: str, name: str) -> float:
-        return float(self.items.get(item, {}).get(name, getattr(self, name)))
+        return float(self.fields.items.get(item, {}).get(name, getattr(self.fields, name)))
 
     def quality(self, item: str) -> float:
         """The latent content logit ``d`` of original response A over B."""
-        if "quality" in self.items.get(item, {}):
-            return self.items[item]["quality"]
-        return self.content_sd * float(hashed_rng(self.seed, "judge-quality", item).standard_normal())
+        if "quality" in self.fields.items.get(item, {}):
+            return self.fields.items[item]["quality"]
+        return self.fields.content_sd * float(
+            hashed_rng(self.fields.seed, "judge-quality", item).standard_normal()
+        )
 
     def logit(self, item: str, *, swap: bool, wrap: set[str] | frozenset[str]) -> float:
         d = self.quality(item)
@@ -133,11 +117,11 @@ class SimJudge(SimAgent):
 
     def probabilities(self, item: str, *, swap: bool, wrap: set[str] | frozenset[str]) -> dict[str, float]:
         """Closed-form verdict probabilities for the displayed sides (among valid verdicts)."""
-        z, t = self.logit(item, swap=swap, wrap=wrap), self.tie_margin
-        if self.noise == 0.0:
+        z, t = self.logit(item, swap=swap, wrap=wrap), self.fields.tie_margin
+        if self.fields.noise == 0.0:
             w = "A" if z > t else "B" if z < -t else "TIE"
             return {k: float(k == w) for k in ("A", "B", "TIE")}
-        pa, pb = _sigmoid((z - t) / self.noise), _sigmoid((-z - t) / self.noise)
+        pa, pb = _sigmoid((z - t) / self.fields.noise), _sigmoid((-z - t) / self.fields.noise)
         return {"A": pa, "B": pb, "TIE": max(0.0, 1.0 - pa - pb)}
 
     @staticmethod
@@ -166,11 +150,11 @@ class SimJudge(SimAgent):
     def _draw(self, request: SampleRequest, i: int) -> str:
         item, swap, wrap = self._meta(request)
         u_invalid, u_carry, u_winner = np.random.default_rng(derive_seed(request.seed, i)).random(3)
-        if u_carry < self.carryover:
+        if u_carry < self.fields.carryover:
             carried = self._carried(request, item, swap)
             if carried is not None:
                 return carried
-        if u_invalid < self.invalid_rate:
+        if u_invalid < self.fields.invalid_rate:
             return _INVALID_TEXT
         p = self.probabilities(item, swap=swap, wrap=wrap)
         cum = np.cumsum([p["A"], p["B"], p["TIE"]])
@@ -187,7 +171,7 @@ class SimJudge(SimAgent):
                 raise BackendError(f"sim agent 'judge': expected 3 labels (A, B, TIE), got {r.labels}")
             item, swap, wrap = self._meta(r)
             p = self.probabilities(item, swap=swap, wrap=wrap)
-            keep = 1.0 - self.invalid_rate
+            keep = 1.0 - self.fields.invalid_rate
             probs = {lab: keep * p[v] for lab, v in zip(r.labels, ("A", "B", "TIE"), strict=True)}
             other = max(0.0, 1.0 - sum(probs.values()))
             top = sorted([*probs.items(), ("<other>", other)], key=lambda kv: -kv[1])[: max(0, top_k)]

@@ -23,82 +23,54 @@ texts' tastes, and with ``finalist_conditioned_preference`` and ``finalist_perso
 in place of the stage-1 preferences when given; the answer names sets (``Set B > Set A``,
 ``1. Set B``).
 
-Fields (all enter :attr:`identity`): ``conditioned_preference`` (1.0; negative: favours
-unconditioned sources), ``persona_preference`` (0.0), ``rare_preference`` (0.0), ``taste``
-(0.5), ``noise`` (1.0), ``style`` (``chain``), ``invalid`` (0.0), ``seed`` (0); and, only when
-given, ``finalist_conditioned_preference`` and ``finalist_persona_preference`` (None: the stage-1
-values).
+Fields (all enter :attr:`identity`, the finalist preferences only when given):
+:class:`RankingFields`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Literal, get_args
 
 import numpy as np
 
 from lmaudit.backends.base import SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
-from lmaudit.backends.sim.fields import hashed_rng
+from lmaudit.backends.sim.fields import OMITTED_IF_NONE, AgentFields, NonNegative, Unit, hashed_rng
 from lmaudit.errors import BackendError
 
 __all__ = ["SIM_RANKER_VERSION", "RankingSampler"]
 
 SIM_RANKER_VERSION = "ranker-sim/1"
-STYLES = ("chain", "numbered", "chatty")
+Style = Literal["chain", "numbered", "chatty"]
+STYLES: tuple[str, ...] = get_args(Style)
 
 
-class RankingSampler(SimAgent):
+@dataclass(frozen=True, kw_only=True)
+class RankingFields(AgentFields):
+    """The ``ranker`` agent's parameters."""
+
+    seed: int = 0  # the shared tastes z(text) and the ballots' noise
+    conditioned_preference: float = 1.0  # score of a conditioned source (negative: unconditioned)
+    persona_preference: float = 0.0  # extra score of a conditioned source on a persona ballot
+    rare_preference: float = 0.0  # score of a candidate from a rare pool
+    taste: NonNegative = 0.5  # weight of the shared taste z(text)
+    noise: NonNegative = 1.0  # scale of each ballot's Gumbel noise
+    style: Style = "chain"  # how the ranking is written
+    invalid: Unit = 0.0  # probability of a refusal with no ranking
+    # the finalist stage's preferences (None: the stage-1 values; then not in the identity)
+    finalist_conditioned_preference: Annotated[float | None, OMITTED_IF_NONE] = None
+    finalist_persona_preference: Annotated[float | None, OMITTED_IF_NONE] = None
+
+
+class RankingSampler(SimAgent[RankingFields]):
     """Sampling contract only; reads ``meta`` (candidates, persona)."""
 
     name = "ranker"
     version = SIM_RANKER_VERSION
 
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        conditioned_preference: float = 1.0,
-        persona_preference: float = 0.0,
-        rare_preference: float = 0.0,
-        taste: float = 0.5,
-        noise: float = 1.0,
-        style: str = "chain",
-        invalid: float = 0.0,
-        finalist_conditioned_preference: float | None = None,
-        finalist_persona_preference: float | None = None,
-    ) -> None:
-        self.seed = self._count("seed", seed)
-        if style not in STYLES:
-            raise ValueError(f"sim agent 'ranker': field 'style' = {style!r} is not one of {list(STYLES)}")
-        self.style = style
-        self.conditioned_preference = self._number("conditioned_preference", conditioned_preference)
-        self.persona_preference = self._number("persona_preference", persona_preference)
-        self.rare_preference = self._number("rare_preference", rare_preference)
-        self.taste = self._number("taste", taste, 0.0)
-        self.noise = self._number("noise", noise, 0.0)
-        self.invalid = self._number("invalid", invalid, 0.0, 1.0)
-        self.finalist = {
-            k: None if v is None else self._number(k, v)
-            for k, v in (
-                ("finalist_conditioned_preference", finalist_conditioned_preference),
-                ("finalist_persona_preference", finalist_persona_preference),
-            )
-        }
-
-    def params(self) -> dict[str, Any]:
-        return {
-            "seed": self.seed,
-            "conditioned_preference": self.conditioned_preference,
-            "persona_preference": self.persona_preference,
-            "rare_preference": self.rare_preference,
-            "taste": self.taste,
-            "noise": self.noise,
-            "style": self.style,
-            "invalid": self.invalid,
-        } | {k: v for k, v in self.finalist.items() if v is not None}
-
     def _taste(self, text: str) -> float:
-        return float(hashed_rng(self.seed, "taste", text).standard_normal())
+        return float(hashed_rng(self.fields.seed, "taste", text).standard_normal())
 
     def draws(self, request: SampleRequest) -> list[str]:
         cands = request.meta.get("candidates")
@@ -106,15 +78,16 @@ class RankingSampler(SimAgent):
             raise BackendError("sim agent 'ranker': request meta has no 'candidates' (not a ranking request)")
         persona = str(request.meta.get("persona", "none")) != "none"
         sets = request.meta.get("kind") == "finalists"
-        cond, pers = self.conditioned_preference, self.persona_preference
+        f = self.fields
+        cond, pers = f.conditioned_preference, f.persona_preference
         if sets:
-            fc, fp = self.finalist.values()
+            fc, fp = f.finalist_conditioned_preference, f.finalist_persona_preference
             cond, pers = (cond if fc is None else fc), (pers if fp is None else fp)
         base = np.array(
             [
                 (cond + pers * persona) * (c["source"] == "conditioned")
-                + self.rare_preference * str(c["pool"]).endswith("rare")
-                + self.taste
+                + self.fields.rare_preference * str(c["pool"]).endswith("rare")
+                + self.fields.taste
                 * (
                     float(np.mean([self._taste(str(t)) for t in c["texts"]]))
                     if sets
@@ -126,13 +99,13 @@ class RankingSampler(SimAgent):
         noun = "Set " if sets else ""
         texts = []
         for i in range(request.n):
-            rng = np.random.default_rng([derive_seed(request.seed, i), self.seed])
-            if rng.random() < self.invalid:
+            rng = np.random.default_rng([derive_seed(request.seed, i), self.fields.seed])
+            if rng.random() < self.fields.invalid:
                 texts.append("I cannot rank these answers; they all have merit.")
                 continue
-            score = base + self.noise * rng.gumbel(size=len(cands))
+            score = base + self.fields.noise * rng.gumbel(size=len(cands))
             order = [cands[j] for j in np.argsort(-score, kind="stable")]
-            if self.style == "numbered":
+            if self.fields.style == "numbered":
                 texts.append(
                     "\n".join(
                         f"{k}. {noun}{c['label']}" + ("" if sets else f". {c['text']}")
@@ -142,6 +115,8 @@ class RankingSampler(SimAgent):
             else:
                 chain = " > ".join(noun + c["label"] for c in order)
                 texts.append(
-                    chain if self.style == "chain" else f"Here is my ranking:\n\n**{chain}**\n\nThanks!"
+                    chain
+                    if self.fields.style == "chain"
+                    else f"Here is my ranking:\n\n**{chain}**\n\nThanks!"
                 )
         return texts

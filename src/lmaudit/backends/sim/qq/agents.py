@@ -18,15 +18,11 @@ Repetition agents (per item: ``u = p_A(y)``, ``v = p_B(y)``; overridable through
 * :class:`MixtureRepetitionAgent` (``mixture_repetition``): Proposition 5,
   ``K_AB(b|a) = r_AB[a] 1[b=a] + (1 - r_AB[a]) p_B(b)`` and symmetrically for BA.
 
-Agent fields and defaults (plus the common ones of :class:`SimQQAgent`):
-
-=====================  ==============================================================
-projective             purity=1.0 (Bloch length of the state)
-luders_symmetric       eta=0.7, purity=1.0
-luders_asymmetric      eta_a_y=0.9, eta_a_n=0.5, eta_b_y=0.9, eta_b_n=0.5, purity=1.0
-repetition             r=0.5
-mixture_repetition     r_ab_y=0.6, r_ab_n=0.2, r_ba_y=0.6, r_ba_n=0.2
-=====================  ==============================================================
+Agent fields and defaults: each agent's record (``projective``: :class:`QubitFields`,
+``luders_symmetric``: :class:`LudersSymmetricFields`, ``luders_asymmetric``:
+:class:`LudersAsymmetricFields`, ``repetition``: :class:`RepetitionFields`,
+``mixture_repetition``: :class:`MixtureRepetitionFields`), each extending the common
+:class:`~lmaudit.backends.sim.qq.core.QQFields`.
 
 Per-item overrides (``items: {item_id: {...}}``): qubit agents take ``state``, ``axis_A``,
 ``axis_B`` as ``[theta, phi]``; repetition agents take ``u``, ``v``. Fields not overridden are
@@ -36,35 +32,55 @@ drawn; overrides that fix every field are taken as given (no ``marginal_range`` 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from lmaudit.backends.sim.qq.core import SimQQAgent
+from lmaudit.backends.sim.fields import Unit, number
+from lmaudit.backends.sim.qq.core import QF, QQFields, SimQQAgent
 from lmaudit.backends.sim.qq.qubit import LuedersInstrument, bloch_vector, sequential_kernel
 from lmaudit.backends.sim.qq.readout import SequentialKernel
 
 # --------------------------------------------------------------------------- qubit agents
 
 
-class _QubitAgent(SimQQAgent):
-    item_keys: ClassVar[tuple[str, ...]] = ("state", "axis_A", "axis_B")
+@dataclass(frozen=True, kw_only=True)
+class QubitFields(QQFields):
+    """The qubit agents' parameters (``projective``'s)."""
 
-    def __init__(self, *, purity: float = 1.0, **common: Any) -> None:
-        super().__init__(**common)
-        self.purity = self._number("purity", purity, 0.0, 1.0)
+    purity: Unit = 1.0  # Bloch length of the state
+
+
+@dataclass(frozen=True, kw_only=True)
+class LudersSymmetricFields(QubitFields):
+    eta: Unit = 0.7  # sharpness of every question and outcome
+
+
+@dataclass(frozen=True, kw_only=True)
+class LudersAsymmetricFields(QubitFields):
+    """Sharpness per question and outcome."""
+
+    eta_a_y: Unit = 0.9  # question A, outcome y
+    eta_a_n: Unit = 0.5  # question A, outcome n
+    eta_b_y: Unit = 0.9  # question B, outcome y
+    eta_b_n: Unit = 0.5  # question B, outcome n
+
+
+QB = TypeVar("QB", bound=QubitFields)
+
+
+class _QubitAgent(SimQQAgent[QB]):
+    item_keys: ClassVar[tuple[str, ...]] = ("state", "axis_A", "axis_B")
 
     def sharpness(self) -> tuple[float, float, float, float]:
         """``(eta_Ay, eta_An, eta_By, eta_Bn)``."""
         raise NotImplementedError
 
-    def agent_params(self) -> dict[str, Any]:
-        return {"purity": self.purity}
-
     def _check_override(self, field: str, value: Any) -> Any:
         if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != 2:
             raise ValueError(f"sim agent {self.name!r}: field {field!r} must be [theta, phi], got {value!r}")
-        return [self._number(f"{field}[{i}]", x, -1e6, 1e6) for i, x in enumerate(value)]
+        return [number(self.name, f"{field}[{i}]", x, -1e6, 1e6) for i, x in enumerate(value)]
 
     def _draw_item_params(self, rng: np.random.Generator) -> dict[str, Any]:
         x = rng.random(6)
@@ -76,13 +92,14 @@ class _QubitAgent(SimQQAgent):
     def _build_kernel(self, params: Mapping[str, Any]) -> SequentialKernel:
         eta_ay, eta_an, eta_by, eta_bn = self.sharpness()
         s = bloch_vector(*params["state"])
-        r = (self.purity * s[0], self.purity * s[1], self.purity * s[2])
+        p = self.fields.purity
+        r = (p * s[0], p * s[1], p * s[2])
         inst_a = LuedersInstrument(bloch_vector(*params["axis_A"]), eta_ay, eta_an)
         inst_b = LuedersInstrument(bloch_vector(*params["axis_B"]), eta_by, eta_bn)
         return sequential_kernel(r, inst_a, inst_b)
 
 
-class ProjectiveAgent(_QubitAgent):
+class ProjectiveAgent(_QubitAgent[QubitFields]):
     """Projective qubit measurements (sharpness 1): QQ holds exactly (Theorem 2)."""
 
     name: ClassVar[str] = "projective"
@@ -91,54 +108,45 @@ class ProjectiveAgent(_QubitAgent):
         return (1.0, 1.0, 1.0, 1.0)
 
 
-class LudersSymmetricAgent(_QubitAgent):
+class LudersSymmetricAgent(_QubitAgent[LudersSymmetricFields]):
     """Unsharp Lüders instruments, one sharpness ``eta`` for every question and outcome."""
 
     name: ClassVar[str] = "luders_symmetric"
 
-    def __init__(self, *, eta: float = 0.7, **common: Any) -> None:
-        super().__init__(**common)
-        self.eta = self._number("eta", eta, 0.0, 1.0)
-
     def sharpness(self) -> tuple[float, float, float, float]:
-        return (self.eta,) * 4
-
-    def agent_params(self) -> dict[str, Any]:
-        return {"eta": self.eta, **super().agent_params()}
+        return (self.fields.eta,) * 4
 
 
-class LudersAsymmetricAgent(_QubitAgent):
+class LudersAsymmetricAgent(_QubitAgent[LudersAsymmetricFields]):
     """Unsharp Lüders instruments with a sharpness per question and outcome
     (``eta_a_y``: question A, outcome y; ...)."""
 
     name: ClassVar[str] = "luders_asymmetric"
 
-    def __init__(
-        self,
-        *,
-        eta_a_y: float = 0.9,
-        eta_a_n: float = 0.5,
-        eta_b_y: float = 0.9,
-        eta_b_n: float = 0.5,
-        **common: Any,
-    ) -> None:
-        super().__init__(**common)
-        self.etas = self._unit_numbers(
-            {"eta_a_y": eta_a_y, "eta_a_n": eta_a_n, "eta_b_y": eta_b_y, "eta_b_n": eta_b_n}
-        )
-
     def sharpness(self) -> tuple[float, float, float, float]:
-        e = self.etas
-        return (e["eta_a_y"], e["eta_a_n"], e["eta_b_y"], e["eta_b_n"])
-
-    def agent_params(self) -> dict[str, Any]:
-        return {**self.etas, **super().agent_params()}
+        e = self.fields
+        return (e.eta_a_y, e.eta_a_n, e.eta_b_y, e.eta_b_n)
 
 
 # --------------------------------------------------------------------------- repetition agents
 
 
-class _RetentionAgent(SimQQAgent):
+@dataclass(frozen=True, kw_only=True)
+class RepetitionFields(QQFields):
+    r: Unit = 0.5  # retention rate of every order and first answer
+
+
+@dataclass(frozen=True, kw_only=True)
+class MixtureRepetitionFields(QQFields):
+    """Retention per order and first answer (``r_AB[.]``, ``r_BA[.]``)."""
+
+    r_ab_y: Unit = 0.6  # order AB, first answer y
+    r_ab_n: Unit = 0.2  # order AB, first answer n
+    r_ba_y: Unit = 0.6  # order BA, first answer y
+    r_ba_n: Unit = 0.2  # order BA, first answer n
+
+
+class _RetentionAgent(SimQQAgent[QF]):
     item_keys: ClassVar[tuple[str, ...]] = ("u", "v")
 
     def retention(self) -> tuple[float, float, float, float]:
@@ -146,10 +154,10 @@ class _RetentionAgent(SimQQAgent):
         raise NotImplementedError
 
     def _check_override(self, field: str, value: Any) -> Any:
-        return self._number(field, value, 0.0, 1.0)
+        return number(self.name, field, value, 0.0, 1.0)
 
     def _draw_item_params(self, rng: np.random.Generator) -> dict[str, Any]:
-        lo, hi = self.marginal_range
+        lo, hi = self.fields.marginal_range
         x = rng.random(2)
         return {"u": float(lo + (hi - lo) * x[0]), "v": float(lo + (hi - lo) * x[1])}
 
@@ -166,44 +174,23 @@ class _RetentionAgent(SimQQAgent):
         )
 
 
-class RepetitionAgent(_RetentionAgent):
+class RepetitionAgent(_RetentionAgent[RepetitionFields]):
     """Proposition 4: symmetric repetition with one retention rate ``r``; QQ holds identically
     and ``OE_B = r (u - v)``."""
 
     name: ClassVar[str] = "repetition"
 
-    def __init__(self, *, r: float = 0.5, **common: Any) -> None:
-        super().__init__(**common)
-        self.r = self._number("r", r, 0.0, 1.0)
-
     def retention(self) -> tuple[float, float, float, float]:
-        return (self.r,) * 4
-
-    def agent_params(self) -> dict[str, Any]:
-        return {"r": self.r}
+        return (self.fields.r,) * 4
 
 
-class MixtureRepetitionAgent(_RetentionAgent):
+class MixtureRepetitionAgent(_RetentionAgent[MixtureRepetitionFields]):
     """Proposition 5: polarity- and position-dependent retention ``r_AB[.]``, ``r_BA[.]``
     (fields ``r_ab_y, r_ab_n, r_ba_y, r_ba_n``; the factory also accepts nested
     ``r_AB: {y, n}`` / ``r_BA: {y, n}``);
     ``q = u(1-v)(r_BA[n] - r_AB[y]) + (1-u)v(r_BA[y] - r_AB[n])`` (seed eq. 3)."""
 
     name: ClassVar[str] = "mixture_repetition"
-
-    def __init__(
-        self,
-        *,
-        r_ab_y: float = 0.6,
-        r_ab_n: float = 0.2,
-        r_ba_y: float = 0.6,
-        r_ba_n: float = 0.2,
-        **common: Any,
-    ) -> None:
-        super().__init__(**common)
-        self.rates = self._unit_numbers(
-            {"r_ab_y": r_ab_y, "r_ab_n": r_ab_n, "r_ba_y": r_ba_y, "r_ba_n": r_ba_n}
-        )
 
     @classmethod
     def normalise_fields(cls, fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -225,11 +212,8 @@ class MixtureRepetitionAgent(_RetentionAgent):
         return out
 
     def retention(self) -> tuple[float, float, float, float]:
-        r = self.rates
-        return (r["r_ab_y"], r["r_ab_n"], r["r_ba_y"], r["r_ba_n"])
-
-    def agent_params(self) -> dict[str, Any]:
-        return dict(self.rates)
+        r = self.fields
+        return (r.r_ab_y, r.r_ab_n, r.r_ba_y, r.r_ba_n)
 
 
 QQ_AGENTS: dict[str, type[SimQQAgent]] = {

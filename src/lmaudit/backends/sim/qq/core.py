@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar, TypeVar
 
 import numpy as np
 
 from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
-from lmaudit.backends.sim.fields import hashed_rng
+from lmaudit.backends.sim.fields import AgentFields, Bounds, Check, hashed_rng, number
 from lmaudit.backends.sim.qq.readout import (
     MAX_DRAW_TRIES,
     OTHER_TOKEN,
@@ -39,51 +40,52 @@ from lmaudit.backends.sim.qq.readout import (
 from lmaudit.errors import BackendError
 
 
-class SimQQAgent(SimAgent):
+def _marginal_range(agent: SimAgent, name: str, value: Any, earlier: Any) -> list[float]:
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or len(value) != 2:
+        raise ValueError(f"sim agent {agent.name!r}: field {name!r} must be [lo, hi], got {value!r}")
+    lo, hi = (number(agent.name, f"{name}[{i}]", value[i], 0.0, 1.0) for i in (0, 1))
+    if not lo < hi:
+        raise ValueError(f"sim agent {agent.name!r}: field {name!r} needs lo < hi, got {value!r}")
+    return [lo, hi]
+
+
+def _items(agent: SimAgent, name: str, value: Any, earlier: Any) -> dict[str, dict[str, Any]]:
+    assert isinstance(agent, SimQQAgent)
+    return agent.check_items(value or {})
+
+
+@dataclass(frozen=True, kw_only=True)
+class QQFields(AgentFields):
+    """The fields every QQ agent has (after its own in the identity)."""
+
+    other_mass: Annotated[float, Bounds(0.0, 1.0, hi_open=True)] = 0.0  # mass of the token "<other>"
+    label_bias: Annotated[float, Bounds(-50.0, 50.0)] = 0.0  # logit shift toward label "A" (labels A/B)
+    # [lo, hi]: per-item draws keep both first-position marginals inside it
+    marginal_range: Annotated[list[float], Check(_marginal_range)] = field(default_factory=lambda: [0.1, 0.9])
+    # item id -> overrides of the agent's ``item_keys``
+    items: Annotated[dict[str, dict[str, Any]], Check(_items)] = field(default_factory=dict)
+    seed: int = 0  # per-item parameter draws
+
+
+QF = TypeVar("QF", bound=QQFields)
+
+
+class SimQQAgent(SimAgent[QF]):
     """Base of the QQ ground-truth agents (both :class:`LabelBackend` and :class:`SamplingBackend`).
 
-    Subclasses set ``name`` and ``item_keys`` and implement :meth:`agent_params`,
-    :meth:`_check_override`, :meth:`_draw_item_params` and :meth:`_build_kernel`.
+    Subclasses set ``name`` and ``item_keys``, name their record (extending :class:`QQFields`)
+    as the type argument and implement :meth:`_check_override`, :meth:`_draw_item_params` and :meth:`_build_kernel`.
     """
 
     version = SIM_QQ_VERSION
     item_keys: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(
-        self,
-        *,
-        seed: int = 0,
-        other_mass: float = 0.0,
-        label_bias: float = 0.0,
-        marginal_range: Sequence[float] = (0.1, 0.9),
-        items: Mapping[str, Mapping[str, Any]] | None = None,
-    ) -> None:
-        n = self.name
-        self.seed = self._count("seed", seed)
-        self.other_mass = self._number("other_mass", other_mass, 0.0, 1.0, hi_open=True)
-        self.label_bias = self._number("label_bias", label_bias, -50.0, 50.0)
-        if (
-            isinstance(marginal_range, str | bytes)
-            or not isinstance(marginal_range, Sequence)
-            or len(marginal_range) != 2
-        ):
-            raise ValueError(
-                f"sim agent {n!r}: field 'marginal_range' must be [lo, hi], got {marginal_range!r}"
-            )
-        lo = self._number("marginal_range[0]", marginal_range[0], 0.0, 1.0)
-        hi = self._number("marginal_range[1]", marginal_range[1], 0.0, 1.0)
-        if not lo < hi:
-            raise ValueError(f"sim agent {n!r}: field 'marginal_range' needs lo < hi, got {marginal_range!r}")
-        self.marginal_range = (lo, hi)
-        self.items = self._check_items(items or {})
+    def __init__(self, **given: Any) -> None:
+        super().__init__(**given)
         self._params_cache: dict[str, dict[str, Any]] = {}
         self._kernel_cache: dict[str, SequentialKernel] = {}
 
     # ---- subclass hooks
-    def agent_params(self) -> dict[str, Any]:
-        """The agent-specific parameters (JSON-able), as they enter :attr:`identity`."""
-        return {}
-
     def _check_override(self, field: str, value: Any) -> Any:
         raise NotImplementedError
 
@@ -95,7 +97,7 @@ class SimQQAgent(SimAgent):
         raise NotImplementedError
 
     # ---- parameters and kernels
-    def _check_items(self, items: Any) -> dict[str, dict[str, Any]]:
+    def check_items(self, items: Any) -> dict[str, dict[str, Any]]:
         if not isinstance(items, Mapping):
             raise ValueError(f"sim agent {self.name!r}: field 'items' must map item id -> overrides")
         out: dict[str, dict[str, Any]] = {}
@@ -112,7 +114,7 @@ class SimQQAgent(SimAgent):
         return out
 
     def interior(self, *marginals: float) -> bool:
-        lo, hi = self.marginal_range
+        lo, hi = self.fields.marginal_range
         return all(lo <= m <= hi for m in marginals)
 
     def item_params(self, item: str) -> dict[str, Any]:
@@ -121,8 +123,8 @@ class SimQQAgent(SimAgent):
         cached = self._params_cache.get(item)
         if cached is not None:
             return dict(cached)
-        over = self.items.get(item, {})
-        rng = hashed_rng(self.seed, item)
+        over = self.fields.items.get(item, {})
+        rng = hashed_rng(self.fields.seed, item)
         for _ in range(MAX_DRAW_TRIES):
             params = {**self._draw_item_params(rng), **over}
             if set(over) >= set(self.item_keys):
@@ -133,7 +135,7 @@ class SimQQAgent(SimAgent):
         else:
             raise BackendError(
                 f"sim agent {self.name!r}, item {item!r}: no parameter draw put both first-position "
-                f"marginals in marginal_range={list(self.marginal_range)} after {MAX_DRAW_TRIES} tries"
+                f"marginals in marginal_range={list(self.fields.marginal_range)} after {MAX_DRAW_TRIES} tries"
             )
         self._params_cache[item] = params
         return dict(params)
@@ -149,17 +151,6 @@ class SimQQAgent(SimAgent):
         query = parse_meta(meta)
         return query, self.kernel(query.item).p_yes(query.question, query.position, query.first_answer)
 
-    # ---- identity
-    def params(self) -> dict[str, Any]:
-        return {
-            **self.agent_params(),
-            "other_mass": self.other_mass,
-            "label_bias": self.label_bias,
-            "marginal_range": list(self.marginal_range),
-            "items": self.items,
-            "seed": self.seed,
-        }
-
     # ---- LabelBackend
     def label_logprobs(self, requests: list[LabelRequest], top_k: int = 10) -> list[LabelResult]:
         return [self._label_one(r, top_k) for r in requests]
@@ -172,15 +163,15 @@ class SimQQAgent(SimAgent):
                 f"sim agent {self.name!r}, item {query.item!r}: request labels {list(labels)} do not match "
                 f"meta label_of {query.label_of}"
             )
-        binary = biased_label_probs(p_y, query.label_of, self.label_bias)
-        keep = 1.0 - self.other_mass
+        binary = biased_label_probs(p_y, query.label_of, self.fields.label_bias)
+        keep = 1.0 - self.fields.other_mass
         probs = {label: keep * binary[label] for label in labels}
-        entries = [*probs.items(), (OTHER_TOKEN, self.other_mass)]
+        entries = [*probs.items(), (OTHER_TOKEN, self.fields.other_mass)]
         entries.sort(key=lambda e: (-e[1], e[0]))
         ranked = sorted(labels)
         return LabelResult(
             probs=probs,
-            other=self.other_mass,
+            other=self.fields.other_mass,
             top_k=entries[: max(top_k, 0)],
             label_token_ids={label: ranked.index(label) for label in labels},
         )
@@ -199,10 +190,10 @@ class SimQQAgent(SimAgent):
         if isinstance(top_p, bool) or not isinstance(top_p, int | float) or not 0.0 < top_p <= 1.0:
             raise BackendError(f"{where}: top_p must be in (0, 1], got {top_p!r}")
         ly, ln = query.label_of["y"], query.label_of["n"]
-        binary = biased_label_probs(p_y, query.label_of, self.label_bias)
+        binary = biased_label_probs(p_y, query.label_of, self.fields.label_bias)
         tempered = temper([binary[ly], binary[ln]], float(t))
-        keep = 1.0 - self.other_mass
-        dist = nucleus([keep * tempered[0], keep * tempered[1], self.other_mass], float(top_p))
+        keep = 1.0 - self.fields.other_mass
+        dist = nucleus([keep * tempered[0], keep * tempered[1], self.fields.other_mass], float(top_p))
         return [ly, ln, OTHER_TOKEN], dist
 
     def draws(self, request: SampleRequest) -> list[str]:
