@@ -54,7 +54,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -123,13 +123,7 @@ class CacheStats:
     legacy: int = 0  # hits on entries without a digest (accepted unverified)
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "hits": self.hits,
-            "misses": self.misses,
-            "writes": self.writes,
-            "invalid": self.invalid,
-            "legacy": self.legacy,
-        }
+        return asdict(self)
 
 
 @dataclass

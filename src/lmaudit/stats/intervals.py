@@ -8,7 +8,7 @@ QQ calibration compares the two (Wilson undercovers at some ``p``). Both are vec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, overload
 
 import numpy as np
@@ -125,15 +125,7 @@ class ProportionCI:
         return self.low <= p <= self.high
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "k": self.k,
-            "n": self.n,
-            "estimate": self.estimate,
-            "low": self.low,
-            "high": self.high,
-            "alpha": self.alpha,
-            "method": self.method,
-        }
+        return asdict(self)
 
 
 def proportion_ci(k: int, n: int, alpha: float = 0.05, method: str = "clopper-pearson") -> ProportionCI:

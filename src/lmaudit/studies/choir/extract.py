@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 __all__ = ["Extraction", "Item", "extract_items"]
 
@@ -47,12 +47,7 @@ class Item:
     extraction_uncertain: bool  # e.g. a bullet list (no numbers), or numbers out of order
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "rank": self.rank,
-            "text": self.text,
-            "justification": self.justification,
-            "extraction_uncertain": self.extraction_uncertain,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)

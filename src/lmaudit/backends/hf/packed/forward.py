@@ -39,7 +39,7 @@ the model's documented per-layer-type mask mapping.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -73,12 +73,7 @@ class ForwardStats:
     requests: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "forward_calls": self.forward_calls,
-            "tokens_real": self.tokens_real,
-            "tokens_padded": self.tokens_padded,
-            "requests": self.requests,
-        }
+        return asdict(self)
 
 
 def _sliding_window(model: Any) -> int | None:

@@ -12,7 +12,7 @@ temperature) is sampled with its own seeds.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +65,7 @@ class Component:
         return f"{self.persona}/T{self.temperature:g}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "persona": self.persona,
-            "temperature": self.temperature,
-            "weight": self.weight,
-            "weight_ba": self.weight_ba,
-        }
+        return {"id": self.id, **asdict(self)}
 
 
 def load_personas(path: str | Path) -> dict[str, Persona]:
