@@ -57,6 +57,27 @@ def test_what_does_not_fit_is_one_line_naming_file_and_field(change: dict, field
     assert repr(field) in msg or f"'{field}." in msg
 
 
+@pytest.mark.parametrize(
+    ("sample", "field"),
+    [
+        (_Sample(n=1, p=float("nan"), ci=None, by_name={}), "p"),
+        (_Sample(n=1, p=0.5, ci=Interval(0.0, float("inf")), by_name={}), "ci.1"),
+        (_Sample(n=1, p=0.5, ci=None, by_name={"a": Interval(float("nan"), 1.0)}), "by_name.a.0"),
+    ],
+)
+def test_a_number_json_cannot_hold_is_refused_naming_its_field(sample: _Sample, field: str) -> None:
+    """NaN and infinity are refused when written, never written as null (which would not read
+    back as a number), plain numbers and interval ends alike."""
+    with pytest.raises(ValueError, match=rf"^_Sample: field '{field}' is (nan|inf), which JSON cannot hold$"):
+        sample.to_json()
+
+
+def test_an_interval_is_written_as_two_floats() -> None:
+    """An interval built from ints is written as the floats it reads back as."""
+    doc = _Sample(n=1, p=0.5, ci=Interval(0, 1), by_name={}).to_json()
+    assert json.dumps(doc["ci"]) == "[0.0, 1.0]"
+
+
 def test_scored_predictions_are_simple_or_compound() -> None:
     simple = {
         "id": "P1",

@@ -15,6 +15,7 @@ so the record's annotations are its schema:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -54,7 +55,9 @@ class Interval:
         return core_schema.no_info_after_validator_function(
             lambda v: cls(v[0], v[1]),
             pair,
-            serialization=core_schema.plain_serializer_function_ser_schema(lambda i: [i.lo, i.hi]),
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda i: [i.lo, i.hi], return_schema=core_schema.list_schema(core_schema.float_schema())
+            ),
         )
 
 
@@ -68,6 +71,18 @@ def _adapter(cls: type) -> TypeAdapter[Any]:
     return _ADAPTERS[cls]
 
 
+def _non_finite(doc: Any, path: str = "") -> tuple[str, float] | None:
+    """The first NaN or infinite number in a JSON-ready document, with its dotted path."""
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return path or "<top>", doc
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, value in items:
+        found = _non_finite(value, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
 def _where(err: ValidationError) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "<top>"
@@ -77,12 +92,21 @@ def _where(err: ValidationError) -> str:
 class JsonRecord:
     """Base of typed result records (frozen dataclasses): JSON out and in, checked."""
 
-    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid", strict=True)
+    # NaN and infinity are kept as floats when dumped, so that to_json refuses them (JSON has
+    # neither) instead of writing them as null, which would not read back as a number
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(
+        extra="forbid", strict=True, ser_json_inf_nan="constants"
+    )
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON-ready form: plain dicts, lists, str, int, float, bool and None."""
+        """The JSON-ready form: plain dicts, lists, str, int, float, bool and None. A number
+        that is NaN or infinite is refused (ValueError naming the field)."""
         out = _adapter(type(self)).dump_python(self, mode="json", by_alias=True)
         assert isinstance(out, dict)
+        bad = _non_finite(out)
+        if bad is not None:
+            path, value = bad
+            raise ValueError(f"{type(self).__name__}: field {path!r} is {value}, which JSON cannot hold")
         return out
 
     @classmethod

@@ -165,6 +165,8 @@ class _Toy(AgentFields):
     kind: Literal["x", "y"] = "x"
     maybe: Annotated[float | None, OMITTED_IF_NONE] = None
     kept_none: float | None = None
+    maybe_unit: Unit | None = None
+    one_to_five: Annotated[int, Bounds(1, 5)] = 1
 
 
 TOY = SimpleNamespace(name="toy")  # all the checks read of an agent: its name
@@ -182,6 +184,8 @@ def test_marks_on_the_field_types_drive_the_checks() -> None:
         "any_number": 0.0,
         "kind": "y",
         "kept_none": None,
+        "maybe_unit": None,
+        "one_to_five": 1,
     }
     assert [type(rec.at_least_two), type(rec.unit), type(rec.positive)] == [int, float, float]
     assert _Toy.checked(TOY, {"maybe": 3}).identity()["maybe"] == 3.0
@@ -198,6 +202,8 @@ def test_marks_on_the_field_types_drive_the_checks() -> None:
         ({"any_number": float("nan")}, "field 'any_number' must be in [-inf, inf], got nan"),
         ({"kind": "z"}, "field 'kind' = 'z' is not one of ['x', 'y']"),
         ({"maybe": "a"}, "field 'maybe' must be a number in [-inf, inf], got 'a'"),
+        ({"maybe_unit": 1.5}, "field 'maybe_unit' must be in [0.0, 1.0], got 1.5"),
+        ({"one_to_five": 6}, "field 'one_to_five' must be at most 5, got 6"),
         (
             {"nope": 1, "also": 2},
             "unknown field(s) ['also', 'nope'] (allowed: ['any_number', 'at_least_two', ",
@@ -221,3 +227,46 @@ def test_a_field_type_without_a_check_is_a_declaration_error() -> None:
         TypeError, match=r"sim agent 'toy': field 'label' of type .* needs a Check\(\.\.\.\) mark"
     ):
         Unchecked.checked(TOY, {})
+
+
+def test_an_optional_bounded_field_keeps_its_bounds() -> None:
+    assert _Toy.checked(TOY, {"maybe_unit": 0.25}).identity()["maybe_unit"] == 0.25
+
+
+def test_the_identity_is_a_copy_of_the_agents_settings() -> None:
+    """Changing what ``identity`` returned changes neither the agent nor its next identity."""
+    agent = FreeListSampler(widths={"q": 5})
+    agent.identity["widths"]["q"] = 99
+    assert agent.width("q") == 5 and agent.identity["widths"] == {"q": 5}
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"agent": "freelist", "widths": [1]},
+            "sim agent 'freelist': field 'widths' must be a mapping, got [1]",
+        ),
+        (
+            {"agent": "freelist", "widths": {"a": "x"}},
+            "sim agent 'freelist': field 'widths.a' must be an integer >= 2",
+        ),
+        (
+            {"agent": "freelist", "widths": {"a": 2.9}},
+            "sim agent 'freelist': field 'widths.a' must be an integer >= 2",
+        ),
+        (
+            {"agent": "freelist", "widths": {"a": 1}},
+            "sim agent 'freelist': field 'widths.a' must be an integer >= 2",
+        ),
+        ({"agent": "judge", "items": "x"}, "sim agent 'judge': field 'items' must be a mapping, got 'x'"),
+        (
+            {"agent": "judge", "items": {"p": 3}},
+            "sim agent 'judge': field 'items.p' must be a mapping, got 3",
+        ),
+    ],
+)
+def test_nested_settings_are_refused_in_one_line(config: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        SimAgent.from_fields(config)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)

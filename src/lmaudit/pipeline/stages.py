@@ -174,11 +174,12 @@ def _analyze(
     claim_results(out, mpath, sha, overwrite=bool(cfg.get("overwrite", False)))
     # read by the study (whole, or one row at a time), before anything of the analysis is written
     result = study.analyze(cfg, Measurements(source=str(mpath), path=mpath))
+    body = result.doc  # serialised (a NaN refused) before the previous analysis is removed
     clear_from(out, "analyze")  # results, metrics, plots and the report derived from them, as a set
     for later in ("analyze", "report"):
         audit.data.pop(later, None)
     audit.save()
-    results = {**result.doc, "source": {"measurements_sha256": sha}}
+    results = {**body, "source": {"measurements_sha256": sha}}
     if reg is not None:
         results = prereg.score_results(study.result(results), reg, plan, sha)
     results_path = atomic_write_json(out / "results.json", results)

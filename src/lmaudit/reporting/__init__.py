@@ -6,7 +6,10 @@ import datetime as _dt
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lmaudit.results import Interval
 
 NOT_RECORDED = "not recorded"
 
@@ -22,6 +25,11 @@ def num(x: Any) -> float | None:
 def fmt(x: Any, spec: str = ".3f") -> str:
     f = num(x)
     return "—" if f is None else format(f, spec)
+
+
+def interval_text(ci: Interval | None, spec: str = ".3f", missing: str = "—") -> str:
+    """``[lo, hi]``, each end as :func:`fmt` writes it; ``missing`` where there is no interval."""
+    return missing if ci is None else f"[{fmt(ci.lo, spec)}, {fmt(ci.hi, spec)}]"
 
 
 def pval(x: Any) -> str:

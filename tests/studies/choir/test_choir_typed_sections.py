@@ -91,3 +91,17 @@ def test_analyze_lists_returns_records_that_read_back_as_written() -> None:
     q = out.questions["Q1"]
     present = {f.name for f in fields(q) if getattr(q, f.name) is not None}
     assert {"lift", "metric_sensitivity", "stc", "template_novelty", "echo", "anchor_echo"} <= present
+
+
+def test_without_bootstrap_recoverability_has_no_interval_and_reads_back() -> None:
+    """``n_boot = 0`` draws no bootstrap: each classifier's ``ci`` is ``[null, null]`` (as
+    ``null_band`` is without a null), written and read back, never a NaN interval."""
+    recs, vec = _design()
+    s = _settings()
+    s.n_boot = 0
+    out = analyze_lists(recs, vec, QUESTION_TERMS, s, PROFILE)
+    assert out.recoverability and all(r.interval is None for r in out.recoverability.values())
+    for rec in out.recoverability.values():
+        assert rec.to_json()["ci"] == [None, None] and _writes_what_it_reads(rec)
+    assert out.leakage is not None and all(run.model_ci is None for run in out.leakage.stripping)
+    assert _writes_what_it_reads(out.leakage)

@@ -5,11 +5,12 @@ generators their fixed draws come from.
 
 A field's type says how it is checked: ``float`` a finite number (``Annotated[float,
 Bounds(lo, hi)]`` in an interval; :data:`Unit`, :data:`NonNegative`), ``int`` an integer >= 0
-(``Annotated[int, Bounds(lo)]``: >= ``lo``), ``X | None`` also None, a ``Literal`` one of its
+(``Annotated[int, Bounds(lo, hi)]``: in ``[lo, hi]``), ``X | None`` also None, a ``Literal`` one of its
 values, and ``Annotated[..., Check(fn)]`` the field's own check."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import types
@@ -31,6 +32,7 @@ __all__ = [
     "Unit",
     "count",
     "hashed_rng",
+    "mapping",
     "number",
 ]
 
@@ -60,7 +62,7 @@ def count(agent: str, name: str, value: Any, minimum: int = 0) -> int:
 @dataclass(frozen=True)
 class Bounds:
     """A number field's interval ``[lo, hi]`` (``[lo, hi)`` if ``hi_open``); an integer
-    field's minimum ``lo``."""
+    field's ``[lo, hi]``."""
 
     lo: float = -math.inf
     hi: float = math.inf
@@ -96,16 +98,41 @@ def _default(f: Field[Any]) -> Any:
     return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
+def mapping(agent: str, name: str, value: Any) -> Mapping[Any, Any]:
+    """``value`` as a mapping (None: empty), else an error naming the agent and the field."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"sim agent {agent!r}: field {name!r} must be a mapping, got {value!r}")
+    return value
+
+
+def _parts(hint: Any) -> tuple[Any, list[Any]]:
+    """A type and its ``Annotated`` marks (none: an empty list)."""
+    if get_origin(hint) is Annotated:
+        kind, *marks = get_args(hint)
+        return kind, marks
+    return hint, []
+
+
 def _check(agent: SimAgent, name: str, hint: Any, value: Any, earlier: Mapping[str, Any]) -> Any:
     """``value`` checked as the type ``hint`` says (module docstring)."""
-    kind, *marks = get_args(hint) if get_origin(hint) is Annotated else (hint,)
+    kind, marks = _parts(hint)
     for mark in marks:
         if isinstance(mark, Check):
             return mark.fn(agent, name, value, earlier)
     if get_origin(kind) in (Union, types.UnionType) and type(None) in get_args(kind):
         if value is None:
             return None
-        (kind,) = (k for k in get_args(kind) if k is not type(None))
+        (inner,) = (k for k in get_args(kind) if k is not type(None))
+        kind, inner_marks = _parts(inner)  # e.g. ``Unit | None``
+        return _check(
+            agent,
+            name,
+            Annotated[(kind, *marks, *inner_marks)] if marks or inner_marks else kind,
+            value,
+            earlier,
+        )
     bounds = next((m for m in marks if isinstance(m, Bounds)), Bounds())
     if get_origin(kind) is Literal:
         if value not in get_args(kind):
@@ -113,7 +140,12 @@ def _check(agent: SimAgent, name: str, hint: Any, value: Any, earlier: Mapping[s
             raise ValueError(f"sim agent {agent.name!r}: field {name!r} = {value!r} is not one of {allowed}")
         return value
     if kind is int:
-        return count(agent.name, name, value, 0 if bounds.lo == -math.inf else int(bounds.lo))
+        n = count(agent.name, name, value, 0 if bounds.lo == -math.inf else int(bounds.lo))
+        if n > bounds.hi:
+            raise ValueError(
+                f"sim agent {agent.name!r}: field {name!r} must be at most {bounds.hi:g}, got {value!r}"
+            )
+        return n
     if kind is float:
         return number(agent.name, name, value, bounds.lo, bounds.hi, hi_open=bounds.hi_open)
     raise TypeError(f"sim agent {agent.name!r}: field {name!r} of type {hint!r} needs a Check(...) mark")
@@ -162,7 +194,7 @@ class AgentFields:
             value = getattr(self, name)
             if value is None and OMITTED_IF_NONE in getattr(hints[name], "__metadata__", ()):
                 continue
-            out[name] = value
+            out[name] = copy.deepcopy(value)  # the agent's own settings stay its own
         return out
 
 

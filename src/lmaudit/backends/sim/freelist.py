@@ -29,7 +29,7 @@ import numpy as np
 
 from lmaudit.backends.base import SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
-from lmaudit.backends.sim.fields import AgentFields, Check, NonNegative, Unit, hashed_rng
+from lmaudit.backends.sim.fields import AgentFields, Check, NonNegative, Unit, count, hashed_rng, mapping
 from lmaudit.errors import BackendError
 from lmaudit.text import question_words
 
@@ -41,10 +41,8 @@ _FILLERS = ("the", "a", "key", "core", "main")
 
 
 def _widths(agent: SimAgent, name: str, value: Mapping[str, Any] | None, earlier: Any) -> dict[str, int]:
-    widths = {str(k): int(v) for k, v in (value or {}).items()}
-    if any(v < 2 for v in widths.values()):
-        raise ValueError(f"sim agent {agent.name!r}: field {name!r} needs pool sizes >= 2, got {widths}")
-    return dict(sorted(widths.items()))
+    given = mapping(agent.name, name, value)
+    return {str(k): count(agent.name, f"{name}.{k}", given[k], 2) for k in sorted(given, key=str)}
 
 
 @dataclass(frozen=True, kw_only=True)

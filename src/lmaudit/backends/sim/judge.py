@@ -38,7 +38,7 @@ import numpy as np
 
 from lmaudit.backends.base import LabelRequest, LabelResult, SampleRequest, derive_seed
 from lmaudit.backends.sim.base import SimAgent
-from lmaudit.backends.sim.fields import AgentFields, Check, NonNegative, Unit, hashed_rng, number
+from lmaudit.backends.sim.fields import AgentFields, Check, NonNegative, Unit, hashed_rng, mapping, number
 from lmaudit.errors import BackendError
 
 __all__ = ["SIM_JUDGE_VERSION", "SimJudge"]
@@ -65,7 +65,8 @@ def _items(
     agent: SimAgent, name: str, value: Mapping[str, Any] | None, earlier: Any
 ) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
-    for item, over in (value or {}).items():
+    for item, given in mapping(agent.name, name, value).items():
+        over = mapping(agent.name, f"{name}.{item}", given)
         bad = sorted(set(over) - set(_OVERRIDABLE))
         if bad:
             raise ValueError(

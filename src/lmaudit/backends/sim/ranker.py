@@ -30,7 +30,7 @@ Fields (all enter :attr:`identity`, the finalist preferences only when given):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Literal
 
 import numpy as np
 
@@ -43,7 +43,6 @@ __all__ = ["SIM_RANKER_VERSION", "RankingSampler"]
 
 SIM_RANKER_VERSION = "ranker-sim/1"
 Style = Literal["chain", "numbered", "chatty"]
-STYLES: tuple[str, ...] = get_args(Style)
 
 
 @dataclass(frozen=True, kw_only=True)

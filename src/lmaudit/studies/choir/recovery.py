@@ -75,9 +75,10 @@ def _summary(
 ) -> Recovery:
     """A classifier's result as recorded (``per_stratum``: the classifier's own unless given)."""
     lo, hi = (finite(x) for x in rec.null_band)
+    ci_lo, ci_hi = (finite(x) for x in rec.ci)  # NaN: no bootstrap drawn
     return Recovery(
         accuracy=float(rec.accuracy),
-        ci=Interval(float(rec.ci[0]), float(rec.ci[1])),
+        ci=Interval(ci_lo, ci_hi) if ci_lo is not None and ci_hi is not None else (None, None),
         chance=float(rec.chance),
         null_mean=finite(rec.null_mean),
         null_band=Interval(lo, hi) if lo is not None and hi is not None else (None, None),
@@ -262,12 +263,14 @@ def leakage(
                 threshold_similarity=float(cut_sim),
                 kept_share=kept / n_all if n_all else None,
                 model_accuracy=model.accuracy if model else None,
-                model_ci=model.ci if model else None,
+                model_ci=model.interval if model else None,
                 persona_within_model_loqo_accuracy=loqo.accuracy if loqo else None,
-                persona_within_model_loqo_ci=loqo.ci if loqo else None,
+                persona_within_model_loqo_ci=loqo.interval if loqo else None,
                 persona_within_model_loqo_chance=loqo.chance if loqo else None,
                 # the seed: accuracy "exceeds five-way chance in all three stripped runs"
-                persona_within_model_loqo_above_chance=loqo.ci.lo > loqo.chance if loqo else None,
+                persona_within_model_loqo_above_chance=(
+                    loqo.interval.lo > loqo.chance if loqo and loqo.interval else None
+                ),
             )
         )
     return Leakage(

@@ -6,16 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lmaudit.reporting import fmt, pval
-from lmaudit.results import Interval
+from lmaudit.reporting import fmt, interval_text, pval
 from lmaudit.studies.choir.report.figures import bin_label
 from lmaudit.studies.choir.results import ChoirResults, ContrastSummary
 
 __all__ = ["conditions_view"]
-
-
-def _ci(ci: Interval | None) -> str:
-    return f"[{fmt(ci.lo)}, {fmt(ci.hi)}]" if ci else "—"
 
 
 def _contrast_rows(rows: Sequence[ContrastSummary] | None, unit: str) -> list[list[str]]:
@@ -45,9 +40,9 @@ def conditions_view(results: ChoirResults) -> dict[str, Any]:
             fmt(r.threshold_similarity, ".2f"),
             fmt(r.kept_share),
             fmt(r.model_accuracy),
-            _ci(r.model_ci),
+            interval_text(r.model_ci),
             fmt(r.persona_within_model_loqo_accuracy),
-            _ci(r.persona_within_model_loqo_ci),
+            interval_text(r.persona_within_model_loqo_ci),
             fmt(r.persona_within_model_loqo_chance),
         ]
         for r in (results.leakage.stripping if results.leakage else ())

@@ -154,14 +154,15 @@ def recover_svg(rec: Mapping[str, Recovery]) -> str | None:
                     zorder=1,
                 )
             ax.bar(i, r.accuracy, color="#5c6bc0", width=0.45, alpha=0.85, zorder=2)
-            ax.errorbar(
-                i,
-                r.accuracy,
-                yerr=[[r.accuracy - r.ci.lo], [r.ci.hi - r.accuracy]],
-                color="k",
-                capsize=3,
-                zorder=3,
-            )
+            if (ci := r.interval) is not None:
+                ax.errorbar(
+                    i,
+                    r.accuracy,
+                    yerr=[[r.accuracy - ci.lo], [ci.hi - r.accuracy]],
+                    color="k",
+                    capsize=3,
+                    zorder=3,
+                )
             ax.hlines(r.chance, i - 0.38, i + 0.38, colors="#333", linestyles=":", linewidth=1.5, zorder=4)
         ax.set_xticks(range(len(names)), [RECOVER_LABELS[n] for n in names])
         ax.set_xlim(-0.6, len(names) - 0.4)

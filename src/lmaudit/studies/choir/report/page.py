@@ -15,7 +15,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from lmaudit.reporting import fmt, get
+from lmaudit.reporting import fmt, get, interval_text
 from lmaudit.reporting.log_audit import log_alerts
 from lmaudit.reporting.page import page_of, provenance, render, run_record_rows
 from lmaudit.studies.choir.report.conditions import conditions_view
@@ -202,7 +202,7 @@ def render_report(inputs: ReportInputs[ChoirResults]) -> str:
             [
                 RECOVER_LABELS.get(k, k),
                 fmt(r.accuracy),
-                f"[{fmt(r.ci.lo)}, {fmt(r.ci.hi)}]",
+                interval_text(r.interval),
                 *(fmt(x) for x in (r.chance, r.null_mean, r.p)),
                 str(r.n_cells),
             ]

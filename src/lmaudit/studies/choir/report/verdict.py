@@ -3,7 +3,7 @@ why the run could not answer) and the alerts (what went wrong, loudly)."""
 
 from __future__ import annotations
 
-from lmaudit.reporting import fmt, pval
+from lmaudit.reporting import fmt, interval_text, pval
 from lmaudit.reporting.page import Verdict, value
 from lmaudit.studies.choir.results import ChoirResults, LlmExtraction, Recovery
 
@@ -26,7 +26,7 @@ def _recover_fact(name: str, r: Recovery) -> str:
     band = r.null_interval
     return (
         f"{name} recoverable from the lists at accuracy {fmt(r.accuracy)} "
-        f"[{fmt(r.ci.lo)}, {fmt(r.ci.hi)}] against chance {fmt(r.chance)} (shuffle-null band "
+        f"{interval_text(r.interval, missing='(no bootstrap interval: n_boot = 0)')} against chance {fmt(r.chance)} (shuffle-null band "
         f"{fmt(band.lo if band else None)} to {fmt(band.hi if band else None)}, p = {pval(r.p)})"
     )
 

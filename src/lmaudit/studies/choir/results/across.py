@@ -85,7 +85,7 @@ class Recovery(JsonRecord):
     chance and the label-shuffle null."""
 
     accuracy: float
-    ci: Interval
+    ci: Interval | tuple[None, None]  # no bootstrap drawn (n_boot = 0): [null, null]
     chance: float
     null_mean: float | None
     null_band: Interval | tuple[None, None]  # no null drawn (n_null = 0): [null, null]
@@ -93,6 +93,11 @@ class Recovery(JsonRecord):
     n_cells: int
     per_stratum: dict[str, float]
     per_model: Annotated[dict[str, float] | None, OMIT_NONE] = None
+
+    @property
+    def interval(self) -> Interval | None:
+        """The bootstrap interval of the accuracy (None: no bootstrap drawn)."""
+        return self.ci if isinstance(self.ci, Interval) else None
 
     @property
     def null_interval(self) -> Interval | None:

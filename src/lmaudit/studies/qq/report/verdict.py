@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lmaudit.reporting import fmt, num
+from lmaudit.reporting import fmt, interval_text, num
 from lmaudit.reporting.page import Verdict
 
 if TYPE_CHECKING:
@@ -149,9 +149,7 @@ def _tally(n: int, v: Mapping[str, int]) -> str:
 
 
 def _ci(ci: Interval | None, spec: str) -> str:
-    if ci is None:
-        return "no interval below two items"
-    return f"[{fmt(ci.lo, spec)}, {fmt(ci.hi, spec)}]"
+    return interval_text(ci, spec, missing="no interval below two items")
 
 
 def _pct_ci(ci: Interval | None) -> str:
