@@ -190,3 +190,34 @@ def test_a_failed_report_leaves_no_stale_report_beside_new_results(tmp_path):
     assert not (out / "report.html").exists() or (out / "report.html").read_bytes() != old_report
     audit = json.loads((out / "audit_record.json").read_text())
     assert "report" not in audit
+
+
+def test_results_json_cannot_hold_are_refused_before_the_previous_analysis_is_removed(
+    make_cfg, tmp_path, monkeypatch
+):
+    """A number JSON has no form for (NaN) is refused naming its field, and the run folder keeps
+    the analysis it had: nothing of it is removed before the new results are known to write."""
+    import dataclasses
+
+    from lmaudit.studies.qq import analysis
+
+    base = ("model=sim_projective", "mlflow.enabled=false", "items=sim_demo")
+    run(make_cfg(*base))
+    out = tmp_path / "run"
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lmaudit.lock"}
+    assert (out / "results.json") in before and (out / "report.html") in before
+    analyze_rows = analysis.analyze_rows
+
+    def with_nan(*args, **kwargs):  # type: ignore[no-untyped-def]
+        res = analyze_rows(*args, **kwargs)
+        return dataclasses.replace(
+            res, across_items=dataclasses.replace(res.across_items, confidence=float("nan"))
+        )
+
+    monkeypatch.setattr(analysis, "analyze_rows", with_nan)
+    with pytest.raises(
+        ValueError, match=r"^QQResults: field 'summary\.confidence' is nan, which JSON cannot hold$"
+    ):
+        run(make_cfg(*base, "stage=analyze"))
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lmaudit.lock"}
+    assert after == before
