@@ -16,18 +16,16 @@ import math
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, Protocol, Self, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from lmaudit.backends.sim.base import SimAgent
 
 __all__ = [
     "OMITTED_IF_NONE",
     "AgentFields",
     "Bounds",
     "Check",
+    "Named",
     "NonNegative",
     "Unit",
     "count",
@@ -74,7 +72,7 @@ class Check:
     """A field checked by its own ``fn(agent, name, value, earlier)`` (``earlier``: the fields
     checked before it), which returns the value the agent keeps."""
 
-    fn: Callable[[SimAgent, str, Any, Mapping[str, Any]], Any]
+    fn: Callable[[Any, str, Any, Mapping[str, Any]], Any]  # the agent: a SimAgent subclass
 
 
 #: marks an optional field that enters the identity only when it is not None
@@ -115,7 +113,14 @@ def _parts(hint: Any) -> tuple[Any, list[Any]]:
     return hint, []
 
 
-def _check(agent: SimAgent, name: str, hint: Any, value: Any, earlier: Mapping[str, Any]) -> Any:
+class Named(Protocol):
+    """What the checks read of the agent they check: its name (a :class:`Check` may read more)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+def _check(agent: Named, name: str, hint: Any, value: Any, earlier: Mapping[str, Any]) -> Any:
     """``value`` checked as the type ``hint`` says (module docstring)."""
     kind, marks = _parts(hint)
     for mark in marks:
@@ -168,7 +173,7 @@ class AgentFields:
         return out
 
     @classmethod
-    def checked(cls, agent: SimAgent, given: Mapping[str, Any]) -> Self:
+    def checked(cls, agent: Named, given: Mapping[str, Any]) -> Self:
         """The record of ``given`` (the rest defaults), each field checked in identity order.
 
         Raises ValueError naming the agent and the field (or the unknown fields)."""
