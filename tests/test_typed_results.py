@@ -4,10 +4,10 @@ study's typed results, byte for byte."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 import pytest
 
@@ -21,8 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = sorted(ROOT.glob("results/*/*/results.json"))
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Sample(StudyResults):
+class _Sample(StudyResults, kw_only=True):
     n: int
     p: float
     ci: Interval | None
@@ -38,6 +37,16 @@ def test_round_trip_keeps_types_and_leaves_out_absent_keys() -> None:
     assert r.ci == Interval(0.1, 0.9) and r.note is None and r.by_name["a"].width == 1.0
     assert canonical_json(r.to_json()) == canonical_json(DOC)
     assert _Sample.from_json({**DOC, "note": "x"}).to_json()["note"] == "x"
+
+
+def test_a_record_is_a_frozen_dataclass_by_deriving_from_the_base() -> None:
+    r = _Sample.from_json(DOC)
+    assert dataclasses.is_dataclass(r) and [f.name for f in dataclasses.fields(r)][-2:] == ["note", "by_name"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.n = 4  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        cast(Any, _Sample)(3, 0.25, None, None, {})  # kw_only=True: keywords only
+    assert dataclasses.replace(r, n=4).n == 4 and r == _Sample.from_json(DOC)
 
 
 @pytest.mark.parametrize(

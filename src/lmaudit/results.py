@@ -1,7 +1,9 @@
 """Typed results: the base every result record derives from, the one :class:`Interval` and
 the one :class:`FileDigest` (a file by its path and SHA-256).
 
-A result record is a frozen dataclass deriving from :class:`JsonRecord`. Its JSON form is
+A result record is a class deriving from :class:`JsonRecord`, which makes it a frozen
+dataclass (``class Row(JsonRecord, kw_only=True)`` passes dataclass options; typed through
+``dataclass_transform``, PEP 681, so mypy checks its constructor). Its JSON form is
 written by :meth:`JsonRecord.to_json` and read back, checked field by field, by
 :meth:`JsonRecord.from_json`; both go through pydantic's ``TypeAdapter`` over the dataclass,
 so the record's annotations are its schema:
@@ -17,11 +19,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import Field as DataclassField
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import core_schema
+from typing_extensions import dataclass_transform
 
 from lmaudit.errors import InputError
 
@@ -89,14 +93,25 @@ def _where(err: ValidationError) -> str:
     return f"field {loc!r}: {first['msg']}"
 
 
+@dataclass_transform(frozen_default=True, field_specifiers=(field, DataclassField))
 class JsonRecord:
-    """Base of typed result records (frozen dataclasses): JSON out and in, checked."""
+    """Base of typed result records: each subclass is made a frozen dataclass (the class
+    keywords ``kw_only``, ``eq`` and ``order`` are dataclass options); JSON out and in, checked.
+    A subclass is not decorated with ``@dataclass`` again."""
+
+    __dataclass_fields__: ClassVar[dict[str, DataclassField[Any]]]
 
     # NaN and infinity are kept as floats when dumped, so that to_json refuses them (JSON has
     # neither) instead of writing them as null, which would not read back as a number
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(
         extra="forbid", strict=True, ser_json_inf_nan="constants"
     )
+
+    def __init_subclass__(
+        cls, *, kw_only: bool = False, eq: bool = True, order: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        dataclass(frozen=True, kw_only=kw_only, eq=eq, order=order)(cls)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready form: plain dicts, lists, str, int, float, bool and None. A number
@@ -122,7 +137,6 @@ class JsonRecord:
         return out
 
 
-@dataclass(frozen=True)
 class FileDigest(JsonRecord):
     """A file a run read, by its path and the SHA-256 of its bytes."""
 

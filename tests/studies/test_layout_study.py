@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,8 +20,7 @@ from lmaudit.studies.layout import LayoutStudy, ReportInputs, StudyLayout
 from lmaudit.studies.registry import get_study
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Counts(StudyResults):
+class _Counts(StudyResults, kw_only=True):
     study: str
     n: int
 
@@ -106,8 +104,7 @@ def test_a_stored_results_body_is_read_back_and_another_studys_results_refused()
     with pytest.raises(InputError, match=r"^runs/x/results\.json: not a _Counts: field 'n'"):
         study.result({"study": "counts", "n": "7"}, "runs/x/results.json")
 
-    @dataclass(frozen=True, kw_only=True)
-    class Other(StudyResults):
+    class Other(StudyResults, kw_only=True):
         n: int
 
     with pytest.raises(TypeError, match="not the counts study's results: Other"):

@@ -5,7 +5,6 @@ in the draws results)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from lmaudit.results import OMIT_NONE, JsonRecord
@@ -23,7 +22,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
 class NormaliseRule(JsonRecord):
     """How a completion became a categorical answer (``study.normalise``)."""
 
@@ -33,7 +31,6 @@ class NormaliseRule(JsonRecord):
     case_sensitive: bool
 
 
-@dataclass(frozen=True)
 class LogSource(JsonRecord):
     """Which log: its files, and the family and source its answers were read as."""
 
@@ -42,7 +39,6 @@ class LogSource(JsonRecord):
     source: str
 
 
-@dataclass(frozen=True)
 class LogFile(LogSource):
     """One log file as read: its settings (``facts``), what was kept, its issue codes."""
 
@@ -51,7 +47,6 @@ class LogFile(LogSource):
     issues: tuple[str, ...]
 
 
-@dataclass(frozen=True)
 class LogFamily(JsonRecord):
     sources: tuple[str, ...]
     temperature: tuple[str, ...]
@@ -59,8 +54,7 @@ class LogFamily(JsonRecord):
     issues: dict[str, int]
 
 
-@dataclass(frozen=True, kw_only=True)
-class LogIssue(LogSource):
+class LogIssue(LogSource, kw_only=True):
     """One issue of one log file: how many answers, what was done, what it means."""
 
     issue: str
@@ -69,7 +63,6 @@ class LogIssue(LogSource):
     detail: Annotated[str | None, OMIT_NONE] = None
 
 
-@dataclass(frozen=True)
 class LogAudit(JsonRecord):
     """What the imported logs get wrong (:mod:`lmaudit.interop.audit`)."""
 
@@ -89,7 +82,6 @@ class LogAudit(JsonRecord):
         return sum(int(f.counts.get("draws_read", 0)) for f in self.files)
 
 
-@dataclass(frozen=True)
 class ReportedScore(JsonRecord):
     """What one log reports of its score (:mod:`lmaudit.interop.scores`)."""
 
@@ -100,7 +92,6 @@ class ReportedScore(JsonRecord):
     reducer: str | None
 
 
-@dataclass(frozen=True)
 class EpochsPersist(JsonRecord):
     """Beside an error bar, this study's question: do the model's epochs persist?"""
 
@@ -110,8 +101,7 @@ class EpochsPersist(JsonRecord):
     rho_upper_label: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class ErrorBar(JsonRecord):
+class ErrorBar(JsonRecord, kw_only=True):
     """The mean of a model's scores on a task with its naive and sample-clustered standard
     errors, and the stderr the log reports."""
 

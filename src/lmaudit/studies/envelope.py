@@ -5,7 +5,6 @@ predictions. The pipeline adds them; a study's result class derives from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from lmaudit.results import OMIT_NONE, FileDigest, JsonRecord
@@ -24,14 +23,12 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
 class MeasurementSource(JsonRecord):
     """The measurements the results were derived from, by digest."""
 
     measurements_sha256: str
 
 
-@dataclass(frozen=True)
 class RegistrationFile(FileDigest):
     """The registration's YAML file the run was scored under, and whether the frozen
     registration seals it."""
@@ -39,7 +36,6 @@ class RegistrationFile(FileDigest):
     sealed: bool
 
 
-@dataclass(frozen=True)
 class ScoredData(JsonRecord):
     """An open registration's data, fixed when it was scored."""
 
@@ -47,7 +43,6 @@ class ScoredData(JsonRecord):
     plan_inputs: dict[str, Any] | None
 
 
-@dataclass(frozen=True)
 class PreregRecord(JsonRecord):
     """The registration a run was scored under."""
 
@@ -61,7 +56,6 @@ class PreregRecord(JsonRecord):
     data_scored: Annotated[ScoredData | None, OMIT_NONE] = None
 
 
-@dataclass(frozen=True)
 class Check(JsonRecord):
     """One registered check: ``metric op value``."""
 
@@ -70,7 +64,6 @@ class Check(JsonRecord):
     value: Any
 
 
-@dataclass(frozen=True)
 class ScoredCheck(JsonRecord):
     """A check of a compound prediction, scored."""
 
@@ -82,8 +75,7 @@ class ScoredCheck(JsonRecord):
     reason: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class SimplePrediction(JsonRecord):
+class SimplePrediction(JsonRecord, kw_only=True):
     """A scored ``metric op value`` prediction."""
 
     id: str
@@ -97,8 +89,7 @@ class SimplePrediction(JsonRecord):
     reason: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class CompoundPrediction(JsonRecord):
+class CompoundPrediction(JsonRecord, kw_only=True):
     """A scored prediction that holds when every one of its checks holds."""
 
     id: str
@@ -114,8 +105,7 @@ class CompoundPrediction(JsonRecord):
 ScoredPrediction = SimplePrediction | CompoundPrediction
 
 
-@dataclass(frozen=True, kw_only=True)
-class StudyResults(JsonRecord):
+class StudyResults(JsonRecord, kw_only=True):
     """The base of a study's results (the body of ``results.json``). ``source`` is set by the
     pipeline on every analysed run; ``prereg`` and ``predictions`` on a registered run."""
 

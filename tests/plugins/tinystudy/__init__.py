@@ -34,8 +34,7 @@ class QuestionTally:
     mode_share: float
 
 
-@dataclass(frozen=True, kw_only=True)
-class TinyResults(StudyResults):
+class TinyResults(StudyResults, kw_only=True):
     """The study's results: the most frequent answer of each question and its share."""
 
     study: str

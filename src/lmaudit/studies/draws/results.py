@@ -10,7 +10,7 @@ and the normalisation rule are in :mod:`lmaudit.interop.sections`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Annotated
 
 from lmaudit.interop.sections import ErrorBar, LogAudit, NormaliseRule
@@ -43,7 +43,6 @@ __all__ = [
 # --- the persistence test --------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class DriftTest(JsonRecord):
     """The registered drift test: ``T_drift = sum D`` against the joint permutations."""
 
@@ -51,7 +50,6 @@ class DriftTest(JsonRecord):
     p: float
 
 
-@dataclass(frozen=True)
 class RhoCurve(JsonRecord):
     """Share of synthetic datasets with ``T_sim <= T`` at each grid ``rho``."""
 
@@ -59,7 +57,6 @@ class RhoCurve(JsonRecord):
     share_le: tuple[float, ...]
 
 
-@dataclass(frozen=True)
 class PermutationNull(JsonRecord):
     """The permutation null of ``T``: its distinct values and how many of the ``B``
     permutations gave each."""
@@ -69,8 +66,7 @@ class PermutationNull(JsonRecord):
     B: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class RhoHatInterval(JsonRecord):
+class RhoHatInterval(JsonRecord, kw_only=True):
     """The percentile bootstrap interval of a family's ``rho_hat`` over prompts (not
     registered); ``low``/``high`` are None, with the ``reason``, below two prompts."""
 
@@ -89,8 +85,7 @@ class RhoHatInterval(JsonRecord):
         return None if self.low is None or self.high is None else Interval(self.low, self.high)
 
 
-@dataclass(frozen=True, kw_only=True)
-class PersistenceTest(JsonRecord):
+class PersistenceTest(JsonRecord, kw_only=True):
     """The persistence test of one column (the family, one source, or the family without its
     flagged sources): the sequences and draws read, the repeats ``R`` against their expectation
     ``E0``, the statistic ``T`` with its permutation ``p``, the estimate ``rho_hat`` and the
@@ -109,8 +104,7 @@ class PersistenceTest(JsonRecord):
     rho_upper_label: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class Column(PersistenceTest):
+class Column(PersistenceTest, kw_only=True):
     """Every quantity of one column of a family: the family, one source, or the family without
     its flagged sources."""
 
@@ -130,8 +124,7 @@ class Column(PersistenceTest):
         return sorted((float(r), v) for r, v in self.power.items())
 
 
-@dataclass(frozen=True, kw_only=True)
-class FamilyWithoutFlagged(Column):
+class FamilyWithoutFlagged(Column, kw_only=True):
     """The family without its flagged sources, Holm-corrected across families beside the
     registered result."""
 
@@ -139,7 +132,6 @@ class FamilyWithoutFlagged(Column):
     reject: bool
 
 
-@dataclass(frozen=True)
 class GroupedRow(JsonRecord):
     """The grouped-sequence diagnostic of one source: fully grouped informative sequences
     (AAABBB) against their exact Poisson-binomial null."""
@@ -154,7 +146,6 @@ class GroupedRow(JsonRecord):
     flagged: bool
 
 
-@dataclass(frozen=True)
 class DriftBeyondPersistence(JsonRecord):
     """Excess drift against datasets simulated at ``rho_cal`` (not registered)."""
 
@@ -165,8 +156,7 @@ class DriftBeyondPersistence(JsonRecord):
     n_sims: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class Family(Column):
+class Family(Column, kw_only=True):
     """One family's registered result (the family column) with its sources, the grouped
     diagnostic, and the result without flagged sources."""
 
@@ -197,8 +187,7 @@ class Family(Column):
         return (self.without_flagged or self).reject
 
 
-@dataclass(frozen=True, kw_only=True)
-class SourceRow(PersistenceTest):
+class SourceRow(PersistenceTest, kw_only=True):
     """One row of the flat per-source table: the source's persistence test, its drift test and
     its grouped-sequence diagnostic."""
 
@@ -212,7 +201,6 @@ class SourceRow(PersistenceTest):
     flagged: bool
 
 
-@dataclass(frozen=True)
 class HolmRow(JsonRecord):
     name: str
     p: float
@@ -220,7 +208,6 @@ class HolmRow(JsonRecord):
     reject: bool
 
 
-@dataclass(frozen=True)
 class Holm(JsonRecord):
     """Holm's correction across families: the registered result and without flagged sources."""
 
@@ -229,7 +216,6 @@ class Holm(JsonRecord):
     without_flagged: tuple[HolmRow, ...]
 
 
-@dataclass(frozen=True)
 class Params(JsonRecord):
     """The analysis settings the results were computed with."""
 
@@ -243,19 +229,16 @@ class Params(JsonRecord):
     exclude_patterns: tuple[str, ...]
 
 
-@dataclass(frozen=True)
 class Excluded(JsonRecord):
     n: int
     by_pattern: dict[str, int]
 
 
-@dataclass(frozen=True)
 class Deduplicated(JsonRecord):
     n_dropped: int
     by_family: dict[str, int]
 
 
-@dataclass(frozen=True)
 class Refused(JsonRecord):
     """Sampled sequences the server refused a draw of: counted, never analysed."""
 
@@ -264,7 +247,6 @@ class Refused(JsonRecord):
     reasons: dict[str, int] = field(default_factory=dict)  # reason -> draws
 
 
-@dataclass(frozen=True)
 class Data(JsonRecord):
     """What was read, left out and analysed."""
 
@@ -279,8 +261,7 @@ class Data(JsonRecord):
 # --- the results -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class DrawsResults(StudyResults):
+class DrawsResults(StudyResults, kw_only=True):
     """The draws study's results: per family the registered persistence test, Holm's
     correction across families, a per-source table; for imported logs what they get wrong
     and the error bars of their scores."""

@@ -5,7 +5,6 @@ them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from lmaudit.results import OMIT_NONE, JsonRecord
@@ -33,7 +32,6 @@ __all__ = [
 # --- order swap (imported pairwise verdicts) -------------------------------------------
 
 
-@dataclass(frozen=True)
 class PairCounts(JsonRecord):
     n: int
     consistent: int
@@ -43,8 +41,7 @@ class PairCounts(JsonRecord):
     invalid: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class BinomialReading(JsonRecord):
+class BinomialReading(JsonRecord, kw_only=True):
     """A first-position win rate with its exact interval and two-sided binomial p (1/2)."""
 
     n: int
@@ -54,18 +51,15 @@ class BinomialReading(JsonRecord):
     test: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class Flipped(BinomialReading):
+class Flipped(BinomialReading, kw_only=True):
     first_both: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class PerVerdict(BinomialReading):
+class PerVerdict(BinomialReading, kw_only=True):
     first: int
     second: int
 
 
-@dataclass(frozen=True)
 class PositionConsistency(JsonRecord):
     consistent: int
     n: int
@@ -73,7 +67,6 @@ class PositionConsistency(JsonRecord):
     ci: ExactInterval
 
 
-@dataclass(frozen=True)
 class PreferenceFairness(JsonRecord):
     value: float | None
     primacy: int
@@ -83,8 +76,7 @@ class PreferenceFairness(JsonRecord):
     invalid: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class PairBlock(JsonRecord):
+class PairBlock(JsonRecord, kw_only=True):
     """One group of pairs judged in both orders: counts, both readings of the first-position
     win rate, Shi et al.'s position consistency and preference fairness."""
 
@@ -95,14 +87,12 @@ class PairBlock(JsonRecord):
     preference_fairness: PreferenceFairness
 
 
-@dataclass(frozen=True)
 class Unpaired(JsonRecord):
     order_1_only: int
     order_2_only: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExactBinomialTest(JsonRecord):
+class ExactBinomialTest(JsonRecord, kw_only=True):
     """A share of decisive verdicts (``rate``) with its exact interval and the exact two-sided
     binomial test of 1/2 (``p_value``; the paired blocks' :class:`BinomialReading` writes it
     as ``p``)."""
@@ -113,8 +103,7 @@ class ExactBinomialTest(JsonRecord):
     test: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class Randomized(ExactBinomialTest):
+class Randomized(ExactBinomialTest, kw_only=True):
     """Pairs judged once, in a recorded random order: first-position wins among the decisive."""
 
     verdicts: int
@@ -127,8 +116,7 @@ class Randomized(ExactBinomialTest):
     assumption: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class ModelWinRate(JsonRecord):
+class ModelWinRate(JsonRecord, kw_only=True):
     pairs: int
     shown_first_in_order_1: int
     balanced: float
@@ -137,7 +125,6 @@ class ModelWinRate(JsonRecord):
     order_1_minus_order_2: float
 
 
-@dataclass(frozen=True)
 class WinRates(JsonRecord):
     """Each model's win rate over pairs valid in both orders: balanced, and each order alone."""
 
@@ -148,8 +135,7 @@ class WinRates(JsonRecord):
     ranking_changes: bool
 
 
-@dataclass(frozen=True, kw_only=True)
-class OrderSwap(PairBlock):
+class OrderSwap(PairBlock, kw_only=True):
     """Position bias from imported pairs (the overall block, then per judge prompt, model pair
     and turn); ``randomized`` where pairs were judged in one order, ``win_rates`` in both."""
 
@@ -177,8 +163,7 @@ class OrderSwap(PairBlock):
 # --- length (imported verdicts whose file holds the answers) ----------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class LongerWins(ExactBinomialTest):
+class LongerWins(ExactBinomialTest, kw_only=True):
     """The longer answer's wins among decisive verdicts between answers of unequal length."""
 
     decisive_unequal: int
@@ -186,8 +171,7 @@ class LongerWins(ExactBinomialTest):
     longer_won: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class ModelLength(JsonRecord):
+class ModelLength(JsonRecord, kw_only=True):
     decisive: int
     won: int
     win_rate: float
@@ -197,13 +181,11 @@ class ModelLength(JsonRecord):
     slope_per_1000_chars: float | None
 
 
-@dataclass(frozen=True)
 class LengthControlled(JsonRecord):
     model: str
     models: dict[str, ModelLength]
 
 
-@dataclass(frozen=True)
 class LengthSection(JsonRecord):
     verdicts: int
     decisive: int

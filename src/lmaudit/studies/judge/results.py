@@ -12,7 +12,6 @@ tags, summary, figure data) are in :mod:`.views`; the maths behind every number 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from lmaudit.results import OMIT_NONE, FileDigest, JsonRecord
@@ -32,7 +31,6 @@ __all__ = ["ConditionSpec", "Design", "Deviation", "JudgeIdentity", "JudgeResult
 # --- the design ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class JudgeIdentity(JsonRecord):
     """The judge that answered a run lmaudit judged."""
 
@@ -40,7 +38,6 @@ class JudgeIdentity(JsonRecord):
     identity_digest: str
 
 
-@dataclass(frozen=True)
 class Deviation(JsonRecord):
     """A deviation from the protocol recorded for the run."""
 
@@ -48,7 +45,6 @@ class Deviation(JsonRecord):
     description: str
 
 
-@dataclass(frozen=True)
 class ConditionSpec(JsonRecord):
     """A condition as judged: which responses it wraps, whether A and B are exchanged."""
 
@@ -57,8 +53,7 @@ class ConditionSpec(JsonRecord):
     swap: bool
 
 
-@dataclass(frozen=True, kw_only=True)
-class Design(JsonRecord):
+class Design(JsonRecord, kw_only=True):
     """The measurement's design record (what judged, how, from which files) with the
     conditions as analysed and the isolation found on the judgments. Fields a mode does not
     record are absent: a judged run has the judge, seeds and sampling; an import the file(s)
@@ -109,8 +104,7 @@ class Design(JsonRecord):
         return next((c for c in self.conditions if c.id == cid), None)
 
 
-@dataclass(frozen=True, kw_only=True)
-class CombinedDesign(Design):
+class CombinedDesign(Design, kw_only=True):
     """The design of a combined sweep: no single plan (``plan_digest`` is null), each job's
     plan digest listed."""
 
@@ -123,13 +117,11 @@ class CombinedDesign(Design):
         return (cls if "job_plan_digests" in doc else Design).from_json(doc, source)
 
 
-@dataclass(frozen=True)
 class Params(JsonRecord):
     alpha: float
     reference: str
 
 
-@dataclass(frozen=True)
 class MappingFile(JsonRecord):
     """The hidden model mapping read to unblind the verdicts."""
 
@@ -139,8 +131,7 @@ class MappingFile(JsonRecord):
 # --- the results -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class JudgeResults(StudyResults, Endpoints):
+class JudgeResults(StudyResults, Endpoints, kw_only=True):
     """The judge study's results (seed 001): does a content-preserving change of presentation
     flip an LLM judge's pairwise verdicts? Beside the run's design, validity and the imported
     pairs' sections, every endpoint (:class:`~.sections.Endpoints`)."""

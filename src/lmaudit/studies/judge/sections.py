@@ -5,7 +5,6 @@ per-prompt grid, model wins and the log-prob readout (and the records they share
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Generic, Literal, TypeVar
 
 from lmaudit.results import OMIT_NONE, Interval, JsonRecord
@@ -45,7 +44,6 @@ LABELS = ("A", "B", "TIE")
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
 class ExactInterval(JsonRecord):
     """A proportion's interval at level ``1 - alpha`` (Clopper-Pearson unless ``method`` says)."""
 
@@ -59,7 +57,6 @@ class ExactInterval(JsonRecord):
         return Interval(self.low, self.high)
 
 
-@dataclass(frozen=True)
 class NotEvaluable(JsonRecord):
     """A section this run cannot compute, and why."""
 
@@ -70,8 +67,7 @@ class NotEvaluable(JsonRecord):
 # --- validity and condition summaries --------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class ValidityCounts(JsonRecord):
+class ValidityCounts(JsonRecord, kw_only=True):
     judgments: int
     valid: int
     invalid: int
@@ -80,13 +76,11 @@ class ValidityCounts(JsonRecord):
     recovered_by_retry: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class ConditionValidity(ValidityCounts):
+class ConditionValidity(ValidityCounts, kw_only=True):
     errors: dict[str, int]  # why outputs were invalid -> how many
 
 
-@dataclass(frozen=True, kw_only=True)
-class Validity(ValidityCounts):
+class Validity(ValidityCounts, kw_only=True):
     by_condition: dict[str, ConditionValidity]
 
     def top_errors(self, n: int = 3) -> list[tuple[str, int]]:
@@ -98,7 +92,6 @@ class Validity(ValidityCounts):
         return sorted(errors.items(), key=lambda x: (-x[1], x[0]))[:n]
 
 
-@dataclass(frozen=True)
 class LabelCounts(JsonRecord):
     """Verdicts per label in the original orientation, and invalid ones."""
 
@@ -112,7 +105,6 @@ class LabelCounts(JsonRecord):
         return self.A + self.B + self.TIE
 
 
-@dataclass(frozen=True)
 class Confidence(JsonRecord):
     """Self-reported confidence over a condition's valid verdicts."""
 
@@ -122,7 +114,6 @@ class Confidence(JsonRecord):
     values: tuple[float, ...]
 
 
-@dataclass(frozen=True)
 class ConditionSummary(JsonRecord):
     counts: LabelCounts
     n_judgments: int
@@ -132,13 +123,11 @@ class ConditionSummary(JsonRecord):
 # --- disagreement ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class ItemChange(JsonRecord):
     changed: int
     n: int
 
 
-@dataclass(frozen=True)
 class SignTest(JsonRecord):
     """The exact sign test of the ordinal shift A > TIE > B against the reference."""
 
@@ -148,8 +137,7 @@ class SignTest(JsonRecord):
     method: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class Disagreement(JsonRecord):
+class Disagreement(JsonRecord, kw_only=True):
     """Winner-label disagreement over replicate-paired judgments: the changed pairs with their
     exact interval, the pairs left out as invalid, and the exact sign test of the shift."""
 
@@ -163,8 +151,7 @@ class Disagreement(JsonRecord):
     sign_test: SignTest
 
 
-@dataclass(frozen=True, kw_only=True)
-class Comparison(Disagreement):
+class Comparison(Disagreement, kw_only=True):
     """A condition's winner labels against the reference's, replicate by replicate (or the
     reference against itself, replicate r against r + 1: ``repeat_pairs``)."""
 
@@ -183,8 +170,7 @@ class Comparison(Disagreement):
 # --- classification and patterns -------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class Classification(JsonRecord):
+class Classification(JsonRecord, kw_only=True):
     """The seed's per-prompt classes, counted over (prompt, replicate) pairs; ``counts`` and
     ``by_replicate`` only when the conditions play P0, PA, PB and PAB."""
 
@@ -203,21 +189,18 @@ class Classification(JsonRecord):
         return sum(n for c, n in (self.counts or {}).items() if c != "NOT_CLASSIFIABLE")
 
 
-@dataclass(frozen=True)
 class PatternRoles(JsonRecord):
     PA: str
     PB: str
 
 
-@dataclass(frozen=True)
 class Pattern(JsonRecord):
     count: int
     prompts: tuple[str, ...]
     per_item: dict[str, int]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Patterns(JsonRecord):
+class Patterns(JsonRecord, kw_only=True):
     """Primary endpoints 4 and 5: the attraction and aversion patterns on PA and PB."""
 
     evaluable: Literal[True]
@@ -229,8 +212,7 @@ class Patterns(JsonRecord):
     aversion: Pattern
 
 
-@dataclass(frozen=True, kw_only=True)
-class ItemRow(JsonRecord):
+class ItemRow(JsonRecord, kw_only=True):
     """One prompt's winner labels and confidences per condition, in replicate order (``None``:
     invalid or not judged), and its class per replicate where classified."""
 
@@ -243,14 +225,12 @@ class ItemRow(JsonRecord):
 # --- model wins ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class Wins(JsonRecord):
     wins: dict[str, int]  # model -> verdicts won
     TIE: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class ModelWins(JsonRecord):
+class ModelWins(JsonRecord, kw_only=True):
     """Wins per model after unblinding and the ranking per condition (tied models grouped)."""
 
     evaluable: Literal[True]
@@ -264,7 +244,6 @@ class ModelWins(JsonRecord):
 # --- log-prob readout ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class PerLabel(JsonRecord, Generic[T]):
     """One value per verdict label (:data:`LABELS`), read by label: ``x["TIE"]``."""
 
@@ -282,7 +261,6 @@ LabelIntervals = PerLabel[Interval | None]
 LabelPValues = PerLabel[float | None]
 
 
-@dataclass(frozen=True)
 class OffLabels(JsonRecord):
     """Probability mass off the three labels: mean and max over prompts."""
 
@@ -290,7 +268,6 @@ class OffLabels(JsonRecord):
     max: float
 
 
-@dataclass(frozen=True)
 class Shift(JsonRecord):
     """A condition's mean label probabilities minus the reference's on the same prompts, with
     Student-t intervals over prompts (None where fewer than two prompts or no spread)."""
@@ -307,8 +284,7 @@ class Shift(JsonRecord):
         return [v for v in LABELS if (ci := self.ci[v]) is not None and not ci.contains(0.0)]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Readout(JsonRecord):
+class Readout(JsonRecord, kw_only=True):
     n_items: int
     mean: LabelProbs
     other: OffLabels
@@ -319,8 +295,7 @@ class Readout(JsonRecord):
 # --- every endpoint ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class Endpoints(JsonRecord):
+class Endpoints(JsonRecord, kw_only=True):
     """Every endpoint of the judge study computed from the final judgments
     (:func:`lmaudit.studies.judge.disagreement.analyze`): the sections every run's
     :class:`~lmaudit.studies.judge.results.JudgeResults` carries."""

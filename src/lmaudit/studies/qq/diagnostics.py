@@ -54,7 +54,6 @@ def n_saturated_positions(p: ArrayLike, threshold: float = QQStudyConfig.saturat
     return int(np.count_nonzero(np.maximum(pf, 1.0 - pf) > threshold))
 
 
-@dataclass(frozen=True)
 class SaturationCount(JsonRecord):
     """Items saturated at one threshold."""
 
@@ -71,7 +70,6 @@ def is_saturated(p: ArrayLike, threshold: float = QQStudyConfig.saturation_thres
 # ---------------------------------------------------------------- memorization
 
 
-@dataclass(frozen=True)
 class MemorizationPair(JsonRecord):
     s1: str
     s2: str
@@ -81,7 +79,6 @@ class MemorizationPair(JsonRecord):
     exceeds: bool  # abs_diff > the alert's threshold
 
 
-@dataclass(frozen=True)
 class MemorizationResult(JsonRecord):
     """Descriptive alert: ``|OSS_S1 - OSS_S2| > threshold`` on at least ``min_pairs`` pairs."""
 
@@ -128,7 +125,6 @@ def memorization_alert(
 # ---------------------------------------------------------------- Prop. 5 fits
 
 
-@dataclass(frozen=True)
 class FitResult(JsonRecord):
     """Least-squares fit ``q ≈ k x`` through the origin across the items of a stratum.
 
@@ -198,7 +194,6 @@ def discriminant_fits(
 # ---------------------------------------------------------------- sampled estimand
 
 
-@dataclass(frozen=True)
 class SampledInterval(JsonRecord):
     """Exact Clopper-Pearson interval for ``P(y | y or n)`` at one sampled position."""
 

@@ -3,7 +3,6 @@ with the analysis's mass, :meth:`lmaudit.studies.qq.results.Mass.gate`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import numpy as np
@@ -53,7 +52,6 @@ def split_rows(
     return positions, g1, g3
 
 
-@dataclass(frozen=True)
 class LabelPieces(JsonRecord):
     """The token pieces one answer label became in a rendered context."""
 
@@ -61,7 +59,6 @@ class LabelPieces(JsonRecord):
     pieces: tuple[str, ...]
 
 
-@dataclass(frozen=True)
 class G1Gate(JsonRecord):
     """Gate G1: every answer label is one token (NOT_RUN: no check recorded)."""
 
@@ -71,7 +68,6 @@ class G1Gate(JsonRecord):
     label_pieces: Annotated[tuple[LabelPieces, ...] | None, OMIT_NONE] = None  # the first 20
 
 
-@dataclass(frozen=True)
 class G2Gate(JsonRecord):
     """Gate G2: the mass off the labels stays below ``threshold`` at every position."""
 
@@ -81,8 +77,7 @@ class G2Gate(JsonRecord):
     max_envelope_width: float
 
 
-@dataclass(frozen=True, kw_only=True)
-class G3Check(JsonRecord):
+class G3Check(JsonRecord, kw_only=True):
     """One sampled spot check of an item-order: its log-prob joint against the Clopper-Pearson
     intervals of the accepted trajectories' counts (the cells, when any draw was accepted and
     the log-prob joint is defined)."""
@@ -106,7 +101,6 @@ class G3Check(JsonRecord):
     complete: bool
 
 
-@dataclass(frozen=True)
 class G3Gate(JsonRecord):
     """Gate G3: sampled trajectories agree with the log-prob joints (NOT_RUN: none sampled)."""
 
@@ -116,7 +110,6 @@ class G3Gate(JsonRecord):
     retries: Annotated[int | None, OMIT_NONE] = None
 
 
-@dataclass(frozen=True)
 class Gates(JsonRecord):
     G1: G1Gate
     G2: G2Gate

@@ -7,7 +7,6 @@ analysis builds a record (the ``of`` constructors), and read back as they were w
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TypedDict
 
 import numpy as np
@@ -21,7 +20,6 @@ from lmaudit.studies.qq.records import ORDERS
 __all__ = ["Cell", "ItemResult", "Joint", "LabelEffect", "MappingResult", "PositionEstimate"]
 
 
-@dataclass(frozen=True)
 class PositionEstimate(JsonRecord):
     """One measured position of a mapping, in semantic coordinates."""
 
@@ -48,7 +46,6 @@ class PositionEstimate(JsonRecord):
         return cls(position, question, first_answer, p_y, p_n, other, p, float(distance_from_determinism(p)))
 
 
-@dataclass(frozen=True)
 class Joint(JsonRecord):
     """A 2x2 joint ``[first, second]`` in presentation order, by cell."""
 
@@ -61,7 +58,6 @@ class Joint(JsonRecord):
         return np.array([[self.yy, self.yn], [self.ny, self.nn]])
 
 
-@dataclass(frozen=True)
 class Cell(JsonRecord):
     """One order of a mapping: its point-estimate joint and its three positions."""
 
@@ -70,8 +66,7 @@ class Cell(JsonRecord):
     positions: tuple[PositionEstimate, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Stats(JsonRecord):
+class _Stats(JsonRecord, kw_only=True):
     """The QQ statistics, their envelopes and decisions, of a mapping or a pooled item."""
 
     q: float
@@ -129,8 +124,7 @@ def _stats(q: float, oe_a: float, oe_b: float, u: float, v: float, envs: Sequenc
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class MappingResult(_Stats):
+class MappingResult(_Stats, kw_only=True):
     """One label mapping of one item."""
 
     mapping: str
@@ -179,7 +173,6 @@ class MappingResult(_Stats):
         raise KeyError(f"mapping {self.mapping!r} has no order {order!r}")
 
 
-@dataclass(frozen=True)
 class LabelEffect(JsonRecord):
     """Per-mapping ``q`` and OSS of an item with their spread (``|Δ|`` for two mappings)."""
 
@@ -202,8 +195,7 @@ class LabelEffect(JsonRecord):
         )
 
 
-@dataclass(frozen=True, kw_only=True)
-class ItemResult(_Stats):
+class ItemResult(_Stats, kw_only=True):
     """One item, pooled with equal weights over its mappings."""
 
     item: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from typing import Annotated, Any
 
 from lmaudit.results import OMIT_NONE, JsonRecord
@@ -16,7 +16,6 @@ _STUDY = QQStudyConfig()
 _ESTIMAND = EstimandConfig()
 
 
-@dataclass(frozen=True)
 class QQParams(JsonRecord):
     """Pre-specified analysis parameters (names follow ``conf`` ``study/qq``); the results
     record them as :meth:`recorded` gives them."""

@@ -12,7 +12,6 @@ the mixture section (:mod:`.mixture.section`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import Field
@@ -53,7 +52,6 @@ __all__ = [
 UNDEFINED_REASON = "no probability on either label (p_y = p_n = 0): P(y | y or n) is undefined"
 
 
-@dataclass(frozen=True)
 class UndefinedPosition(JsonRecord):
     """A position where neither label has any probability."""
 
@@ -63,8 +61,7 @@ class UndefinedPosition(JsonRecord):
     first_answer: str | None
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExcludedItem(JsonRecord):
+class ExcludedItem(JsonRecord, kw_only=True):
     """An item left out of the verdicts: at its ``undefined`` positions neither label has any
     probability (``p_y = p_n = 0``: a label absent from a server's top alternatives, or no
     sampled draw on either label), so ``P(y | y or n)`` and the item's ``q``, OE and Γ are
@@ -77,7 +74,6 @@ class ExcludedItem(JsonRecord):
     max_other: float  # over every measured position of the item
 
 
-@dataclass(frozen=True)
 class Counts(EstimandCounts):
     """Items per verdict and Γ class, saturated items (as for every estimand), and items left
     out (when any)."""
@@ -85,7 +81,6 @@ class Counts(EstimandCounts):
     excluded: Annotated[int | None, OMIT_NONE] = None
 
 
-@dataclass(frozen=True)
 class Saturation(JsonRecord):
     """Saturated items at the study's threshold and at each sensitivity threshold."""
 
@@ -95,7 +90,6 @@ class Saturation(JsonRecord):
     sensitivity: tuple[SaturationCount, ...]
 
 
-@dataclass(frozen=True)
 class Mass(JsonRecord):
     """The largest unassigned mass at any measured position against gate G2's threshold."""
 
@@ -110,8 +104,7 @@ class Mass(JsonRecord):
         return G2Gate(status, self.max_other, self.g2_max_other, self.max_envelope_width)
 
 
-@dataclass(frozen=True, kw_only=True)
-class QQResults(StudyResults):
+class QQResults(StudyResults, kw_only=True):
     """A QQ run's results (``results.json``)."""
 
     study: str = "qq"

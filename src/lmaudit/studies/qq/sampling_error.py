@@ -35,7 +35,6 @@ may be anything, ``[0, 1]``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -72,7 +71,6 @@ def position_bounds(
     return lo_y, 1.0 - lo_n
 
 
-@dataclass(frozen=True)
 class ItemRegion(JsonRecord):
     """One item's region: its bounds' count and level, and each position's ``P(y)`` range."""
 
@@ -83,8 +81,7 @@ class ItemRegion(JsonRecord):
     p_bounds: dict[str, tuple[Interval, ...]]  # mapping -> its six positions' P(y) range
 
 
-@dataclass(frozen=True, kw_only=True)
-class SamplingRegion(JsonRecord):
+class SamplingRegion(JsonRecord, kw_only=True):
     """How a sampled run's decisions carry sampling error (``results.sampling_error``)."""
 
     method: str = METHOD

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,7 +45,6 @@ __all__ = [
 CONFIDENCE = 0.95
 
 
-@dataclass(frozen=True)
 class MeanSummary(JsonRecord):
     """The mean of one value per item, with its t interval (None below two items)."""
 
@@ -56,8 +54,7 @@ class MeanSummary(JsonRecord):
     method: str = "t interval over items"
 
 
-@dataclass(frozen=True, kw_only=True)
-class ShareSummary(JsonRecord):
+class ShareSummary(JsonRecord, kw_only=True):
     """``k`` of ``n`` items, with the exact Clopper-Pearson interval (None for no item)."""
 
     k: int
@@ -67,8 +64,7 @@ class ShareSummary(JsonRecord):
     method: str = "Clopper-Pearson (exact)"
 
 
-@dataclass(frozen=True, kw_only=True)
-class LabelEffectSummary(MeanSummary):
+class LabelEffectSummary(MeanSummary, kw_only=True):
     """The mean |ΔOSS| between label mappings over the items measured under two or more, and
     whether it is *large*: the lower end of its interval above ``large_threshold``."""
 
@@ -104,7 +100,6 @@ def share_summary(k: int, n: int, confidence: float = CONFIDENCE) -> ShareSummar
     return ShareSummary(k=k, n=n, share=k / n, ci=Interval(float(lo), float(hi)))
 
 
-@dataclass(frozen=True)
 class AcrossItems(JsonRecord):
     """What the items of a run say together (``results.summary``)."""
 

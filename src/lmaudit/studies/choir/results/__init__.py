@@ -12,7 +12,6 @@ views the pipeline records (metrics, tags, summary, figure data) are in :mod:`..
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -83,8 +82,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
-class ChoirResults(StudyResults):
+class ChoirResults(StudyResults, kw_only=True):
     """The choir study's results (seed 003)."""
 
     study: str = "choir"

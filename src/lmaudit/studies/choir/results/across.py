@@ -4,14 +4,13 @@ contrasts and novelty against width."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Annotated
 
 from lmaudit.results import OMIT_NONE, Interval, JsonRecord
 from lmaudit.studies.choir.results.question import ContrastEnds
 
 
-@dataclass(frozen=True)
 class AcrossQuestions(JsonRecord):
     """Counts, shares and means over the bank's questions (cue-stripped prompts left out)."""
 
@@ -58,7 +57,6 @@ class AcrossQuestions(JsonRecord):
         return out
 
 
-@dataclass(frozen=True)
 class BinMean(JsonRecord):
     """A width bin's mean of one quantity and its bootstrap interval."""
 
@@ -66,7 +64,6 @@ class BinMean(JsonRecord):
     ci: Interval
 
 
-@dataclass(frozen=True)
 class WidthBin(JsonRecord):
     """The questions whose width ``W_q`` lies in ``[lo, hi)`` (``hi`` None: unbounded)."""
 
@@ -79,8 +76,7 @@ class WidthBin(JsonRecord):
     relative_lift: BinMean | None
 
 
-@dataclass(frozen=True, kw_only=True)
-class Recovery(JsonRecord):
+class Recovery(JsonRecord, kw_only=True):
     """Recovering a label (member, persona) from cells' nearest cells: accuracy, its interval,
     chance and the label-shuffle null."""
 
@@ -110,14 +106,12 @@ class Recovery(JsonRecord):
         return self.accuracy - self.null_mean if self.null_mean is not None else None
 
 
-@dataclass(frozen=True)
 class Spearman(JsonRecord):
     rho: float | None
     p: float | None
     n: int
 
 
-@dataclass(frozen=True)
 class StrippingRun(JsonRecord):
     """Recoverability with the items most similar to their profile stripped."""
 
@@ -131,7 +125,6 @@ class StrippingRun(JsonRecord):
     persona_within_model_loqo_above_chance: bool | None
 
 
-@dataclass(frozen=True)
 class Leakage(JsonRecord):
     """Profile leakage per question and member, its correlation with lift and recoverability,
     and the stripping re-runs."""
@@ -144,7 +137,6 @@ class Leakage(JsonRecord):
     stripping: tuple[StrippingRun, ...]
 
 
-@dataclass(frozen=True)
 class CueView(JsonRecord):
     """A cue pair's prompt (original or stripped) as the table shows it."""
 
@@ -157,7 +149,6 @@ class CueView(JsonRecord):
     echo_rate: float | None
 
 
-@dataclass(frozen=True)
 class CuePair(JsonRecord):
     """A prompt and its cue-stripped twin, and which quantities fell."""
 
@@ -174,25 +165,21 @@ class CuePair(JsonRecord):
     stc_lower: bool | None
 
 
-@dataclass(frozen=True)
 class YesOf(JsonRecord):
     yes: int
     n: int
 
 
-@dataclass(frozen=True)
 class CueStripping(JsonRecord):
     pairs: tuple[CuePair, ...]
     counts: dict[str, YesOf]  # "<quantity>_lower" -> pairs where it fell, of those with both
 
 
-@dataclass(frozen=True)
 class Rates(JsonRecord):
     tpr: float
     fpr: float
 
 
-@dataclass(frozen=True)
 class EchoCalibration(JsonRecord):
     """The embedder's echo threshold, calibrated on the shipped set (Youden's J)."""
 
@@ -207,14 +194,12 @@ class EchoCalibration(JsonRecord):
     at_calibrated: Rates
 
 
-@dataclass(frozen=True)
 class MetricMeans(JsonRecord):
     mean_C_q: float | None
     mean_R_q: float | None
     mean_width: float | None
 
 
-@dataclass(frozen=True)
 class CodebookMetricSensitivity(JsonRecord):
     """Mean ``C_q``, ``R_q``, ``W_q`` per codebook metric over the questions."""
 
@@ -226,7 +211,6 @@ class CodebookMetricSensitivity(JsonRecord):
     n_C_q_differs: int
 
 
-@dataclass(frozen=True)
 class ContrastSummary(ContrastEnds):
     """A contrast's mean within-member RBO and ``R_q`` change over the questions that have it."""
 
@@ -236,14 +220,12 @@ class ContrastSummary(ContrastEnds):
     R_q_up: int
 
 
-@dataclass(frozen=True)
 class ConditionSummary(JsonRecord):
     R_q: dict[str, float | None]
     template: tuple[ContrastSummary, ...] | None
     temperature: tuple[ContrastSummary, ...] | None
 
 
-@dataclass(frozen=True)
 class NoveltyBin(JsonRecord):
     lo: float
     hi: float | None
@@ -252,7 +234,6 @@ class NoveltyBin(JsonRecord):
     over_half: int
 
 
-@dataclass(frozen=True)
 class NoveltyByWidth(JsonRecord):
     """The depth-pressure template's novel share against the width: Spearman's rho and bins."""
 

@@ -3,26 +3,22 @@ the audit of imported logs is the shared :class:`lmaudit.interop.sections.LogAud
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from lmaudit.results import JsonRecord
 
 
-@dataclass(frozen=True)
 class RefusedLists(JsonRecord):
     n: int
     reasons: dict[str, int]
 
 
-@dataclass(frozen=True)
 class RuleExtraction(JsonRecord):
     """Items extracted from the lists by rule."""
 
     method: str  # rule
 
 
-@dataclass(frozen=True)
 class LlmExtraction(JsonRecord):
     """Items extracted by a model: the lists and distinct answers it read, its invalid replies
     and what was done with them (as the measurement's extractor record gave them)."""
@@ -36,7 +32,6 @@ class LlmExtraction(JsonRecord):
     identity: dict[str, Any] | None
 
 
-@dataclass(frozen=True)
 class Design(JsonRecord):
     """What was analysed: members, questions, conditions and lists."""
 

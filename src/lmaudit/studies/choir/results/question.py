@@ -3,7 +3,6 @@ table, agreement and signal-to-chance, persona lift, echo, the codebook test and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import Field
@@ -14,7 +13,6 @@ from lmaudit.results import OMIT_NONE, JsonRecord
 SalienceRow = tuple[int, int, float, int]
 
 
-@dataclass(frozen=True)
 class Group(JsonRecord):
     """A member x condition group of a question's salience table."""
 
@@ -23,7 +21,6 @@ class Group(JsonRecord):
     n_lists: int
 
 
-@dataclass(frozen=True)
 class CodebookEntry(JsonRecord):
     """A concept of a question's codebook: its label and the phrases it holds (with counts)."""
 
@@ -33,7 +30,6 @@ class CodebookEntry(JsonRecord):
     phrases: dict[str, int]
 
 
-@dataclass(frozen=True)
 class SalienceTable(JsonRecord):
     """Smith's S per concept and member x condition group (``rows``, headed by ``columns``)."""
 
@@ -43,7 +39,6 @@ class SalienceTable(JsonRecord):
     codebook: tuple[CodebookEntry, ...]
 
 
-@dataclass(frozen=True)
 class Cell(JsonRecord):
     """A member x condition x temperature cell."""
 
@@ -53,7 +48,6 @@ class Cell(JsonRecord):
     n_lists: int
 
 
-@dataclass(frozen=True)
 class ContrastEnds(JsonRecord):
     """What a contrast compares: two templates, or two temperatures (``from`` and ``to``)."""
 
@@ -61,7 +55,6 @@ class ContrastEnds(JsonRecord):
     to: str | float
 
 
-@dataclass(frozen=True)
 class Contrast(ContrastEnds):
     """One question's contrast between two templates (or temperatures)."""
 
@@ -71,7 +64,6 @@ class Contrast(ContrastEnds):
     n_cells: int
 
 
-@dataclass(frozen=True)
 class ConditionBlock(JsonRecord):
     """A question's per-cell salience and agreement, and its template and temperature contrasts."""
 
@@ -83,7 +75,6 @@ class ConditionBlock(JsonRecord):
     temperature: tuple[Contrast, ...] | None
 
 
-@dataclass(frozen=True)
 class LiftBaseline(JsonRecord):
     """The persona template's unconditioned agreement the lift is measured against."""
 
@@ -93,7 +84,6 @@ class LiftBaseline(JsonRecord):
     n_lists_conditioned: int
 
 
-@dataclass(frozen=True)
 class PooledLift(JsonRecord):
     """The lift against the pooled unconditioned ``R_q``."""
 
@@ -102,7 +92,6 @@ class PooledLift(JsonRecord):
     relative: float | None
 
 
-@dataclass(frozen=True)
 class Lift(JsonRecord):
     """Absolute and relative persona lift (like for like), and against the pooled ``R_q``."""
 
@@ -112,7 +101,6 @@ class Lift(JsonRecord):
     pooled: PooledLift | None
 
 
-@dataclass(frozen=True)
 class MetricRow(JsonRecord):
     """``C_q``, ``R_q`` and ``W_q`` of one codebook."""
 
@@ -121,7 +109,6 @@ class MetricRow(JsonRecord):
     width: float | None
 
 
-@dataclass(frozen=True)
 class MetricSensitivity(JsonRecord):
     """A question's ``C_q``, ``R_q``, ``W_q`` under both codebook metrics."""
 
@@ -130,7 +117,6 @@ class MetricSensitivity(JsonRecord):
     euclidean: MetricRow
 
 
-@dataclass(frozen=True)
 class SignalToChance(JsonRecord):
     """Observed agreement against its null (``null``: reassignment | ranking_shuffle)."""
 
@@ -145,7 +131,6 @@ class SignalToChance(JsonRecord):
         return self.ratio is not None and self.ratio > 1.0
 
 
-@dataclass(frozen=True)
 class TemplateNovelty(JsonRecord):
     """The depth-pressure template's concepts that no baseline-template list names."""
 
@@ -156,7 +141,6 @@ class TemplateNovelty(JsonRecord):
     share: float
 
 
-@dataclass(frozen=True)
 class EchoRate(JsonRecord):
     """Items echoing a vocabulary: by embedding (with its ``threshold``) or lexically."""
 
@@ -166,7 +150,6 @@ class EchoRate(JsonRecord):
     threshold: Annotated[float | None, OMIT_NONE] = None
 
 
-@dataclass(frozen=True)
 class Echo(JsonRecord):
     """A question's echo at the seed's and the calibrated threshold, and lexically."""
 
@@ -180,7 +163,6 @@ class Echo(JsonRecord):
         return e.rate if e is not None else None
 
 
-@dataclass(frozen=True)
 class CodebookTest(JsonRecord):
     """The permutation test of the member-cluster association."""
 
@@ -189,7 +171,6 @@ class CodebookTest(JsonRecord):
     p: float
 
 
-@dataclass(frozen=True)
 class AnchorEcho(JsonRecord):
     """A cue-paired prompt's anchor echo: items and clusters at the seed's threshold, items at
     the calibrated one and lexically."""
@@ -201,7 +182,6 @@ class AnchorEcho(JsonRecord):
     items_lexical: EchoRate | None
 
 
-@dataclass(frozen=True)
 class SalienceTies(JsonRecord):
     """The share of ranked concepts in an exact salience tie, and ``R_q`` under the tie rule."""
 
@@ -209,8 +189,7 @@ class SalienceTies(JsonRecord):
     R_q_tie_rule: float | None
 
 
-@dataclass(frozen=True, kw_only=True)
-class QuestionResult(JsonRecord):
+class QuestionResult(JsonRecord, kw_only=True):
     """One question's results."""
 
     n_models: int

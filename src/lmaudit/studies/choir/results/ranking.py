@@ -3,13 +3,11 @@ the counts) and the participants' calibration against the cohorts' tops (appendi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 from lmaudit.results import OMIT_NONE, JsonRecord
 
 
-@dataclass(frozen=True)
 class Candidate(JsonRecord):
     id: str
     text: str
@@ -18,14 +16,12 @@ class Candidate(JsonRecord):
     family: str
 
 
-@dataclass(frozen=True)
 class BordaRow(JsonRecord):
     id: str
     family: str
     points: int
 
 
-@dataclass(frozen=True)
 class Stage1(JsonRecord):
     """A cohort's stage-1 Borda and its leader (no valid ballot: no leader, no points)."""
 
@@ -39,7 +35,6 @@ class Stage1(JsonRecord):
     borda: Annotated[tuple[BordaRow, ...] | None, OMIT_NONE] = None
 
 
-@dataclass(frozen=True)
 class Stage2(JsonRecord):
     """A cohort's stage-2 ballots over the pools' finalist sets."""
 
@@ -50,8 +45,7 @@ class Stage2(JsonRecord):
     set_firsts: dict[str, int]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Cohort(JsonRecord):
+class Cohort(JsonRecord, kw_only=True):
     """A cohort that decided nothing on a question (no valid ballot of the deciding stage)."""
 
     stage1: Stage1
@@ -62,8 +56,7 @@ class Cohort(JsonRecord):
     tie: bool
 
 
-@dataclass(frozen=True, kw_only=True)
-class CohortDecided(Cohort):
+class CohortDecided(Cohort, kw_only=True):
     """A cohort that decided: its advanced pool (a tie: none) and its top candidate."""
 
     tied_pools: Annotated[tuple[str, ...] | None, OMIT_NONE] = None  # the finalist stage's
@@ -71,7 +64,6 @@ class CohortDecided(Cohort):
     top_status: str
 
 
-@dataclass(frozen=True)
 class Cohorts(JsonRecord):
     conditioned: CohortDecided | Cohort
     unconditioned: CohortDecided | Cohort
@@ -81,15 +73,13 @@ class Cohorts(JsonRecord):
         return c
 
 
-@dataclass(frozen=True)
 class PoolDraw(JsonRecord):
     members: int
     eligible: int
     drawn: tuple[str, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
-class RankingQuestion(JsonRecord):
+class RankingQuestion(JsonRecord, kw_only=True):
     """One question's ranking: its candidates, each cohort's outcome and whether they agree
     (a question with a pool record and no ballot: pools only)."""
 
@@ -101,8 +91,7 @@ class RankingQuestion(JsonRecord):
     pools: Annotated[dict[str, PoolDraw] | None, OMIT_NONE] = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class Count(JsonRecord):
+class Count(JsonRecord, kw_only=True):
     """``count`` of ``n`` (``share``: None when ``n`` is 0)."""
 
     count: int
@@ -115,24 +104,20 @@ class Count(JsonRecord):
         return f"{self.count}/{self.n}"
 
 
-@dataclass(frozen=True, kw_only=True)
-class CohortCount(Count):
+class CohortCount(Count, kw_only=True):
     decided_by: dict[str, int]
 
 
-@dataclass(frozen=True)
 class StageCount(JsonRecord):
     n_ballots: int
     n_invalid: int
 
 
-@dataclass(frozen=True)
 class ByStage(JsonRecord):
     stage1: StageCount
     stage2: StageCount
 
 
-@dataclass(frozen=True)
 class RankingSummary(JsonRecord):
     n_questions: int
     n_ballots: int
@@ -147,7 +132,6 @@ class RankingSummary(JsonRecord):
     agree_family: Count
 
 
-@dataclass(frozen=True)
 class InvalidBallot(JsonRecord):
     """An invalid ballot as recorded (the first 20), its raw reply cut to 300 characters."""
 
@@ -162,7 +146,6 @@ class InvalidBallot(JsonRecord):
     raw: str
 
 
-@dataclass(frozen=True)
 class Ranking(JsonRecord):
     """The source-blind ranking's ballots, analysed (appendix D)."""
 
@@ -171,14 +154,12 @@ class Ranking(JsonRecord):
     invalid_examples: tuple[InvalidBallot, ...]
 
 
-@dataclass(frozen=True)
 class SignFlip(JsonRecord):
     sum: int
     p: float
 
 
-@dataclass(frozen=True, kw_only=True)
-class ChoiceBlock(JsonRecord):
+class ChoiceBlock(JsonRecord, kw_only=True):
     n_choices: int
     n_participants: int
     match_conditioned_top: int
@@ -186,12 +167,10 @@ class ChoiceBlock(JsonRecord):
     sign_flip: SignFlip
 
 
-@dataclass(frozen=True, kw_only=True)
-class DisagreeBlock(ChoiceBlock):
+class DisagreeBlock(ChoiceBlock, kw_only=True):
     questions: int  # questions where the cohorts' tops differ
 
 
-@dataclass(frozen=True)
 class Agreement(JsonRecord):
     n_questions: int
     mean_modal_share: float
@@ -199,8 +178,7 @@ class Agreement(JsonRecord):
     uniform_baseline: float | None
 
 
-@dataclass(frozen=True, kw_only=True)
-class Calibration(ChoiceBlock):
+class Calibration(ChoiceBlock, kw_only=True):
     """Participants' choices against the cohorts' top candidates (appendix D.1)."""
 
     cohort_tops_from: str  # records | ranking

@@ -21,7 +21,6 @@ both orders are *order-matched* (Prop. 7), different ones are order-dependent se
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -152,7 +151,6 @@ def mixture_envelope(
 # ---------------------------------------------------------------- component-level diagnostics
 
 
-@dataclass(frozen=True)
 class QSpread(JsonRecord):
     """The spread of the components' ``q`` at one item."""
 
@@ -162,7 +160,6 @@ class QSpread(JsonRecord):
     sd: float  # weighted (AB weights) standard deviation
 
 
-@dataclass(frozen=True)
 class SaturatedFlags(JsonRecord):
     """Whether the aggregate is saturated, how many components are, and the plain estimand."""
 
@@ -171,7 +168,6 @@ class SaturatedFlags(JsonRecord):
     plain: bool | None  # None: no plain estimand measured
 
 
-@dataclass(frozen=True)
 class ItemDiagnostics(JsonRecord):
     """One item's components beside its aggregate (and the plain estimand, when measured)."""
 

@@ -4,8 +4,6 @@ summarised, each item's component-level diagnostics, study counts and the distan
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from lmaudit.results import Interval, JsonRecord
 from lmaudit.studies.qq.diagnostics import SaturationCount
 from lmaudit.studies.qq.mixture.estimand import ItemDiagnostics
@@ -23,7 +21,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
 class ComponentItem(JsonRecord):
     """One item of one estimand (a component or the plain one), in brief."""
 
@@ -39,7 +36,6 @@ class ComponentItem(JsonRecord):
     max_other: float
 
 
-@dataclass(frozen=True)
 class EstimandCounts(JsonRecord):
     """One estimand's items per verdict and Γ class, and its saturated items."""
 
@@ -48,8 +44,7 @@ class EstimandCounts(JsonRecord):
     saturated: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class _EstimandSummary(JsonRecord):
+class _EstimandSummary(JsonRecord, kw_only=True):
     """One estimand's verdicts, saturation and items."""
 
     counts: EstimandCounts
@@ -58,8 +53,7 @@ class _EstimandSummary(JsonRecord):
     items: tuple[ComponentItem, ...]
 
 
-@dataclass(frozen=True, kw_only=True)
-class ComponentSummary(_EstimandSummary):
+class ComponentSummary(_EstimandSummary, kw_only=True):
     """A (persona, temperature) component with its weight in each order."""
 
     id: str
@@ -69,14 +63,12 @@ class ComponentSummary(_EstimandSummary):
     weight_ba: float
 
 
-@dataclass(frozen=True, kw_only=True)
-class PlainSummary(_EstimandSummary):
+class PlainSummary(_EstimandSummary, kw_only=True):
     """The plain estimand (no persona, the run's temperature)."""
 
     estimand: str
 
 
-@dataclass(frozen=True)
 class MixtureSaturation(JsonRecord):
     """Saturated items: the aggregate's, the plain estimand's, and over the components."""
 
@@ -87,7 +79,6 @@ class MixtureSaturation(JsonRecord):
     components_mean: float
 
 
-@dataclass(frozen=True)
 class MixtureCounts(JsonRecord):
     averaged_away: int
     dispersion_restored: int
@@ -95,7 +86,6 @@ class MixtureCounts(JsonRecord):
     saturated: MixtureSaturation
 
 
-@dataclass(frozen=True)
 class NearDeterministic(JsonRecord):
     """Shares of positions beyond the saturation threshold."""
 
@@ -105,7 +95,6 @@ class NearDeterministic(JsonRecord):
     families: dict[str, float]
 
 
-@dataclass(frozen=True)
 class Distances(JsonRecord):
     """Sorted distances from determinism (Fig. M1)."""
 
@@ -114,7 +103,6 @@ class Distances(JsonRecord):
     families: dict[str, tuple[float, ...]]
 
 
-@dataclass(frozen=True)
 class MixtureSection(JsonRecord):
     """``results.mixture``."""
 
