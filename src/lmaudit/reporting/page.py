@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Page",
     "Sample",
+    "Samples",
     "Verdict",
     "ids",
     "page_of",
@@ -74,6 +75,16 @@ class Sample:
 
 
 @dataclasses.dataclass(frozen=True)
+class Samples:
+    """What a page shows of what was asked and answered: the samples shown (at most
+    :data:`MAX_SAMPLES`), how many the run has in all, and how to read one."""
+
+    shown: Sequence[Sample] = ()
+    total: int = 0
+    note: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class Page:
     study: str
     title: str
@@ -83,9 +94,7 @@ class Page:
     terms: Sequence[str] = ()  # keys of lmaudit.reporting.terms.GLOSSARY
     predictions: Sequence[ScoredPrediction] = ()  # scored, as the results hold them
     registration: str | None = None  # the registration's name when the run is registered
-    samples: Sequence[Sample] = ()
-    samples_total: int = 0
-    samples_note: str = ""
+    samples: Samples = Samples()
     provenance: Sequence[tuple[str, str]] = ()
     config: str | None = None
 

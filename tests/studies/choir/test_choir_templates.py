@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from lmaudit.studies.choir.config import ChoirStudyConfig
-from lmaudit.studies.choir.lists import ListsAnalysis, analyze_lists
+from lmaudit.studies.choir.lists import analyze_lists
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord
+from lmaudit.studies.choir.results import ListsSections
 from lmaudit.studies.choir.results.question import TemplateNovelty
 
 WORDS = [f"w{i}" for i in range(20)]
@@ -20,7 +21,7 @@ def _rec(model: str, question: str, template: str, items: list[str]) -> ListReco
     return ListRecord(model, question, template, UNCONDITIONED, 0.7, 0, tuple(items))
 
 
-def _analyse(recs: list[ListRecord]) -> ListsAnalysis:
+def _analyse(recs: list[ListRecord]) -> ListsSections:
     eye = np.eye(len(WORDS), dtype=np.float32)
     s = ChoirStudyConfig()
     s.shuffles = 0

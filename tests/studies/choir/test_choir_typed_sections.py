@@ -13,7 +13,7 @@ import numpy as np
 
 from lmaudit.results import JsonRecord
 from lmaudit.studies.choir.config import ChoirStudyConfig
-from lmaudit.studies.choir.lists import ListsAnalysis, analyze_lists
+from lmaudit.studies.choir.lists import analyze_lists
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord
 from lmaudit.studies.choir.results import (
     AcrossQuestions,
@@ -21,6 +21,7 @@ from lmaudit.studies.choir.results import (
     ConditionSummary,
     CueStripping,
     Leakage,
+    ListsSections,
     NoveltyByWidth,
     QuestionResult,
     Recovery,
@@ -69,7 +70,7 @@ def test_analyze_lists_returns_records_that_read_back_as_written() -> None:
     recs, vec = _design()
     pairs = [{"original": "Q1", "stripped": "Q1-S", "anchors": ["clock"]}]
     out = analyze_lists(recs, vec, QUESTION_TERMS, _settings(), PROFILE, pairs, degenerate_items=3)
-    assert isinstance(out, ListsAnalysis)
+    assert isinstance(out, ListsSections)
     assert isinstance(out.across_questions, AcrossQuestions) and out.across_questions.n_degenerate_items == 3
     assert out.across_questions.n_questions == 2  # the stripped prompt is not a bank prompt
     assert set(out.questions) == {"Q1", "Q2", "Q1-S"}

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from lmaudit.backends.base import derive_seed
+from lmaudit.backends.base import SampleRequest, derive_seed
 
 #: At most this many sample requests are prefilled together, and at most about this many bytes
 #: of their KV caches and logits are held at once (a group has at least one request). The draws
@@ -178,22 +178,22 @@ def sample_completions(
     model: Any,
     prefilled: tuple[torch.Tensor, Any],
     prompt_len: int,
+    request: SampleRequest,
     *,
-    n: int,
-    seed: int,
-    temperature: float,
-    top_p: float,
-    max_tokens: int,
     stop_ids: frozenset[int],
     block: int,
     on_tokens: TokenHook | None = None,
 ) -> list[list[int]]:
-    """Token ids of ``n`` completions of a prompt of ``prompt_len`` tokens, given its next-token
-    logits and KV cache (``prefilled``, not mutated; :mod:`lmaudit.backends.hf.prefill`); stop
-    tokens excluded. ``on_tokens``: see the module docstring."""
+    """Token ids of the ``request.n`` completions the request asks for (its seed, temperature,
+    top-p and max tokens), of a prompt of ``prompt_len`` tokens, given its next-token logits and
+    KV cache (``prefilled``, not mutated; :mod:`lmaudit.backends.hf.prefill`); stop tokens
+    excluded. ``on_tokens``: see the module docstring."""
+    n, seed, max_tokens = request.n, request.seed, request.max_tokens
     logits, cache = prefilled
     if max_tokens <= 1:
-        toks = draw_tokens(logits, temperature, top_p, [_generator(seed, i) for i in range(n)])
+        toks = draw_tokens(
+            logits, request.temperature, request.top_p, [_generator(seed, i) for i in range(n)]
+        )
         if on_tokens is not None:
             on_tokens(n * max_tokens)
         return [[] if t in stop_ids else [t] for t in toks]
@@ -207,8 +207,8 @@ def sample_completions(
             copy.deepcopy(cache),
             prompt_len,
             [_generator(seed, i) for i in range(start, start + block)],
-            temperature=temperature,
-            top_p=top_p,
+            temperature=request.temperature,
+            top_p=request.top_p,
             max_tokens=max_tokens,
             stop_ids=set(stop_ids),
             on_step=step_hook,

@@ -13,13 +13,12 @@ member-cluster association (unconditioned clustered items). Across questions: re
 of member and persona from conditioned cells (member x question x persona centroids, each
 cell's nearest cell: :mod:`.recovery`), the within-member leave-one-question-out persona
 classifier (appendix C), and the width-bin table and the summary (:mod:`.summary`). Every
-section is built as its typed record (:mod:`.results`); :class:`ListsAnalysis` holds them.
+section is built as its typed record (:mod:`.results`); :class:`~.results.ListsSections` holds them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -42,44 +41,14 @@ from lmaudit.studies.choir.nulls import question_stc
 from lmaudit.studies.choir.records import UNCONDITIONED, ListRecord, finite
 from lmaudit.studies.choir.recovery import leakage, recover_all
 from lmaudit.studies.choir.results import (
-    AcrossQuestions,
-    CodebookMetricSensitivity,
-    ConditionSummary,
-    CueStripping,
-    EchoCalibration,
-    Leakage,
-    NoveltyByWidth,
+    ListsSections,
     QuestionResult,
-    Recovery,
-    WidthBin,
 )
 from lmaudit.studies.choir.results.question import CodebookTest, TemplateNovelty
 from lmaudit.studies.choir.salience_table import salience_record, tie_sensitivity
 from lmaudit.studies.choir.summary import across_questions, width_bins
 
-__all__ = ["ListRecord", "ListsAnalysis", "analyze_lists"]
-
-
-@dataclass(frozen=True)
-class ListsAnalysis:
-    """What :func:`analyze_lists` finds: the typed sections of ``results.json`` it owns, each
-    named as its field of :class:`~.results.ChoirResults`."""
-
-    across_questions: AcrossQuestions
-    questions: dict[str, QuestionResult]  # the stripped prompts of cue pairs included
-    width_bins: tuple[WidthBin, ...]
-    recoverability: dict[str, Recovery]
-    leakage: Leakage | None
-    cue_stripping: CueStripping | None
-    echo_calibration: EchoCalibration | None
-    codebook_metric_sensitivity: CodebookMetricSensitivity | None
-    codebook_source: str  # clustered | coded
-    conditions: ConditionSummary | None
-    novelty_by_width: NoveltyByWidth | None
-
-    def sections(self) -> dict[str, Any]:
-        """Each section by its field name: the records themselves, not copies."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+__all__ = ["ListRecord", "analyze_lists"]
 
 
 def _mean_pairwise_rbo(rankings: Sequence[Sequence[Any]], p: float) -> float | None:
@@ -253,7 +222,7 @@ def analyze_lists(
     persona_vocab: Mapping[str, list[str]] | None = None,
     cue_pairs: Sequence[Mapping[str, Any]] = (),
     degenerate_items: int = 0,
-) -> ListsAnalysis:
+) -> ListsSections:
     """Pure: lists, item/term embeddings, question (and persona profile) vocabularies, the
     matched cue pairs in; the typed sections out (``degenerate_items``: the items extraction
     dropped, for the summary). The stripped prompts of cue pairs are analysed like any question
@@ -283,7 +252,7 @@ def analyze_lists(
     recover = {} if coded else recover_all(kept, vec, s, rng, sensitivity=True)
     leak = leakage(kept, vec, persona_vocab, bank_q, recover, s, rng) if persona_vocab and not coded else None
     bins = width_bins(bank_q, s, rng)
-    return ListsAnalysis(
+    return ListsSections(
         across_questions=across_questions(bank_q, bins, recover, s, echo_t, degenerate_items),
         questions=per_q,
         width_bins=bins,

@@ -9,6 +9,7 @@ from typing import Annotated
 
 from lmaudit.results import OMIT_NONE, JsonRecord
 from lmaudit.studies.judge.sections import ExactInterval
+from lmaudit.text import metrics_under
 
 __all__ = [
     "ExactBinomialTest",
@@ -101,6 +102,13 @@ class ExactBinomialTest(JsonRecord, kw_only=True):
     p_value: float
     ci: ExactInterval
     test: str
+
+    def metrics(self, prefix: str, rate: str = "rate") -> dict[str, float]:
+        """``{prefix}.{rate}`` (left out when no verdict was decisive), ``.ci_low``,
+        ``.ci_high`` and ``.p``."""
+        return metrics_under(
+            prefix, **{rate: self.rate}, ci_low=self.ci.low, ci_high=self.ci.high, p=self.p_value
+        )
 
 
 class Randomized(ExactBinomialTest, kw_only=True):

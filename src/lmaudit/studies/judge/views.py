@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from lmaudit.studies.judge.report import order_swap as order_swap_report
-from lmaudit.text import metric_safe
+from lmaudit.text import metric_safe, metrics_under
 
 if TYPE_CHECKING:
     from lmaudit.studies.judge.results import JudgeResults
@@ -37,12 +37,14 @@ def metrics(results: JudgeResults) -> dict[str, float]:
                 out[f"{metric_safe(cid)}.confidence_{stat}"] = x
     for d in results.disagreement:
         k = "repeat" if d.is_repeat else metric_safe(d.condition)
-        out[f"disagreement.{k}.changed"] = d.changed
-        out[f"disagreement.{k}.n"] = d.n
-        if d.rate is not None:
-            out[f"disagreement.{k}.rate"] = d.rate
-        out[f"disagreement.{k}.ci_high"] = d.ci.high
-        out[f"disagreement.{k}.sign_p"] = d.sign_test.p
+        out |= metrics_under(
+            f"disagreement.{k}",
+            changed=d.changed,
+            n=d.n,
+            rate=d.rate,
+            ci_high=d.ci.high,
+            sign_p=d.sign_test.p,
+        )
     cls = results.classification
     if cls.evaluable and cls.counts is not None:
         for c, n in cls.counts.items():

@@ -47,6 +47,7 @@ from lmaudit.studies.qq.diagnostics import (
     sampled_counts,
     sampled_intervals,
 )
+from lmaudit.studies.qq.item_results import Decision
 from lmaudit.studies.qq.params import QQParams
 from lmaudit.studies.qq.records import ORDERS, Measurement
 from lmaudit.studies.qq.result import QQResult
@@ -300,17 +301,18 @@ def assemble(
     q, oe_a, oe_b = env.qq_statistics(p)
     g_lo, g_hi = env.gamma_bounds(box)
 
-    def decide(e: env.StatEnvelope, lo: float, hi: float, margin: float) -> tuple[str, str]:
+    def decide(e: env.StatEnvelope, lo: float, hi: float, margin: float) -> Decision:
         """Decisions on intervals widened by ``margin``: nothing certified by less."""
-        return (
+        return Decision(
             env.qq_decision(float(e.q_lo) - margin, float(e.q_hi) + margin, params.epsilon, params.float_tol),
             env.gamma_class(lo - margin, hi + margin, params.gamma_tol),
+            margin,
         )
 
     mapping_results: dict[str, list[MappingResult]] = {}
     for r, (item, mapping) in enumerate(keys):
         margin = margins[r]
-        verdict, gclass = decide(box.take(r), float(g_lo[r]), float(g_hi[r]), margin)
+        decision = decide(box.take(r), float(g_lo[r]), float(g_hi[r]), margin)
         positions = tuple(
             PositionEstimate.of(
                 position,
@@ -331,9 +333,7 @@ def assemble(
                 float(oe_a[r]),
                 float(oe_b[r]),
                 _envs(box.take(r), g_lo[r], g_hi[r]),
-                verdict,
-                gclass,
-                margin,
+                decision,
             )
         )
 
@@ -344,8 +344,7 @@ def assemble(
         start += len(mrs)
         pooled = box.take(sl).mean()
         lo, hi = env.gamma_bounds(pooled)
-        margin = precision(margins[sl])
-        verdict, gclass = decide(pooled, float(lo), float(hi), margin)
+        decision = decide(pooled, float(lo), float(hi), precision(margins[sl]))
         p_all = p[sl].ravel()
         items.append(
             ItemResult.of(
@@ -358,9 +357,7 @@ def assemble(
                 float(np.mean(p[sl, 0])),
                 float(np.mean(p[sl, 3])),
                 _envs(pooled, lo, hi),
-                verdict,
-                gclass,
-                margin,
+                decision,
                 (
                     int(p_all.size),
                     n_saturated_positions(p_all, params.saturation_threshold),

@@ -7,7 +7,7 @@ analysis builds a record (the ``of`` constructors), and read back as they were w
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
@@ -88,6 +88,15 @@ class _Stats(JsonRecord, kw_only=True):
     max_other: float
 
 
+class Decision(NamedTuple):
+    """The decisions on a mapping's or an item's envelopes, and the rounding residual they were
+    decided with (``precision``: no decision is certified by less)."""
+
+    verdict: str
+    gamma_class: str
+    precision: float
+
+
 class _StatFields(TypedDict):
     q: float
     oe_a: float
@@ -101,11 +110,16 @@ class _StatFields(TypedDict):
     oe_b_env: Interval
     envelope_width: float
     gamma_bounds: Interval
+    verdict: str
+    gamma_class: str
+    precision: float
 
 
-def _stats(q: float, oe_a: float, oe_b: float, u: float, v: float, envs: Sequence[Interval]) -> _StatFields:
-    """The statistics fields of ``q``, ``OE_A``, ``OE_B``, ``u``, ``v`` and the envelopes
-    ``(q, OE_A, OE_B, Γ bounds)``, with the values derived from them."""
+def _stats(
+    q: float, oe_a: float, oe_b: float, u: float, v: float, envs: Sequence[Interval], decision: Decision
+) -> _StatFields:
+    """The statistics fields of ``q``, ``OE_A``, ``OE_B``, ``u``, ``v``, the envelopes
+    ``(q, OE_A, OE_B, Γ bounds)`` and the decisions on them, with the values derived from them."""
     q_env, oe_a_env, oe_b_env, gamma_bounds = envs
     oss = abs(oe_a) + abs(oe_b)
     return _StatFields(
@@ -121,6 +135,9 @@ def _stats(q: float, oe_a: float, oe_b: float, u: float, v: float, envs: Sequenc
         oe_b_env=oe_b_env,
         envelope_width=q_env.width,
         gamma_bounds=gamma_bounds,
+        verdict=decision.verdict,
+        gamma_class=decision.gamma_class,
+        precision=decision.precision,
     )
 
 
@@ -139,9 +156,7 @@ class MappingResult(_Stats, kw_only=True):
         oe_a: float,
         oe_b: float,
         envs: Sequence[Interval],
-        verdict: str,
-        gamma_class: str,
-        precision: float,
+        decision: Decision,
     ) -> MappingResult:
         """The mapping of its six positions (``envelope.POSITIONS`` order), statistics, envelopes
         ``(q, OE_A, OE_B, Γ bounds)`` and decisions; the joints and derived values computed here."""
@@ -153,10 +168,7 @@ class MappingResult(_Stats, kw_only=True):
         return cls(
             mapping=mapping,
             cells=cells,
-            **_stats(q, oe_a, oe_b, positions[0].p, positions[3].p, envs),
-            verdict=verdict,
-            gamma_class=gamma_class,
-            precision=precision,
+            **_stats(q, oe_a, oe_b, positions[0].p, positions[3].p, envs, decision),
             max_other=max(p.other for p in positions),
         )
 
@@ -219,19 +231,14 @@ class ItemResult(_Stats, kw_only=True):
         u: float,
         v: float,
         envs: Sequence[Interval],
-        verdict: str,
-        gamma_class: str,
-        precision: float,
+        decision: Decision,
         saturation: tuple[int, int, bool],  # positions, saturated positions, saturated
     ) -> ItemResult:
         n_positions, n_saturated, saturated = saturation
         return cls(
             item=item,
             stratum=stratum,
-            **_stats(q, oe_a, oe_b, u, v, envs),
-            verdict=verdict,
-            gamma_class=gamma_class,
-            precision=precision,
+            **_stats(q, oe_a, oe_b, u, v, envs, decision),
             max_other=max(m.max_other for m in mappings),
             s=u * (1 - v) + (1 - u) * v,
             n_positions=n_positions,

@@ -14,7 +14,7 @@ use their canonical labels directly. Semantic coordinates: ``y`` is the item's f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
 
 from lmaudit.backends.base import LabelRequest, Message
 from lmaudit.errors import ProtocolError
@@ -168,22 +168,18 @@ def build_cell(
         "content": user_turn(item, second_q, label_of, labels, first=False, framing=framing),
     }
 
-    def meta(position: int, question: str, first_answer: str | None) -> dict[str, Any]:
-        return request_meta(
-            item=item.id,
-            mapping=mapping,
-            order=order,
-            position=position,
-            question=question,
-            first_answer=first_answer,
-            label_of=label_of,
-        )
-
-    p1 = LabelRequest(messages=(*head, u1), labels=labels, meta=meta(1, first_q, None))
+    meta = partial(request_meta, item=item.id, mapping=mapping, order=order, label_of=label_of)
+    p1 = LabelRequest(
+        messages=(*head, u1), labels=labels, meta=meta(position=1, question=first_q, first_answer=None)
+    )
     branches = []
     for a in SEMANTIC:
         msgs = (*head, u1, {"role": "assistant", "content": label_of[a]}, u2)
-        branches.append(LabelRequest(messages=msgs, labels=labels, meta=meta(2, second_q, a)))
+        branches.append(
+            LabelRequest(
+                messages=msgs, labels=labels, meta=meta(position=2, question=second_q, first_answer=a)
+            )
+        )
     return Cell(
         item=item,
         mapping=mapping,

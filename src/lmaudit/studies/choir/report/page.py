@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from lmaudit.reporting import fmt, get, interval_text
 from lmaudit.reporting.log_audit import log_alerts
-from lmaudit.reporting.page import page_of, provenance, render, run_record_rows
+from lmaudit.reporting.page import Samples, page_of, provenance, render, run_record_rows
 from lmaudit.studies.choir.report.conditions import conditions_view
 from lmaudit.studies.choir.report.echo import echo_view
 from lmaudit.studies.choir.report.figures import (
@@ -175,9 +175,7 @@ def render_report(inputs: ReportInputs[ChoirResults]) -> str:
         verdict=verdict(results, alpha),
         alerts=alerts(results) + log_alerts(log_audit, "the lists"),
         terms=TERMS + (["source-blind ranking"] if ranking else []),
-        samples=listed,
-        samples_total=total,
-        samples_note=NOTE,
+        samples=Samples(listed, total, NOTE),
         provenance=_provenance(results, plan, audit),
     )
     return render(

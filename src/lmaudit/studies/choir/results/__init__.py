@@ -12,12 +12,13 @@ views the pipeline records (metrics, tags, summary, figure data) are in :mod:`..
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from lmaudit.interop.sections import LogAudit
-from lmaudit.results import OMIT_NONE
+from lmaudit.results import OMIT_NONE, JsonRecord
 from lmaudit.studies.choir.results.across import (
     AcrossQuestions,
     BinMean,
@@ -67,6 +68,7 @@ __all__ = [
     "Echo",
     "EchoCalibration",
     "Leakage",
+    "ListsSections",
     "LlmExtraction",
     "LogAudit",
     "NoveltyBin",
@@ -82,17 +84,13 @@ __all__ = [
 ]
 
 
-class ChoirResults(StudyResults, kw_only=True):
-    """The choir study's results (seed 003)."""
+class ListsSections(JsonRecord, kw_only=True):
+    """The sections the analysis of the free lists finds (``lists.analyze_lists``); the choir
+    results hold them beside the design, the ranking and the calibration."""
 
-    study: str = "choir"
-    design: Design
-    # the embedder's backend identity, copied as the backend gave it (free-form); None when
-    # the lists are hand-coded (nothing embedded)
-    embedder: dict[str, Any] | None
     codebook_source: str  # clustered | coded
     across_questions: Annotated[AcrossQuestions, Field(alias="summary")]
-    questions: dict[str, QuestionResult]
+    questions: dict[str, QuestionResult]  # the stripped prompts of cue pairs included
     width_bins: tuple[WidthBin, ...]
     recoverability: dict[str, Recovery]  # model, persona, persona_within_model_loqo, ...
     leakage: Leakage | None
@@ -101,6 +99,21 @@ class ChoirResults(StudyResults, kw_only=True):
     codebook_metric_sensitivity: CodebookMetricSensitivity | None
     conditions: ConditionSummary | None
     novelty_by_width: NoveltyByWidth | None
+
+    def sections(self) -> dict[str, Any]:
+        """Each lists section by its field name: the records themselves, not copies."""
+        return {f.name: getattr(self, f.name) for f in fields(ListsSections)}
+
+
+class ChoirResults(StudyResults, ListsSections, kw_only=True):
+    """The choir study's results (seed 003): the lists sections (:class:`ListsSections`) and
+    the rest."""
+
+    study: str = "choir"
+    design: Design
+    # the embedder's backend identity, copied as the backend gave it (free-form); None when
+    # the lists are hand-coded (nothing embedded)
+    embedder: dict[str, Any] | None
     ranking: Ranking | None
     calibration: Calibration | None
     log_audit: Annotated[LogAudit | None, OMIT_NONE] = None

@@ -19,6 +19,7 @@ from lmaudit.reporting.log_audit import log_alerts
 from lmaudit.reporting.page import (
     MAX_SAMPLES,
     Sample,
+    Samples,
     Verdict,
     page_of,
     provenance,
@@ -273,9 +274,11 @@ def render_report(inputs: ReportInputs[DrawsResults]) -> str:
         verdict=_verdict(results),
         alerts=_alerts(results),
         terms=_terms(results),
-        samples=samples,
-        samples_total=total,
-        samples_note="Each sequence: the probe as asked (the conversation before it) and the draws in order.",
+        samples=Samples(
+            samples,
+            total,
+            "Each sequence: the probe as asked (the conversation before it) and the draws in order.",
+        ),
         provenance=provenance(rows_prov),
     )
     families = _families(results)

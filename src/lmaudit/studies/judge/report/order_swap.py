@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lmaudit.studies.judge.order_swap import COUNT_KEYS
-from lmaudit.text import metric_safe
+from lmaudit.text import metric_safe, metrics_under
 
 if TYPE_CHECKING:
     from lmaudit.studies.judge.import_sections import (
@@ -32,41 +32,28 @@ def _block_metrics(b: PairBlock, prefix: str, full: bool) -> dict[str, float]:
         (b.per_verdict, "first"),
     )
     for r, short in readings:
-        if r.rate is not None:
-            out[f"{prefix}.{short}_rate"] = r.rate
-        out[f"{prefix}.{short}_ci_low"] = r.ci.low
-        out[f"{prefix}.{short}_ci_high"] = r.ci.high
-        out[f"{prefix}.{short}_p"] = r.p
+        values = {f"{short}_rate": r.rate, f"{short}_ci_low": r.ci.low, f"{short}_ci_high": r.ci.high}
+        out |= metrics_under(prefix, **values, **{f"{short}_p": r.p})
     return out
 
 
 def _shi_metrics(b: PairBlock, prefix: str) -> dict[str, float]:
     pc, pf = b.position_consistency, b.preference_fairness
-    out: dict[str, float] = {
-        f"{prefix}.position_consistency_ci_low": pc.ci.low,
-        f"{prefix}.position_consistency_ci_high": pc.ci.high,
-        f"{prefix}.primacy": pf.primacy,
-        f"{prefix}.recency": pf.recency,
-    }
-    if pc.rate is not None:
-        out[f"{prefix}.position_consistency"] = pc.rate
-    if pf.value is not None:
-        out[f"{prefix}.preference_fairness"] = pf.value
-    return out
+    return metrics_under(
+        prefix,
+        position_consistency_ci_low=pc.ci.low,
+        position_consistency_ci_high=pc.ci.high,
+        primacy=pf.primacy,
+        recency=pf.recency,
+        position_consistency=pc.rate,
+        preference_fairness=pf.value,
+    )
 
 
 def _randomized_metrics(r: Randomized) -> dict[str, float]:
-    out: dict[str, float] = {
-        "order_swap.randomized.verdicts": r.verdicts,
-        "order_swap.randomized.decisive": r.decisive,
-        "order_swap.randomized.first_wins": r.first_wins,
-    }
-    if r.rate is not None:
-        out["order_swap.randomized.first_rate"] = r.rate
-    out["order_swap.randomized.ci_low"] = r.ci.low
-    out["order_swap.randomized.ci_high"] = r.ci.high
-    out["order_swap.randomized.p"] = r.p_value
-    return out
+    prefix = "order_swap.randomized"
+    counts = metrics_under(prefix, verdicts=r.verdicts, decisive=r.decisive, first_wins=r.first_wins)
+    return counts | r.metrics(prefix, rate="first_rate")
 
 
 def metrics(section: OrderSwap) -> dict[str, float]:
@@ -86,9 +73,12 @@ def metrics(section: OrderSwap) -> dict[str, float]:
         out.update(_randomized_metrics(section.randomized))
     if section.win_rates is not None:
         for model, w in section.win_rates.models.items():
-            out[f"order_swap.win_rate.{metric_safe(model)}.balanced"] = w.balanced
-            out[f"order_swap.win_rate.{metric_safe(model)}.order_1"] = w.order_1
-            out[f"order_swap.win_rate.{metric_safe(model)}.order_2"] = w.order_2
+            out |= metrics_under(
+                f"order_swap.win_rate.{metric_safe(model)}",
+                balanced=w.balanced,
+                order_1=w.order_1,
+                order_2=w.order_2,
+            )
     return out
 
 
@@ -123,17 +113,12 @@ def length_metrics(section: LengthSection) -> dict[str, float]:
     out: dict[str, float] = {}
     for unit, r in section.longer_wins.items():
         prefix = f"length.longer_wins.{unit}"
-        out[f"{prefix}.decisive_unequal"] = r.decisive_unequal
-        out[f"{prefix}.longer_won"] = r.longer_won
-        if r.rate is not None:
-            out[f"{prefix}.rate"] = r.rate
-        out[f"{prefix}.ci_low"] = r.ci.low
-        out[f"{prefix}.ci_high"] = r.ci.high
-        out[f"{prefix}.p"] = r.p_value
+        out |= metrics_under(prefix, decisive_unequal=r.decisive_unequal, longer_won=r.longer_won)
+        out |= r.metrics(prefix)
     for model, m in section.length_controlled.models.items():
-        out[f"length.win_rate.{metric_safe(model)}.raw"] = m.win_rate
-        if m.length_controlled is not None:
-            out[f"length.win_rate.{metric_safe(model)}.length_controlled"] = m.length_controlled
+        out |= metrics_under(
+            f"length.win_rate.{metric_safe(model)}", raw=m.win_rate, length_controlled=m.length_controlled
+        )
     return out
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup
 
 from lmaudit.reporting import get
-from lmaudit.reporting.page import page_of, provenance, render, run_record_rows
+from lmaudit.reporting.page import Samples, page_of, provenance, render, run_record_rows
 from lmaudit.studies.judge.report.figures import confidence_svg, disagreement_svg, order_swap_svg
 from lmaudit.studies.judge.report.order_swap import table as order_swap_table
 from lmaudit.studies.judge.report.samples import questions, samples
@@ -220,9 +220,7 @@ def render_report(inputs: ReportInputs[JudgeResults]) -> str:
         verdict=verdict(results),
         alerts=alerts(results),
         terms=_terms(results),
-        samples=shown,
-        samples_total=total,
-        samples_note=note,
+        samples=Samples(shown, total, note),
         provenance=_provenance(results, plan, audit),
     )
     return render(

@@ -22,7 +22,7 @@ from lmaudit.provenance.measured_model import read_measured_model
 from lmaudit.reporting import NOT_RECORDED, fmt
 from lmaudit.reporting import get as _get
 from lmaudit.reporting import num as _num
-from lmaudit.reporting.page import page_of, provenance, render
+from lmaudit.reporting.page import Samples, page_of, provenance, render
 from lmaudit.results import Interval
 from lmaudit.studies.layout import ReportInputs
 from lmaudit.studies.qq.mixture.report import mixture_alerts, mixture_cdf_svg, mixture_view
@@ -234,6 +234,17 @@ def render_report(inputs: ReportInputs[QQResults]) -> str:
     shown, total = samples(results, plan, [r for r in rows if "persona" not in r])
     mixture = mixture_view(results)
     figm = mixture_cdf_svg(results)
+    note = (
+        "Each item: its two questions, the exact conversations asked (every label mapping, order and "
+        "position; position 2 is asked once after each first answer) and the label probabilities the "
+        "model gave at each, with the item's verdict."
+        + (
+            " In this mixture run the conversations and answers are the plain estimand's (no persona); "
+            "the verdict is the aggregate's (see the mixture section for every component)."
+            if mixture
+            else ""
+        )
+    )
     page = page_of(
         results,
         plan,
@@ -243,19 +254,7 @@ def render_report(inputs: ReportInputs[QQResults]) -> str:
         verdict=verdict(results, gates),
         alerts=alerts(results, gates) + mixture_alerts(mixture),
         terms=terms(results),
-        samples=shown,
-        samples_total=total,
-        samples_note=(
-            "Each item: its two questions, the exact conversations asked (every label mapping, order and "
-            "position; position 2 is asked once after each first answer) and the label probabilities the "
-            "model gave at each, with the item's verdict."
-            + (
-                " In this mixture run the conversations and answers are the plain estimand's (no persona); "
-                "the verdict is the aggregate's (see the mixture section for every component)."
-                if mixture
-                else ""
-            )
-        ),
+        samples=Samples(shown, total, note),
         provenance=provenance((label, _sorted(pick(*paths))) for label, paths in PROVENANCE_ROWS),
     )
     return render(
