@@ -85,7 +85,7 @@ def metric_safe(name: str) -> str:
     return _NOT_IN_METRIC_KEYS.sub("_", name)
 
 
-def metrics_under(prefix: str, **values: float | None) -> dict[str, float]:
+def metrics_under(prefix: str, /, **values: float | None) -> dict[str, float]:
     """``{prefix}.{name}: value`` for every value that is known, in the order given; a value
     that is None (a rate of no cases) is left out, since MLflow logs numbers only."""
     return {f"{prefix}.{name}": value for name, value in values.items() if value is not None}
