@@ -32,8 +32,8 @@ def _block_metrics(b: PairBlock, prefix: str, full: bool) -> dict[str, float]:
         (b.per_verdict, "first"),
     )
     for r, short in readings:
-        values = {f"{short}_rate": r.rate, f"{short}_ci_low": r.ci.low, f"{short}_ci_high": r.ci.high}
-        out |= metrics_under(prefix, **values, **{f"{short}_p": r.p})
+        values = {"rate": r.rate, "ci_low": r.ci.low, "ci_high": r.ci.high, "p": r.p}
+        out |= metrics_under(prefix, **{f"{short}_{name}": v for name, v in values.items()})
     return out
 
 
